@@ -1,0 +1,100 @@
+//! What every source of array data answers: its metadata, and "fill this
+//! box of my index space".
+//!
+//! Zarr arrays, netCDF variables and aggregations all implement
+//! [`ArraySource`]; the read path ([`crate::read`]) turns a byte range of
+//! the flat file into boxes and asks the source for each. Sources fill
+//! boxes in native byte order; the read path converts once at the end.
+
+use serde_json::{Map, Value};
+
+use crate::dtype::DataType;
+use crate::error::{Error, Result};
+use crate::index::{Region, checked_num_elements};
+
+/// The facts about an array that the flat view and its sidecars show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrayMeta {
+    pub shape: Vec<u64>,
+    pub dtype: DataType,
+    /// One element in native byte order.
+    pub fill_value: Vec<u8>,
+    /// One entry per dimension; `None` where unnamed.
+    pub dimension_names: Vec<Option<String>>,
+    pub attributes: Map<String, Value>,
+    /// The shape of the stored chunks (the first chunk for irregular
+    /// grids), for sidecars; `None` for unchunked sources.
+    pub chunk_shape: Option<Vec<u64>>,
+    /// Where the data comes from, for logs and sidecars.
+    pub source: String,
+    /// Elements and bytes of the flat file, checked for overflow.
+    num_elements: u64,
+    nbytes: u64,
+}
+
+impl ArrayMeta {
+    /// Build the metadata, checking that the flat file's size fits a u64
+    /// and that per-dimension facts agree with the rank.
+    pub fn new(
+        source: impl Into<String>,
+        shape: Vec<u64>,
+        dtype: DataType,
+        fill_value: Vec<u8>,
+    ) -> Result<ArrayMeta> {
+        let source = source.into();
+        let num_elements = checked_num_elements(&shape)
+            .ok_or_else(|| Error::metadata(&source, format!("shape {shape:?} overflows")))?;
+        let nbytes = num_elements
+            .checked_mul(dtype.size() as u64)
+            .ok_or_else(|| {
+                Error::metadata(
+                    &source,
+                    format!("shape {shape:?} of {dtype} is more than 2^64 bytes"),
+                )
+            })?;
+        if fill_value.len() != dtype.size() {
+            return Err(Error::metadata(
+                &source,
+                format!("fill value of {} bytes for {dtype}", fill_value.len()),
+            ));
+        }
+        let rank = shape.len();
+        Ok(ArrayMeta {
+            shape,
+            dtype,
+            fill_value,
+            dimension_names: vec![None; rank],
+            attributes: Map::new(),
+            chunk_shape: None,
+            source,
+            num_elements,
+            nbytes,
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn num_elements(&self) -> u64 {
+        self.num_elements
+    }
+
+    /// Size of the flat file in bytes.
+    pub fn nbytes(&self) -> u64 {
+        self.nbytes
+    }
+
+    pub fn item_size(&self) -> usize {
+        self.dtype.size()
+    }
+}
+
+pub trait ArraySource: Send + Sync {
+    fn meta(&self) -> &ArrayMeta;
+
+    /// Fill `out` with the elements of `region`, C order over the region,
+    /// native byte order. `out.len()` is exactly the region's size in bytes
+    /// and the region lies inside the array.
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()>;
+}

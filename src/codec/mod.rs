@@ -1,0 +1,421 @@
+//! The codec chain: how a stored chunk becomes a decoded array.
+//!
+//! Modelled on the Zarr v3 spec (and zarrs): three families of codecs,
+//!
+//! ```text
+//!  decoded array ──[array→array]*──> array ──[array→bytes]──> bytes ──[bytes→bytes]*──> stored
+//!  (transpose)                              (bytes, endian)          (gzip, zstd, blosc, crc32c)
+//! ```
+//!
+//! and decoding runs the chain backwards. Zarr v2 maps onto the same chain:
+//! `order: "F"` is a transpose with reversed axes, the dtype's byte order is
+//! the `bytes` codec, and the numcodecs filters and compressor are
+//! bytes→bytes codecs that know their own element types (they operate on
+//! the flat buffer in memory order, exactly as numcodecs does).
+//!
+//! Every decoded buffer is in the machine's native byte order and C order.
+//!
+//! Sizes are checked at every step. Before decoding, the chain walks
+//! forward from the chunk's known decoded size to compute the size every
+//! intermediate buffer must have ([`DecodedSize`]); a compressor is told how
+//! much it may produce and stops there, so a decompression bomb costs at
+//! most one chunk's worth of memory, and a short or oversized result is an
+//! error instead of wrong bytes.
+//!
+//! Adding a codec is one file implementing one of the three traits plus one
+//! line in [`from_v3`] and/or [`from_v2`].
+
+use std::fmt::Debug;
+
+use serde_json::Value;
+
+use crate::dtype::{DataType, Endian};
+
+pub mod astype;
+pub mod blosc;
+pub mod bytes;
+pub mod crc32c;
+pub mod delta;
+pub mod fixedscaleoffset;
+pub mod gzip;
+pub mod numeric;
+pub mod shuffle;
+pub mod transpose;
+pub mod zlib;
+pub mod zstd;
+
+/// A failure to decode a chunk or to understand a codec's configuration.
+/// The caller adds which file and chunk it was.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CodecError {
+    #[error("{codec}: corrupt data: {detail}")]
+    Corrupt { codec: &'static str, detail: String },
+    #[error("{codec}: decoded to {actual} bytes, expected {expected}")]
+    WrongSize {
+        codec: &'static str,
+        expected: usize,
+        actual: usize,
+    },
+    #[error(
+        "{codec}: decoded data exceeds the expected {limit} bytes (corrupt chunk or decompression bomb)"
+    )]
+    TooLarge { codec: &'static str, limit: usize },
+    #[error("{codec}: checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    Checksum {
+        codec: &'static str,
+        stored: u32,
+        computed: u32,
+    },
+    #[error("invalid configuration for codec {codec}: {detail}")]
+    Config { codec: String, detail: String },
+    #[error("unsupported codec {0:?}")]
+    Unknown(String),
+    #[error("invalid codec chain: {0}")]
+    Chain(String),
+}
+
+impl CodecError {
+    pub fn corrupt(codec: &'static str, detail: impl Into<String>) -> Self {
+        CodecError::Corrupt {
+            codec,
+            detail: detail.into(),
+        }
+    }
+
+    pub fn config(codec: impl Into<String>, detail: impl Into<String>) -> Self {
+        CodecError::Config {
+            codec: codec.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The shape and element type of a chunk at some point of the chain, with
+/// its fill value (native byte order, one element).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkRepr {
+    pub shape: Vec<u64>,
+    pub dtype: DataType,
+    pub fill: Vec<u8>,
+}
+
+impl ChunkRepr {
+    pub fn num_elements(&self) -> Option<u64> {
+        self.shape
+            .iter()
+            .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+    }
+
+    /// Size in bytes of the whole chunk, or None if it does not fit a usize.
+    pub fn nbytes(&self) -> Option<usize> {
+        let n = self.num_elements()?.checked_mul(self.dtype.size() as u64)?;
+        usize::try_from(n).ok()
+    }
+}
+
+/// What a decoder must produce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecodedSize {
+    /// Exactly this many bytes; anything else is an error.
+    Exact(usize),
+    /// Unknown, but never more than this many bytes.
+    AtMost(usize),
+}
+
+impl DecodedSize {
+    /// The most bytes a decoder may produce; it must stop and fail past this.
+    pub fn limit(self) -> usize {
+        match self {
+            DecodedSize::Exact(n) | DecodedSize::AtMost(n) => n,
+        }
+    }
+
+    /// Check a finished decode's length against the expectation.
+    pub fn check(self, codec: &'static str, actual: usize) -> Result<(), CodecError> {
+        match self {
+            DecodedSize::Exact(expected) if actual != expected => Err(CodecError::WrongSize {
+                codec,
+                expected,
+                actual,
+            }),
+            DecodedSize::AtMost(limit) if actual > limit => {
+                Err(CodecError::TooLarge { codec, limit })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// array → array: changes layout or type, e.g. `transpose`.
+pub trait ArrayToArrayCodec: Send + Sync + Debug {
+    fn name(&self) -> &'static str;
+    /// The representation of this codec's output when encoding `decoded`.
+    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr, CodecError>;
+    /// Undo the codec: `encoded` is a native-order C-order array of
+    /// `encoded_repr`; return the same for `decoded_repr`.
+    fn decode(
+        &self,
+        encoded: Vec<u8>,
+        encoded_repr: &ChunkRepr,
+        decoded_repr: &ChunkRepr,
+    ) -> Result<Vec<u8>, CodecError>;
+}
+
+/// array → bytes: serialises an array, e.g. `bytes` (and later sharding).
+pub trait ArrayToBytesCodec: Send + Sync + Debug {
+    fn name(&self) -> &'static str;
+    /// The serialised size of `decoded`, if fixed.
+    fn encoded_size(&self, decoded: &ChunkRepr) -> Option<usize>;
+    /// Deserialise into a native-order C-order array of `decoded`, whose
+    /// length must be exactly `decoded.nbytes()`.
+    fn decode(&self, encoded: Vec<u8>, decoded: &ChunkRepr) -> Result<Vec<u8>, CodecError>;
+}
+
+/// bytes → bytes: compressors, checksums, and numcodecs filters.
+pub trait BytesToBytesCodec: Send + Sync + Debug {
+    fn name(&self) -> &'static str;
+    /// The encoded size of a `decoded_size`-byte input, if it is fixed
+    /// (checksums, filters), or None (compressors).
+    fn encoded_size(&self, decoded_size: usize) -> Option<usize>;
+    /// Undo the codec, producing what `size` says and never allocating or
+    /// producing more than `size.limit()` bytes.
+    fn decode(&self, encoded: Vec<u8>, size: DecodedSize) -> Result<Vec<u8>, CodecError>;
+}
+
+/// One codec of any family.
+#[derive(Debug)]
+pub enum Codec {
+    ArrayToArray(Box<dyn ArrayToArrayCodec>),
+    ArrayToBytes(Box<dyn ArrayToBytesCodec>),
+    BytesToBytes(Box<dyn BytesToBytesCodec>),
+}
+
+/// A complete chain: array→array codecs, one array→bytes codec, bytes→bytes
+/// codecs, in encoding order.
+#[derive(Debug)]
+pub struct CodecChain {
+    array_to_array: Vec<Box<dyn ArrayToArrayCodec>>,
+    array_to_bytes: Box<dyn ArrayToBytesCodec>,
+    bytes_to_bytes: Vec<Box<dyn BytesToBytesCodec>>,
+}
+
+/// Bound on an intermediate buffer whose size cannot be predicted (only
+/// when a size-changing codec such as a compressor is followed, in encoding
+/// order, by another codec that needs a bound): the chunk's decoded size
+/// twice over plus 64 KiB covers every real compressor's worst-case
+/// expansion while keeping a bomb's cost within the same order as one chunk.
+fn unknown_size_bound(decoded_nbytes: usize) -> usize {
+    decoded_nbytes.saturating_mul(2).saturating_add(64 << 10)
+}
+
+impl CodecChain {
+    /// Build a chain from codecs in encoding order, checking the families
+    /// come in the order the spec requires.
+    pub fn new(codecs: Vec<Codec>) -> Result<Self, CodecError> {
+        let mut array_to_array = Vec::new();
+        let mut array_to_bytes: Option<Box<dyn ArrayToBytesCodec>> = None;
+        let mut bytes_to_bytes = Vec::new();
+        for codec in codecs {
+            match codec {
+                Codec::ArrayToArray(c) => {
+                    if array_to_bytes.is_some() {
+                        return Err(CodecError::Chain(format!(
+                            "array->array codec {} after the array->bytes codec",
+                            c.name()
+                        )));
+                    }
+                    array_to_array.push(c);
+                }
+                Codec::ArrayToBytes(c) => {
+                    if let Some(prev) = &array_to_bytes {
+                        return Err(CodecError::Chain(format!(
+                            "two array->bytes codecs: {} and {}",
+                            prev.name(),
+                            c.name()
+                        )));
+                    }
+                    array_to_bytes = Some(c);
+                }
+                Codec::BytesToBytes(c) => {
+                    if array_to_bytes.is_none() {
+                        return Err(CodecError::Chain(format!(
+                            "bytes->bytes codec {} before the array->bytes codec",
+                            c.name()
+                        )));
+                    }
+                    bytes_to_bytes.push(c);
+                }
+            }
+        }
+        let array_to_bytes = array_to_bytes
+            .ok_or_else(|| CodecError::Chain("no array->bytes codec (such as \"bytes\")".into()))?;
+        Ok(CodecChain {
+            array_to_array,
+            array_to_bytes,
+            bytes_to_bytes,
+        })
+    }
+
+    /// Names of the codecs in encoding order, for sidecars and logs.
+    pub fn names(&self) -> Vec<&'static str> {
+        let mut v: Vec<&'static str> = self.array_to_array.iter().map(|c| c.name()).collect();
+        v.push(self.array_to_bytes.name());
+        v.extend(self.bytes_to_bytes.iter().map(|c| c.name()));
+        v
+    }
+
+    /// Check that the chain accepts chunks of `repr` (transpose orders
+    /// match the rank, sizes fit memory...). Called once at open time so a
+    /// misconfigured array fails to load instead of failing every read.
+    pub fn validate(&self, repr: &ChunkRepr) -> Result<(), CodecError> {
+        self.reprs(repr).map(|_| ())
+    }
+
+    fn reprs(&self, decoded: &ChunkRepr) -> Result<Vec<ChunkRepr>, CodecError> {
+        let mut reprs = vec![decoded.clone()];
+        for c in &self.array_to_array {
+            let next = c.encoded_repr(reprs.last().expect("non-empty"))?;
+            reprs.push(next);
+        }
+        for r in &reprs {
+            r.nbytes().ok_or_else(|| {
+                CodecError::Chain(format!("chunk shape {:?} is too large", r.shape))
+            })?;
+        }
+        Ok(reprs)
+    }
+
+    /// Decode one stored chunk into a native-order C-order array of `repr`.
+    pub fn decode(&self, encoded: Vec<u8>, repr: &ChunkRepr) -> Result<Vec<u8>, CodecError> {
+        let reprs = self.reprs(repr)?;
+        let array_repr = reprs.last().expect("non-empty");
+        let total = repr.nbytes().expect("checked by reprs");
+
+        // sizes[j] = size of the input to bytes_to_bytes[j] when encoding.
+        let mut sizes = Vec::with_capacity(self.bytes_to_bytes.len() + 1);
+        sizes.push(self.array_to_bytes.encoded_size(array_repr));
+        for c in &self.bytes_to_bytes {
+            let next = sizes
+                .last()
+                .copied()
+                .flatten()
+                .and_then(|s| c.encoded_size(s));
+            sizes.push(next);
+        }
+
+        let mut buf = encoded;
+        for (j, c) in self.bytes_to_bytes.iter().enumerate().rev() {
+            let size = match sizes[j] {
+                Some(n) => DecodedSize::Exact(n),
+                None => DecodedSize::AtMost(unknown_size_bound(total)),
+            };
+            buf = c.decode(buf, size)?;
+            size.check(c.name(), buf.len())?;
+        }
+        if let Some(expected) = sizes[0]
+            && buf.len() != expected
+        {
+            return Err(CodecError::WrongSize {
+                codec: self.array_to_bytes.name(),
+                expected,
+                actual: buf.len(),
+            });
+        }
+        buf = self.array_to_bytes.decode(buf, array_repr)?;
+        for (i, c) in self.array_to_array.iter().enumerate().rev() {
+            buf = c.decode(buf, &reprs[i + 1], &reprs[i])?;
+        }
+        DecodedSize::Exact(total).check("codec chain", buf.len())?;
+        Ok(buf)
+    }
+}
+
+/// The `name` and `configuration` of a Zarr v3 extension object, which is
+/// either `{"name": ..., "configuration": {...}}` or a bare name string.
+/// Returns `(name, configuration, must_understand)`.
+pub fn v3_extension(value: &Value) -> Result<(&str, Option<&Value>, bool), String> {
+    match value {
+        Value::String(name) => Ok((name, None, true)),
+        Value::Object(obj) => {
+            let name = obj
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("extension object without a \"name\": {value}"))?;
+            let must = obj
+                .get("must_understand")
+                .map(|v| v.as_bool().unwrap_or(true))
+                .unwrap_or(true);
+            Ok((name, obj.get("configuration"), must))
+        }
+        other => Err(format!("expected an extension object, found {other}")),
+    }
+}
+
+/// Build a codec from its Zarr v3 metadata. `Ok(None)` means an unknown
+/// codec marked `"must_understand": false`, which is skipped.
+pub fn from_v3(value: &Value) -> Result<Option<Codec>, CodecError> {
+    let (name, config, must_understand) =
+        v3_extension(value).map_err(|e| CodecError::config("?", e))?;
+    let empty = Value::Object(Default::default());
+    let config = config.unwrap_or(&empty);
+    let codec = match name {
+        "bytes" => Codec::ArrayToBytes(Box::new(bytes::BytesCodec::from_v3(config)?)),
+        "transpose" => Codec::ArrayToArray(Box::new(transpose::Transpose::from_v3(config)?)),
+        "gzip" => Codec::BytesToBytes(Box::new(gzip::Gzip::from_v3(config)?)),
+        "zstd" => Codec::BytesToBytes(Box::new(zstd::Zstd::from_config(config)?)),
+        "blosc" => Codec::BytesToBytes(Box::new(blosc::Blosc::from_config(config)?)),
+        "crc32c" => Codec::BytesToBytes(Box::new(crc32c::Crc32c::from_v3(config)?)),
+        _ if !must_understand => return Ok(None),
+        _ => return Err(CodecError::Unknown(name.to_string())),
+    };
+    Ok(Some(codec))
+}
+
+/// Build a bytes→bytes codec from a Zarr v2 / numcodecs `{"id": ...}`
+/// object (a compressor or a filter).
+pub fn from_v2(value: &Value) -> Result<Box<dyn BytesToBytesCodec>, CodecError> {
+    let id = value
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| CodecError::config("?", format!("codec without an \"id\": {value}")))?;
+    Ok(match id {
+        "zlib" => Box::new(zlib::Zlib::from_v2(value)?),
+        "gzip" => Box::new(gzip::Gzip::from_v2(value)?),
+        "zstd" => Box::new(zstd::Zstd::from_config(value)?),
+        "blosc" => Box::new(blosc::Blosc::from_config(value)?),
+        "crc32c" => Box::new(crc32c::Crc32c::from_v2(value)?),
+        "delta" => Box::new(delta::Delta::from_v2(value)?),
+        "fixedscaleoffset" => Box::new(fixedscaleoffset::FixedScaleOffset::from_v2(value)?),
+        "shuffle" => Box::new(shuffle::Shuffle::from_v2(value)?),
+        "astype" => Box::new(astype::AsType::from_v2(value)?),
+        other => return Err(CodecError::Unknown(other.to_string())),
+    })
+}
+
+/// The chain a Zarr v2 array describes: `order`, the dtype's byte order,
+/// `filters` (applied in list order when encoding) and `compressor`.
+pub fn v2_chain(
+    rank: usize,
+    order_f: bool,
+    endian: Endian,
+    filters: &[Value],
+    compressor: Option<&Value>,
+) -> Result<CodecChain, CodecError> {
+    let mut codecs = Vec::new();
+    if order_f && rank > 1 {
+        codecs.push(Codec::ArrayToArray(Box::new(
+            transpose::Transpose::reversed(rank),
+        )));
+    }
+    codecs.push(Codec::ArrayToBytes(Box::new(bytes::BytesCodec::new(Some(
+        endian,
+    )))));
+    for f in filters {
+        codecs.push(Codec::BytesToBytes(from_v2(f)?));
+    }
+    if let Some(c) = compressor {
+        codecs.push(Codec::BytesToBytes(from_v2(c)?));
+    }
+    CodecChain::new(codecs)
+}

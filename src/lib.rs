@@ -1,0 +1,27 @@
+//! slabfs: chunked, compressed and aggregated arrays as flat raw files.
+//!
+//! The library is the whole read path; the binary is a thin CLI over it.
+//!
+//! ```text
+//! read(offset, len) ─ read::read_at ─ index::linear   byte range → ≤2R-1 contiguous boxes
+//!                                   └ ArraySource::read_region(box)
+//!                                       zarr::ZarrArray: index::tiling projection over the chunk grid
+//!                                         └ cache::ChunkCache ─ store::Store + codec::CodecChain
+//!                                       index::copy: strided copy / fill into the reply buffer
+//! ```
+
+#![deny(clippy::undocumented_unsafe_blocks)]
+
+pub mod array;
+pub mod cache;
+pub mod codec;
+pub mod dataset;
+pub mod dtype;
+pub mod error;
+pub mod index;
+pub mod read;
+pub mod store;
+pub mod zarr;
+
+pub use array::{ArrayMeta, ArraySource};
+pub use error::{Error, Result};

@@ -1,0 +1,296 @@
+//! A Zarr array as an [`ArraySource`].
+//!
+//! Reading a box: project it over the chunk grid, fetch the decoded chunks
+//! it touches (in parallel, through the shared cache), and copy each
+//! piece into place; a chunk that does not exist is filled with the fill
+//! value without touching any other chunk.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::array::{ArrayMeta, ArraySource};
+use crate::cache::{ChunkCache, ChunkData, ChunkKey, next_source_id};
+use crate::codec::{ChunkRepr, CodecChain};
+use crate::error::{Error, Result};
+use crate::index::Region;
+use crate::index::copy::{copy_region, fill_region};
+use crate::index::tiling::{DimTiling, Piece, Projection};
+use crate::store::Store;
+
+/// How chunk coordinates become store keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkKeyEncoding {
+    /// Zarr v2 style: `1.23.45` (`0` for a 0-d array).
+    V2 { separator: char },
+    /// Zarr v3 `default`: `c/1/23/45` (`c` for a 0-d array).
+    Default { separator: char },
+}
+
+impl ChunkKeyEncoding {
+    pub fn key(&self, coords: &[u64]) -> String {
+        let join = |sep: char| {
+            coords
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(&sep.to_string())
+        };
+        match *self {
+            ChunkKeyEncoding::V2 { .. } if coords.is_empty() => "0".to_string(),
+            ChunkKeyEncoding::V2 { separator } => join(separator),
+            ChunkKeyEncoding::Default { .. } if coords.is_empty() => "c".to_string(),
+            ChunkKeyEncoding::Default { separator } => format!("c{separator}{}", join(separator)),
+        }
+    }
+}
+
+/// Everything metadata parsing yields about an array.
+#[derive(Debug)]
+pub struct ArraySpec {
+    pub meta: ArrayMeta,
+    pub grid: Vec<DimTiling>,
+    pub keys: ChunkKeyEncoding,
+    pub chain: CodecChain,
+    /// The codec names, outermost last, for sidecars.
+    pub codec_names: Vec<String>,
+}
+
+/// Largest decoded chunk slabfs accepts: a chunk is decoded whole into
+/// memory, so a chunk shape beyond this is refused at open time rather
+/// than exhausting memory on the first read.
+pub const MAX_CHUNK_BYTES: u64 = 4 << 30;
+
+pub struct ZarrArray {
+    spec: ArraySpec,
+    store: Arc<dyn Store>,
+    /// Key prefix of the array inside its store: "" or "path/to/array/".
+    prefix: String,
+    cache: Arc<ChunkCache>,
+    id: u64,
+    version: u64,
+}
+
+impl std::fmt::Debug for ZarrArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZarrArray")
+            .field("source", &self.spec.meta.source)
+            .field("shape", &self.spec.meta.shape)
+            .finish()
+    }
+}
+
+impl ZarrArray {
+    /// Check the spec's grid and codecs against its shape, and build the
+    /// array. `path` is the array's path inside the store ("" for root).
+    pub fn new(
+        spec: ArraySpec,
+        store: Arc<dyn Store>,
+        path: &str,
+        cache: Arc<ChunkCache>,
+    ) -> Result<ZarrArray> {
+        let meta = &spec.meta;
+        let src = &meta.source;
+        if spec.grid.len() != meta.rank() {
+            return Err(Error::metadata(
+                src,
+                format!(
+                    "chunk grid of rank {} for an array of rank {}",
+                    spec.grid.len(),
+                    meta.rank()
+                ),
+            ));
+        }
+        for (d, (t, &extent)) in spec.grid.iter().zip(&meta.shape).enumerate() {
+            if !t.covers(extent) {
+                return Err(Error::metadata(
+                    src,
+                    format!("chunk grid does not cover dimension {d}"),
+                ));
+            }
+        }
+        let prefix = if path.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", path.trim_matches('/'))
+        };
+        let array = ZarrArray {
+            spec,
+            store,
+            prefix,
+            cache,
+            id: next_source_id(),
+            version: 0,
+        };
+        // Every chunk of a regular grid has the first chunk's shape; for
+        // explicit grids check the largest tile per dimension.
+        let largest: Vec<u64> = array
+            .spec
+            .grid
+            .iter()
+            .zip(&array.spec.meta.shape)
+            .map(|(t, &extent)| match t {
+                DimTiling::Regular(s) => *s,
+                DimTiling::Explicit(_) => (0..t.num_tiles(extent))
+                    .map(|i| t.tile_len(i))
+                    .max()
+                    .unwrap_or(1),
+            })
+            .collect();
+        let repr = ChunkRepr {
+            shape: largest,
+            dtype: array.spec.meta.dtype.clone(),
+            fill: array.spec.meta.fill_value.clone(),
+        };
+        match repr.nbytes() {
+            Some(n) if n as u64 <= MAX_CHUNK_BYTES => {}
+            _ => {
+                return Err(Error::metadata(
+                    src_of(&array),
+                    format!(
+                        "chunk shape {:?} is larger than the {} GiB limit",
+                        repr.shape,
+                        MAX_CHUNK_BYTES >> 30
+                    ),
+                ));
+            }
+        }
+        array
+            .spec
+            .chain
+            .validate(&repr)
+            .map_err(|e| Error::metadata(src_of(&array), e.to_string()))?;
+        Ok(array)
+    }
+
+    pub fn spec(&self) -> &ArraySpec {
+        &self.spec
+    }
+
+    fn chunk_repr(&self, tile: &[u64]) -> ChunkRepr {
+        ChunkRepr {
+            shape: self.chunk_shape(tile),
+            dtype: self.spec.meta.dtype.clone(),
+            fill: self.spec.meta.fill_value.clone(),
+        }
+    }
+
+    /// The stored (decoded) shape of chunk `tile`, overhang included.
+    fn chunk_shape(&self, tile: &[u64]) -> Vec<u64> {
+        self.spec
+            .grid
+            .iter()
+            .zip(tile)
+            .map(|(g, &t)| g.tile_len(t))
+            .collect()
+    }
+
+    /// Store key of chunk `tile`.
+    pub fn chunk_key(&self, tile: &[u64]) -> String {
+        format!("{}{}", self.prefix, self.spec.keys.key(tile))
+    }
+
+    /// The decoded chunk `tile`, `None` if it is not stored.
+    fn chunk(&self, tile: &[u64]) -> Result<Option<ChunkData>> {
+        let key = ChunkKey {
+            source: self.id,
+            version: self.version,
+            coords: tile.into(),
+        };
+        self.cache.get_or_load(&key, || self.load_chunk(tile))
+    }
+
+    fn load_chunk(&self, tile: &[u64]) -> Result<Option<Vec<u8>>> {
+        let key = self.chunk_key(tile);
+        let repr = self.chunk_repr(tile);
+        let nbytes = repr.nbytes().expect("checked at open") as u64;
+        // No codec expands data by more than 2x; a bigger file is not a
+        // chunk of this array.
+        let limit = nbytes.saturating_mul(2).saturating_add(1 << 20);
+        let Some(raw) = self.store.get(&key, limit)? else {
+            log::debug!(
+                "{}: chunk {tile:?} missing, fill value",
+                self.store.describe(&key)
+            );
+            return Ok(None);
+        };
+        log::debug!(
+            "{}: decoding chunk {tile:?} ({} bytes)",
+            self.store.describe(&key),
+            raw.len()
+        );
+        self.spec
+            .chain
+            .decode(raw, &repr)
+            .map(Some)
+            .map_err(|source| Error::Chunk {
+                path: self.store.describe(&key),
+                chunk: format!("{tile:?}"),
+                source,
+            })
+    }
+}
+
+fn src_of(a: &ZarrArray) -> String {
+    a.spec.meta.source.clone()
+}
+
+impl ArraySource for ZarrArray {
+    fn meta(&self) -> &ArrayMeta {
+        &self.spec.meta
+    }
+
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        let proj = Projection::new(&self.spec.grid, region);
+        let pieces: Vec<Piece> = proj.pieces().collect();
+        // Decode the chunks of a large read in parallel; a read inside
+        // one chunk stays on this thread.
+        let chunks: Vec<Result<Option<ChunkData>>> = if pieces.len() > 1 {
+            pieces.par_iter().map(|p| self.chunk(&p.tile)).collect()
+        } else {
+            pieces.iter().map(|p| self.chunk(&p.tile)).collect()
+        };
+        let item = self.spec.meta.item_size();
+        for (piece, chunk) in pieces.iter().zip(chunks) {
+            match chunk? {
+                Some(data) => copy_region(
+                    &data,
+                    &self.chunk_shape(&piece.tile),
+                    &piece.tile_start,
+                    out,
+                    &region.count,
+                    &piece.box_start,
+                    &piece.count,
+                    item,
+                ),
+                None => fill_region(
+                    out,
+                    &region.count,
+                    &piece.box_start,
+                    &piece.count,
+                    &self.spec.meta.fill_value,
+                ),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_keys() {
+        let v2 = ChunkKeyEncoding::V2 { separator: '.' };
+        assert_eq!(v2.key(&[1, 23, 45]), "1.23.45");
+        assert_eq!(v2.key(&[]), "0");
+        let v2s = ChunkKeyEncoding::V2 { separator: '/' };
+        assert_eq!(v2s.key(&[1, 2]), "1/2");
+        let d = ChunkKeyEncoding::Default { separator: '/' };
+        assert_eq!(d.key(&[1, 23, 45]), "c/1/23/45");
+        assert_eq!(d.key(&[]), "c");
+        let dd = ChunkKeyEncoding::Default { separator: '.' };
+        assert_eq!(dd.key(&[0, 1]), "c.0.1");
+    }
+}
