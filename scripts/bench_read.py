@@ -389,7 +389,7 @@ def run_pass(cs: list[dict], reps: int, warmup: int, cold: bool,
                 redone += 1
                 print("bench_read:   other processes were busy; redoing this run",
                       file=sys.stderr)
-                time.sleep(2.0)
+                time.sleep(min(2.0 * 2 ** attempt, 30.0))
             if rep >= 0:
                 res[c["key"]].append(r)
     return res, redone

@@ -133,7 +133,7 @@ fn walk(
         }
         if zarr::is_store(&path) {
             if let Err(e) = add_store(ds, &path, &rel, &name, cache.clone()) {
-                log::warn!("skipping dataset {}: {e}", path.display());
+                log::debug!("skipping dataset {}: {e}", path.display());
                 ds.skipped.push(e);
             }
         } else if depth < MAX_DEPTH {

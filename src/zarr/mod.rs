@@ -121,7 +121,7 @@ impl Opener {
                 array: Some(Arc::new(a)),
             }),
             Err(e) => {
-                log::warn!("skipping array {path:?}: {e}");
+                log::debug!("skipping array {path:?}: {e}");
                 h.skipped.push(e);
             }
         }
@@ -160,7 +160,7 @@ impl Opener {
             if is_dir && !name.starts_with('.') {
                 let child = join(path, &name);
                 if let Err(e) = self.v2_walk(&child, h, depth + 1) {
-                    log::warn!("skipping {child:?}: {e}");
+                    log::debug!("skipping {child:?}: {e}");
                     h.skipped.push(e);
                 }
             }
@@ -270,7 +270,7 @@ impl Opener {
                                 None => Ok(()),
                             });
                     if let Err(e) = result {
-                        log::warn!("skipping {child:?}: {e}");
+                        log::debug!("skipping {child:?}: {e}");
                         h.skipped.push(e);
                     }
                 }

@@ -1,0 +1,145 @@
+//! The decoded-chunk cache seen through the store: counting the reads a
+//! real Zarr array makes proves hits, eviction within the byte budget, and
+//! one decode per chunk when many threads ask at once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use slabfs::array::ArraySource;
+use slabfs::cache::ChunkCache;
+use slabfs::dtype::Endian;
+use slabfs::read::read_at;
+use slabfs::store::{CountingStore, MemoryStore, Store};
+use slabfs::zarr;
+
+/// 16 little-endian u16 values 0..16 in 4 chunks of 4 (8 bytes each).
+fn store() -> MemoryStore {
+    let s = MemoryStore::new();
+    let meta = json!({
+        "zarr_format": 3, "node_type": "array", "shape": [16], "data_type": "uint16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 9,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
+    });
+    s.set("zarr.json", meta.to_string());
+    for c in 0..4u16 {
+        let bytes: Vec<u8> = (c * 4..c * 4 + 4).flat_map(|v| v.to_le_bytes()).collect();
+        s.set(&format!("c/{c}"), bytes);
+    }
+    s
+}
+
+fn open(store: Arc<dyn Store>, budget: usize) -> Arc<zarr::ZarrArray> {
+    let h = zarr::open_store(store, Arc::new(ChunkCache::new(budget))).unwrap();
+    h.nodes[0].array.clone().unwrap()
+}
+
+fn read(a: &dyn ArraySource, elem: u64, n: u64) -> Vec<u16> {
+    let mut buf = vec![0u8; n as usize * 2];
+    read_at(a, elem * 2, &mut buf, Endian::Little).unwrap();
+    buf.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+}
+
+#[test]
+fn repeated_reads_hit_the_cache() {
+    let counting = Arc::new(CountingStore::new(store()));
+    let a = open(counting.clone(), 1 << 20);
+    let base = counting.gets();
+    assert_eq!(read(a.as_ref(), 0, 16), (0..16).collect::<Vec<u16>>());
+    assert_eq!(counting.gets() - base, 4);
+    assert_eq!(read(a.as_ref(), 3, 10), (3..13).collect::<Vec<u16>>());
+    assert_eq!(counting.gets() - base, 4, "second read must come from the cache");
+}
+
+#[test]
+fn budget_evicts_least_recently_used() {
+    let counting = Arc::new(CountingStore::new(store()));
+    // Room for two 8-byte chunks.
+    let a = open(counting.clone(), 16);
+    let base = counting.gets();
+    read(a.as_ref(), 0, 4); // chunk 0
+    read(a.as_ref(), 4, 4); // chunk 1
+    read(a.as_ref(), 0, 4); // hit: chunk 0 is now the most recent
+    assert_eq!(counting.gets() - base, 2);
+    read(a.as_ref(), 8, 4); // chunk 2 evicts chunk 1
+    read(a.as_ref(), 0, 4); // still cached
+    assert_eq!(counting.gets() - base, 3);
+    read(a.as_ref(), 4, 4); // chunk 1 again: reloaded
+    assert_eq!(counting.gets() - base, 4);
+}
+
+/// A store that takes a while to answer, so concurrent readers overlap.
+#[derive(Debug)]
+struct Slow(CountingStore<MemoryStore>);
+
+impl Store for Slow {
+    fn get(&self, key: &str, limit: u64) -> slabfs::Result<Option<Vec<u8>>> {
+        std::thread::sleep(Duration::from_millis(100));
+        self.0.get(key, limit)
+    }
+    fn list_dir(&self, dir: &str) -> slabfs::Result<Vec<(String, bool)>> {
+        self.0.list_dir(dir)
+    }
+    fn describe(&self, key: &str) -> String {
+        self.0.describe(key)
+    }
+}
+
+#[test]
+fn concurrent_readers_of_one_chunk_decode_it_once() {
+    let slow = Arc::new(Slow(CountingStore::new(store())));
+    let a = open(slow.clone(), 1 << 20);
+    let base = slow.0.gets();
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let a = a.clone();
+            s.spawn(move || {
+                // Different elements, same chunk 2.
+                let e = 8 + t % 4;
+                assert_eq!(read(a.as_ref(), e, 1), vec![e as u16]);
+            });
+        }
+    });
+    assert_eq!(slow.0.gets() - base, 1);
+}
+
+#[test]
+fn missing_chunks_read_fill_and_are_looked_up_again() {
+    let mem = store();
+    mem.remove("c/1");
+    let counting = Arc::new(CountingStore::new(mem));
+    let a = open(counting.clone(), 1 << 20);
+    let base = counting.gets();
+    assert_eq!(read(a.as_ref(), 4, 4), vec![9; 4]);
+    assert_eq!(counting.gets() - base, 1, "only the missing chunk's key is asked for");
+    // A chunk written later is seen: absence is not cached.
+    counting.inner().set("c/1", (40u16..44).flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+    assert_eq!(read(a.as_ref(), 4, 4), vec![40, 41, 42, 43]);
+}
+
+#[test]
+fn rank_32_arrays_read() {
+    // 2^5 elements spread over 32 dimensions, chunks of 1 in the last five.
+    let mut shape = vec![1u64; 27];
+    shape.extend([2, 2, 2, 2, 2]);
+    let s = MemoryStore::new();
+    let chunk_shape = vec![1u64; 32];
+    let meta = json!({
+        "zarr_format": 3, "node_type": "array", "shape": shape, "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunk_shape}},
+        "chunk_key_encoding": {"name": "v2"}, "fill_value": 0,
+        "codecs": [{"name": "bytes"}]
+    });
+    s.set("zarr.json", meta.to_string());
+    for i in 0..32u8 {
+        let mut key: Vec<String> = vec!["0".into(); 27];
+        key.extend((0..5).rev().map(|b| ((i >> b) & 1).to_string()));
+        s.set(&key.join("."), vec![i]);
+    }
+    let h = zarr::open_store(Arc::new(s), Arc::new(ChunkCache::new(1 << 20))).unwrap();
+    let a = h.nodes[0].array.clone().unwrap();
+    let mut buf = vec![0u8; 32];
+    assert_eq!(read_at(a.as_ref(), 0, &mut buf, Endian::Little).unwrap(), 32);
+    assert_eq!(buf, (0..32u8).collect::<Vec<_>>());
+}
