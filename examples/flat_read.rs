@@ -32,7 +32,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         meta.chunk_shape
     );
     let mut buf = vec![0u8; args[4].parse()?];
-    let n = read_at(entry.array.as_ref(), args[3].parse()?, &mut buf, Endian::NATIVE)?;
+    let n = read_at(
+        entry.array.as_ref(),
+        args[3].parse()?,
+        &mut buf,
+        Endian::NATIVE,
+    )?;
     for line in buf[..n].chunks(16) {
         let hex: Vec<String> = line.iter().map(|b| format!("{b:02x}")).collect();
         println!("{}", hex.join(" "));

@@ -5,11 +5,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use slabfs::cache::ChunkCache;
 use slabfs::dataset;
 use slabfs::dtype::Endian;
+use slabfs::fs::mount::MountConfig;
 use slabfs::read::read_at;
 
 #[derive(Parser, Debug)]
@@ -26,6 +27,7 @@ pub struct Cli {
     pub command: Command,
 
     /// Log level: error, warn, info, debug or trace (RUST_LOG overrides).
+    /// `mount` logs at info unless this is given.
     #[arg(long, global = true, default_value = "warn")]
     pub log_level: String,
 }
@@ -56,6 +58,69 @@ pub enum Command {
         #[command(flatten)]
         common: Common,
     },
+    /// Mount SOURCE read-only at MOUNTPOINT: every array becomes a flat
+    /// row-major raw file (plus a NAME.json sidecar) at the path `slabfs ls`
+    /// prints. Runs in the foreground until SIGTERM, SIGINT or
+    /// `fusermount3 -u MOUNTPOINT`, then unmounts and exits 0.
+    Mount(MountArgs),
+}
+
+/// `slabfs mount` arguments (see docs/CONFIGURATION.md).
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// A Zarr store or a directory of datasets.
+    pub source: PathBuf,
+    /// Where to mount it; created if missing. A stale mount left there by
+    /// a killed slabfs is detached first.
+    pub mountpoint: PathBuf,
+    #[command(flatten)]
+    pub common: Common,
+    /// Byte order of the served files (and of the dtype in sidecars and
+    /// xattrs).
+    #[arg(long, value_enum, default_value_t = ByteOrder::Native, help_heading = "Reading")]
+    pub byte_order: ByteOrder,
+    /// Threads serving FUSE requests [default: the number of CPU cores].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..), help_heading = "Mount")]
+    pub threads: Option<u16>,
+    /// Let other users (and root) use the mount. Non-root users need
+    /// `user_allow_other` in /etc/fuse.conf.
+    #[arg(long, help_heading = "Mount")]
+    pub allow_other: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteOrder {
+    /// The machine's own order (little-endian on x86-64 and ARM).
+    Native,
+    Little,
+    Big,
+}
+
+impl ByteOrder {
+    fn endian(self) -> Endian {
+        match self {
+            ByteOrder::Native => Endian::NATIVE,
+            ByteOrder::Little => Endian::Little,
+            ByteOrder::Big => Endian::Big,
+        }
+    }
+}
+
+impl MountArgs {
+    /// The plain configuration the library runs with.
+    pub fn mount_config(&self) -> MountConfig {
+        MountConfig {
+            source: self.source.clone(),
+            mountpoint: self.mountpoint.clone(),
+            cache_size: usize::try_from(self.common.cache_size).unwrap_or(usize::MAX),
+            byte_order: self.byte_order.endian(),
+            threads: match self.threads {
+                Some(n) => n as usize,
+                None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            },
+            allow_other: self.allow_other,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -151,6 +216,7 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
             out.flush()?;
             Ok(())
         }
+        Command::Mount(args) => Ok(slabfs::fs::mount::run(args.mount_config())?),
     }
 }
 
@@ -170,5 +236,46 @@ mod tests {
         assert_eq!(parse_size("100").unwrap(), 100);
         assert!(parse_size("12 parsecs").is_err());
         assert!(parse_size("99999999999TiB").is_err());
+    }
+
+    #[test]
+    fn mount_args() {
+        let cli = Cli::try_parse_from([
+            "slabfs",
+            "mount",
+            "--cache-size",
+            "1GiB",
+            "--byte-order",
+            "big",
+            "--threads",
+            "3",
+            "--allow-other",
+            "src",
+            "mnt",
+        ])
+        .unwrap();
+        let Command::Mount(args) = cli.command else {
+            panic!("not a mount")
+        };
+        let cfg = args.mount_config();
+        assert_eq!(cfg.cache_size, 1 << 30);
+        assert_eq!(cfg.byte_order, Endian::Big);
+        assert_eq!(cfg.threads, 3);
+        assert!(cfg.allow_other);
+        assert_eq!(cfg.mountpoint, PathBuf::from("mnt"));
+
+        let cli = Cli::try_parse_from(["slabfs", "mount", "src", "mnt"]).unwrap();
+        let Command::Mount(args) = cli.command else {
+            panic!("not a mount")
+        };
+        let cfg = args.mount_config();
+        assert_eq!(cfg.byte_order, Endian::NATIVE);
+        assert_eq!(cfg.cache_size, 512 << 20);
+        assert!(cfg.threads >= 1);
+        assert!(!cfg.allow_other);
+        assert!(Cli::try_parse_from(["slabfs", "mount", "--threads", "0", "s", "m"]).is_err());
+        assert!(
+            Cli::try_parse_from(["slabfs", "mount", "--byte-order", "middle", "s", "m"]).is_err()
+        );
     }
 }

@@ -18,6 +18,7 @@ pub mod codec;
 pub mod dataset;
 pub mod dtype;
 pub mod error;
+pub mod fs;
 pub mod index;
 pub mod read;
 pub mod store;

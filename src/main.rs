@@ -2,12 +2,27 @@
 
 mod cli;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches};
 
 fn main() {
-    let cli = cli::Cli::parse();
+    let matches = cli::Cli::command().get_matches();
+    let cli = match cli::Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // A daemon's log is its only voice: `mount` logs at info unless told
+    // otherwise (mount, kernel settings, unmount); `ls`/`cat` stay quiet.
+    let level = match cli.command {
+        cli::Command::Mount(_)
+            if matches.value_source("log_level") != Some(ValueSource::CommandLine) =>
+        {
+            "info"
+        }
+        _ => cli.log_level.as_str(),
+    };
     env_logger::Builder::new()
-        .parse_filters(&cli.log_level)
+        .parse_filters(level)
         .parse_env("RUST_LOG")
         .format_timestamp_millis()
         .init();

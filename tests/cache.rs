@@ -38,7 +38,9 @@ fn open(store: Arc<dyn Store>, budget: usize) -> Arc<zarr::ZarrArray> {
 fn read(a: &dyn ArraySource, elem: u64, n: u64) -> Vec<u16> {
     let mut buf = vec![0u8; n as usize * 2];
     read_at(a, elem * 2, &mut buf, Endian::Little).unwrap();
-    buf.chunks(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+    buf.chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect()
 }
 
 #[test]
@@ -49,7 +51,11 @@ fn repeated_reads_hit_the_cache() {
     assert_eq!(read(a.as_ref(), 0, 16), (0..16).collect::<Vec<u16>>());
     assert_eq!(counting.gets() - base, 4);
     assert_eq!(read(a.as_ref(), 3, 10), (3..13).collect::<Vec<u16>>());
-    assert_eq!(counting.gets() - base, 4, "second read must come from the cache");
+    assert_eq!(
+        counting.gets() - base,
+        4,
+        "second read must come from the cache"
+    );
 }
 
 #[test]
@@ -112,9 +118,18 @@ fn missing_chunks_read_fill_and_are_looked_up_again() {
     let a = open(counting.clone(), 1 << 20);
     let base = counting.gets();
     assert_eq!(read(a.as_ref(), 4, 4), vec![9; 4]);
-    assert_eq!(counting.gets() - base, 1, "only the missing chunk's key is asked for");
+    assert_eq!(
+        counting.gets() - base,
+        1,
+        "only the missing chunk's key is asked for"
+    );
     // A chunk written later is seen: absence is not cached.
-    counting.inner().set("c/1", (40u16..44).flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+    counting.inner().set(
+        "c/1",
+        (40u16..44)
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    );
     assert_eq!(read(a.as_ref(), 4, 4), vec![40, 41, 42, 43]);
 }
 
@@ -140,6 +155,9 @@ fn rank_32_arrays_read() {
     let h = zarr::open_store(Arc::new(s), Arc::new(ChunkCache::new(1 << 20))).unwrap();
     let a = h.nodes[0].array.clone().unwrap();
     let mut buf = vec![0u8; 32];
-    assert_eq!(read_at(a.as_ref(), 0, &mut buf, Endian::Little).unwrap(), 32);
+    assert_eq!(
+        read_at(a.as_ref(), 0, &mut buf, Endian::Little).unwrap(),
+        32
+    );
     assert_eq!(buf, (0..32u8).collect::<Vec<_>>());
 }

@@ -165,13 +165,12 @@ fn every_fixture_reads_as_zarr_python_reads_it() {
     );
 }
 
+/// `slabfs cat` writes native byte order; the expected files are
+/// little-endian, so this comparison only holds on little-endian machines.
+#[cfg(target_endian = "little")]
 #[test]
 fn cli_ls_and_cat_serve_the_same_bytes() {
     let bin = env!("CARGO_BIN_EXE_slabfs");
-    assert!(
-        cfg!(target_endian = "little"),
-        "expected files are little-endian"
-    );
     let ls = Command::new(bin)
         .arg("ls")
         .arg(fixtures())

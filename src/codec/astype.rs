@@ -11,7 +11,7 @@
 
 use serde_json::Value;
 
-use super::numeric::{Element, cast, config_required_str, filter_elements, filter_encoded_size};
+use super::numeric::{Element, config_required_str, convert, filter_elements, filter_encoded_size};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 use crate::dtype::swap_in_place;
 
@@ -61,10 +61,7 @@ impl BytesToBytesCodec for AsType {
             return Ok(encoded);
         }
         let mut out = vec![0u8; n * ds];
-        for (src, dst) in encoded.chunks_exact(es).zip(out.chunks_exact_mut(ds)) {
-            self.decode
-                .write(cast(self.encode.read(src), self.decode.prim), dst);
-        }
+        convert(self.encode, &encoded, self.decode, &mut out);
         Ok(out)
     }
 }

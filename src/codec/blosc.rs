@@ -518,16 +518,20 @@ mod tests {
         assert_eq!(codec().decode(enc, DecodedSize::Exact(0)).unwrap(), b"");
     }
 
-    fn frames() -> Vec<Vec<u8>> {
-        let data = sample();
-        let mut v = Vec::new();
-        for cname in ["blosclz", "lz4", "zlib", "zstd"] {
-            for shuffle in [0, 1, 2] {
-                v.push(compress(&data, 4, 5, shuffle, cname, 2048));
+    /// Valid frames to mutate (built once: compressing is the slow part).
+    fn frames() -> &'static [Vec<u8>] {
+        static FRAMES: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+        FRAMES.get_or_init(|| {
+            let data = sample();
+            let mut v = Vec::new();
+            for cname in ["blosclz", "lz4", "zlib", "zstd"] {
+                for shuffle in [0, 1, 2] {
+                    v.push(compress(&data, 4, 5, shuffle, cname, 2048));
+                }
             }
-        }
-        v.push(compress(&data, 4, 0, 0, "lz4", 0));
-        v
+            v.push(compress(&data, 4, 0, 0, "lz4", 0));
+            v
+        })
     }
 
     proptest! {

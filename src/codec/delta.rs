@@ -20,10 +20,11 @@
 use serde_json::Value;
 
 use super::numeric::{
-    Element, Prim, Value as Num, add, cast, config_required_str, config_str, filter_elements,
-    filter_encoded_size,
+    BLOCK, Element, Prim, Value as Num, cast_slice, config_required_str, config_str, cumsum_slice,
+    filter_elements, filter_encoded_size, specialise,
 };
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
+use crate::dtype::NumericKind;
 
 const NAME: &str = "delta";
 
@@ -68,15 +69,50 @@ impl BytesToBytesCodec for Delta {
         let (es, ds) = (self.astype.size(), self.dtype.size());
         let n = filter_elements(NAME, encoded.len(), es, ds, size)?;
         let mut out = vec![0u8; n * ds];
+        let kind = self.dtype.prim.kind();
+        if self.astype.prim == self.dtype.prim
+            && matches!(kind, NumericKind::Int | NumericKind::UInt)
+        {
+            // The common case (same integer type on both sides): one pass,
+            // a wrapping sum of the raw bits.
+            specialise!(self.dtype.prim, |p| {
+                let (from, to) = (
+                    Element {
+                        prim: p,
+                        ..self.astype
+                    },
+                    Element {
+                        prim: p,
+                        ..self.dtype
+                    },
+                );
+                let mut acc = 0u64;
+                for (src, dst) in encoded.chunks_exact(es).zip(out.chunks_exact_mut(ds)) {
+                    let x = match from.read(src) {
+                        Num::Int(i) => i as u64,
+                        Num::UInt(u) => u,
+                        other => unreachable!("{other:?} from an integer type"),
+                    };
+                    acc = acc.wrapping_add(x);
+                    let v = if kind == NumericKind::Int {
+                        Num::Int(acc as i64)
+                    } else {
+                        Num::UInt(acc)
+                    };
+                    to.write(v, dst);
+                }
+            });
+            return Ok(out);
+        }
+        let mut vals = vec![Num::Bool(false); BLOCK];
         let mut sum: Option<Num> = None;
-        for (src, dst) in encoded.chunks_exact(es).zip(out.chunks_exact_mut(ds)) {
-            let v = cast(self.astype.read(src), self.acc);
-            let s = match sum {
-                None => v,
-                Some(prev) => add(prev, v, self.acc),
-            };
-            sum = Some(s);
-            self.dtype.write(s, dst);
+        for (src, dst) in encoded.chunks(BLOCK * es).zip(out.chunks_mut(BLOCK * ds)) {
+            let v = &mut vals[..src.len() / es];
+            self.astype.read_slice(src, v);
+            cast_slice(v, self.astype.prim, self.acc);
+            cumsum_slice(v, &mut sum, self.acc);
+            cast_slice(v, self.acc, self.dtype.prim);
+            self.dtype.write_slice(v, dst);
         }
         Ok(out)
     }

@@ -19,8 +19,8 @@
 use serde_json::Value;
 
 use super::numeric::{
-    Element, Prim, Value as Num, cast, config_number, config_required_str, config_str, div,
-    filter_elements, filter_encoded_size, round_to,
+    BLOCK, Element, Prim, Value as Num, cast_slice, config_number, config_required_str, config_str,
+    div, filter_elements, filter_encoded_size, round_to, specialise,
 };
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 use crate::dtype::NumericKind;
@@ -89,10 +89,19 @@ impl BytesToBytesCodec for FixedScaleOffset {
         let (es, ds) = (self.astype.size(), self.dtype.size());
         let n = filter_elements(NAME, encoded.len(), es, ds, size)?;
         let mut out = vec![0u8; n * ds];
-        for (src, dst) in encoded.chunks_exact(es).zip(out.chunks_exact_mut(ds)) {
-            let x = cast(self.astype.read(src), self.calc).as_f64();
-            let y = round_to(self.calc, div(x, self.scale, self.calc) + self.offset);
-            self.dtype.write(Num::Float(y), dst);
+        let mut vals = vec![Num::Bool(false); BLOCK];
+        for (src, dst) in encoded.chunks(BLOCK * es).zip(out.chunks_mut(BLOCK * ds)) {
+            let v = &mut vals[..src.len() / es];
+            self.astype.read_slice(src, v);
+            cast_slice(v, self.astype.prim, self.calc);
+            specialise!(self.calc, |p| {
+                for x in v.iter_mut() {
+                    let y = round_to(p, div(x.as_f64(), self.scale, p) + self.offset);
+                    *x = Num::Float(y);
+                }
+            });
+            cast_slice(v, self.calc, self.dtype.prim);
+            self.dtype.write_slice(v, dst);
         }
         Ok(out)
     }

@@ -68,14 +68,33 @@ impl BytesToBytesCodec for Shuffle {
         }
         let n = encoded.len() / s;
         let mut out = vec![0u8; encoded.len()];
-        // Walk the output in row-sized strips so that each of the `s`
-        // input streams is read sequentially.
-        for (j, stream) in encoded.chunks_exact(n).enumerate() {
-            for (o, &b) in out[j..].iter_mut().step_by(s).zip(stream) {
-                *o = b;
+        match s {
+            2 => unshuffle::<2>(&encoded, &mut out, n),
+            4 => unshuffle::<4>(&encoded, &mut out, n),
+            8 => unshuffle::<8>(&encoded, &mut out, n),
+            16 => unshuffle::<16>(&encoded, &mut out, n),
+            _ => {
+                // Write the output in order, gathering one byte from each of
+                // the `s` streams.
+                for (i, elem) in out.chunks_exact_mut(s).enumerate() {
+                    for (j, b) in elem.iter_mut().enumerate() {
+                        *b = encoded[j * n + i];
+                    }
+                }
             }
         }
         Ok(out)
+    }
+}
+
+/// Unshuffle `N`-byte elements: one pass over the output, reading the `N`
+/// streams side by side.
+fn unshuffle<const N: usize>(enc: &[u8], out: &mut [u8], n: usize) {
+    let streams: [&[u8]; N] = std::array::from_fn(|j| &enc[j * n..(j + 1) * n]);
+    for (i, elem) in out.chunks_exact_mut(N).enumerate() {
+        for j in 0..N {
+            elem[j] = streams[j][i];
+        }
     }
 }
 

@@ -19,10 +19,14 @@
 //! an identity permutation is returned as is and e.g. `[0, 2, 1]` on a
 //! `(n, 1, m)` shape is recognised as a plain copy. What remains is walked
 //! in square tiles over the two axes that matter, the output's last axis
-//! (contiguous in the output) and the axis contiguous in the input, so
-//! that both sides are read and written a cache line at a time. Elements
-//! of 1, 2, 4, 8 and 16 bytes are copied as fixed-size values; other sizes
-//! with a slice copy.
+//! (contiguous in the output) and the axis contiguous in the input, each
+//! tile staged through a small buffer so that both sides are read and
+//! written in whole contiguous rows. Elements of 1, 2, 4, 8 and 16 bytes
+//! are copied as fixed-size values; other sizes with a slice copy. On the
+//! development VM a reversed-axes (Zarr v2 `order: "F"`) 3-D float32 chunk
+//! of 4 MiB decodes at about 1.3 GB/s, other orders at 1.5-4 GB/s
+//! (NumPy's `ascontiguousarray(a.T)`: 0.5 GB/s on power-of-two shapes,
+//! 3.5 GB/s on others).
 
 use serde_json::Value;
 
@@ -234,14 +238,15 @@ fn copy_elem<const N: usize>(dst: &mut [u8], d: usize, src: &[u8], s: usize, esi
     }
 }
 
-/// Elements per tile side: a tile of 32x32 4-byte elements is 4 KiB on
-/// each side, which stays in L1 while it is transposed.
+/// Elements per tile side: each tile row read or written is 256
+/// contiguous bytes where possible (64 for bytes), and a whole tile at most
+/// 16 KiB, which stays in L1 next to the lines being streamed. (Measured:
+/// 64x64 float32 tiles decode a reversed 3-D chunk about 1.4x faster than
+/// 32x32.)
 fn tile_side(esize: usize) -> usize {
-    match esize {
-        0..=4 => 32,
-        5..=8 => 16,
-        _ => 8,
-    }
+    (256 / esize.max(1))
+        .clamp(8, 64)
+        .min((16384 / esize.max(1)).isqrt().max(1))
 }
 
 fn run<const N: usize>(src: &[u8], dst: &mut [u8], axes: &[Axis], esize: usize) {
@@ -260,6 +265,8 @@ fn run<const N: usize>(src: &[u8], dst: &mut [u8], axes: &[Axis], esize: usize) 
         .filter(|&(i, _)| i != last && i != m)
         .map(|(_, a)| *a)
         .collect();
+    let t = tile_side(esize);
+    let mut buf = vec![0u8; t * t * esize];
     let mut idx = vec![0usize; outer.len()];
     let (mut s0, mut d0) = (0usize, 0usize);
     loop {
@@ -271,7 +278,7 @@ fn run<const N: usize>(src: &[u8], dst: &mut [u8], axes: &[Axis], esize: usize) 
             dst[d0 * esize..d0 * esize + bytes]
                 .copy_from_slice(&src[s0 * esize..s0 * esize + bytes]);
         } else {
-            tile::<N>(src, dst, s0, d0, axes[m], inner, esize);
+            tile::<N>(src, dst, s0, d0, axes[m], inner, esize, &mut buf, t);
         }
         // Odometer over the outer axes.
         let mut k = outer.len();
@@ -293,9 +300,17 @@ fn run<const N: usize>(src: &[u8], dst: &mut [u8], axes: &[Axis], esize: usize) 
     }
 }
 
-/// A 2-D transpose: for all (i, j), `dst[d0 + i*a.dst + j] = src[s0 + i*a.src + j*b.src]`
-/// where `b` is the output's contiguous axis (`b.dst == 1`) and `a` the
-/// input's (`a.src == 1`, usually).
+/// A 2-D transpose: for all (i, j),
+/// `dst[d0 + i*a.dst + j] = src[s0 + i*a.src + j*b.src]`, where `b` is
+/// the output's contiguous axis (`b.dst == 1`) and `a` the input's
+/// (`a.src == 1` unless length-1 axes were dropped).
+///
+/// Each `t` x `t` tile is staged through `buf`: rows of the input (fixed
+/// `j`) are read whole into its columns, then its rows are written whole
+/// to the output. Both sides thus touch every cache line once per tile,
+/// which matters because the rows of a tile are often a power of two
+/// apart and all fall into the same cache set.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn tile<const N: usize>(
     src: &[u8],
@@ -305,24 +320,34 @@ fn tile<const N: usize>(
     a: Axis,
     b: Axis,
     esize: usize,
+    buf: &mut [u8],
+    t: usize,
 ) {
-    let t = tile_side(esize);
+    let e = if N == 0 { esize } else { N };
+    let row = t * e;
     for i0 in (0..a.len).step_by(t) {
-        let i1 = (i0 + t).min(a.len);
+        let ni = t.min(a.len - i0);
         for j0 in (0..b.len).step_by(t) {
-            let j1 = (j0 + t).min(b.len);
-            for i in i0..i1 {
-                let drow = d0 + i * a.dst;
-                let srow = s0 + i * a.src;
-                for j in j0..j1 {
-                    copy_elem::<N>(
-                        dst,
-                        (drow + j) * esize,
-                        src,
-                        (srow + j * b.src) * esize,
-                        esize,
-                    );
+            let nj = t.min(b.len - j0);
+            // Input rows (fixed j) into the tile's columns.
+            for j in 0..nj {
+                let first = s0 + (j0 + j) * b.src + i0 * a.src;
+                let col = &mut buf[j * e..];
+                if a.src == 1 {
+                    let run = &src[first * e..(first + ni) * e];
+                    for (cell, v) in col.chunks_mut(row).zip(run.chunks_exact(e)) {
+                        copy_elem::<N>(cell, 0, v, 0, e);
+                    }
+                } else {
+                    for (i, cell) in col.chunks_mut(row).take(ni).enumerate() {
+                        copy_elem::<N>(cell, 0, src, (first + i * a.src) * e, e);
+                    }
                 }
+            }
+            // Tile rows (fixed i) out whole.
+            for (i, r) in buf.chunks(row).take(ni).enumerate() {
+                let d = (d0 + (i0 + i) * a.dst + j0) * e;
+                dst[d..d + nj * e].copy_from_slice(&r[..nj * e]);
             }
         }
     }

@@ -1,0 +1,128 @@
+//! Errors of the filesystem core and the one place they become errnos.
+//!
+//! Every request the core refuses or fails returns an [`FsError`]; the FUSE
+//! adapter hands it to one helper that logs it at [`FsError::level`] and
+//! replies [`FsError::errno`]. The match in `errno` is exhaustive on purpose:
+//! a new variant must decide what the kernel is told.
+
+use crate::error::Error as LibError;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FsError {
+    /// An inode number the core never handed out (or one from before a
+    /// remount that the kernel still remembers).
+    #[error("no inode {0}")]
+    NoInode(u64),
+    /// A name that is not in its directory.
+    #[error("{0}: no such file or directory")]
+    NotFound(String),
+    /// A directory operation on a file.
+    #[error("{0}: not a directory")]
+    NotDir(String),
+    /// A file operation on a directory.
+    #[error("{0}: is a directory")]
+    IsDir(String),
+    /// Anything that would change the filesystem: writes, creates, renames,
+    /// truncation, setattr, setxattr, an open for writing.
+    #[error("{op}: read-only filesystem")]
+    ReadOnly { op: &'static str },
+    /// An extended attribute the node does not have.
+    #[error("{path}: no attribute {name:?}")]
+    NoXattr { path: String, name: String },
+    /// The caller's buffer is too small for the attribute value or list.
+    #[error("{path}: attribute of {len} bytes does not fit a {size}-byte buffer")]
+    XattrRange { path: String, len: usize, size: u32 },
+    /// The bytes of a range of an array file could not be produced. The
+    /// library error names the store file and chunk (boxed: it is large and
+    /// every other result of the core is small).
+    #[error("{path} offset {offset} size {size}: {source}")]
+    Read {
+        path: String,
+        offset: u64,
+        size: u32,
+        #[source]
+        source: Box<LibError>,
+    },
+}
+
+pub type FsResult<T> = Result<T, FsError>;
+
+impl FsError {
+    /// The errno the kernel (and so the caller's syscall) gets.
+    pub fn errno(&self) -> i32 {
+        match self {
+            // A stale inode number: the kernel treats ENOENT as "gone".
+            FsError::NoInode(_) | FsError::NotFound(_) => libc::ENOENT,
+            FsError::NotDir(_) => libc::ENOTDIR,
+            FsError::IsDir(_) => libc::EISDIR,
+            FsError::ReadOnly { .. } => libc::EROFS,
+            // ENODATA is Linux's ENOATTR, what getfattr expects.
+            FsError::NoXattr { .. } => libc::ENODATA,
+            FsError::XattrRange { .. } => libc::ERANGE,
+            // The library decides: EIO for anything that means "these bytes
+            // cannot be delivered", ENOENT for a vanished array.
+            FsError::Read { source, .. } => source.errno(),
+        }
+    }
+
+    /// How loudly to log it. Lookups of absent names, probes for xattrs and
+    /// attempts to write are routine (shells, editors and file managers do
+    /// them all the time): debug. A read that fails is a data problem an
+    /// operator must see: error.
+    pub fn level(&self) -> log::Level {
+        match self {
+            FsError::NotFound(_)
+            | FsError::NotDir(_)
+            | FsError::IsDir(_)
+            | FsError::ReadOnly { .. }
+            | FsError::NoXattr { .. }
+            | FsError::XattrRange { .. } => log::Level::Debug,
+            FsError::NoInode(_) => log::Level::Warn,
+            FsError::Read { .. } => log::Level::Error,
+        }
+    }
+}
+
+/// The error and every cause in its source chain that its message does not
+/// already include, joined by ": " (library errors embed their cause in
+/// their message; I/O errors wrapped elsewhere may not).
+pub fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        let msg = c.to_string();
+        if !text.contains(&msg) {
+            text.push_str(": ");
+            text.push_str(&msg);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errnos() {
+        assert_eq!(FsError::NotFound("x".into()).errno(), libc::ENOENT);
+        assert_eq!(FsError::ReadOnly { op: "write" }.errno(), libc::EROFS);
+        let read = FsError::Read {
+            path: "a/b".into(),
+            offset: 4096,
+            size: 131072,
+            source: Box::new(LibError::metadata("store/c/0", "truncated")),
+        };
+        assert_eq!(read.errno(), libc::EIO);
+        assert_eq!(read.level(), log::Level::Error);
+        let msg = chain(&read);
+        assert!(
+            msg.contains("a/b") && msg.contains("4096") && msg.contains("store/c/0"),
+            "{msg}"
+        );
+        // The cause is already in the message: not repeated.
+        assert_eq!(msg.matches("truncated").count(), 1, "{msg}");
+    }
+}

@@ -1,0 +1,416 @@
+//! The `fuser::Filesystem` adapter: converts kernel requests into calls on
+//! the core ([`SlabFs`]) and its results into replies. No filesystem logic
+//! lives here beyond two FUSE-specific choices:
+//!
+//! - `open` replies `FOPEN_KEEP_CACHE`, never `FOPEN_DIRECT_IO`: the data
+//!   does not change while mounted, so the kernel page cache is the first
+//!   level cache and survives `close`/`open` (tools open a file per read),
+//!   and shared `mmap` (`numpy.memmap`, GDAL) works. `opendir` likewise
+//!   lets the kernel cache directory listings (`FOPEN_CACHE_DIR`).
+//! - `init` asks the kernel for the largest readahead it allows and a
+//!   `max_background` sized for parallel decodes, and logs what it got.
+//!
+//! Every failed request goes through [`fail`], which logs the error at its
+//! level with its source chain and returns the errno to reply.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
+};
+
+use super::error::{FsError, chain};
+use super::{Attr, DirSink, Kind, SlabFs, XattrReply};
+
+/// How long the kernel may cache names and attributes. The tree is
+/// immutable while mounted, so any value is correct; a few seconds keeps
+/// `stat`-heavy tools off the daemon while staying short enough for a
+/// later live refresh of changed sources.
+const TTL: Duration = Duration::from_secs(5);
+
+/// Concurrent background (readahead) requests the kernel may queue. Its
+/// default of 12 throttles a sequential reader of a mount whose requests
+/// each decode whole chunks; 16 keeps every worker thread busy on a
+/// typical machine while bounding memory (each request is at most
+/// `max_pages`, 1 MiB).
+const MAX_BACKGROUND: u16 = 16;
+
+pub struct FuseFs {
+    core: Arc<SlabFs>,
+}
+
+impl FuseFs {
+    pub fn new(core: Arc<SlabFs>) -> FuseFs {
+        FuseFs { core }
+    }
+}
+
+/// Log a failed request (what, where, why) and give its errno.
+fn fail(op: &str, err: &FsError) -> Errno {
+    log::log!(err.level(), "{op} failed: {}", chain(err));
+    Errno::from_i32(err.errno())
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks,
+        atime: a.mtime,
+        mtime: a.mtime,
+        ctime: a.mtime,
+        crtime: a.mtime,
+        kind: file_type(a.kind),
+        perm: a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        blksize: a.blksize,
+        flags: 0,
+    }
+}
+
+fn file_type(k: Kind) -> FileType {
+    match k {
+        Kind::Directory => FileType::Directory,
+        Kind::File => FileType::RegularFile,
+    }
+}
+
+struct DirReply<'a>(&'a mut ReplyDirectory);
+
+impl DirSink for DirReply<'_> {
+    fn add(&mut self, ino: u64, next_offset: u64, kind: Kind, name: &str) -> bool {
+        self.0.add(INodeNo(ino), next_offset, file_type(kind), name)
+    }
+}
+
+fn read_only(op: &'static str) -> Errno {
+    fail(op, &FsError::ReadOnly { op })
+}
+
+impl Filesystem for FuseFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // The kernel offers its current readahead and refuses anything
+        // larger: asking for u32::MAX tells us the ceiling, then take it.
+        let readahead = match config.set_max_readahead(u32::MAX) {
+            Ok(_) => u32::MAX,
+            Err(max) => {
+                let _ = config.set_max_readahead(max);
+                max
+            }
+        };
+        if let Err(min) = config.set_max_background(MAX_BACKGROUND) {
+            log::warn!("kernel refused max_background {MAX_BACKGROUND} (nearest {min})");
+        }
+        // Lookups and readdirs in one directory need not be serialized:
+        // the tree is immutable.
+        if let Err(e) = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS) {
+            log::debug!("kernel lacks {e:?}");
+        }
+        // fuser requests FUSE_MAX_PAGES whenever the kernel supports it, with
+        // max_pages covering its 16 MiB max_write; the kernel clamps that to
+        // fs.fuse.max_pages_limit (256 pages = 1 MiB unless raised).
+        let max_pages = config.capabilities().contains(InitFlags::FUSE_MAX_PAGES);
+        let limit = std::fs::read_to_string("/proc/sys/fs/fuse/max_pages_limit")
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+        log::info!(
+            "kernel FUSE ABI {}: max_readahead {} KiB, max_background {MAX_BACKGROUND}, \
+             max_pages {}",
+            config.kernel_abi(),
+            readahead / 1024,
+            match (max_pages, limit) {
+                (false, _) => "not supported (requests of at most 32 pages)".to_string(),
+                (true, Some(l)) => format!("requested, kernel limit {l} pages"),
+                (true, None) => "requested (kernel limit 256 pages)".to_string(),
+            }
+        );
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.core.lookup(parent.0, name) {
+            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+            Err(e) => reply.error(fail("lookup", &e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.core.getattr(ino.0) {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(fail("getattr", &e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.core.open(ino.0, flags.0) {
+            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(fail("open", &e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        // The tree is immutable while mounted: let the kernel cache the
+        // listing too.
+        match self.core.opendir(ino.0) {
+            Ok(()) => reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
+            Err(e) => reply.error(fail("opendir", &e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let started = std::time::Instant::now();
+        match self.core.read(ino.0, offset, size) {
+            Ok(data) => {
+                log::debug!(
+                    "read {} offset {offset} size {size}: {} bytes in {:?}",
+                    self.core.path(ino.0),
+                    data.len(),
+                    started.elapsed()
+                );
+                reply.data(&data)
+            }
+            Err(e) => reply.error(fail("read", &e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        match self.core.readdir(ino.0, offset, &mut DirReply(&mut reply)) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("readdir", &e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.core.statfs();
+        reply.statfs(s.blocks, 0, 0, s.files, 0, s.bsize, s.namelen, s.bsize);
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.core.getxattr(ino.0, name, size) {
+            Ok(XattrReply::Size(n)) => reply.size(n),
+            Ok(XattrReply::Data(d)) => reply.data(&d),
+            Err(e) => reply.error(fail("getxattr", &e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.core.listxattr(ino.0, size) {
+            Ok(XattrReply::Size(n)) => reply.size(n),
+            Ok(XattrReply::Data(d)) => reply.data(&d),
+            Err(e) => reply.error(fail("listxattr", &e)),
+        }
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // Only reached without default_permissions; the mount sets it, so
+        // this is a fallback: existence, and no writing.
+        match self.core.getattr(ino.0) {
+            Ok(_) if mask.contains(fuser::AccessFlags::W_OK) => reply.error(read_only("access")),
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(fail("access", &e)),
+        }
+    }
+
+    // Everything that would modify the tree. The mount is `ro`, so the
+    // kernel answers most of these itself; these are the belt to its braces.
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        _size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        reply.error(read_only("setattr"))
+    }
+
+    fn mknod(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(read_only("mknod"))
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        reply.error(read_only("mkdir"))
+    }
+
+    fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(read_only("unlink"))
+    }
+
+    fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(read_only("rmdir"))
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(read_only("symlink"))
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        _flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(read_only("rename"))
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(read_only("link"))
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        reply.error(read_only("write"))
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        _parent: INodeNo,
+        _name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        reply.error(read_only("create"))
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(read_only("setxattr"))
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(read_only("removexattr"))
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(read_only("fallocate"))
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Called on every close(); nothing is ever buffered.
+        reply.ok()
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        // Nothing to sync: succeed, as on any read-only file.
+        reply.ok()
+    }
+}

@@ -1,0 +1,468 @@
+//! Running the mount: the daemon's life from mount point to exit.
+//!
+//! [`run`] does, in order:
+//!
+//! 1. Blocks SIGINT, SIGTERM and SIGHUP in the calling thread before any
+//!    other thread exists, so every thread inherits the mask and the
+//!    signals are only ever taken by one dedicated thread (`sigwait`).
+//!    Their default action would kill the daemon without unmounting and
+//!    leave "Transport endpoint is not connected" behind.
+//! 2. Checks SOURCE exists, then prepares the mount point: creates it if missing; if a daemon that
+//!    died (SIGKILL, OOM, crash) left a stale FUSE mount there, detaches it
+//!    lazily (`umount2(MNT_DETACH)`, or `fusermount3 -uz` when not root)
+//!    with a log line; refuses a mount point another live FUSE daemon
+//!    serves.
+//! 3. Opens the dataset and builds the tree ([`SlabFs`]).
+//! 4. Mounts (`ro`, `default_permissions`) with `fuser::Session::new`,
+//!    which also completes the FUSE INIT handshake, and hands an unmounter
+//!    to the signal thread.
+//! 5. Serves requests on `threads` threads (`fuser::Config::n_threads`)
+//!    until the filesystem is unmounted: by a signal (the signal thread
+//!    unmounts; if files are open it detaches lazily and the daemon exits
+//!    once they are closed), or from outside (`fusermount3 -u`, `umount`).
+//!    Either way `run` returns `Ok` and the process exits 0. A second
+//!    signal while waiting exits at once (status 1).
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
+use parking_lot::Mutex;
+
+use super::fuse::FuseFs;
+use super::{FsConfig, SlabFs};
+use crate::cache::ChunkCache;
+use crate::dataset;
+use crate::dtype::Endian;
+
+/// Everything `slabfs mount` needs, free of clap.
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    /// A Zarr store or a directory of datasets.
+    pub source: PathBuf,
+    pub mountpoint: PathBuf,
+    /// Byte budget of the decoded-chunk cache.
+    pub cache_size: usize,
+    /// Byte order of the served files.
+    pub byte_order: Endian,
+    /// Threads serving FUSE requests (at least 1).
+    pub threads: usize,
+    /// Let users other than the mounting one see the mount.
+    pub allow_other: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MountError {
+    #[error("mount point {path}: {source}")]
+    MountPoint {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("mount point {path}: {detail}")]
+    MountPointInUse { path: String, detail: String },
+    #[error(transparent)]
+    Dataset(#[from] crate::Error),
+    #[error("{0}")]
+    Config(String),
+    #[error("mounting {path}: {source}")]
+    Mount {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("serving {path}: {source}")]
+    Serve {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("signal handling: {0}")]
+    Signals(#[source] io::Error),
+}
+
+/// Where the daemon is, as the signal thread sees it.
+enum Phase {
+    /// Not mounted yet: a signal just ends the process.
+    Starting,
+    /// Serving: a signal unmounts.
+    Mounted(SessionUnmounter),
+    /// A signal already asked to unmount: another one exits at once.
+    Stopping,
+}
+
+/// Mount `cfg.source` at `cfg.mountpoint` and serve it until unmounted.
+/// Returns `Ok` after a clean unmount (signal or external).
+pub fn run(cfg: MountConfig) -> Result<(), MountError> {
+    let signals = Signals::block().map_err(MountError::Signals)?;
+    let mnt = cfg.mountpoint.clone();
+    let phase = Arc::new(Mutex::new(Phase::Starting));
+    {
+        let phase = phase.clone();
+        let mnt = mnt.clone();
+        std::thread::Builder::new()
+            .name("slabfs-signals".into())
+            .spawn(move || signal_loop(&signals, &phase, &mnt))
+            .map_err(MountError::Signals)?;
+    }
+
+    // Absolute, so sidecars and logs name files unambiguously.
+    let source = cfg.source.canonicalize().map_err(|e| crate::Error::Io {
+        path: cfg.source.display().to_string(),
+        source: e,
+    })?;
+    check_allow_other(cfg.allow_other)?;
+    prepare_mountpoint(&mnt)?;
+    let cache = Arc::new(ChunkCache::new(cfg.cache_size));
+    let ds = dataset::open(&source, cache)?;
+    for s in &ds.skipped {
+        log::warn!("not shown: {s}");
+    }
+    if ds.entries.is_empty() {
+        log::warn!(
+            "{}: no arrays found; mounting an empty tree",
+            source.display()
+        );
+    }
+    // SAFETY: getuid/getgid cannot fail and have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let core = Arc::new(SlabFs::new(
+        &ds.entries,
+        FsConfig {
+            byte_order: cfg.byte_order,
+            uid,
+            gid,
+        },
+    ));
+    let arrays = ds.entries.len();
+    drop(ds);
+
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        MountOption::RO,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+        // The kernel checks the 0444/0555 modes itself instead of asking.
+        MountOption::DefaultPermissions,
+        MountOption::Subtype("slabfs".into()),
+        MountOption::FSName(fsname(&source)),
+    ];
+    config.acl = if cfg.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(cfg.threads.max(1));
+
+    // Hold the phase lock across the mount so a signal arriving meanwhile
+    // waits and then finds the unmounter.
+    let session = {
+        let mut phase = phase.lock();
+        let mut session = Session::new(FuseFs::new(core.clone()), &mnt, &config).map_err(|e| {
+            MountError::Mount {
+                path: mnt.display().to_string(),
+                source: e,
+            }
+        })?;
+        *phase = Phase::Mounted(session.unmount_callable());
+        session
+    };
+    log::info!(
+        "mounted {} at {}: {arrays} arrays, {} nodes, {} threads, {} byte order, cache {} MiB",
+        source.display(),
+        mnt.display(),
+        core.len(),
+        cfg.threads.max(1),
+        match cfg.byte_order {
+            Endian::Little => "little",
+            Endian::Big => "big",
+        },
+        cfg.cache_size >> 20,
+    );
+    session.run().map_err(|e| MountError::Serve {
+        path: mnt.display().to_string(),
+        source: e,
+    })?;
+    log::info!("unmounted {}", mnt.display());
+    Ok(())
+}
+
+/// The `fsname` shown in /proc/mounts: the source path when it is a plain
+/// one (mount options are comma-separated, so no commas, backslashes or
+/// whitespace), else just "slabfs".
+fn fsname(source: &Path) -> String {
+    let s = source.display().to_string();
+    if s.chars()
+        .any(|c| c == ',' || c == '\\' || c.is_whitespace() || c.is_control())
+    {
+        "slabfs".into()
+    } else {
+        s
+    }
+}
+
+fn signal_loop(signals: &Signals, phase: &Mutex<Phase>, mnt: &Path) {
+    loop {
+        let sig = signals.wait();
+        let name = signal_name(sig);
+        let mut p = phase.lock();
+        match std::mem::replace(&mut *p, Phase::Stopping) {
+            Phase::Starting => {
+                log::info!("{name} before the mount was live: exiting");
+                std::process::exit(0);
+            }
+            Phase::Mounted(mut unmounter) => {
+                log::info!("{name}: unmounting {}", mnt.display());
+                if let Err(e) = unmounter.unmount() {
+                    log::warn!(
+                        "unmounting {} failed ({e}), probably files are open: detaching it \
+                         lazily; slabfs exits when the last one is closed (signal again to \
+                         exit now)",
+                        mnt.display()
+                    );
+                    if let Err(e) = lazy_unmount(mnt) {
+                        log::error!("lazy unmount of {} failed: {e}", mnt.display());
+                    }
+                }
+            }
+            Phase::Stopping => {
+                log::warn!("second {name}: exiting without waiting for open files");
+                std::process::exit(1);
+            }
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "signal",
+    }
+}
+
+/// The set of signals that mean "unmount and exit", blocked in the
+/// creating thread and waited for with `sigwait`.
+struct Signals(libc::sigset_t);
+
+impl Signals {
+    fn block() -> io::Result<Signals> {
+        // SAFETY: sigset_t is plain data; sigemptyset initializes it fully
+        // before any other use, and pthread_sigmask only reads it.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::sigaddset(&mut set, sig);
+            }
+            let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            if rc != 0 {
+                return Err(io::Error::from_raw_os_error(rc));
+            }
+            Ok(Signals(set))
+        }
+    }
+
+    fn wait(&self) -> i32 {
+        let mut sig = 0;
+        // SAFETY: the set is initialized and outlives the call; sig is a
+        // valid out pointer. sigwait only fails for an invalid set.
+        unsafe { libc::sigwait(&self.0, &mut sig) };
+        sig
+    }
+}
+
+/// Non-root users may only use allow_other when /etc/fuse.conf says so;
+/// fusermount3's own message is cryptic, so say it first.
+fn check_allow_other(allow_other: bool) -> Result<(), MountError> {
+    // SAFETY: geteuid cannot fail.
+    if !allow_other || unsafe { libc::geteuid() } == 0 {
+        return Ok(());
+    }
+    let allowed = std::fs::read_to_string("/etc/fuse.conf")
+        .map(|s| s.lines().any(|l| l.trim() == "user_allow_other"))
+        .unwrap_or(false);
+    if allowed {
+        Ok(())
+    } else {
+        Err(MountError::Config(
+            "--allow-other needs the line 'user_allow_other' in /etc/fuse.conf when not \
+             mounting as root (add it as root, or mount without --allow-other)"
+                .into(),
+        ))
+    }
+}
+
+/// Create the mount point if missing, clear a stale FUSE mount left there
+/// by a daemon that died, and refuse one served by a live FUSE daemon.
+pub fn prepare_mountpoint(mnt: &Path) -> Result<(), MountError> {
+    let err = |source: io::Error| MountError::MountPoint {
+        path: mnt.display().to_string(),
+        source,
+    };
+    // statfs always reaches the FUSE daemon (stat may be answered from the
+    // kernel's attribute cache), so it tells a dead one reliably.
+    match statfs(mnt) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)) => {
+            log::warn!(
+                "{} is a stale FUSE mount (\"{e}\"): its daemon died; detaching it",
+                mnt.display()
+            );
+            lazy_unmount(mnt).map_err(err)?;
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(mnt).map_err(err)?;
+            log::info!("created mount point {}", mnt.display());
+        }
+        Err(e) => return Err(err(e)),
+        Ok(()) => {}
+    }
+    if !std::fs::metadata(mnt).map_err(err)?.is_dir() {
+        return Err(err(io::Error::from_raw_os_error(libc::ENOTDIR)));
+    }
+    let canonical = mnt.canonicalize().map_err(err)?;
+    if let Some((fstype, source)) = mount_at(&canonical)
+        && (fstype == "fuse" || fstype.starts_with("fuse."))
+    {
+        return Err(MountError::MountPointInUse {
+            path: mnt.display().to_string(),
+            detail: format!(
+                "already a live FUSE mount ({fstype} of {source}); unmount it first \
+                 (fusermount3 -u {})",
+                mnt.display()
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn statfs(path: &Path) -> io::Result<()> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statfs is plain data the call fills; c is a valid path.
+    let rc = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut st)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Detach the mount at `mnt` now, even if busy (`umount -l`): as root with
+/// `umount2(MNT_DETACH)`, otherwise through the setuid `fusermount3 -uz`
+/// (which only unmounts the user's own FUSE mounts).
+pub fn lazy_unmount(mnt: &Path) -> io::Result<()> {
+    let c = CString::new(mnt.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: c is a valid NUL-terminated path that outlives the call.
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+        return Ok(());
+    }
+    let first = io::Error::last_os_error();
+    for bin in ["fusermount3", "fusermount"] {
+        let status = std::process::Command::new(bin)
+            .args(["-u", "-z", "-q", "--"])
+            .arg(mnt)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        if matches!(status, Ok(s) if s.success()) {
+            return Ok(());
+        }
+    }
+    Err(first)
+}
+
+/// The filesystem type and source of the topmost mount at `path` (which
+/// must be canonical), from /proc/self/mountinfo.
+pub fn mount_at(path: &Path) -> Option<(String, String)> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    parse_mountinfo(&info, path.as_os_str().as_bytes())
+}
+
+/// The last (topmost) mountinfo line whose mount point is `path`:
+/// `(fstype, source)`. Mount points escape space, tab, newline and
+/// backslash as `\ooo`.
+fn parse_mountinfo(info: &str, path: &[u8]) -> Option<(String, String)> {
+    info.lines()
+        .rev()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let point = left.split(' ').nth(4)?;
+            let mut right = right.split(' ');
+            let fstype = right.next()?.to_string();
+            let source = right.next().unwrap_or("").to_string();
+            (unescape(point) == path).then_some((fstype, source))
+        })
+        .next()
+}
+
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_lines() {
+        let info = "\
+22 1 0:21 / /proc rw,nosuid - proc proc rw
+90 22 0:50 / /tmp/a\\040b rw,nosuid,nodev - fuse /data/x.zarr rw,user_id=0
+91 22 0:51 / /tmp/c rw - tmpfs tmpfs rw
+92 91 0:52 / /tmp/c rw - fuse.slabfs slabfs rw
+";
+        assert_eq!(
+            parse_mountinfo(info, b"/tmp/a b"),
+            Some(("fuse".into(), "/data/x.zarr".into()))
+        );
+        assert_eq!(
+            parse_mountinfo(info, b"/tmp/c"),
+            Some(("fuse.slabfs".into(), "slabfs".into()))
+        );
+        assert_eq!(parse_mountinfo(info, b"/tmp"), None);
+        assert_eq!(unescape("a\\134b\\011"), b"a\\b\t");
+    }
+
+    #[test]
+    fn fsnames() {
+        assert_eq!(fsname(Path::new("/no/such/plain")), "/no/such/plain");
+        assert_eq!(fsname(Path::new("/no/such/a,b")), "slabfs");
+        assert_eq!(fsname(Path::new("/no/such/a b")), "slabfs");
+    }
+
+    #[test]
+    fn missing_mountpoint_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().join("a/b");
+        prepare_mountpoint(&mnt).unwrap();
+        assert!(mnt.is_dir());
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"").unwrap();
+        assert!(prepare_mountpoint(&file).is_err());
+    }
+}
