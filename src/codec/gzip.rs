@@ -48,6 +48,11 @@ impl Gzip {
             level: config_int(NAME, config, "level")?,
         })
     }
+
+    /// The writer's compression level, if the metadata gave one.
+    pub fn level(&self) -> Option<i64> {
+        self.level
+    }
 }
 
 impl BytesToBytesCodec for Gzip {

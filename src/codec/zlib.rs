@@ -30,6 +30,11 @@ impl Zlib {
             level: config_int(NAME, config, "level")?,
         })
     }
+
+    /// The writer's compression level, if the metadata gave one.
+    pub fn level(&self) -> Option<i64> {
+        self.level
+    }
 }
 
 impl BytesToBytesCodec for Zlib {
