@@ -19,7 +19,7 @@
 //! # Safety of the C call
 //!
 //! C-Blosc trusts the header it is given, so before calling it the header
-//! is checked here ([`Header::parse`]): format version 2, known flags,
+//! is checked here (`Header::parse`): format version 2, known flags,
 //! `cbytes` equal to the input's length (numcodecs' own
 //! `blosc_cbuffer_validate` demands the same), `nbytes` within the size the
 //! chain expects, a sane block size, and for compressed frames that the
