@@ -21,9 +21,11 @@ What it does:
    for --reps repetitions after --warmup discarded rounds, so all contenders
    see the same, warm, page cache. Whole processes are timed with
    time.perf_counter around the child; the Python peers also report their
-   in-process read time. CPU time (user+sys, from wait4) shows how many cores
-   each contender kept busy.
-5. If running as root and --cold is given (default: auto when root), a second
+   in-process read time. Each run waits for the machine to be idle first and
+   is redone if other processes were busy during it (shared build machines).
+   CPU time (user+sys, from wait4) shows how many cores each contender kept
+   busy.
+5. If running as root and --cold is not "no" (default: auto = when root), a second
    pass drops the page cache (`sync; echo 3 > /proc/sys/vm/drop_caches`)
    before every run, reported separately.
 6. Prints the machine, library versions, the exact command and Markdown tables;
@@ -348,6 +350,23 @@ def cpu_busy_s() -> float:
     return busy / os.sysconf("SC_CLK_TCK")
 
 
+def wait_idle(max_wait_s: float, threshold: float = 0.10, sample_s: float = 0.5) -> float:
+    """Wait (at most max_wait_s) until the machine has been nearly idle for one
+    sample period; return the seconds waited. Other people's builds on a
+    2-core machine otherwise dominate the variance."""
+    if max_wait_s <= 0:
+        return 0.0
+    ncpu = os.cpu_count() or 1
+    start = time.perf_counter()
+    while True:
+        b0, t0 = cpu_busy_s(), time.perf_counter()
+        time.sleep(sample_s)
+        busy = (cpu_busy_s() - b0) / ((time.perf_counter() - t0) * ncpu)
+        waited = time.perf_counter() - start
+        if busy <= threshold or waited >= max_wait_s:
+            return waited
+
+
 def run_one(c: dict) -> dict:
     """Run one contender as a fresh process; stdout of the non-Python ones goes to /dev/null."""
     out = subprocess.PIPE if c["inproc"] else subprocess.DEVNULL
@@ -376,16 +395,19 @@ def run_one(c: dict) -> dict:
 
 
 def run_pass(cs: list[dict], reps: int, warmup: int, cold: bool,
-             max_foreign: float, retries: int) -> tuple[dict[str, list[dict]], int]:
-    """Interleaved A B C D rounds. A run during which other processes used
-    more than max_foreign of the machine's CPU is discarded and redone (at most
-    `retries` times; after that the last attempt is kept)."""
+             max_foreign: float, retries: int,
+             idle_wait: float) -> tuple[dict[str, list[dict]], int]:
+    """Interleaved A B C D rounds. Each run starts once the machine is idle
+    (waiting at most idle_wait seconds); a run during which other processes
+    used more than max_foreign of the machine's CPU is discarded and redone (at
+    most `retries` times; after that the last attempt is kept)."""
     res: dict[str, list[dict]] = {c["key"]: [] for c in cs}
     label = "cold" if cold else "warm"
     redone = 0
     for rep in range(-warmup, reps):
         for c in cs:
             for attempt in range(retries + 1):
+                wait_idle(idle_wait)
                 if cold:
                     drop_caches()
                 r = run_one(c)
@@ -399,7 +421,6 @@ def run_pass(cs: list[dict], reps: int, warmup: int, cold: bool,
                 redone += 1
                 print("bench_read:   other processes were busy; redoing this run",
                       file=sys.stderr)
-                time.sleep(min(2.0 * 2 ** attempt, 30.0))
             if rep >= 0:
                 res[c["key"]].append(r)
     return res, redone
@@ -479,13 +500,17 @@ def main() -> None:
     ap.add_argument("--size-mib", type=int, default=256, help="array size in MiB (multiple of 4)")
     ap.add_argument("--reps", type=int, default=5, help="timed repetitions per contender")
     ap.add_argument("--warmup", type=int, default=1, help="discarded warm-up rounds")
-    ap.add_argument("--data-dir", type=Path, default=REPO / "bench-data")
+    ap.add_argument("--data-dir", type=Path, default=REPO / "bench-data",
+                    help="where the generated data is cached (default: <repo>/bench-data)")
     ap.add_argument("--cold", choices=("auto", "yes", "no"), default="auto",
                     help="extra pass dropping the page cache before each run "
                          "(auto: only when running as root)")
     ap.add_argument("--max-foreign", type=float, default=0.15,
                     help="redo a run if other processes used more than this fraction of "
                          "the machine's CPU during it (default 0.15)")
+    ap.add_argument("--idle-wait", type=float, default=60.0,
+                    help="before each run, wait up to this many seconds for the machine "
+                         "to be idle (<10%% CPU busy over 0.5 s); 0 disables (default 60)")
     ap.add_argument("--retries", type=int, default=5, help="redos per run (default 5)")
     ap.add_argument("--no-build", action="store_true", help="use the existing target/release/slabfs")
     ap.add_argument("--skip-venv", action="store_true", help="do not run scripts/venv.sh")
@@ -503,12 +528,14 @@ def main() -> None:
     verify_slabfs(slabfs, data)
 
     cs = contenders(slabfs, py, data)
-    warm, warm_redone = run_pass(cs, args.reps, args.warmup, False, args.max_foreign, args.retries)
+    warm, warm_redone = run_pass(cs, args.reps, args.warmup, False, args.max_foreign,
+                                   args.retries, args.idle_wait)
     is_root = os.geteuid() == 0
     do_cold = args.cold == "yes" or (args.cold == "auto" and is_root)
     if do_cold and not is_root:
         sys.exit("bench_read: --cold yes needs root")
-    cold, cold_redone = (run_pass(cs, args.reps, 0, True, args.max_foreign, args.retries)
+    cold, cold_redone = (run_pass(cs, args.reps, 0, True, args.max_foreign, args.retries,
+                                  args.idle_wait)
                          if do_cold else (None, 0))
 
     m = machine_info()
