@@ -9,6 +9,8 @@
 //! stale mount behind; mount points are unique temporary directories, so
 //! the tests run in parallel with each other and the rest of `cargo test`.
 
+mod common;
+use common::Lcg;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
@@ -362,22 +364,6 @@ fn getxattr(path: &Path, name: &str) -> std::io::Result<Vec<u8>> {
 
 fn errno_of<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
     r.expect_err("expected an error").raw_os_error().unwrap()
-}
-
-/// A deterministic pseudo-random sequence (reproducible failures).
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        if bound == 0 {
-            0
-        } else {
-            (self.0 >> 33) % bound
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------

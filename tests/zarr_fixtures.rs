@@ -4,6 +4,8 @@
 //! pseudo-random offsets and lengths, in both byte orders, through the
 //! library and through the `slabfs` binary.
 
+mod common;
+use common::Lcg;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -78,22 +80,6 @@ fn open_all() -> Dataset {
         .collect();
     assert!(skipped.is_empty(), "fixtures failed to open: {skipped:#?}");
     ds
-}
-
-/// A deterministic pseudo-random sequence (the test must be reproducible).
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, bound: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        if bound == 0 {
-            0
-        } else {
-            (self.0 >> 33) % bound
-        }
-    }
 }
 
 #[test]
