@@ -119,6 +119,11 @@ impl MountArgs {
                 None => std::thread::available_parallelism().map_or(1, |n| n.get()),
             },
             allow_other: self.allow_other,
+            views: slabfs::fs::views::Views::default(),
+            uid: None,
+            gid: None,
+            refresh: Some(std::time::Duration::from_secs(5)),
+            read_ahead_kb: None,
         }
     }
 }

@@ -39,6 +39,7 @@ pub mod error;
 pub mod fuse;
 pub mod mount;
 pub mod sidecar;
+pub mod views;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;

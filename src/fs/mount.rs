@@ -52,6 +52,16 @@ pub struct MountConfig {
     pub threads: usize,
     /// Let users other than the mounting one see the mount.
     pub allow_other: bool,
+    /// Which files each array shows (raw, NAME.json, NAME.npy, NAME.hdr).
+    pub views: super::views::Views,
+    /// Owner of every node; `None` = the mounting user / group.
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// How often sources are checked for changes; `None` = never.
+    pub refresh: Option<std::time::Duration>,
+    /// Set the mount's `/sys/class/bdi/<dev>/read_ahead_kb` to this after
+    /// mounting (root only); `None` = leave the kernel's value.
+    pub read_ahead_kb: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
