@@ -59,6 +59,9 @@ pub struct CacheStats {
     /// Decodes that produced data (misses of absent chunks excluded).
     pub decodes: u64,
     pub evictions: u64,
+    /// Chunks decoded for a read that covered them whole, and not kept
+    /// (see [`ChunkCache::peek`]).
+    pub uncached: u64,
     pub bytes: u64,
     pub entries: u64,
 }
@@ -197,6 +200,29 @@ impl ChunkCache {
             inner.bytes += size;
         }
         Ok(Some(data))
+    }
+
+    /// The chunk `key` if it is cached (counted as a hit), else `None`
+    /// (counted as an uncached decode: the caller decodes it for itself).
+    ///
+    /// This is for reads that cover a chunk whole: such a chunk is used
+    /// once, by this read (the kernel's page cache keeps the result), so
+    /// keeping it would only flush chunks that piecemeal readers, such as
+    /// the kernel's 128 KiB requests, come back to. A whole-array scan
+    /// therefore leaves the cache as it found it.
+    pub fn peek(&self, key: &ChunkKey) -> Option<ChunkData> {
+        let mut inner = self.inner.lock();
+        match inner.lru.get(key) {
+            Some(data) => {
+                let data = data.clone();
+                inner.stats.hits += 1;
+                Some(data)
+            }
+            None => {
+                inner.stats.uncached += 1;
+                None
+            }
+        }
     }
 
     /// Drop every entry of `source` (all versions), e.g. when it goes away.

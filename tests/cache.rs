@@ -48,14 +48,42 @@ fn repeated_reads_hit_the_cache() {
     let counting = Arc::new(CountingStore::new(store()));
     let a = open(counting.clone(), 1 << 20);
     let base = counting.gets();
-    assert_eq!(read(a.as_ref(), 0, 16), (0..16).collect::<Vec<u16>>());
-    assert_eq!(counting.gets() - base, 4);
+    // Chunk 0 read piecemeal: fetched once, then from the cache.
+    assert_eq!(read(a.as_ref(), 0, 2), vec![0, 1]);
+    assert_eq!(read(a.as_ref(), 2, 2), vec![2, 3]);
+    assert_eq!(counting.gets() - base, 1);
+    // Elements 3..13: chunk 0 (cached), chunks 1 and 2 (covered whole:
+    // fetched for this read only), chunk 3 in part (fetched and kept).
     assert_eq!(read(a.as_ref(), 3, 10), (3..13).collect::<Vec<u16>>());
+    assert_eq!(counting.gets() - base, 4);
+    assert_eq!(read(a.as_ref(), 12, 4), vec![12, 13, 14, 15]);
     assert_eq!(
         counting.gets() - base,
         4,
-        "second read must come from the cache"
+        "chunk 3 must come from the cache"
     );
+}
+
+#[test]
+fn a_scan_of_whole_chunks_leaves_the_cache_alone() {
+    let counting = Arc::new(CountingStore::new(store()));
+    let cache = Arc::new(ChunkCache::new(1 << 20));
+    let h = zarr::open_store(counting.clone(), cache.clone()).unwrap();
+    let a = h.nodes[0].array.clone().unwrap();
+    let base = counting.gets();
+    // Chunk 1 read piecemeal, so it is cached.
+    assert_eq!(read(a.as_ref(), 5, 1), vec![5]);
+    assert_eq!(counting.gets() - base, 1);
+    assert_eq!(cache.stats().entries, 1);
+    for _ in 0..2 {
+        assert_eq!(read(a.as_ref(), 0, 16), (0..16).collect::<Vec<u16>>());
+    }
+    // Two scans: chunks 0, 2, 3 fetched each time, chunk 1 from the cache.
+    assert_eq!(counting.gets() - base, 1 + 2 * 3);
+    let stats = cache.stats();
+    assert_eq!(stats.entries, 1, "the scan must not fill the cache");
+    assert_eq!(stats.uncached, 6);
+    assert_eq!(stats.hits, 2);
 }
 
 #[test]

@@ -322,6 +322,46 @@ impl BytesToBytesCodec for Blosc {
         }
         Ok(out)
     }
+
+    fn decode_into(&self, encoded: &[u8], out: &mut [u8]) -> Option<Result<(), CodecError>> {
+        Some(decode_frame_into(encoded, out))
+    }
+}
+
+/// Decode one frame into `out`, which must be exactly its decoded size.
+fn decode_frame_into(encoded: &[u8], out: &mut [u8]) -> Result<(), CodecError> {
+    let h = Header::parse(encoded, DecodedSize::Exact(out.len()))?;
+    if h.nbytes == 0 {
+        return Ok(());
+    }
+    if h.flags & FLAG_MEMCPYED != 0 {
+        // Header::parse checked cbytes == HEADER + nbytes == encoded.len().
+        out.copy_from_slice(&encoded[HEADER..]);
+        return Ok(());
+    }
+    // SAFETY: as in `decode`: the header was validated against the frame
+    // (cbytes == encoded.len(), block starts inside it), `out` is exactly
+    // `h.nbytes` initialised writable bytes and C-Blosc writes at most
+    // `destsize`; one internal thread, no global state; both buffers
+    // outlive the call.
+    let n = unsafe {
+        blosc_src::blosc_decompress_ctx(
+            encoded.as_ptr().cast(),
+            out.as_mut_ptr().cast(),
+            out.len(),
+            1,
+        )
+    };
+    if n < 0 || n as usize != h.nbytes {
+        return Err(CodecError::corrupt(
+            NAME,
+            format!(
+                "C-Blosc failed to decode the frame (returned {n}, expected {} bytes)",
+                h.nbytes
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

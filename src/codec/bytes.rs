@@ -63,6 +63,15 @@ impl ArrayToBytesCodec for BytesCodec {
     }
 
     fn decode(&self, mut encoded: Vec<u8>, decoded: &ChunkRepr) -> Result<Vec<u8>, CodecError> {
+        self.decode_in_place(&mut encoded, decoded)?;
+        Ok(encoded)
+    }
+
+    fn supports_in_place(&self) -> bool {
+        true
+    }
+
+    fn decode_in_place(&self, encoded: &mut [u8], decoded: &ChunkRepr) -> Result<(), CodecError> {
         let expected = decoded.nbytes().ok_or_else(|| {
             CodecError::Chain(format!("chunk shape {:?} is too large", decoded.shape))
         })?;
@@ -82,11 +91,11 @@ impl ArrayToBytesCodec for BytesCodec {
                         format!("\"endian\" is required for data type {}", decoded.dtype),
                     ));
                 }
-                Some(e) if e != Endian::NATIVE => swap_in_place(&mut encoded, unit),
+                Some(e) if e != Endian::NATIVE => swap_in_place(encoded, unit),
                 Some(_) => {}
             }
         }
-        Ok(encoded)
+        Ok(())
     }
 }
 

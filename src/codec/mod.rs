@@ -170,6 +170,20 @@ pub trait ArrayToBytesCodec: Send + Sync + Debug {
     /// Deserialise into a native-order C-order array of `decoded`, whose
     /// length must be exactly `decoded.nbytes()`.
     fn decode(&self, encoded: Vec<u8>, decoded: &ChunkRepr) -> Result<Vec<u8>, CodecError>;
+    /// Whether [`decode_in_place`](Self::decode_in_place) works: the
+    /// serialised form is the array's bytes up to byte order.
+    fn supports_in_place(&self) -> bool {
+        false
+    }
+    /// Deserialise `buf` (exactly `decoded.nbytes()` bytes) in place. Only
+    /// called when [`supports_in_place`](Self::supports_in_place) is true.
+    fn decode_in_place(&self, buf: &mut [u8], decoded: &ChunkRepr) -> Result<(), CodecError> {
+        let _ = (buf, decoded);
+        Err(CodecError::Chain(format!(
+            "{} cannot decode in place",
+            self.name()
+        )))
+    }
 }
 
 /// bytes → bytes: compressors, checksums, and numcodecs filters.
@@ -181,6 +195,15 @@ pub trait BytesToBytesCodec: Send + Sync + Debug {
     /// Undo the codec, producing what `size` says and never allocating or
     /// producing more than `size.limit()` bytes.
     fn decode(&self, encoded: Vec<u8>, size: DecodedSize) -> Result<Vec<u8>, CodecError>;
+    /// Undo the codec straight into `out`, whose length is the exact
+    /// decoded size, without an intermediate buffer. `None` when this codec
+    /// cannot for this input (then nothing was written and the caller uses
+    /// [`decode`](Self::decode)); compressors that know their output size
+    /// implement it.
+    fn decode_into(&self, encoded: &[u8], out: &mut [u8]) -> Option<Result<(), CodecError>> {
+        let _ = (encoded, out);
+        None
+    }
 }
 
 /// One codec of any family.
@@ -284,6 +307,41 @@ impl CodecChain {
             })?;
         }
         Ok(reprs)
+    }
+
+    /// Decode one stored chunk straight into `out` (exactly
+    /// `repr.nbytes()` bytes) when the chain allows it: no array->array
+    /// codec, an array->bytes codec that works in place (`bytes`), and at
+    /// most one bytes->bytes codec that can write into a given buffer (a
+    /// compressor). This is the fast path of large reads: no allocation and
+    /// no extra copy per chunk. `None` when the chain cannot (nothing was
+    /// written; use [`decode`](Self::decode)).
+    pub fn decode_into(
+        &self,
+        encoded: &[u8],
+        repr: &ChunkRepr,
+        out: &mut [u8],
+    ) -> Option<Result<(), CodecError>> {
+        if !self.array_to_array.is_empty()
+            || !self.array_to_bytes.supports_in_place()
+            || self.bytes_to_bytes.len() > 1
+            || repr.nbytes() != Some(out.len())
+        {
+            return None;
+        }
+        let decoded = match self.bytes_to_bytes.first() {
+            Some(c) => c.decode_into(encoded, out)?,
+            None if encoded.len() == out.len() => {
+                out.copy_from_slice(encoded);
+                Ok(())
+            }
+            None => Err(CodecError::WrongSize {
+                codec: self.array_to_bytes.name(),
+                expected: out.len(),
+                actual: encoded.len(),
+            }),
+        };
+        Some(decoded.and_then(|()| self.array_to_bytes.decode_in_place(out, repr)))
     }
 
     /// Decode one stored chunk into a native-order C-order array of `repr`.

@@ -133,11 +133,7 @@ impl BytesToBytesCodec for Zstd {
                 let mut out = Vec::new();
                 out.try_reserve_exact(total)
                     .map_err(|_| CodecError::TooLarge { codec: NAME, limit })?;
-                let mut d = zstd::bulk::Decompressor::new().map_err(|e| {
-                    CodecError::corrupt(NAME, format!("cannot create a decoder: {e}"))
-                })?;
-                d.decompress_to_buffer(&encoded, &mut out)
-                    .map_err(|e| CodecError::corrupt(NAME, e.to_string()))?;
+                with_decompressor(|d| d.decompress_to_buffer(&encoded, &mut out))?;
                 size.check(NAME, out.len())?;
                 Ok(out)
             }
@@ -155,6 +151,45 @@ impl BytesToBytesCodec for Zstd {
             }
         }
     }
+
+    fn decode_into(&self, encoded: &[u8], out: &mut [u8]) -> Option<Result<(), CodecError>> {
+        let total = match total_content_size(encoded) {
+            Ok(Some(total)) => total,
+            // Frames without a content size go through the bounded stream.
+            Ok(None) => return None,
+            Err(e) => return Some(Err(e)),
+        };
+        Some((|| {
+            let size = DecodedSize::Exact(out.len());
+            size.check(NAME, usize::try_from(total).unwrap_or(usize::MAX))?;
+            let n = with_decompressor(|d| d.decompress_to_buffer(encoded, &mut *out))?;
+            size.check(NAME, n)
+        })())
+    }
+}
+
+thread_local! {
+    /// One decompression context per thread, reused: creating one costs an
+    /// allocation of its tables for every chunk otherwise.
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Run `f` with this thread's decompressor, mapping its error.
+fn with_decompressor<T>(
+    f: impl FnOnce(&mut zstd::bulk::Decompressor<'static>) -> std::io::Result<T>,
+) -> Result<T, CodecError> {
+    DECOMPRESSOR.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            *slot =
+                Some(zstd::bulk::Decompressor::new().map_err(|e| {
+                    CodecError::corrupt(NAME, format!("cannot create a decoder: {e}"))
+                })?);
+        }
+        let d = slot.as_mut().expect("just set");
+        f(d).map_err(|e| CodecError::corrupt(NAME, e.to_string()))
+    })
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use crate::cache::{ChunkCache, ChunkData, ChunkKey, next_source_id};
 use crate::codec::{ChunkRepr, CodecChain};
 use crate::error::{Error, Result};
 use crate::index::Region;
-use crate::index::copy::{copy_region, fill_region};
+use crate::index::copy::SharedDest;
 use crate::index::tiling::{DimTiling, Piece, Projection};
 use crate::store::Store;
 
@@ -201,35 +201,135 @@ impl ZarrArray {
     }
 
     fn load_chunk(&self, tile: &[u64]) -> Result<Option<Vec<u8>>> {
+        let Some(raw) = self.fetch(tile)? else {
+            return Ok(None);
+        };
+        self.spec
+            .chain
+            .decode(raw, &self.chunk_repr(tile))
+            .map(Some)
+            .map_err(|source| self.chunk_error(tile, source))
+    }
+
+    /// The stored bytes of chunk `tile`, `None` if it is not stored.
+    fn fetch(&self, tile: &[u64]) -> Result<Option<Vec<u8>>> {
         let key = self.chunk_key(tile);
-        let repr = self.chunk_repr(tile);
-        let nbytes = repr.nbytes().expect("checked at open") as u64;
+        let nbytes = self.chunk_repr(tile).nbytes().expect("checked at open") as u64;
         // No codec expands data by more than 2x; a bigger file is not a
         // chunk of this array.
         let limit = nbytes.saturating_mul(2).saturating_add(1 << 20);
-        let Some(raw) = self.store.get(&key, limit)? else {
-            log::debug!(
+        let raw = self.store.get(&key, limit)?;
+        match &raw {
+            None => log::debug!(
                 "{}: chunk {tile:?} missing, fill value",
                 self.store.describe(&key)
-            );
-            return Ok(None);
+            ),
+            Some(raw) => log::debug!(
+                "{}: decoding chunk {tile:?} ({} bytes)",
+                self.store.describe(&key),
+                raw.len()
+            ),
+        }
+        Ok(raw)
+    }
+
+    fn chunk_error(&self, tile: &[u64], source: crate::codec::CodecError) -> Error {
+        Error::Chunk {
+            path: self.store.describe(&self.chunk_key(tile)),
+            chunk: format!("{tile:?}"),
+            source,
+        }
+    }
+
+    /// Put one piece of a read into place. `many` is true when the read
+    /// spans several chunks (so this runs on a rayon worker).
+    ///
+    /// # Safety
+    /// Concurrent calls must be for different pieces of one projection
+    /// (their destination sub-boxes are then disjoint).
+    unsafe fn read_piece(&self, piece: &Piece, dest: &SharedDest<'_>, many: bool) -> Result<()> {
+        let item = self.spec.meta.item_size();
+        let shape = self.chunk_shape(&piece.tile);
+        let copy = |data: &[u8]| {
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                dest.copy_region(
+                    data,
+                    &shape,
+                    &piece.tile_start,
+                    &piece.box_start,
+                    &piece.count,
+                    item,
+                )
+            }
         };
-        log::debug!(
-            "{}: decoding chunk {tile:?} ({} bytes)",
-            self.store.describe(&key),
-            raw.len()
-        );
-        self.spec
-            .chain
-            .decode(raw, &repr)
-            .map(Some)
-            .map_err(|source| Error::Chunk {
-                path: self.store.describe(&key),
-                chunk: format!("{tile:?}"),
-                source,
-            })
+        let fill = || {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { dest.fill_region(&piece.box_start, &piece.count, &self.spec.meta.fill_value) }
+        };
+        // A chunk a multi-chunk read covers whole is used once: decode it
+        // straight into place, bypassing the cache (see ChunkCache::peek).
+        // A chunk read piecemeal goes through the cache.
+        if !(many && piece.count == shape) {
+            match self.chunk(&piece.tile)? {
+                Some(data) => copy(&data),
+                None => fill(),
+            }
+            return Ok(());
+        }
+        let key = ChunkKey {
+            source: self.id,
+            version: self.version,
+            coords: piece.tile.as_slice().into(),
+        };
+        if let Some(data) = self.cache.peek(&key) {
+            copy(&data);
+            return Ok(());
+        }
+        let Some(raw) = self.fetch(&piece.tile)? else {
+            fill();
+            return Ok(());
+        };
+        let repr = self.chunk_repr(&piece.tile);
+        let chain = &self.spec.chain;
+        let err = |e| self.chunk_error(&piece.tile, e);
+        // Contiguous in the destination (the chunk spans the read's
+        // trailing dimensions): decode right into it.
+        // SAFETY: forwarded from this function's contract; the slice is
+        // dropped before returning.
+        if let Some(slot) = unsafe { dest.contiguous(&piece.box_start, &piece.count, item) }
+            && let Some(done) = chain.decode_into(&raw, &repr, slot)
+        {
+            return done.map_err(err);
+        }
+        // Otherwise into this thread's scratch buffer, then into place.
+        let nbytes = repr.nbytes().expect("checked at open");
+        SCRATCH.with(|cell| {
+            let mut scratch = cell.borrow_mut();
+            scratch.resize(nbytes, 0);
+            let result = match chain.decode_into(&raw, &repr, &mut scratch[..nbytes]) {
+                Some(done) => done.map(|()| copy(&scratch[..nbytes])),
+                None => chain.decode(raw, &repr).map(|data| copy(&data)),
+            };
+            if scratch.capacity() > MAX_SCRATCH {
+                *scratch = Vec::new();
+            }
+            result.map_err(err)
+        })
     }
 }
+
+thread_local! {
+    /// Where a worker decodes a chunk that is then copied into a strided
+    /// destination: reused, so a scan allocates (and page-faults in) no
+    /// new memory per chunk.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A thread keeps its scratch buffer between reads up to this size; a
+/// larger chunk's buffer is freed after use, so idle threads never pin
+/// more than this.
+const MAX_SCRATCH: usize = 64 << 20;
 
 fn src_of(a: &ZarrArray) -> String {
     a.spec.meta.source.clone()
@@ -241,38 +341,19 @@ impl ArraySource for ZarrArray {
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
-        let proj = Projection::new(&self.spec.grid, region);
-        let pieces: Vec<Piece> = proj.pieces().collect();
-        // Decode the chunks of a large read in parallel; a read inside
-        // one chunk stays on this thread.
-        let chunks: Vec<Result<Option<ChunkData>>> = if pieces.len() > 1 {
-            pieces.par_iter().map(|p| self.chunk(&p.tile)).collect()
+        let pieces: Vec<Piece> = Projection::new(&self.spec.grid, region).pieces().collect();
+        let dest = SharedDest::new(out, &region.count);
+        // The chunks of a large read are decoded in parallel, each copied
+        // into place by the thread that decoded it (while it is still in
+        // that core's cache); a read inside one chunk stays on this thread.
+        // SAFETY: the pieces of one projection partition the region, so
+        // their destination sub-boxes are disjoint.
+        let read = |p: &Piece| unsafe { self.read_piece(p, &dest, pieces.len() > 1) };
+        if pieces.len() > 1 {
+            pieces.par_iter().try_for_each(read)
         } else {
-            pieces.iter().map(|p| self.chunk(&p.tile)).collect()
-        };
-        let item = self.spec.meta.item_size();
-        for (piece, chunk) in pieces.iter().zip(chunks) {
-            match chunk? {
-                Some(data) => copy_region(
-                    &data,
-                    &self.chunk_shape(&piece.tile),
-                    &piece.tile_start,
-                    out,
-                    &region.count,
-                    &piece.box_start,
-                    &piece.count,
-                    item,
-                ),
-                None => fill_region(
-                    out,
-                    &region.count,
-                    &piece.box_start,
-                    &piece.count,
-                    &self.spec.meta.fill_value,
-                ),
-            }
+            pieces.iter().try_for_each(read)
         }
-        Ok(())
     }
 }
 
