@@ -90,11 +90,37 @@ impl ArrayMeta {
     }
 }
 
+/// What the live refresh ([`crate::fs::refresh`]) asks a source: how to
+/// tell whether its stored data changed, and under which id its decoded
+/// chunks are cached (to drop them when it is replaced).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChangeStamp {
+    /// The cache id of the source's chunks ([`crate::cache::ChunkKey::source`]).
+    pub cache_id: Option<u64>,
+    /// Changes whenever any of the source's files changes; `None` when the
+    /// source cannot tell (then only a metadata change counts as a change).
+    pub data: Option<u64>,
+}
+
 pub trait ArraySource: Send + Sync {
     fn meta(&self) -> &ArrayMeta;
+
+    /// The source's current [`ChangeStamp`]. May do I/O (a Zarr array
+    /// stats its files); called by the refresh thread, never on a read.
+    fn change_stamp(&self) -> ChangeStamp {
+        ChangeStamp::default()
+    }
 
     /// Fill `out` with the elements of `region`, C order over the region,
     /// native byte order. `out.len()` is exactly the region's size in bytes
     /// and the region lies inside the array.
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()>;
+
+    /// Decode what reading `region` will need into the shared cache, ahead
+    /// of a read expected soon ([`crate::readahead`]). Runs to completion;
+    /// callers run it in the background. Failures are left for the real
+    /// read to report. Sources without a cache do nothing.
+    fn prefetch(&self, region: &Region) {
+        let _ = region;
+    }
 }

@@ -62,6 +62,8 @@ pub struct CacheStats {
     /// Chunks decoded for a read that covered them whole, and not kept
     /// (see [`ChunkCache::peek`]).
     pub uncached: u64,
+    /// Chunks decoded ahead of a sequential reader ([`ChunkCache::prefetch`]).
+    pub prefetches: u64,
     pub bytes: u64,
     pub entries: u64,
 }
@@ -204,6 +206,7 @@ impl ChunkCache {
 
     /// The chunk `key` if it is cached (counted as a hit), else `None`
     /// (counted as an uncached decode: the caller decodes it for itself).
+    /// If it is being decoded, waits for that decode.
     ///
     /// This is for reads that cover a chunk whole: such a chunk is used
     /// once, by this read (the kernel's page cache keeps the result), so
@@ -211,18 +214,49 @@ impl ChunkCache {
     /// the kernel's 128 KiB requests, come back to. A whole-array scan
     /// therefore leaves the cache as it found it.
     pub fn peek(&self, key: &ChunkKey) -> Option<ChunkData> {
-        let mut inner = self.inner.lock();
-        match inner.lru.get(key) {
-            Some(data) => {
-                let data = data.clone();
-                inner.stats.hits += 1;
-                Some(data)
-            }
-            None => {
-                inner.stats.uncached += 1;
-                None
+        loop {
+            let flight = {
+                let mut inner = self.inner.lock();
+                if let Some(data) = inner.lru.get(key) {
+                    let data = data.clone();
+                    inner.stats.hits += 1;
+                    return Some(data);
+                }
+                match inner.inflight.get(key) {
+                    Some(f) => f.clone(),
+                    None => {
+                        inner.stats.uncached += 1;
+                        return None;
+                    }
+                }
+            };
+            // Being decoded (by a prefetch, say): wait for it rather than
+            // decode it twice.
+            let mut done = flight.done.lock();
+            while !*done {
+                flight.cv.wait(&mut done);
             }
         }
+    }
+
+    /// Decode `key` into the cache ahead of a read that is expected soon,
+    /// unless it is cached or being decoded already. Returns whether it
+    /// ran `load`. Errors are not kept: the real read reports them.
+    pub fn prefetch(&self, key: &ChunkKey, load: impl Fn() -> Result<Option<Vec<u8>>>) -> bool {
+        {
+            let mut inner = self.inner.lock();
+            if inner.lru.contains(key) || inner.inflight.contains_key(key) {
+                return false;
+            }
+            inner.stats.prefetches += 1;
+            inner
+                .inflight
+                .insert(key.clone(), Arc::new(Flight::default()));
+        }
+        if let Err(e) = self.lead(key, &load) {
+            log::debug!("prefetch of {key:?} failed (the read will report it): {e}");
+        }
+        true
     }
 
     /// Drop every entry of `source` (all versions), e.g. when it goes away.

@@ -1,16 +1,24 @@
 //! Command-line interface: parsing only. Each subcommand converts its
 //! arguments into plain library calls; the library never sees clap.
+//! [`helper`] parses the `mount.slabfs` form (mount(8)'s helper interface)
+//! into the same [`MountArgs`].
+
+pub mod helper;
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use slabfs::cache::ChunkCache;
 use slabfs::dataset;
 use slabfs::dtype::Endian;
-use slabfs::fs::mount::MountConfig;
+use slabfs::fs::mount::daemon::{self, Detached};
+use slabfs::fs::mount::notify::SdNotify;
+use slabfs::fs::mount::{MountConfig, Readiness};
+use slabfs::fs::views::Views;
 use slabfs::read::read_at;
 
 #[derive(Parser, Debug)]
@@ -66,7 +74,7 @@ pub enum Command {
 }
 
 /// `slabfs mount` arguments (see docs/CONFIGURATION.md).
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct MountArgs {
     /// A Zarr store or a directory of datasets.
     pub source: PathBuf,
@@ -79,13 +87,43 @@ pub struct MountArgs {
     /// xattrs).
     #[arg(long, value_enum, default_value_t = ByteOrder::Native, help_heading = "Reading")]
     pub byte_order: ByteOrder,
-    /// Threads serving FUSE requests [default: the number of CPU cores].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..), help_heading = "Mount")]
-    pub threads: Option<u16>,
+    /// Check the sources for changes (grown arrays, rewritten chunks,
+    /// added or removed datasets) every SECONDS; 0 = never.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 5,
+        help_heading = "Reading"
+    )]
+    pub refresh: u64,
+    /// Files shown for each array, a comma-separated list of: raw (NAME,
+    /// the flat file), json (NAME.json sidecar), npy (NAME.npy: NumPy
+    /// header + data), hdr (NAME.hdr: ENVI header for NAME).
+    #[arg(long, value_name = "LIST", default_value = "raw,json", value_parser = parse_views, help_heading = "Files")]
+    pub views: Views,
+    /// Owner of every file and directory [default: the user who mounts].
+    #[arg(long, value_name = "UID", help_heading = "Access")]
+    pub uid: Option<u32>,
+    /// Group of every file and directory [default: the mounting user's
+    /// group].
+    #[arg(long, value_name = "GID", help_heading = "Access")]
+    pub gid: Option<u32>,
     /// Let other users (and root) use the mount. Non-root users need
     /// `user_allow_other` in /etc/fuse.conf.
-    #[arg(long, help_heading = "Mount")]
+    #[arg(long, help_heading = "Access")]
     pub allow_other: bool,
+    /// Detach once the mount is live (exit 0), or exit 1 with the reason
+    /// if mounting failed. Logs keep going to stderr.
+    #[arg(long, help_heading = "Daemon")]
+    pub daemon: bool,
+    /// Threads serving FUSE requests [default: the number of CPU cores].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..), help_heading = "Daemon")]
+    pub threads: Option<u16>,
+    /// Set the mount's kernel readahead (/sys/class/bdi/MAJ:MIN/read_ahead_kb)
+    /// to N KiB once mounted; root only. Larger helps long sequential
+    /// reads and hurts random mmap access [default: the kernel's, 128].
+    #[arg(long, value_name = "N", help_heading = "Daemon")]
+    pub read_ahead_kb: Option<u32>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,21 +157,55 @@ impl MountArgs {
                 None => std::thread::available_parallelism().map_or(1, |n| n.get()),
             },
             allow_other: self.allow_other,
-            views: slabfs::fs::views::Views::default(),
-            uid: None,
-            gid: None,
-            refresh: Some(std::time::Duration::from_secs(5)),
-            read_ahead_kb: None,
+            views: self.views,
+            uid: self.uid,
+            gid: self.gid,
+            refresh: (self.refresh > 0).then(|| Duration::from_secs(self.refresh)),
+            read_ahead_kb: self.read_ahead_kb,
         }
     }
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Reading")]
 pub struct Common {
     /// Byte budget of the decoded-chunk cache, e.g. 512MiB, 2GiB, 100000000.
     #[arg(long, default_value = "512MiB", value_parser = parse_size)]
     pub cache_size: u64,
+}
+
+/// Parse `--views`: a comma-separated list of view names, each at most
+/// once. The list replaces the default (`raw,json`), so it must name every
+/// view wanted.
+pub fn parse_views(s: &str) -> Result<Views, String> {
+    let mut v = Views {
+        raw: false,
+        json: false,
+        npy: false,
+        hdr: false,
+    };
+    for name in s.split(',').map(str::trim) {
+        let flag = match name {
+            "raw" => &mut v.raw,
+            "json" => &mut v.json,
+            "npy" => &mut v.npy,
+            "hdr" => &mut v.hdr,
+            "" => {
+                return Err(format!(
+                    "{s:?}: empty view name (a list such as raw,json,npy)"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "unknown view {name:?} (choose from raw, json, npy, hdr)"
+                ));
+            }
+        };
+        if std::mem::replace(flag, true) {
+            return Err(format!("view {name:?} given twice"));
+        }
+    }
+    Ok(v)
 }
 
 /// Parse a size with an optional binary (KiB, MiB, GiB, TiB) or decimal
@@ -221,8 +293,57 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
             out.flush()?;
             Ok(())
         }
-        Command::Mount(args) => Ok(slabfs::fs::mount::run(args.mount_config())?),
+        Command::Mount(args) => mount(&args, "slabfs", 1),
     }
+}
+
+/// `slabfs mount` (and `mount.slabfs`): detach first if asked, then mount
+/// and serve. `prog` prefixes the messages a detached parent prints, and
+/// it exits with `fail_code` when the mount failed (mount(8) expects 32
+/// from its helpers).
+pub fn mount(args: &MountArgs, prog: &str, fail_code: i32) -> anyhow_free::Result<()> {
+    let mut cfg = args.mount_config();
+    let systemd = match SdNotify::from_env() {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(e)) => {
+            log::warn!("not notifying systemd: {e}");
+            None
+        }
+    };
+    let parent = if args.daemon {
+        // The daemon moves to `/`: relative paths must not change meaning.
+        cfg.source = std::path::absolute(&cfg.source)?;
+        cfg.mountpoint = std::path::absolute(&cfg.mountpoint)?;
+        match daemon::detach()? {
+            Detached::Child(pipe) => Some(pipe),
+            Detached::Parent(Ok(())) => std::process::exit(0),
+            Detached::Parent(Err(reason)) => {
+                eprintln!("{prog}: {reason}");
+                std::process::exit(fail_code);
+            }
+        }
+    } else {
+        None
+    };
+    let ready = Arc::new(Readiness::new(parent, systemd));
+    match slabfs::fs::mount::run(cfg, ready.clone()) {
+        Ok(()) => Ok(()),
+        // The waiting parent prints it (once, on the caller's stderr).
+        Err(e) if ready.failed(&e) => std::process::exit(fail_code),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The names of the subcommands (and `help`), which a mount helper's
+/// SOURCE is told apart from.
+pub fn subcommands() -> Vec<String> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    cmd.get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .chain(["help".to_string()])
+        .collect()
 }
 
 /// A tiny boxed-error result for the binary (no anyhow dependency).
@@ -282,5 +403,78 @@ mod tests {
         assert!(
             Cli::try_parse_from(["slabfs", "mount", "--byte-order", "middle", "s", "m"]).is_err()
         );
+    }
+
+    fn mount_config(args: &[&str]) -> Result<MountConfig, clap::Error> {
+        let argv = ["slabfs", "mount"].iter().chain(args).chain(&["s", "m"]);
+        let Command::Mount(args) = Cli::try_parse_from(argv)?.command else {
+            panic!("not a mount")
+        };
+        Ok(args.mount_config())
+    }
+
+    #[test]
+    fn operations_flags() {
+        let cfg = mount_config(&[]).unwrap();
+        assert_eq!(cfg.views, Views::default());
+        assert_eq!(cfg.refresh, Some(Duration::from_secs(5)));
+        assert_eq!((cfg.uid, cfg.gid, cfg.read_ahead_kb), (None, None, None));
+
+        let cfg = mount_config(&[
+            "--views",
+            "raw,npy,hdr",
+            "--refresh",
+            "0",
+            "--uid",
+            "1000",
+            "--gid",
+            "100",
+            "--read-ahead-kb",
+            "4096",
+        ])
+        .unwrap();
+        assert_eq!(
+            cfg.views,
+            Views {
+                raw: true,
+                json: false,
+                npy: true,
+                hdr: true
+            }
+        );
+        assert_eq!(cfg.refresh, None);
+        assert_eq!((cfg.uid, cfg.gid), (Some(1000), Some(100)));
+        assert_eq!(cfg.read_ahead_kb, Some(4096));
+        assert_eq!(
+            mount_config(&["--refresh", "30"]).unwrap().refresh,
+            Some(Duration::from_secs(30))
+        );
+        for bad in [
+            &["--views", "raw,tiff"][..],
+            &["--views", ""],
+            &["--refresh", "-1"],
+            &["--uid", "root"],
+            &["--read-ahead-kb", "4M"],
+        ] {
+            assert!(mount_config(bad).is_err(), "{bad:?} accepted");
+        }
+        let err = mount_config(&["--views", "raw,tiff"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown view \"tiff\" (choose from raw, json, npy, hdr)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn views_lists() {
+        assert_eq!(parse_views("raw,json").unwrap(), Views::default());
+        assert_eq!(parse_views(" json , raw ").unwrap(), Views::default());
+        let npy = parse_views("npy").unwrap();
+        assert!(npy.npy && !npy.raw && !npy.json && !npy.hdr);
+        assert!(parse_views("raw,,json").is_err());
+        assert!(parse_views("raw,raw").unwrap_err().contains("twice"));
+        assert!(parse_views("RAW").is_err());
     }
 }

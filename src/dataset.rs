@@ -7,9 +7,19 @@
 //!   store (`temp`, `group/sub/temp`);
 //! - a Zarr store that is a single array: one file named after SOURCE's
 //!   last path component;
+//! - a dataset file, a classic netCDF file (netCDF-3: CDF-1, CDF-2, CDF-5):
+//!   its variables by name (`temp`);
 //! - a plain directory: every dataset found inside it, recursively, at its
-//!   relative path (`runs/a.zarr/temp`). A dataset that fails to open is
+//!   relative path (`runs/a.zarr/temp`, `runs/b.nc/temp`: a dataset file is
+//!   a directory of its variables). A dataset that fails to open is
 //!   skipped with a warning, never the whole directory.
+//!
+//! Dataset files are recognised by content, not name: SOURCE itself is
+//! sniffed whatever its name, and inside a directory every regular file
+//! with a netCDF extension ([`NETCDF_EXTENSIONS`]) is. Sniffing every file
+//! of a directory would open each of them on every listing and refresh;
+//! the extensions keep that to the files that claim to be netCDF. A
+//! netCDF-4 (HDF5) file is reported as skipped, saying why.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,7 +27,7 @@ use std::sync::Arc;
 use crate::array::ArraySource;
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::zarr;
+use crate::{netcdf3, zarr};
 
 /// One array of a dataset and its path in the mount.
 #[derive(Clone)]
@@ -44,7 +54,7 @@ impl Dataset {
 /// Directories deeper than this are not searched (symlink loops).
 const MAX_DEPTH: usize = 32;
 
-/// Open `source` (a Zarr store or a directory of datasets).
+/// Open `source` (a Zarr store, a netCDF-3 file or a directory of datasets).
 pub fn open(source: &Path, cache: Arc<ChunkCache>) -> Result<Dataset> {
     let meta = std::fs::metadata(source).map_err(|e| Error::Io {
         path: source.display().to_string(),
@@ -60,10 +70,10 @@ pub fn open(source: &Path, cache: Arc<ChunkCache>) -> Result<Dataset> {
         add_store(&mut ds, source, "", &name, cache)?;
     } else if meta.is_dir() {
         walk(&mut ds, source, "", cache, 0)?;
-    } else {
+    } else if !add_file(&mut ds, source, "")? {
         return Err(Error::metadata(
             source.display().to_string(),
-            "not a dataset (expected a Zarr store or a directory of datasets)",
+            "not a dataset (expected a Zarr store, a netCDF-3 file or a directory of datasets)",
         ));
     }
     ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -103,6 +113,49 @@ fn add_store(
     Ok(())
 }
 
+/// File name extensions (case-insensitive) of files sniffed for a dataset
+/// while walking a directory.
+pub const NETCDF_EXTENSIONS: &[&str] = &["nc", "nc3", "nc4", "cdf", "netcdf"];
+
+fn has_dataset_extension(name: &str) -> bool {
+    name.rsplit_once('.').is_some_and(|(stem, ext)| {
+        !stem.is_empty()
+            && NETCDF_EXTENSIONS
+                .iter()
+                .any(|e| ext.eq_ignore_ascii_case(e))
+    })
+}
+
+/// Add the arrays of the dataset file `file` under the mount path `prefix`
+/// (its variables at the root when `prefix` is empty). `Ok(false)` when
+/// the file is no dataset at all.
+fn add_file(ds: &mut Dataset, file: &Path, prefix: &str) -> Result<bool> {
+    let name = file.display().to_string();
+    let kind = netcdf3::sniff(file).map_err(|e| Error::Io {
+        path: name.clone(),
+        source: e,
+    })?;
+    match kind {
+        netcdf3::Kind::Classic(_) => {
+            let nc = netcdf3::File::open(file)?;
+            for v in nc.variables() {
+                let path = if prefix.is_empty() {
+                    v.name.clone()
+                } else {
+                    format!("{prefix}/{}", v.name)
+                };
+                match nc.array(&v.name) {
+                    Ok(array) => ds.entries.push(Entry { path, array }),
+                    Err(e) => ds.skipped.push(e),
+                }
+            }
+            Ok(true)
+        }
+        netcdf3::Kind::Hdf5 => Err(Error::metadata(name, netcdf3::NETCDF4_UNSUPPORTED)),
+        netcdf3::Kind::Other => Ok(false),
+    }
+}
+
 fn walk(
     ds: &mut Dataset,
     dir: &Path,
@@ -129,6 +182,19 @@ fn walk(
             format!("{prefix}/{name}")
         };
         if !path.is_dir() {
+            if path.is_file() && has_dataset_extension(&name) {
+                match add_file(ds, &path, &rel) {
+                    Ok(true) => {}
+                    Ok(false) => ds.skipped.push(Error::metadata(
+                        path.display().to_string(),
+                        "not a netCDF file (no CDF or HDF5 magic number)",
+                    )),
+                    Err(e) => {
+                        log::debug!("skipping dataset {}: {e}", path.display());
+                        ds.skipped.push(e);
+                    }
+                }
+            }
             continue;
         }
         if zarr::is_store(&path) {

@@ -39,6 +39,14 @@ pub enum Error {
     /// A name that does not exist in a dataset.
     #[error("{0}: no such array")]
     NotFound(String),
+    /// An aggregation (NCA descriptor) that is malformed, or a partition
+    /// of it that could not be read. `path` is the descriptor and variable.
+    #[error("{path}: {source}")]
+    Aggregation {
+        path: String,
+        #[source]
+        source: crate::nca::NcaError,
+    },
 }
 
 impl Error {
@@ -59,7 +67,8 @@ impl Error {
             Error::Io { .. }
             | Error::TooLarge { .. }
             | Error::Metadata { .. }
-            | Error::Chunk { .. } => libc_errno::EIO,
+            | Error::Chunk { .. }
+            | Error::Aggregation { .. } => libc_errno::EIO,
         }
     }
 }

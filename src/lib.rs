@@ -20,7 +20,10 @@ pub mod dtype;
 pub mod error;
 pub mod fs;
 pub mod index;
+pub mod nca;
+pub mod netcdf3;
 pub mod read;
+pub mod readahead;
 pub mod store;
 pub mod zarr;
 

@@ -1,12 +1,31 @@
 //! The `slabfs` binary: parse the command line, set up logging, run.
+//!
+//! Called as `mount.slabfs` or `mount.fuse.slabfs` (or as fuse3's
+//! `mount.fuse` runs it, `slabfs SOURCE DIR -o OPTIONS`), it is a mount(8)
+//! helper instead: see [`cli::helper`].
+//!
+//! Logs go to stderr. Under systemd (`$JOURNAL_STREAM` names stderr) each
+//! line starts with its syslog priority (`<3>` error ... `<7>` debug) and
+//! carries no timestamp, so the journal files it at the right level
+//! (`journalctl -p warning`) and stamps it itself.
 
 mod cli;
+
+use std::ffi::OsString;
+use std::io::Write;
 
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 
 fn main() {
-    let matches = cli::Cli::command().get_matches();
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let subcommands = cli::subcommands();
+    let subcommands: Vec<&str> = subcommands.iter().map(String::as_str).collect();
+    if cli::helper::is_helper(&argv, &subcommands) {
+        std::process::exit(mount_helper(&argv));
+    }
+
+    let matches = cli::Cli::command().get_matches_from(&argv);
     let cli = match cli::Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -21,11 +40,7 @@ fn main() {
         }
         _ => cli.log_level.as_str(),
     };
-    env_logger::Builder::new()
-        .parse_filters(level)
-        .parse_env("RUST_LOG")
-        .format_timestamp_millis()
-        .init();
+    init_logging(level);
     if let Err(e) = cli::run(cli) {
         // A closed pipe (`slabfs cat ... | head`) is not an error worth a message.
         if let Some(io) = e.downcast_ref::<std::io::Error>()
@@ -37,4 +52,74 @@ fn main() {
         eprintln!("slabfs: {e}");
         std::process::exit(1);
     }
+}
+
+/// Run as mount(8)'s helper; returns the exit status: 0 mounted, 1 bad
+/// usage, 32 (mount(8)'s "mount failure") when mounting failed.
+fn mount_helper(argv: &[OsString]) -> i32 {
+    const USAGE: i32 = 1;
+    const MOUNT_FAILURE: i32 = 32;
+    let prog = std::path::Path::new(&argv[0])
+        .file_name()
+        .map_or("mount.slabfs".into(), |n| n.to_string_lossy().into_owned());
+    let inv = match cli::helper::parse(&argv[1..]) {
+        Ok(inv) => inv,
+        Err(e) => {
+            eprintln!("{prog}: {e}");
+            return USAGE;
+        }
+    };
+    // Quieter than `slabfs mount` by default: mount(8) is often run from a
+    // terminal, which the daemon keeps as its stderr. `-v` gives info.
+    init_logging(inv.log_level.as_deref().unwrap_or("warn"));
+    for opt in &inv.ignored {
+        log::warn!("ignoring unknown option {opt:?} (-s)");
+    }
+    if inv.fake {
+        return 0;
+    }
+    match cli::mount(&inv.args, &prog, MOUNT_FAILURE) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{prog}: {e}");
+            MOUNT_FAILURE
+        }
+    }
+}
+
+fn init_logging(level: &str) {
+    let mut builder = env_logger::Builder::new();
+    builder.parse_filters(level).parse_env("RUST_LOG");
+    if stderr_is_journal() {
+        builder.format(|buf, record| {
+            let priority = match record.level() {
+                log::Level::Error => 3,
+                log::Level::Warn => 4,
+                log::Level::Info => 6,
+                log::Level::Debug | log::Level::Trace => 7,
+            };
+            writeln!(buf, "<{priority}>{}: {}", record.target(), record.args())
+        });
+    } else {
+        builder.format_timestamp_millis();
+    }
+    builder.init();
+}
+
+/// Whether stderr is the journal stream systemd connected
+/// (`$JOURNAL_STREAM` is `DEVICE:INODE` of it; a redirected stderr no
+/// longer matches).
+fn stderr_is_journal() -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Ok(stderr) = std::io::stderr().as_fd().try_clone_to_owned() else {
+        return false;
+    };
+    let Ok(meta) = std::fs::File::from(stderr).metadata() else {
+        return false;
+    };
+    stream.to_str() == Some(&format!("{}:{}", meta.dev(), meta.ino()))
 }

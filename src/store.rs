@@ -9,17 +9,77 @@
 //! can legitimately hold (a chunk's worst-case encoded size, a metadata
 //! document's sanity bound), so a huge or hostile file is refused before it
 //! is read into memory.
+//!
+//! # Values that change while mounted
+//!
+//! A mount lives for months while writers append to its stores, so two
+//! things matter beyond plain reads:
+//!
+//! - **No torn values.** A writer that renames a finished file into place
+//!   (zarr-python's `LocalStore` does) is atomic for us: an open file keeps
+//!   its old contents. A writer that rewrites a file in place is not, so
+//!   [`FsStore::get`] compares the file's identity (length, mtime, ctime,
+//!   inode) before and after reading and reads again, up to
+//!   [`TORN_READ_RETRIES`] times, when they differ. A value that keeps
+//!   changing is an I/O error (EIO) rather than a mix of two versions.
+//!   The check is as fine as the file system's timestamps: a same-length
+//!   in-place rewrite within one timestamp tick (a few ms on filesystems
+//!   with coarse timestamps) cannot be seen, which is why writers should
+//!   rename into place.
+//! - **Change stamps.** [`Store::change_stamp`] summarises everything under
+//!   a key prefix (an array's metadata and chunk files) as one number that
+//!   changes whenever any of them is added, removed, rewritten or replaced.
+//!   The live refresh ([`crate::fs::refresh`]) compares stamps to decide
+//!   whether an array's cached chunks are still valid. [`FsStore`] hashes
+//!   `(key, length, mtime, ctime, inode)` of every file under the prefix;
+//!   [`MemoryStore`] numbers its writes.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::fs::File;
+use std::fs::{File, Metadata};
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{self, Read};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
+
+/// Part of a stored value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteRange {
+    /// `len` bytes from `offset`.
+    At { offset: u64, len: u64 },
+    /// The last `len` bytes.
+    Suffix(u64),
+}
+
+impl ByteRange {
+    /// `[start, end)` inside a value of `size` bytes, `None` if the range
+    /// does not fit.
+    pub fn resolve(self, size: u64) -> Option<(u64, u64)> {
+        match self {
+            ByteRange::At { offset, len } => offset
+                .checked_add(len)
+                .filter(|&end| end <= size)
+                .map(|end| (offset, end)),
+            ByteRange::Suffix(len) => size.checked_sub(len).map(|start| (start, size)),
+        }
+    }
+
+    /// The error for a value of `size` bytes too short for this range.
+    pub fn out_of_bounds(self, path: &str, size: u64) -> Error {
+        Error::Io {
+            path: path.to_string(),
+            source: io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{self:?} is outside the {size} bytes stored"),
+            ),
+        }
+    }
+}
 
 pub trait Store: Send + Sync + Debug {
     /// The whole value of `key`, `None` if it does not exist, an error if it
@@ -33,6 +93,53 @@ pub trait Store: Send + Sync + Debug {
 
     /// Where `key` lives, for error messages (a file path for [`FsStore`]).
     fn describe(&self, key: &str) -> String;
+
+    /// The bytes `range` of the value of `key`, `None` if it does not
+    /// exist; an error if the value is shorter than the range needs. How
+    /// a sharded array reads one inner chunk without reading its shard.
+    /// The default reads the whole value and slices it.
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        let Some(value) = self.get(key, u64::MAX)? else {
+            return Ok(None);
+        };
+        let (start, end) = range
+            .resolve(value.len() as u64)
+            .ok_or_else(|| range.out_of_bounds(&self.describe(key), value.len() as u64))?;
+        Ok(Some(value[start as usize..end as usize].to_vec()))
+    }
+
+    /// A number that changes whenever any value whose key starts with
+    /// `prefix` ("" for the whole store, else ending in `/`) is added,
+    /// removed or rewritten; `None` when the store cannot tell. Only
+    /// comparable with other stamps of the same store and prefix in the
+    /// same process.
+    fn change_stamp(&self, prefix: &str) -> Result<Option<u64>> {
+        let _ = prefix;
+        Ok(None)
+    }
+}
+
+/// How many times [`FsStore::get`] reads a file again when it changed
+/// while being read. Three covers a writer that rewrites a chunk in place
+/// twice in a row; a file that changes on every read is an error.
+pub const TORN_READ_RETRIES: usize = 3;
+
+/// Directories deeper than this are not walked by
+/// [`FsStore::change_stamp`] (a guard against symlink loops, far beyond any
+/// chunk key nesting).
+const MAX_STAMP_DEPTH: usize = 64;
+
+/// The identity of a file's contents as far as `stat` can tell.
+fn file_identity(m: &Metadata) -> (u64, i64, i64, i64, i64, u64, u64) {
+    (
+        m.len(),
+        m.mtime(),
+        m.mtime_nsec(),
+        m.ctime(),
+        m.ctime_nsec(),
+        m.ino(),
+        m.dev(),
+    )
 }
 
 /// A directory on the local file system.
@@ -67,14 +174,49 @@ impl FsStore {
     }
 }
 
-impl Store for FsStore {
-    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+impl FsStore {
+    /// [`Store::get`], with `between(attempt)` run inside each attempt
+    /// after the read (a test hook: it plays a writer).
+    fn get_checked(
+        &self,
+        key: &str,
+        limit: u64,
+        between: &dyn Fn(usize),
+    ) -> Result<Option<Vec<u8>>> {
         let path = self.path(key)?;
+        for attempt in 1..=TORN_READ_RETRIES + 1 {
+            match self.read_once(&path, limit, &|| between(attempt))? {
+                None => return Ok(None),
+                Some((buf, true)) => return Ok(Some(buf)),
+                Some(_) => log::debug!(
+                    "{}: changed while being read (attempt {attempt}), reading again",
+                    path.display()
+                ),
+            }
+        }
+        Err(Error::Io {
+            path: path.display().to_string(),
+            source: io::Error::other(format!(
+                "the file changed while being read, {} times in a row",
+                TORN_READ_RETRIES + 1
+            )),
+        })
+    }
+
+    /// One attempt at reading `path`: the bytes, and whether the file kept
+    /// its identity while they were read. `between` runs after the read,
+    /// before the second `fstat`.
+    fn read_once(
+        &self,
+        path: &Path,
+        limit: u64,
+        between: &dyn Fn(),
+    ) -> Result<Option<(Vec<u8>, bool)>> {
         let io_err = |source| Error::Io {
             path: path.display().to_string(),
             source,
         };
-        let file = match File::open(&path) {
+        let mut file = match File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             // A directory where a chunk file should be (e.g. "c" of a v3
@@ -82,20 +224,21 @@ impl Store for FsStore {
             Err(e) if e.kind() == io::ErrorKind::IsADirectory => return Ok(None),
             Err(e) => return Err(io_err(e)),
         };
-        let meta = file.metadata().map_err(io_err)?;
-        if meta.is_dir() {
+        let before = file.metadata().map_err(io_err)?;
+        if before.is_dir() {
             return Ok(None);
         }
-        if meta.len() > limit {
+        if before.len() > limit {
             return Err(Error::TooLarge {
                 path: path.display().to_string(),
-                size: meta.len(),
+                size: before.len(),
                 limit,
             });
         }
-        let mut buf = Vec::with_capacity(meta.len() as usize);
+        let mut buf = Vec::with_capacity(before.len() as usize);
         // `take` guards against a file that grows between stat and read.
-        file.take(limit.saturating_add(1))
+        (&mut file)
+            .take(limit.saturating_add(1))
             .read_to_end(&mut buf)
             .map_err(io_err)?;
         if buf.len() as u64 > limit {
@@ -105,7 +248,107 @@ impl Store for FsStore {
                 limit,
             });
         }
-        Ok(Some(buf))
+        between();
+        // fstat of the same open file: an in-place rewrite while we read
+        // changes its length or times. (A rename into place does not touch
+        // our file at all, so we hold a complete old version: fine.)
+        let after = file.metadata().map_err(io_err)?;
+        let stable =
+            file_identity(&before) == file_identity(&after) && buf.len() as u64 == after.len();
+        Ok(Some((buf, stable)))
+    }
+
+    /// Hash `(key, len, mtime, ctime, inode)` of every file under `dir`
+    /// (key `rel`), in name order.
+    fn stamp_dir(&self, dir: &Path, rel: &str, h: &mut DefaultHasher, depth: usize) -> Result<()> {
+        let io_err = |source| Error::Io {
+            path: dir.display().to_string(),
+            source,
+        };
+        let mut names: Vec<std::ffi::OsString> = match std::fs::read_dir(dir) {
+            Ok(rd) => rd.filter_map(|e| e.ok()).map(|e| e.file_name()).collect(),
+            // Removed while we walk: it has no files, which is its stamp.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err(e)),
+        };
+        names.sort();
+        for name in names {
+            let path = dir.join(&name);
+            // Follow symlinks, as `get` does.
+            let m = match std::fs::metadata(&path) {
+                Ok(m) => m,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(Error::Io {
+                        path: path.display().to_string(),
+                        source: e,
+                    });
+                }
+            };
+            let key = format!("{rel}{}", name.to_string_lossy());
+            if m.is_dir() {
+                if depth < MAX_STAMP_DEPTH {
+                    self.stamp_dir(&path, &format!("{key}/"), h, depth + 1)?;
+                }
+            } else {
+                key.hash(h);
+                file_identity(&m).hash(h);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Store for FsStore {
+    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        self.get_checked(key, limit, &|_| {})
+    }
+
+    /// One positioned read of exactly the range, checked against torn
+    /// reads like [`FsStore::get`].
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        use std::os::unix::fs::FileExt;
+        let path = self.path(key)?;
+        let io_err = |source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        };
+        for attempt in 1..=TORN_READ_RETRIES + 1 {
+            let file = match File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::IsADirectory => return Ok(None),
+                Err(e) => return Err(io_err(e)),
+            };
+            let before = file.metadata().map_err(io_err)?;
+            if before.is_dir() {
+                return Ok(None);
+            }
+            let (start, end) = range
+                .resolve(before.len())
+                .ok_or_else(|| range.out_of_bounds(&path.display().to_string(), before.len()))?;
+            let mut buf = vec![0u8; (end - start) as usize];
+            file.read_exact_at(&mut buf, start).map_err(io_err)?;
+            let after = file.metadata().map_err(io_err)?;
+            if file_identity(&before) == file_identity(&after) {
+                return Ok(Some(buf));
+            }
+            log::debug!(
+                "{}: changed while being read (attempt {attempt}), reading again",
+                path.display()
+            );
+        }
+        Err(io_err(io::Error::other(format!(
+            "the file changed while being read, {} times in a row",
+            TORN_READ_RETRIES + 1
+        ))))
+    }
+
+    fn change_stamp(&self, prefix: &str) -> Result<Option<u64>> {
+        let dir = self.path(prefix)?;
+        let mut h = DefaultHasher::new();
+        self.stamp_dir(&dir, prefix, &mut h, 0)?;
+        Ok(Some(h.finish()))
     }
 
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
@@ -135,10 +378,12 @@ impl Store for FsStore {
     }
 }
 
-/// An in-memory store, for tests.
+/// An in-memory store, for tests. Every value remembers which write put
+/// it there (a store-wide counter), which is what its change stamps hash.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    map: RwLock<HashMap<String, Vec<u8>>>,
+    map: RwLock<HashMap<String, (Vec<u8>, u64)>>,
+    writes: AtomicU64,
 }
 
 impl MemoryStore {
@@ -147,7 +392,10 @@ impl MemoryStore {
     }
 
     pub fn set(&self, key: &str, value: impl Into<Vec<u8>>) {
-        self.map.write().insert(key.to_string(), value.into());
+        let generation = self.writes.fetch_add(1, Ordering::SeqCst);
+        self.map
+            .write()
+            .insert(key.to_string(), (value.into(), generation));
     }
 
     pub fn remove(&self, key: &str) {
@@ -157,7 +405,7 @@ impl MemoryStore {
 
 impl Store for MemoryStore {
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        match self.map.read().get(key) {
+        match self.map.read().get(key).map(|(v, _)| v) {
             None => Ok(None),
             Some(v) if v.len() as u64 > limit => Err(Error::TooLarge {
                 path: self.describe(key),
@@ -191,6 +439,19 @@ impl Store for MemoryStore {
 
     fn describe(&self, key: &str) -> String {
         format!("memory:{key}")
+    }
+
+    fn change_stamp(&self, prefix: &str) -> Result<Option<u64>> {
+        let map = self.map.read();
+        let mut under: Vec<(&String, u64)> = map
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, (_, generation))| (k, *generation))
+            .collect();
+        under.sort();
+        let mut h = DefaultHasher::new();
+        under.hash(&mut h);
+        Ok(Some(h.finish()))
     }
 }
 
@@ -236,6 +497,15 @@ impl<S: Store> Store for CountingStore<S> {
         Ok(v)
     }
 
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
+        let v = self.inner.get_range(key, range)?;
+        if let Some(v) = &v {
+            self.bytes.fetch_add(v.len() as u64, Ordering::SeqCst);
+        }
+        Ok(v)
+    }
+
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
         self.inner.list_dir(dir)
     }
@@ -243,17 +513,27 @@ impl<S: Store> Store for CountingStore<S> {
     fn describe(&self, key: &str) -> String {
         self.inner.describe(key)
     }
+
+    fn change_stamp(&self, prefix: &str) -> Result<Option<u64>> {
+        self.inner.change_stamp(prefix)
+    }
 }
 
 impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
         (**self).get(key, limit)
     }
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        (**self).get_range(key, range)
+    }
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
         (**self).list_dir(dir)
     }
     fn describe(&self, key: &str) -> String {
         (**self).describe(key)
+    }
+    fn change_stamp(&self, prefix: &str) -> Result<Option<u64>> {
+        (**self).change_stamp(prefix)
     }
 }
 
@@ -274,6 +554,96 @@ mod tests {
         assert!(s.get("missing", 10).unwrap().is_none());
         assert!(s.get("../etc/passwd", 10).is_err());
         assert!(s.get("/etc/passwd", 10).is_err());
+    }
+
+    #[test]
+    fn fs_store_stamps_change_with_the_files_under_the_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/c/0")).unwrap();
+        std::fs::create_dir_all(root.join("b")).unwrap();
+        std::fs::write(root.join("a/zarr.json"), b"{}").unwrap();
+        std::fs::write(root.join("a/c/0/0"), b"chunk").unwrap();
+        std::fs::write(root.join("b/zarr.json"), b"{}").unwrap();
+        let s = FsStore::new(root);
+        let stamp = |p: &str| s.change_stamp(p).unwrap().unwrap();
+        let (a0, b0, all0) = (stamp("a/"), stamp("b/"), stamp(""));
+        assert_eq!(stamp("a/"), a0, "no change, same stamp");
+
+        // Rename into place (a new inode), as zarr-python writes.
+        std::fs::write(root.join("a/c/0/.tmp"), b"CHUNK").unwrap();
+        std::fs::rename(root.join("a/c/0/.tmp"), root.join("a/c/0/0")).unwrap();
+        let a1 = stamp("a/");
+        assert_ne!(a1, a0);
+        assert_eq!(stamp("b/"), b0, "a sibling's stamp is unaffected");
+        assert_ne!(stamp(""), all0);
+
+        // A chunk added, then removed; a length change in place.
+        std::fs::write(root.join("a/c/0/1"), b"x").unwrap();
+        let a2 = stamp("a/");
+        assert_ne!(a2, a1);
+        std::fs::remove_file(root.join("a/c/0/1")).unwrap();
+        assert_eq!(stamp("a/"), a1, "same files, same stamp");
+        std::fs::write(root.join("a/c/0/0"), b"longer chunk").unwrap();
+        assert_ne!(stamp("a/"), a1);
+        // A prefix that does not exist (the array was deleted).
+        assert_eq!(stamp("gone/"), DefaultHasher::new().finish());
+    }
+
+    #[test]
+    fn fs_store_reads_again_when_a_file_changes_while_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("k");
+        std::fs::write(&path, b"old version").unwrap();
+        let s = FsStore::new(dir.path());
+        // Nobody writes: one attempt.
+        let attempts = std::sync::atomic::AtomicUsize::new(0);
+        let count = |_: usize| {
+            attempts.fetch_add(1, Ordering::SeqCst);
+        };
+        assert_eq!(
+            s.get_checked("k", 100, &count).unwrap().unwrap(),
+            b"old version"
+        );
+        assert_eq!(attempts.load(Ordering::SeqCst), 1);
+
+        // A writer rewrites the file in place while the first attempt
+        // reads it: that attempt's bytes are dropped, the second is whole.
+        let rewrite_once = |attempt: usize| {
+            if attempt == 1 {
+                std::fs::write(&path, b"NEW VERSION, longer").unwrap();
+            }
+        };
+        assert_eq!(
+            s.get_checked("k", 100, &rewrite_once).unwrap().unwrap(),
+            b"NEW VERSION, longer"
+        );
+
+        // A file rewritten during every attempt: an error, never bytes.
+        let always = |attempt: usize| {
+            std::fs::write(&path, vec![b'x'; attempt]).unwrap();
+        };
+        let err = s.get_checked("k", 100, &always).unwrap_err();
+        assert!(
+            err.to_string().contains("changed while being read"),
+            "{err}"
+        );
+        assert_eq!(err.errno(), libc::EIO);
+    }
+
+    #[test]
+    fn memory_store_stamps_count_writes() {
+        let s = MemoryStore::new();
+        s.set("a/zarr.json", "{}");
+        s.set("b/zarr.json", "{}");
+        let stamp = |p: &str| s.change_stamp(p).unwrap().unwrap();
+        let (a0, b0) = (stamp("a/"), stamp("b/"));
+        s.set("a/c/0", "x");
+        assert_ne!(stamp("a/"), a0);
+        assert_eq!(stamp("b/"), b0);
+        let a1 = stamp("a/");
+        s.set("a/c/0", "x"); // the same bytes written again: a new write
+        assert_ne!(stamp("a/"), a1);
     }
 
     #[test]

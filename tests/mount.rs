@@ -385,6 +385,8 @@ fn layout_matches_ls_with_sidecars_modes_and_sizes() {
         .collect();
     let mut want: BTreeSet<String> = listed.keys().cloned().collect();
     want.extend(listed.keys().map(|p| format!("{p}.json")));
+    // The mount's own control file (tests/mount_live.rs checks it).
+    want.insert(".slabfs/stats".into());
     assert_eq!(files, want.iter().map(String::as_str).collect());
 
     let mut inodes = BTreeSet::new();

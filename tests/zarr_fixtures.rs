@@ -36,13 +36,6 @@ fn cases() -> Vec<Case> {
         serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
     let mut out = Vec::new();
     for e in manifest.as_array().unwrap() {
-        let features: Vec<&str> = e["features"]
-            .as_array()
-            .map(|f| f.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if features.contains(&"sharding") {
-            continue; // issue: sharding_indexed is not implemented yet
-        }
         let store = e["store"].as_str().unwrap();
         let array = e["array"].as_str().unwrap();
         let path = if array.is_empty() {
@@ -70,14 +63,7 @@ fn cases() -> Vec<Case> {
 
 fn open_all() -> Dataset {
     let ds = dataset::open(&fixtures(), Arc::new(ChunkCache::new(64 << 20))).unwrap();
-    // Sharding is not implemented yet: those arrays are the only ones
-    // allowed to fail to open.
-    let skipped: Vec<String> = ds
-        .skipped
-        .iter()
-        .map(|e| e.to_string())
-        .filter(|m| !m.contains("unsupported codec \"sharding_indexed\""))
-        .collect();
+    let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
     assert!(skipped.is_empty(), "fixtures failed to open: {skipped:#?}");
     ds
 }

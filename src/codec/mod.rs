@@ -295,6 +295,17 @@ impl CodecChain {
         self.reprs(repr).map(|_| ())
     }
 
+    /// The stored size of a chunk of `repr` when every codec's output
+    /// size is fixed (no compressor), such as a shard index's chain.
+    pub fn encoded_size(&self, repr: &ChunkRepr) -> Option<usize> {
+        let reprs = self.reprs(repr).ok()?;
+        let mut size = self.array_to_bytes.encoded_size(reprs.last()?)?;
+        for c in &self.bytes_to_bytes {
+            size = c.encoded_size(size)?;
+        }
+        Some(size)
+    }
+
     fn reprs(&self, decoded: &ChunkRepr) -> Result<Vec<ChunkRepr>, CodecError> {
         let mut reprs = vec![decoded.clone()];
         for c in &self.array_to_array {

@@ -2,11 +2,15 @@
 //! the core ([`SlabFs`]) and its results into replies. No filesystem logic
 //! lives here beyond two FUSE-specific choices:
 //!
-//! - `open` replies `FOPEN_KEEP_CACHE`, never `FOPEN_DIRECT_IO`: the data
-//!   does not change while mounted, so the kernel page cache is the first
-//!   level cache and survives `close`/`open` (tools open a file per read),
-//!   and shared `mmap` (`numpy.memmap`, GDAL) works. `opendir` likewise
-//!   lets the kernel cache directory listings (`FOPEN_CACHE_DIR`).
+//! - `open` replies `FOPEN_KEEP_CACHE`, never `FOPEN_DIRECT_IO`, for data
+//!   files: the kernel page cache is the first level cache and survives
+//!   `close`/`open` (tools open a file per read), and shared `mmap`
+//!   (`numpy.memmap`, GDAL) works. When a source changes, the refresh
+//!   invalidates the affected pages explicitly ([`KernelNotifier`]), so
+//!   keeping the cache is right while the data is unchanged. `opendir`
+//!   likewise lets the kernel cache directory listings
+//!   (`FOPEN_CACHE_DIR`). The core asks for `direct_io` only for the
+//!   stats file, whose size is unknown until it is opened.
 //! - `init` asks the kernel for the largest readahead it allows and a
 //!   `max_background` sized for parallel decodes, and logs what it got.
 //!
@@ -26,12 +30,13 @@ use fuser::{
 };
 
 use super::error::{FsError, chain};
+use super::refresh::Invalidate;
 use super::{Attr, DirSink, Kind, SlabFs, XattrReply};
 
-/// How long the kernel may cache names and attributes. The tree is
-/// immutable while mounted, so any value is correct; a few seconds keeps
-/// `stat`-heavy tools off the daemon while staying short enough for a
-/// later live refresh of changed sources.
+/// How long the kernel may cache names and attributes. A refresh that
+/// changes a node invalidates the kernel's copy at once, so this only
+/// bounds staleness if a notification is lost (a kernel without
+/// notifications); a few seconds keeps `stat`-heavy tools off the daemon.
 const TTL: Duration = Duration::from_secs(5);
 
 /// Concurrent background (readahead) requests the kernel may queue. Its
@@ -40,6 +45,23 @@ const TTL: Duration = Duration::from_secs(5);
 /// typical machine while bounding memory (each request is at most
 /// `max_pages`, 1 MiB).
 const MAX_BACKGROUND: u16 = 16;
+
+/// The refresh's [`Invalidate`] as FUSE notifications to the kernel
+/// (`FUSE_NOTIFY_INVAL_INODE` with the whole range, `FUSE_NOTIFY_INVAL_ENTRY`).
+/// Only ever called from the refresh thread, never from inside a request
+/// handler (the kernel may wait on the request being handled: deadlock).
+pub struct KernelNotifier(pub fuser::Notifier);
+
+impl Invalidate for KernelNotifier {
+    fn inode(&self, ino: u64) -> std::io::Result<()> {
+        // Offset 0, length 0: attributes and every cached page.
+        self.0.inval_inode(INodeNo(ino), 0, 0)
+    }
+
+    fn entry(&self, parent: u64, name: &str) -> std::io::Result<()> {
+        self.0.inval_entry(INodeNo(parent), OsStr::new(name))
+    }
+}
 
 pub struct FuseFs {
     core: Arc<SlabFs>,
@@ -111,7 +133,7 @@ impl Filesystem for FuseFs {
             log::warn!("kernel refused max_background {MAX_BACKGROUND} (nearest {min})");
         }
         // Lookups and readdirs in one directory need not be serialized:
-        // the tree is immutable.
+        // each works on an immutable snapshot of the tree.
         if let Err(e) = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS) {
             log::debug!("kernel lacks {e:?}");
         }
@@ -152,14 +174,29 @@ impl Filesystem for FuseFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.core.open(ino.0, flags.0) {
-            Ok(()) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(o) if o.direct_io => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_DIRECT_IO),
+            Ok(o) => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(fail("open", &e)),
         }
     }
 
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.core.release(ino.0, fh.0);
+        reply.ok()
+    }
+
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        // The tree is immutable while mounted: let the kernel cache the
-        // listing too.
+        // Let the kernel cache the listing; a refresh that changes it
+        // invalidates the directory's inode.
         match self.core.opendir(ino.0) {
             Ok(()) => reply.opened(
                 FileHandle(0),
@@ -173,7 +210,7 @@ impl Filesystem for FuseFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
@@ -181,7 +218,7 @@ impl Filesystem for FuseFs {
         reply: ReplyData,
     ) {
         let started = std::time::Instant::now();
-        match self.core.read(ino.0, offset, size) {
+        match self.core.read(ino.0, fh.0, offset, size) {
             Ok(data) => {
                 log::debug!(
                     "read {} offset {offset} size {size}: {} bytes in {:?}",

@@ -1,57 +1,108 @@
 //! The filesystem: a dataset's arrays as a read-only tree of flat files.
 //!
 //! This module is the pure core. [`SlabFs`] answers `lookup`, `getattr`,
-//! `readdir`, `open`, `read`, `getxattr`, `listxattr` and `statfs` in plain
-//! Rust, returning [`FsResult`]; [`fuse`] is the thin `fuser::Filesystem`
-//! adapter that converts types, replies and logs; [`mount`] runs the daemon
-//! (mount point checks, signals, unmount). The core's tests call it
-//! directly, without mounting; `tests/mount.rs` mounts for real.
+//! `readdir`, `open`, `read`, `release`, `getxattr`, `listxattr` and
+//! `statfs` in plain Rust, returning [`FsResult`]; [`fuse`] is the thin
+//! `fuser::Filesystem` adapter that converts types, replies and logs;
+//! [`mount`] runs the daemon (mount point checks, signals, unmount);
+//! [`refresh`] keeps the tree in step with sources that change; [`stats`]
+//! counts what the mount does. The core's tests call it directly, without
+//! mounting; `tests/mount.rs` and `tests/mount_live.rs` mount for real.
 //!
 //! # Layout
 //!
 //! The tree mirrors [`crate::dataset::open`]: each entry's path components
 //! become directories and the array is a file at its path, exactly the
-//! paths `slabfs ls` prints. Next to each array `NAME` is its sidecar
-//! `NAME.json` ([`sidecar`]) unless another node already has that name.
-//! An entry whose path is also a directory (an array `a` beside an array
-//! `a/b`) or is not a clean relative path is left out with a warning.
+//! paths `slabfs ls` prints. Beside each array `NAME`, depending on
+//! [`Views`] (`--views`, default `raw,json`):
+//!
+//! - `NAME` (raw): the flat row-major bytes;
+//! - `NAME.json` (json): its sidecar ([`sidecar`]);
+//! - `NAME.npy` (npy): [`views::npy_header`] followed by the raw bytes, so
+//!   `np.load(NAME.npy, mmap_mode="r")` works. It is the raw file with a
+//!   byte prefix: a read of `[o, o+n)` copies the part that falls in the
+//!   header and reads the rest from the array at `o - header.len()`;
+//! - `NAME.hdr` (hdr): an ENVI header ([`views::envi_header`]) describing
+//!   `NAME`, left out (with a debug log) for arrays ENVI cannot describe,
+//!   and when the raw view is off (it would describe no file).
+//!
+//! The raw file and the `.npy` view carry the `user.slabfs.*` xattrs.
+//!
+//! A view is only placed when no array, directory or earlier view already
+//! has its name (an array `x.json` wins over the sidecar of `x`). An entry
+//! whose path is also a directory (an array `a` beside an array `a/b`) or
+//! is not a clean relative path is left out with a warning. Headers and
+//! sidecars are computed once per opened array, not per read.
+//!
+//! The root also holds a hidden directory `.slabfs` with the file `stats`
+//! ([`stats`]), unless a dataset already uses the name `.slabfs`. Its
+//! content is generated when it is opened and that snapshot is what the
+//! open file reads, so one `cat` sees one consistent document. Since its
+//! length is only known at open, `stat` reports size 0 and the file is
+//! opened `direct_io` (as `/proc` files are): the kernel then passes reads
+//! through instead of clamping them at the size, so `cat` and
+//! `json.load(open(...))` read the whole document. It cannot be `mmap`ed.
 //!
 //! # Inodes
 //!
-//! All paths (directories, arrays, sidecars) are sorted bytewise at mount
-//! time and numbered in that order, the root being 1 (`FUSE_ROOT_ID`). The
-//! same source therefore gets the same inode numbers on every mount, which
-//! tools that remember `(st_dev, st_ino)` (rsync, tar, backup indexers)
-//! rely on. Nodes are never forgotten: the tree is small (one node per array
-//! and directory) and immutable while mounted.
+//! At mount, all paths (directories, arrays, views, `.slabfs`) are sorted
+//! bytewise and numbered in that order, the root being 1
+//! (`FUSE_ROOT_ID`). The same source therefore gets the same inode numbers
+//! on every mount, which tools that remember `(st_dev, st_ino)` (rsync,
+//! tar, backup indexers) rely on.
+//!
+//! When a refresh ([`refresh`]) swaps in a new tree, a path that still
+//! exists with the same kind (file or directory) keeps its inode number,
+//! so open files and the kernel's cached dentries stay valid; a new path
+//! (or one whose kind changed) gets a number never used before in this
+//! mount. A removed path's number is never reused, so a stale handle gets
+//! ENOENT rather than another file's bytes.
+//!
+//! # The tree is swapped, never edited
+//!
+//! The nodes live in an immutable [`Tree`] behind an `RwLock<Arc<Tree>>`.
+//! Every request clones the `Arc` (the lock is held for that clone only)
+//! and works on that snapshot without further locking; a refresh builds a
+//! complete new tree and swaps the pointer. A request that started before
+//! a swap finishes on the old tree, a consistent view of the past.
 //!
 //! # Semantics
 //!
 //! Read-only: everything that would change the tree is [`FsError::ReadOnly`]
 //! (EROFS), and the mount is also `ro` so the kernel refuses most of it
 //! before asking. Files are 0444 and directories 0555, owned by the
-//! configured uid/gid; `st_size` is exact (elements x item size), `st_blocks`
-//! is the size in 512-byte units. Reads are clamped at EOF by
-//! [`crate::read::read_at`]; a failed read is [`FsError::Read`], carrying the
-//! path, offset, size and the library error (which names the chunk file).
+//! configured uid/gid; `st_size` is exact (elements x item size, plus the
+//! header for `.npy`), `st_blocks` is the size in 512-byte units; `st_mtime`
+//! is the mount time, or the time a refresh last saw the node change. Reads
+//! are clamped at EOF by [`crate::read::read_at`]; a failed read is
+//! [`FsError::Read`], carrying the path, offset, size and the library error
+//! (which names the chunk file).
 
 pub mod error;
 pub mod fuse;
 pub mod mount;
+pub mod refresh;
 pub mod sidecar;
+pub mod stats;
 pub mod views;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime};
 
-use crate::array::ArraySource;
+use parking_lot::{Mutex, RwLock};
+
+use crate::array::{ArraySource, ChangeStamp};
+use crate::cache::ChunkCache;
 use crate::dataset::Entry;
 use crate::dtype::Endian;
 use crate::read::read_at;
 
 pub use error::{FsError, FsResult};
+pub use stats::Stats;
+pub use views::Views;
 
 /// The root directory's inode number (the kernel's `FUSE_ROOT_ID`).
 pub const ROOT_INO: u64 = 1;
@@ -65,15 +116,26 @@ pub const BLKSIZE: u32 = 128 * 1024;
 /// Longest name `statfs` reports (the usual NAME_MAX).
 const NAME_MAX: u32 = 255;
 
+/// The hidden control directory at the root, and its stats file.
+pub const CONTROL_DIR: &str = ".slabfs";
+pub const STATS_FILE: &str = "stats";
+
 /// How the core presents the dataset.
 #[derive(Debug, Clone)]
 pub struct FsConfig {
-    /// Byte order of every array file (and of the typestrs in sidecars and
-    /// xattrs).
+    /// Byte order of every array file (and of the typestrs in sidecars,
+    /// headers and xattrs).
     pub byte_order: Endian,
     /// Owner of every node.
     pub uid: u32,
     pub gid: u32,
+    /// Which files each array shows.
+    pub views: Views,
+    /// Take every array's [`ChangeStamp`] when it enters the tree, as live
+    /// refresh needs (a stamp must predate anything cached from the array).
+    /// Costs a walk of the source's files at mount, so it is off when the
+    /// mount does not refresh.
+    pub track_changes: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +156,8 @@ pub struct Attr {
     pub nlink: u32,
     pub uid: u32,
     pub gid: u32,
-    /// Modification (and access, change) time: the mount time.
+    /// Modification (and access, change) time: the mount time, or when a
+    /// refresh last changed the node.
     pub mtime: SystemTime,
     pub blksize: u32,
 }
@@ -107,6 +170,14 @@ pub struct Statfs {
     pub files: u64,
     pub bsize: u32,
     pub namelen: u32,
+}
+
+/// How a file was opened: the handle the kernel passes back on reads, and
+/// whether reads must bypass the page cache (only the stats file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opened {
+    pub fh: u64,
+    pub direct_io: bool,
 }
 
 /// Where `readdir` puts entries: the FUSE reply buffer in the adapter, a
@@ -124,12 +195,91 @@ pub enum XattrReply {
     Data(Vec<u8>),
 }
 
+type Xattrs = Arc<[(&'static str, Vec<u8>)]>;
+
+/// An array in the tree, with everything derived from its metadata
+/// (computed once, when the array is opened) and its change stamp.
+#[derive(Clone)]
+struct Tracked {
+    array: Arc<dyn ArraySource>,
+    stamp: ChangeStamp,
+    xattrs: Xattrs,
+    sidecar: Option<Arc<[u8]>>,
+    npy: Option<Arc<[u8]>>,
+    hdr: Option<Arc<[u8]>>,
+}
+
+impl Tracked {
+    fn new(
+        path: &str,
+        array: Arc<dyn ArraySource>,
+        stamp: ChangeStamp,
+        config: &FsConfig,
+    ) -> Tracked {
+        let (meta, order, views) = (array.meta(), config.byte_order, config.views);
+        // The ENVI header describes the raw file beside it: without that
+        // file it would describe nothing.
+        let hdr = if views.hdr && views.raw {
+            match views::envi_header(meta, order) {
+                Ok(text) => Some(Arc::from(text.into_bytes())),
+                Err(why) => {
+                    log::debug!("no {path}.hdr: {why}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Tracked {
+            xattrs: sidecar::xattrs(meta, order).into(),
+            sidecar: views
+                .json
+                .then(|| sidecar::sidecar_json(meta, order).into()),
+            npy: views.npy.then(|| views::npy_header(meta, order).into()),
+            hdr,
+            stamp,
+            array,
+        }
+    }
+}
+
 enum Content {
     /// Children sorted by name.
     Dir(Vec<(String, u64)>),
-    Array(Arc<dyn ArraySource>),
-    /// A sidecar document, generated at mount time.
-    Bytes(Vec<u8>),
+    /// The flat bytes of `array` after `header`: empty for the raw file,
+    /// the NumPy header for `NAME.npy`.
+    Array {
+        array: Arc<dyn ArraySource>,
+        header: Arc<[u8]>,
+    },
+    /// A document generated when the array was opened (sidecar, ENVI
+    /// header).
+    Bytes(Arc<[u8]>),
+    /// `.slabfs/stats`: generated at each open.
+    Stats,
+}
+
+impl Content {
+    /// Whether the kernel's cached pages and attributes of a node with
+    /// content `self` are still right for `other`.
+    fn same_as(&self, other: &Content) -> bool {
+        match (self, other) {
+            (Content::Dir(a), Content::Dir(b)) => a == b,
+            (
+                Content::Array {
+                    array: a,
+                    header: ha,
+                },
+                Content::Array {
+                    array: b,
+                    header: hb,
+                },
+            ) => Arc::ptr_eq(a, b) && ha == hb,
+            (Content::Bytes(a), Content::Bytes(b)) => a == b,
+            (Content::Stats, Content::Stats) => true,
+            _ => false,
+        }
+    }
 }
 
 struct Node {
@@ -137,42 +287,56 @@ struct Node {
     path: String,
     parent: u64,
     content: Content,
-    xattrs: Vec<(&'static str, Vec<u8>)>,
+    xattrs: Xattrs,
+    mtime: SystemTime,
 }
 
 impl Node {
     fn kind(&self) -> Kind {
         match self.content {
             Content::Dir(_) => Kind::Directory,
-            Content::Array(_) | Content::Bytes(_) => Kind::File,
+            Content::Array { .. } | Content::Bytes(_) | Content::Stats => Kind::File,
         }
     }
 
     fn size(&self) -> u64 {
         match &self.content {
-            Content::Dir(_) => 0,
-            Content::Array(a) => a.meta().nbytes(),
+            Content::Dir(_) | Content::Stats => 0,
+            Content::Array { array, header } => {
+                (header.len() as u64).saturating_add(array.meta().nbytes())
+            }
             Content::Bytes(b) => b.len() as u64,
         }
     }
 }
 
-/// The mounted tree. Immutable after [`SlabFs::new`], so every method takes
-/// `&self` and requests run on any number of threads without locks (the
-/// chunk cache inside the sources does its own locking).
-pub struct SlabFs {
-    /// `nodes[ino - 1]`.
-    nodes: Vec<Node>,
-    config: FsConfig,
-    mtime: SystemTime,
+/// One version of the mounted tree. Immutable: a refresh builds a new one.
+struct Tree {
+    nodes: HashMap<u64, Node>,
+    /// Every array of the dataset by path, including the ones not shown
+    /// (a path conflict), so a refresh compares like with like.
+    arrays: BTreeMap<String, Tracked>,
     total_bytes: u64,
+    /// The next inode number never handed out.
+    next_ino: u64,
 }
 
 /// What a path is while the tree is being built.
-enum Planned {
+enum Planned<'a> {
     Dir,
-    Array(Arc<dyn ArraySource>),
-    Sidecar(Arc<dyn ArraySource>),
+    Raw(&'a Tracked),
+    Npy(&'a Tracked),
+    Doc(Arc<[u8]>),
+    Stats,
+}
+
+impl Planned<'_> {
+    fn kind(&self) -> Kind {
+        match self {
+            Planned::Dir => Kind::Directory,
+            _ => Kind::File,
+        }
+    }
 }
 
 /// A path `dataset::open` may produce and the tree can hold: relative,
@@ -193,142 +357,328 @@ fn name_of(path: &str) -> &str {
     path.rsplit_once('/').map(|(_, n)| n).unwrap_or(path)
 }
 
-impl SlabFs {
-    /// Build the tree of `entries` (as `dataset::open` lists them).
-    pub fn new(entries: &[Entry], config: FsConfig) -> SlabFs {
-        let mut arrays: BTreeMap<String, Arc<dyn ArraySource>> = BTreeMap::new();
-        for e in entries {
-            if !clean_path(&e.path) {
-                log::warn!(
-                    "not shown: array path {:?} is not a clean relative path",
-                    e.path
-                );
-            } else if arrays.insert(e.path.clone(), e.array.clone()).is_some() {
-                log::warn!("not shown: a second array at {:?}", e.path);
-            }
+/// The arrays of `entries` the tree can hold, by path: clean paths only,
+/// the first of two arrays at one path. `loud` logs what is left out at
+/// warn (at mount) rather than debug (every refresh repeats it).
+fn usable_entries(entries: &[Entry], loud: bool) -> BTreeMap<String, Arc<dyn ArraySource>> {
+    let level = if loud {
+        log::Level::Warn
+    } else {
+        log::Level::Debug
+    };
+    let mut arrays: BTreeMap<String, Arc<dyn ArraySource>> = BTreeMap::new();
+    for e in entries {
+        if !clean_path(&e.path) {
+            log::log!(
+                level,
+                "not shown: array path {:?} is not a clean relative path",
+                e.path
+            );
+        } else if arrays.contains_key(&e.path) {
+            log::log!(level, "not shown: a second array at {:?}", e.path);
+        } else {
+            arrays.insert(e.path.clone(), e.array.clone());
         }
-        let mut dirs: BTreeSet<String> = BTreeSet::new();
+    }
+    arrays
+}
+
+impl Tree {
+    /// The tree of `arrays`. With `prev` (a refresh), paths of `prev` keep
+    /// their inode numbers and unchanged nodes their mtime; new or changed
+    /// nodes get `now`.
+    fn build(
+        arrays: BTreeMap<String, Tracked>,
+        config: &FsConfig,
+        prev: Option<&Tree>,
+        now: SystemTime,
+    ) -> Tree {
+        let level = if prev.is_none() {
+            log::Level::Warn
+        } else {
+            log::Level::Debug
+        };
+        let mut dirs: BTreeSet<&str> = BTreeSet::new();
         for path in arrays.keys() {
             let mut p = parent_of(path);
-            while !p.is_empty() && dirs.insert(p.to_string()) {
+            while !p.is_empty() && dirs.insert(p) {
                 p = parent_of(p);
             }
         }
-        arrays.retain(|path, _| {
-            let keep = !dirs.contains(path);
-            if !keep {
-                log::warn!("not shown: array {path:?} has the path of a directory");
-            }
-            keep
-        });
+        let shown: Vec<(&String, &Tracked)> = arrays
+            .iter()
+            .filter(|(path, _)| {
+                let keep = !dirs.contains(path.as_str());
+                if !keep {
+                    log::log!(
+                        level,
+                        "not shown: array {path:?} has the path of a directory"
+                    );
+                }
+                keep
+            })
+            .collect();
 
         let mut plan: BTreeMap<String, Planned> = BTreeMap::new();
         plan.insert(String::new(), Planned::Dir);
-        for d in dirs {
-            plan.insert(d, Planned::Dir);
+        for d in &dirs {
+            plan.insert(d.to_string(), Planned::Dir);
         }
-        for (path, array) in &arrays {
-            plan.insert(path.clone(), Planned::Array(array.clone()));
+        if config.views.raw {
+            for (path, t) in &shown {
+                plan.insert(path.to_string(), Planned::Raw(t));
+            }
         }
-        for (path, array) in &arrays {
-            let side = format!("{path}.json");
-            match plan.entry(side) {
-                std::collections::btree_map::Entry::Occupied(taken) => {
-                    log::info!("no sidecar for {path}: {} is taken", taken.key());
-                }
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(Planned::Sidecar(array.clone()));
+        for (path, t) in &shown {
+            let views = [
+                ("json", t.sidecar.clone().map(Planned::Doc)),
+                ("npy", t.npy.as_ref().map(|_| Planned::Npy(t))),
+                ("hdr", t.hdr.clone().map(Planned::Doc)),
+            ];
+            for (ext, planned) in views {
+                let Some(planned) = planned else { continue };
+                match plan.entry(format!("{path}.{ext}")) {
+                    std::collections::btree_map::Entry::Occupied(taken) => {
+                        let level = if prev.is_none() {
+                            log::Level::Info
+                        } else {
+                            log::Level::Debug
+                        };
+                        log::log!(level, "no {ext} view of {path}: {} is taken", taken.key());
+                    }
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(planned);
+                    }
                 }
             }
         }
+        if plan.contains_key(CONTROL_DIR) {
+            log::log!(
+                level,
+                "no {CONTROL_DIR}/{STATS_FILE}: the dataset uses the name {CONTROL_DIR}"
+            );
+        } else {
+            plan.insert(CONTROL_DIR.to_string(), Planned::Dir);
+            plan.insert(format!("{CONTROL_DIR}/{STATS_FILE}"), Planned::Stats);
+        }
 
-        // BTreeMap iteration is the sorted path order: the inode numbers.
-        let inos: HashMap<&str, u64> = plan
-            .keys()
-            .enumerate()
-            .map(|(i, p)| (p.as_str(), i as u64 + ROOT_INO))
-            .collect();
-        let order = config.byte_order;
-        let mut nodes: Vec<Node> = plan
-            .iter()
-            .map(|(path, planned)| {
-                let parent = if path.is_empty() {
-                    ROOT_INO
-                } else {
-                    inos[parent_of(path)]
-                };
-                let (content, xattrs) = match planned {
-                    Planned::Dir => (Content::Dir(Vec::new()), Vec::new()),
-                    Planned::Array(a) => {
-                        (Content::Array(a.clone()), sidecar::xattrs(a.meta(), order))
-                    }
-                    Planned::Sidecar(a) => (
-                        Content::Bytes(sidecar::sidecar_json(a.meta(), order)),
-                        Vec::new(),
-                    ),
-                };
+        // Inode numbers: the sorted path order (BTreeMap iteration) for a
+        // first tree; on a refresh, the previous number of a path that
+        // keeps its kind, a fresh one otherwise.
+        let prev_inos: HashMap<&str, (u64, Kind)> = prev
+            .map(|p| {
+                p.nodes
+                    .iter()
+                    .map(|(&ino, n)| (n.path.as_str(), (ino, n.kind())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut next_ino = prev.map_or(ROOT_INO, |p| p.next_ino);
+        let mut inos: HashMap<&str, u64> = HashMap::with_capacity(plan.len());
+        for (path, planned) in &plan {
+            let ino = match prev_inos.get(path.as_str()) {
+                Some(&(ino, kind)) if kind == planned.kind() => ino,
+                _ => {
+                    next_ino += 1;
+                    next_ino - 1
+                }
+            };
+            inos.insert(path.as_str(), ino);
+        }
+
+        let no_xattrs: Xattrs = Arc::from(Vec::new());
+        let mut nodes: HashMap<u64, Node> = HashMap::with_capacity(plan.len());
+        let mut children: HashMap<u64, Vec<(String, u64)>> = HashMap::new();
+        for (path, planned) in &plan {
+            let ino = inos[path.as_str()];
+            let parent = if path.is_empty() {
+                ROOT_INO
+            } else {
+                inos[parent_of(path)]
+            };
+            if !path.is_empty() {
+                children
+                    .entry(parent)
+                    .or_default()
+                    .push((name_of(path).to_string(), ino));
+            }
+            let (content, xattrs) = match planned {
+                Planned::Dir => (Content::Dir(Vec::new()), no_xattrs.clone()),
+                Planned::Raw(t) => (
+                    Content::Array {
+                        array: t.array.clone(),
+                        header: Arc::from(Vec::new()),
+                    },
+                    t.xattrs.clone(),
+                ),
+                Planned::Npy(t) => (
+                    Content::Array {
+                        array: t.array.clone(),
+                        header: t.npy.clone().expect("planned only with a header"),
+                    },
+                    t.xattrs.clone(),
+                ),
+                Planned::Doc(bytes) => (Content::Bytes(bytes.clone()), no_xattrs.clone()),
+                Planned::Stats => (Content::Stats, no_xattrs.clone()),
+            };
+            nodes.insert(
+                ino,
                 Node {
                     path: path.clone(),
                     parent,
                     content,
                     xattrs,
-                }
-            })
-            .collect();
-        // Children in path order are in name order (they share the prefix).
-        for i in 1..nodes.len() {
-            let name = name_of(&nodes[i].path).to_string();
-            let parent = nodes[i].parent;
-            if let Content::Dir(children) = &mut nodes[(parent - ROOT_INO) as usize].content {
-                children.push((name, i as u64 + ROOT_INO));
+                    mtime: now,
+                },
+            );
+        }
+        for (dir, mut list) in children {
+            list.sort();
+            if let Some(Node {
+                content: Content::Dir(c),
+                ..
+            }) = nodes.get_mut(&dir)
+            {
+                *c = list;
             }
         }
-        let total_bytes = nodes.iter().map(Node::size).sum();
-        SlabFs {
+        if let Some(prev) = prev {
+            for (ino, node) in nodes.iter_mut() {
+                if let Some(old) = prev.nodes.get(ino)
+                    && old.content.same_as(&node.content)
+                {
+                    node.mtime = old.mtime;
+                }
+            }
+        }
+        let total_bytes = nodes.values().map(Node::size).sum();
+        Tree {
             nodes,
-            config,
-            mtime: SystemTime::now(),
+            arrays,
             total_bytes,
+            next_ino,
         }
     }
 
     fn node(&self, ino: u64) -> FsResult<&Node> {
-        ino.checked_sub(ROOT_INO)
-            .and_then(|i| self.nodes.get(i as usize))
-            .ok_or(FsError::NoInode(ino))
+        self.nodes.get(&ino).ok_or(FsError::NoInode(ino))
+    }
+}
+
+/// The mounted filesystem. Every method takes `&self` and requests run on
+/// any number of threads: each works on a snapshot of the current tree
+/// (see the module docs); the chunk cache inside the sources does its own
+/// locking and the counters are atomics.
+pub struct SlabFs {
+    tree: RwLock<Arc<Tree>>,
+    config: FsConfig,
+    cache: Option<Arc<ChunkCache>>,
+    stats: Stats,
+    /// Open stats files: handle -> the document generated at open.
+    snapshots: Mutex<HashMap<u64, Arc<[u8]>>>,
+    next_fh: AtomicU64,
+    /// Serialises refreshes (there is one refresh thread; tests call
+    /// [`SlabFs::refresh`] directly).
+    refresh_lock: Mutex<()>,
+}
+
+impl SlabFs {
+    /// Build the tree of `entries` (as `dataset::open` lists them).
+    pub fn new(entries: &[Entry], config: FsConfig) -> SlabFs {
+        let arrays = usable_entries(entries, true)
+            .into_iter()
+            .map(|(path, array)| {
+                let stamp = if config.track_changes {
+                    array.change_stamp()
+                } else {
+                    ChangeStamp::default()
+                };
+                let t = Tracked::new(&path, array, stamp, &config);
+                (path, t)
+            })
+            .collect();
+        let tree = Tree::build(arrays, &config, None, SystemTime::now());
+        SlabFs {
+            tree: RwLock::new(Arc::new(tree)),
+            config,
+            cache: None,
+            stats: Stats::new(),
+            snapshots: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            refresh_lock: Mutex::new(()),
+        }
+    }
+
+    /// Report `cache` in the stats file and drop its stale chunks when a
+    /// refresh replaces an array.
+    pub fn with_cache(mut self, cache: Arc<ChunkCache>) -> SlabFs {
+        self.cache = Some(cache);
+        self
+    }
+
+    pub fn cache(&self) -> Option<&Arc<ChunkCache>> {
+        self.cache.as_ref()
+    }
+
+    pub fn config(&self) -> &FsConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The current tree.
+    fn tree(&self) -> Arc<Tree> {
+        self.tree.read().clone()
+    }
+
+    /// Count a failed request by its errno.
+    fn counted<T>(&self, r: FsResult<T>) -> FsResult<T> {
+        if let Err(e) = &r {
+            self.stats.record_error(e.errno());
+        }
+        r
     }
 
     /// The path of `ino` for logs (`?` for an unknown inode).
-    pub fn path(&self, ino: u64) -> &str {
-        self.node(ino).map(|n| n.path.as_str()).unwrap_or("?")
+    pub fn path(&self, ino: u64) -> String {
+        self.tree()
+            .node(ino)
+            .map(|n| n.path.clone())
+            .unwrap_or_else(|_| "?".into())
     }
 
     /// Number of nodes, the root included.
     pub fn len(&self) -> usize {
-        self.nodes.len()
+        self.tree().nodes.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.nodes.len() <= 1
+        self.len() <= 1
     }
 
-    /// Every path with its inode number, in inode order (root first).
-    pub fn paths(&self) -> impl Iterator<Item = (u64, &str)> {
-        self.nodes
+    /// Every path with its inode number, sorted by path (root first).
+    pub fn paths(&self) -> Vec<(u64, String)> {
+        let mut out: Vec<(u64, String)> = self
+            .tree()
+            .nodes
             .iter()
-            .enumerate()
-            .map(|(i, n)| (i as u64 + ROOT_INO, n.path.as_str()))
+            .map(|(&ino, n)| (ino, n.path.clone()))
+            .collect();
+        out.sort_by(|a, b| a.1.cmp(&b.1));
+        out
     }
 
-    pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
-        let node = self.node(ino)?;
+    fn attr(&self, tree: &Tree, ino: u64) -> FsResult<Attr> {
+        let node = tree.node(ino)?;
         let size = node.size();
         let (perm, nlink) = match &node.content {
             Content::Dir(children) => {
                 let subdirs = children
                     .iter()
                     .filter(|(_, c)| {
-                        matches!(self.nodes[(c - ROOT_INO) as usize].content, Content::Dir(_))
+                        matches!(tree.nodes.get(c).map(|n| &n.content), Some(Content::Dir(_)))
                     })
                     .count();
                 // "." and the entry in the parent, plus each subdir's "..".
@@ -345,140 +695,232 @@ impl SlabFs {
             nlink,
             uid: self.config.uid,
             gid: self.config.gid,
-            mtime: self.mtime,
+            mtime: node.mtime,
             blksize: BLKSIZE,
         })
     }
 
+    pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
+        self.counted(self.attr(&self.tree(), ino))
+    }
+
     pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
-        let dir = self.node(parent)?;
-        let Content::Dir(children) = &dir.content else {
-            return Err(FsError::NotDir(dir.path.clone()));
-        };
-        let not_found = || {
-            let name = name.to_string_lossy();
-            FsError::NotFound(if dir.path.is_empty() {
-                name.into_owned()
-            } else {
-                format!("{}/{name}", dir.path)
-            })
-        };
-        // Every name in the tree is UTF-8: anything else is absent.
-        let name = name.to_str().ok_or_else(not_found)?;
-        let i = children
-            .binary_search_by(|(n, _)| n.as_str().cmp(name))
-            .map_err(|_| not_found())?;
-        self.getattr(children[i].1)
+        let tree = self.tree();
+        let r = (|| {
+            let dir = tree.node(parent)?;
+            let Content::Dir(children) = &dir.content else {
+                return Err(FsError::NotDir(dir.path.clone()));
+            };
+            let not_found = || {
+                let name = name.to_string_lossy();
+                FsError::NotFound(if dir.path.is_empty() {
+                    name.into_owned()
+                } else {
+                    format!("{}/{name}", dir.path)
+                })
+            };
+            // Every name in the tree is UTF-8: anything else is absent.
+            let name = name.to_str().ok_or_else(not_found)?;
+            let i = children
+                .binary_search_by(|(n, _)| n.as_str().cmp(name))
+                .map_err(|_| not_found())?;
+            self.attr(&tree, children[i].1)
+        })();
+        self.counted(r)
     }
 
     /// List directory `ino` from position `offset`: 0 is ".", 1 "..", then
     /// the children by name. Each entry carries the offset of the next, as
     /// the kernel expects.
     pub fn readdir(&self, ino: u64, offset: u64, sink: &mut dyn DirSink) -> FsResult<()> {
-        let dir = self.node(ino)?;
-        let Content::Dir(children) = &dir.content else {
-            return Err(FsError::NotDir(dir.path.clone()));
-        };
-        let dots = [(".", ino), ("..", dir.parent)];
-        let entries = dots
-            .iter()
-            .map(|&(n, i)| (n, i))
-            .chain(children.iter().map(|(n, i)| (n.as_str(), *i)));
-        for (pos, (name, child)) in entries.enumerate().skip(offset as usize) {
-            let kind = self.node(child)?.kind();
-            if sink.add(child, pos as u64 + 1, kind, name) {
-                break;
+        let tree = self.tree();
+        let r = (|| {
+            let dir = tree.node(ino)?;
+            let Content::Dir(children) = &dir.content else {
+                return Err(FsError::NotDir(dir.path.clone()));
+            };
+            let dots = [(".", ino), ("..", dir.parent)];
+            let entries = dots
+                .iter()
+                .map(|&(n, i)| (n, i))
+                .chain(children.iter().map(|(n, i)| (n.as_str(), *i)));
+            for (pos, (name, child)) in entries.enumerate().skip(offset as usize) {
+                let kind = tree.node(child)?.kind();
+                if sink.add(child, pos as u64 + 1, kind, name) {
+                    break;
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })();
+        self.counted(r)
     }
 
     /// Check an `opendir` of `ino`.
     pub fn opendir(&self, ino: u64) -> FsResult<()> {
-        let node = self.node(ino)?;
-        match node.content {
+        let tree = self.tree();
+        let r = tree.node(ino).and_then(|node| match node.content {
             Content::Dir(_) => Ok(()),
             _ => Err(FsError::NotDir(node.path.clone())),
+        });
+        self.counted(r)
+    }
+
+    /// An `open(2)` of file `ino` with `flags`: anything but a read-only
+    /// open is EROFS. Opening the stats file takes its snapshot.
+    pub fn open(&self, ino: u64, flags: i32) -> FsResult<Opened> {
+        let tree = self.tree();
+        let r = (|| {
+            let node = tree.node(ino)?;
+            if node.kind() == Kind::Directory {
+                return Err(FsError::IsDir(node.path.clone()));
+            }
+            if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+                return Err(FsError::ReadOnly {
+                    op: "open for writing",
+                });
+            }
+            if let Content::Stats = node.content {
+                let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+                let doc: Arc<[u8]> = self.stats.render(self.cache.as_deref()).into();
+                self.snapshots.lock().insert(fh, doc);
+                return Ok(Opened {
+                    fh,
+                    direct_io: true,
+                });
+            }
+            Ok(Opened {
+                fh: 0,
+                direct_io: false,
+            })
+        })();
+        self.counted(r)
+    }
+
+    /// The kernel closed handle `fh` (its last reference).
+    pub fn release(&self, _ino: u64, fh: u64) {
+        if fh != 0 {
+            self.snapshots.lock().remove(&fh);
         }
     }
 
-    /// Check an `open(2)` of file `ino` with `flags`: anything but a
-    /// read-only open is EROFS.
-    pub fn open(&self, ino: u64, flags: i32) -> FsResult<()> {
-        let node = self.node(ino)?;
-        if node.kind() == Kind::Directory {
-            return Err(FsError::IsDir(node.path.clone()));
+    /// Up to `size` bytes of file `ino` (opened as `fh`) from `offset`:
+    /// fewer only at EOF, none at or past it.
+    pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        let started = Instant::now();
+        let tree = self.tree();
+        let r = (|| {
+            let node = tree.node(ino)?;
+            match &node.content {
+                Content::Dir(_) => Err(FsError::IsDir(node.path.clone())),
+                Content::Bytes(b) => Ok(slice_at(b, offset, size)),
+                Content::Stats => {
+                    let snapshot = self.snapshots.lock().get(&fh).cloned();
+                    let doc =
+                        snapshot.unwrap_or_else(|| self.stats.render(self.cache.as_deref()).into());
+                    Ok(slice_at(&doc, offset, size))
+                }
+                Content::Array { array, header } => {
+                    self.read_array(node, array.as_ref(), header, offset, size)
+                }
+            }
+        })();
+        match &r {
+            Ok(data) => self.stats.record_read(data.len(), started.elapsed()),
+            Err(_) => self.stats.record_failed_read(started.elapsed()),
         }
-        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
-            return Err(FsError::ReadOnly {
-                op: "open for writing",
-            });
-        }
-        Ok(())
+        self.counted(r)
     }
 
-    /// Up to `size` bytes of file `ino` from `offset`: fewer only at EOF,
-    /// none at or past it.
-    pub fn read(&self, ino: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
-        let node = self.node(ino)?;
-        match &node.content {
-            Content::Dir(_) => Err(FsError::IsDir(node.path.clone())),
-            Content::Bytes(b) => {
-                let start = offset.min(b.len() as u64) as usize;
-                let end = offset.saturating_add(size as u64).min(b.len() as u64) as usize;
-                Ok(b[start..end].to_vec())
-            }
-            Content::Array(a) => {
-                let len = (size as u64).min(a.meta().nbytes().saturating_sub(offset)) as usize;
-                let mut buf = vec![0u8; len];
-                let n = read_at(a.as_ref(), offset, &mut buf, self.config.byte_order).map_err(
-                    |source| FsError::Read {
-                        path: node.path.clone(),
-                        offset,
-                        size,
-                        source: Box::new(source),
-                    },
-                )?;
-                buf.truncate(n);
-                Ok(buf)
-            }
+    /// Bytes `[offset, offset+size)` of `header` followed by the flat file
+    /// of `array`, clamped at the end.
+    fn read_array(
+        &self,
+        node: &Node,
+        array: &dyn ArraySource,
+        header: &[u8],
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Vec<u8>> {
+        let hlen = header.len() as u64;
+        let total = hlen.saturating_add(array.meta().nbytes());
+        let end = offset.saturating_add(size as u64).min(total);
+        if offset >= end {
+            return Ok(Vec::new());
         }
+        let mut buf = vec![0u8; (end - offset) as usize];
+        let mut filled = 0;
+        if offset < hlen {
+            filled = (hlen.min(end) - offset) as usize;
+            buf[..filled].copy_from_slice(&header[offset as usize..][..filled]);
+        }
+        if filled < buf.len() {
+            let data_offset = offset + filled as u64 - hlen;
+            let n = read_at(
+                array,
+                data_offset,
+                &mut buf[filled..],
+                self.config.byte_order,
+            )
+            .map_err(|source| FsError::Read {
+                path: node.path.clone(),
+                offset,
+                size,
+                source: Box::new(source),
+            })?;
+            buf.truncate(filled + n);
+        }
+        Ok(buf)
     }
 
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
-        let node = self.node(ino)?;
-        let value = node
-            .xattrs
-            .iter()
-            .find(|(n, _)| OsStr::new(n) == name)
-            .map(|(_, v)| v)
-            .ok_or_else(|| FsError::NoXattr {
-                path: node.path.clone(),
-                name: name.to_string_lossy().into_owned(),
-            })?;
-        fit(&node.path, value.clone(), size)
+        let tree = self.tree();
+        let r = tree.node(ino).and_then(|node| {
+            let value = node
+                .xattrs
+                .iter()
+                .find(|(n, _)| OsStr::new(n) == name)
+                .map(|(_, v)| v)
+                .ok_or_else(|| FsError::NoXattr {
+                    path: node.path.clone(),
+                    name: name.to_string_lossy().into_owned(),
+                })?;
+            fit(&node.path, value.clone(), size)
+        });
+        self.counted(r)
     }
 
     /// The NUL-terminated names of the xattrs of `ino`.
     pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<XattrReply> {
-        let node = self.node(ino)?;
-        let mut list = Vec::new();
-        for (n, _) in &node.xattrs {
-            list.extend_from_slice(n.as_bytes());
-            list.push(0);
-        }
-        fit(&node.path, list, size)
+        let tree = self.tree();
+        let r = tree.node(ino).and_then(|node| {
+            let mut list = Vec::new();
+            for (n, _) in node.xattrs.iter() {
+                list.extend_from_slice(n.as_bytes());
+                list.push(0);
+            }
+            fit(&node.path, list, size)
+        });
+        self.counted(r)
     }
 
     pub fn statfs(&self) -> Statfs {
         const BSIZE: u32 = 4096;
+        let tree = self.tree();
         Statfs {
-            blocks: self.total_bytes.div_ceil(BSIZE as u64),
-            files: self.nodes.len() as u64,
+            blocks: tree.total_bytes.div_ceil(BSIZE as u64),
+            files: tree.nodes.len() as u64,
             bsize: BSIZE,
             namelen: NAME_MAX,
         }
     }
+}
+
+/// `bytes[offset .. offset+size]`, clamped at the end.
+fn slice_at(bytes: &[u8], offset: u64, size: u32) -> Vec<u8> {
+    let len = bytes.len() as u64;
+    let start = offset.min(len) as usize;
+    let end = offset.saturating_add(size as u64).min(len) as usize;
+    bytes[start..end].to_vec()
 }
 
 /// getxattr/listxattr size protocol: 0 asks for the size; a buffer too
@@ -498,7 +940,7 @@ fn fit(path: &str, value: Vec<u8>, size: u32) -> FsResult<XattrReply> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::array::ArrayMeta;
     use crate::dtype::DataType;
@@ -533,6 +975,11 @@ mod tests {
         Arc::new(Ramp { meta, bad_from })
     }
 
+    /// The little-endian bytes of a ramp of `n` elements.
+    fn ramp_bytes(n: u64) -> Vec<u8> {
+        (0..n).flat_map(|i| (i as u16).to_le_bytes()).collect()
+    }
+
     fn entry(path: &str, array: Arc<dyn ArraySource>) -> Entry {
         Entry {
             path: path.into(),
@@ -540,15 +987,18 @@ mod tests {
         }
     }
 
+    pub(crate) fn config(views: Views) -> FsConfig {
+        FsConfig {
+            byte_order: Endian::Little,
+            uid: 1234,
+            gid: 5678,
+            views,
+            track_changes: true,
+        }
+    }
+
     fn fs(entries: &[Entry]) -> SlabFs {
-        SlabFs::new(
-            entries,
-            FsConfig {
-                byte_order: Endian::Little,
-                uid: 1234,
-                gid: 5678,
-            },
-        )
+        SlabFs::new(entries, config(Views::default()))
     }
 
     impl DirSink for Vec<(u64, u64, Kind, String)> {
@@ -570,12 +1020,33 @@ mod tests {
         }
     }
 
-    fn lookup_path(fs: &SlabFs, path: &str) -> FsResult<Attr> {
+    pub(crate) fn lookup_path(fs: &SlabFs, path: &str) -> FsResult<Attr> {
         let mut attr = fs.getattr(ROOT_INO)?;
         for c in path.split('/') {
             attr = fs.lookup(attr.ino, OsStr::new(c))?;
         }
         Ok(attr)
+    }
+
+    /// The names in directory `path` ("" for the root), without . and ..
+    pub(crate) fn names(fs: &SlabFs, path: &str) -> Vec<String> {
+        let ino = if path.is_empty() {
+            ROOT_INO
+        } else {
+            lookup_path(fs, path).unwrap().ino
+        };
+        let mut all: Vec<(u64, u64, Kind, String)> = Vec::new();
+        fs.readdir(ino, 2, &mut all).unwrap();
+        all.into_iter().map(|e| e.3).collect()
+    }
+
+    /// The whole content of file `path`.
+    pub(crate) fn read_all(fs: &SlabFs, path: &str) -> Vec<u8> {
+        let ino = lookup_path(fs, path).unwrap().ino;
+        let opened = fs.open(ino, libc::O_RDONLY).unwrap();
+        let data = fs.read(ino, opened.fh, 0, u32::MAX).unwrap();
+        fs.release(ino, opened.fh);
+        data
     }
 
     #[test]
@@ -585,25 +1056,28 @@ mod tests {
             entry("runs/a.zarr", ramp(3, u64::MAX)),
             entry("top", ramp(1, u64::MAX)),
         ]);
-        let paths: Vec<(u64, &str)> = fs.paths().collect();
+        let paths = fs.paths();
+        let paths: Vec<(u64, &str)> = paths.iter().map(|(i, p)| (*i, p.as_str())).collect();
         assert_eq!(
             paths,
             vec![
                 (1, ""),
-                (2, "runs"),
-                (3, "runs/a.zarr"),
-                (4, "runs/a.zarr.json"),
-                (5, "runs/b.zarr"),
-                (6, "runs/b.zarr/temp"),
-                (7, "runs/b.zarr/temp.json"),
-                (8, "top"),
-                (9, "top.json"),
+                (2, ".slabfs"),
+                (3, ".slabfs/stats"),
+                (4, "runs"),
+                (5, "runs/a.zarr"),
+                (6, "runs/a.zarr.json"),
+                (7, "runs/b.zarr"),
+                (8, "runs/b.zarr/temp"),
+                (9, "runs/b.zarr/temp.json"),
+                (10, "top"),
+                (11, "top.json"),
             ]
         );
         let root = fs.getattr(ROOT_INO).unwrap();
         assert_eq!(
             (root.kind, root.perm, root.nlink, root.uid, root.gid),
-            (Kind::Directory, 0o555, 3, 1234, 5678)
+            (Kind::Directory, 0o555, 4, 1234, 5678)
         );
         let temp = lookup_path(&fs, "runs/b.zarr/temp").unwrap();
         assert_eq!(
@@ -615,15 +1089,15 @@ mod tests {
                 temp.perm,
                 temp.nlink
             ),
-            (6, Kind::File, 20, 1, 0o444, 1)
+            (8, Kind::File, 20, 1, 0o444, 1)
         );
-        assert_eq!(fs.getattr(2).unwrap().nlink, 3); // runs: a.zarr is a file
+        assert_eq!(fs.getattr(4).unwrap().nlink, 3); // runs: a.zarr is a file
         assert!(matches!(
             lookup_path(&fs, "runs/nope"),
             Err(FsError::NotFound(p)) if p == "runs/nope"
         ));
         assert!(matches!(
-            fs.lookup(8, OsStr::new("x")),
+            fs.lookup(10, OsStr::new("x")),
             Err(FsError::NotDir(_))
         ));
         assert!(matches!(fs.getattr(99), Err(FsError::NoInode(99))));
@@ -634,12 +1108,15 @@ mod tests {
             entry("runs/a.zarr", ramp(3, u64::MAX)),
             entry("runs/b.zarr/temp", ramp(10, u64::MAX)),
         ]);
-        assert!(fs.paths().eq(again.paths()));
+        assert_eq!(fs.paths(), again.paths());
 
         let st = fs.statfs();
-        let side: u64 = [4, 7, 9].iter().map(|&i| fs.getattr(i).unwrap().size).sum();
+        let side: u64 = [6, 9, 11]
+            .iter()
+            .map(|&i| fs.getattr(i).unwrap().size)
+            .sum();
         assert_eq!(st.blocks, (20 + 6 + 2 + side).div_ceil(4096));
-        assert_eq!(st.files, 9);
+        assert_eq!(st.files, 11);
     }
 
     #[test]
@@ -687,10 +1164,20 @@ mod tests {
             entry("../up", ramp(1, u64::MAX)),
             entry("x//y", ramp(1, u64::MAX)),
         ]);
-        let paths: Vec<&str> = fs.paths().map(|(_, p)| p).collect();
+        let paths: Vec<String> = fs.paths().into_iter().map(|(_, p)| p).collect();
         assert_eq!(
             paths,
-            ["", "a", "a/b", "a/b.json", "c", "c.json", "c.json.json"]
+            [
+                "",
+                ".slabfs",
+                ".slabfs/stats",
+                "a",
+                "a/b",
+                "a/b.json",
+                "c",
+                "c.json",
+                "c.json.json"
+            ]
         );
         // c.json is the array, not c's sidecar.
         assert_eq!(lookup_path(&fs, "c.json").unwrap().size, 4);
@@ -700,15 +1187,15 @@ mod tests {
     fn reads_clamp_and_report_errors() {
         let fs = fs(&[entry("r", ramp(100, 50))]);
         let r = lookup_path(&fs, "r").unwrap().ino;
-        let head = fs.read(r, 0, 8).unwrap();
+        let head = fs.read(r, 0, 0, 8).unwrap();
         assert_eq!(head, [0, 0, 1, 0, 2, 0, 3, 0]);
-        assert_eq!(fs.read(r, 3, 2).unwrap(), [0, 2]); // mid-element
-        assert!(fs.read(r, 0, 0).unwrap().is_empty());
-        assert!(fs.read(r, 200, 10).unwrap().is_empty());
-        assert!(fs.read(r, u64::MAX, 10).unwrap().is_empty());
+        assert_eq!(fs.read(r, 0, 3, 2).unwrap(), [0, 2]); // mid-element
+        assert!(fs.read(r, 0, 0, 0).unwrap().is_empty());
+        assert!(fs.read(r, 0, 200, 10).unwrap().is_empty());
+        assert!(fs.read(r, 0, u64::MAX, 10).unwrap().is_empty());
         // Element 50 onwards is "corrupt": EIO with the whole story.
-        assert_eq!(fs.read(r, 90, 10).unwrap().len(), 10);
-        let err = fs.read(r, 96, 1 << 17).unwrap_err();
+        assert_eq!(fs.read(r, 0, 90, 10).unwrap().len(), 10);
+        let err = fs.read(r, 0, 96, 1 << 17).unwrap_err();
         assert_eq!(err.errno(), libc::EIO);
         let msg = err.to_string();
         assert!(
@@ -717,12 +1204,12 @@ mod tests {
         );
         // The sidecar reads as its document, clamped too.
         let side = lookup_path(&fs, "r.json").unwrap();
-        let doc = fs.read(side.ino, 0, 1 << 20).unwrap();
+        let doc = fs.read(side.ino, 0, 0, 1 << 20).unwrap();
         assert_eq!(doc.len() as u64, side.size);
         let v: serde_json::Value = serde_json::from_slice(&doc).unwrap();
         assert_eq!(v["dtype"], "<u2");
-        assert_eq!(fs.read(side.ino, side.size - 1, 10).unwrap(), b"\n");
-        assert!(matches!(fs.read(ROOT_INO, 0, 1), Err(FsError::IsDir(_))));
+        assert_eq!(fs.read(side.ino, 0, side.size - 1, 10).unwrap(), b"\n");
+        assert!(matches!(fs.read(ROOT_INO, 0, 0, 1), Err(FsError::IsDir(_))));
     }
 
     #[test]
@@ -731,13 +1218,13 @@ mod tests {
             &[entry("r", ramp(4, u64::MAX))],
             FsConfig {
                 byte_order: Endian::Big,
-                uid: 0,
-                gid: 0,
+                ..config(Views::default())
             },
         );
-        assert_eq!(fs.read(2, 0, 8).unwrap(), [0, 0, 0, 1, 0, 2, 0, 3]);
+        let r = lookup_path(&fs, "r").unwrap().ino;
+        assert_eq!(fs.read(r, 0, 0, 8).unwrap(), [0, 0, 0, 1, 0, 2, 0, 3]);
         assert_eq!(
-            fs.getxattr(2, OsStr::new(sidecar::XATTR_DTYPE), 64)
+            fs.getxattr(r, OsStr::new(sidecar::XATTR_DTYPE), 64)
                 .unwrap(),
             XattrReply::Data(b">u2".to_vec())
         );
@@ -746,30 +1233,38 @@ mod tests {
     #[test]
     fn open_is_read_only() {
         let fs = fs(&[entry("r", ramp(4, u64::MAX))]);
-        assert!(fs.open(2, libc::O_RDONLY).is_ok());
+        let r = lookup_path(&fs, "r").unwrap().ino;
+        assert_eq!(
+            fs.open(r, libc::O_RDONLY).unwrap(),
+            Opened {
+                fh: 0,
+                direct_io: false
+            }
+        );
         for flags in [libc::O_WRONLY, libc::O_RDWR, libc::O_RDONLY | libc::O_TRUNC] {
-            assert_eq!(fs.open(2, flags).unwrap_err().errno(), libc::EROFS);
+            assert_eq!(fs.open(r, flags).unwrap_err().errno(), libc::EROFS);
         }
         assert!(matches!(
             fs.open(ROOT_INO, libc::O_RDONLY),
             Err(FsError::IsDir(_))
         ));
         assert!(fs.opendir(ROOT_INO).is_ok());
-        assert!(matches!(fs.opendir(2), Err(FsError::NotDir(_))));
+        assert!(matches!(fs.opendir(r), Err(FsError::NotDir(_))));
     }
 
     #[test]
     fn xattrs() {
         let fs = fs(&[entry("r", ramp(4, u64::MAX))]);
+        let r = lookup_path(&fs, "r").unwrap().ino;
         let shape = OsStr::new(sidecar::XATTR_SHAPE);
-        assert_eq!(fs.getxattr(2, shape, 0).unwrap(), XattrReply::Size(3));
+        assert_eq!(fs.getxattr(r, shape, 0).unwrap(), XattrReply::Size(3));
         assert_eq!(
-            fs.getxattr(2, shape, 3).unwrap(),
+            fs.getxattr(r, shape, 3).unwrap(),
             XattrReply::Data(b"[4]".to_vec())
         );
-        assert_eq!(fs.getxattr(2, shape, 2).unwrap_err().errno(), libc::ERANGE);
+        assert_eq!(fs.getxattr(r, shape, 2).unwrap_err().errno(), libc::ERANGE);
         assert_eq!(
-            fs.getxattr(2, OsStr::new("user.other"), 10)
+            fs.getxattr(r, OsStr::new("user.other"), 10)
                 .unwrap_err()
                 .errno(),
             libc::ENODATA
@@ -778,7 +1273,7 @@ mod tests {
             fs.getxattr(ROOT_INO, shape, 10).unwrap_err().errno(),
             libc::ENODATA
         );
-        let XattrReply::Data(list) = fs.listxattr(2, 1000).unwrap() else {
+        let XattrReply::Data(list) = fs.listxattr(r, 1000).unwrap() else {
             panic!()
         };
         assert_eq!(
@@ -786,5 +1281,144 @@ mod tests {
             b"user.slabfs.shape\0user.slabfs.dtype\0user.slabfs.dims\0"
         );
         assert_eq!(fs.listxattr(ROOT_INO, 0).unwrap(), XattrReply::Size(0));
+    }
+
+    const ALL_VIEWS: Views = Views {
+        raw: true,
+        json: true,
+        npy: true,
+        hdr: true,
+    };
+
+    #[test]
+    fn views_are_placed_where_their_names_are_free() {
+        let a = ramp(10, u64::MAX);
+        let hdr = views::envi_header(a.meta(), Endian::Little);
+        let fs = SlabFs::new(
+            &[
+                entry("d/a", a.clone()),
+                // An array whose name is a's npy view: the array wins.
+                entry("d/a.npy", ramp(3, u64::MAX)),
+            ],
+            config(ALL_VIEWS),
+        );
+        let mut want = vec!["a", "a.json", "a.npy", "a.npy.json", "a.npy.npy"];
+        if hdr.is_ok() {
+            want.extend(["a.hdr", "a.npy.hdr"]);
+        }
+        want.sort();
+        assert_eq!(names(&fs, "d"), want);
+        assert_eq!(lookup_path(&fs, "d/a.npy").unwrap().size, 6);
+        if let Ok(text) = hdr {
+            assert_eq!(read_all(&fs, "d/a.hdr"), text.as_bytes());
+        }
+        // The npy view of the raw array carries its xattrs.
+        let npy = lookup_path(&fs, "d/a.npy.npy").unwrap().ino;
+        assert_eq!(
+            fs.getxattr(npy, OsStr::new(sidecar::XATTR_SHAPE), 64)
+                .unwrap(),
+            XattrReply::Data(b"[3]".to_vec())
+        );
+
+        // Without the raw view, the other views still appear, except the
+        // ENVI header, which would describe a file that is not there.
+        let fs = SlabFs::new(
+            &[entry("a", ramp(10, u64::MAX))],
+            config(Views {
+                raw: false,
+                json: true,
+                npy: true,
+                hdr: true,
+            }),
+        );
+        assert_eq!(names(&fs, ""), [".slabfs", "a.json", "a.npy"]);
+        // Only raw: no sidecars at all.
+        let fs = SlabFs::new(
+            &[entry("a", ramp(10, u64::MAX))],
+            config(Views {
+                raw: true,
+                json: false,
+                npy: false,
+                hdr: false,
+            }),
+        );
+        assert_eq!(names(&fs, ""), [".slabfs", "a"]);
+    }
+
+    #[test]
+    fn npy_view_is_the_header_then_the_data_across_the_boundary() {
+        let n = 1000;
+        let a = ramp(n, u64::MAX);
+        let header = views::npy_header(a.meta(), Endian::Little);
+        let fs = SlabFs::new(&[entry("a", a)], config(ALL_VIEWS));
+        let mut want = header.clone();
+        want.extend(ramp_bytes(n));
+        let npy = lookup_path(&fs, "a.npy").unwrap();
+        assert_eq!(npy.size, want.len() as u64);
+        assert_eq!(read_all(&fs, "a.npy"), want);
+        // Every read that starts within a few bytes of the boundary, of
+        // every small length, odd offsets (mid-element) included.
+        let h = header.len() as u64;
+        for offset in h.saturating_sub(5)..h + 5 {
+            for len in 1..12u32 {
+                let got = fs.read(npy.ino, 0, offset, len).unwrap();
+                let end = (offset + len as u64).min(want.len() as u64) as usize;
+                assert_eq!(got, want[offset as usize..end], "@{offset}+{len}");
+            }
+        }
+        // Near EOF and past it.
+        let size = want.len() as u64;
+        assert_eq!(
+            fs.read(npy.ino, 0, size - 3, 10).unwrap(),
+            want[size as usize - 3..]
+        );
+        assert!(fs.read(npy.ino, 0, size, 10).unwrap().is_empty());
+        // A read failing in the data part names the npy file.
+        let fs = SlabFs::new(&[entry("b", ramp(100, 10))], config(ALL_VIEWS));
+        let b = lookup_path(&fs, "b.npy").unwrap().ino;
+        let err = fs.read(b, 0, 0, 1 << 16).unwrap_err();
+        assert!(err.to_string().starts_with("b.npy offset 0"), "{err}");
+    }
+
+    #[test]
+    fn stats_file_is_a_snapshot_per_open_and_counts() {
+        let fs = fs(&[entry("r", ramp(100, 50))]);
+        let stats = lookup_path(&fs, ".slabfs/stats").unwrap();
+        assert_eq!((stats.kind, stats.size, stats.perm), (Kind::File, 0, 0o444));
+        assert_eq!(names(&fs, ".slabfs"), ["stats"]);
+        let doc = |bytes: &[u8]| -> serde_json::Value { serde_json::from_slice(bytes).unwrap() };
+        let before = doc(&read_all(&fs, ".slabfs/stats"));
+        let reads0 = before["reads"]["requests"].as_u64().unwrap();
+
+        let r = lookup_path(&fs, "r").unwrap().ino;
+        let opened = fs.open(stats.ino, libc::O_RDONLY).unwrap();
+        assert!(opened.direct_io && opened.fh != 0);
+        assert_eq!(fs.read(r, 0, 0, 16).unwrap().len(), 16);
+        assert_eq!(fs.read(r, 0, 150, 100).unwrap_err().errno(), libc::EIO);
+        // The open handle still reads the snapshot taken at its open, in
+        // pieces that fit together.
+        let first = fs.read(stats.ino, opened.fh, 0, 10).unwrap();
+        let rest = fs.read(stats.ino, opened.fh, 10, 1 << 20).unwrap();
+        let snap = doc(&[first, rest].concat());
+        assert_eq!(snap["errors"], serde_json::json!({}));
+        fs.release(stats.ino, opened.fh);
+        assert!(fs.snapshots.lock().is_empty());
+
+        let after = doc(&read_all(&fs, ".slabfs/stats"));
+        // The snapshot reads above, then the two array reads.
+        assert!(after["reads"]["requests"].as_u64().unwrap() >= reads0 + 2);
+        assert!(after["reads"]["bytes"].as_u64().unwrap() >= 16);
+        assert_eq!(after["errors"]["EIO"], 1);
+        assert!(after["read_latency_us"]["count"].as_u64().unwrap() >= 3);
+        let _ = lookup_path(&fs, "nope");
+        let again = doc(&read_all(&fs, ".slabfs/stats"));
+        assert_eq!(again["errors"]["ENOENT"], 1);
+    }
+
+    #[test]
+    fn a_dataset_named_slabfs_wins_over_the_control_dir() {
+        let fs = fs(&[entry(".slabfs/x", ramp(1, u64::MAX))]);
+        assert_eq!(names(&fs, ".slabfs"), ["x", "x.json"]);
+        assert!(lookup_path(&fs, ".slabfs/stats").is_err());
     }
 }

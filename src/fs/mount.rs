@@ -7,7 +7,8 @@
 //!    signals are only ever taken by one dedicated thread (`sigwait`).
 //!    Their default action would kill the daemon without unmounting and
 //!    leave "Transport endpoint is not connected" behind.
-//! 2. Checks SOURCE exists, then prepares the mount point: creates it if missing; if a daemon that
+//! 2. Checks `--allow-other` is permitted and SOURCE exists, then prepares
+//!    the mount point: creates it if missing; if a daemon that
 //!    died (SIGKILL, OOM, crash) left a stale FUSE mount there, detaches it
 //!    lazily (`umount2(MNT_DETACH)`, or `fusermount3 -uz` when not root)
 //!    with a log line; refuses a mount point another live FUSE daemon
@@ -15,19 +16,25 @@
 //! 3. Opens the dataset and builds the tree ([`SlabFs`]).
 //! 4. Mounts (`ro`, `default_permissions`) with `fuser::Session::new`,
 //!    which also completes the FUSE INIT handshake, and hands an unmounter
-//!    to the signal thread.
+//!    to the signal thread. The mount is live from here on: the kernel
+//!    queues requests until the workers start. Then it sets the mount's
+//!    readahead if asked ([`readahead`]) and tells whoever waits for it
+//!    ([`Readiness`]): the `--daemon` parent ([`daemon`]) and systemd
+//!    ([`notify`], `READY=1`).
 //! 5. Serves requests on `threads` threads (`fuser::Config::n_threads`)
 //!    until the filesystem is unmounted: by a signal (the signal thread
 //!    unmounts; if files are open it detaches lazily and the daemon exits
 //!    once they are closed), or from outside (`fusermount3 -u`, `umount`).
-//!    Either way `run` returns `Ok` and the process exits 0. A second
-//!    signal while waiting exits at once (status 1).
+//!    Either way `run` returns `Ok` and the process exits 0 (systemd is
+//!    told `STOPPING=1` first). A second signal while waiting exits at once
+//!    (status 1).
 
 use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use fuser::{MountOption, Session, SessionACL, SessionUnmounter};
 use parking_lot::Mutex;
@@ -37,6 +44,10 @@ use super::{FsConfig, SlabFs};
 use crate::cache::ChunkCache;
 use crate::dataset;
 use crate::dtype::Endian;
+
+pub mod daemon;
+pub mod notify;
+pub mod readahead;
 
 /// Everything `slabfs mount` needs, free of clap.
 #[derive(Debug, Clone)]
@@ -95,6 +106,64 @@ pub enum MountError {
     Signals(#[source] io::Error),
 }
 
+/// Who waits for the mount to go live: the `--daemon` parent (through a
+/// pipe) and systemd (`$NOTIFY_SOCKET`). [`run`] tells both once, right
+/// after the kernel accepted the mount, so whoever waits can use the files
+/// the moment it is told; the caller reports a failure with
+/// [`Readiness::failed`]. Shared with the signal thread, which announces
+/// `STOPPING=1`.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    parent: Mutex<Option<daemon::ReadyPipe>>,
+    systemd: Option<notify::SdNotify>,
+    stopping: AtomicBool,
+}
+
+impl Readiness {
+    pub fn new(parent: Option<daemon::ReadyPipe>, systemd: Option<notify::SdNotify>) -> Readiness {
+        Readiness {
+            parent: Mutex::new(parent),
+            systemd,
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// The mount is live: release the parent, send `READY=1`.
+    fn live(&self, status: &str) {
+        if let Some(pipe) = self.parent.lock().take() {
+            pipe.ready();
+        }
+        self.tell_systemd(&format!("READY=1\nSTATUS={status}"));
+    }
+
+    /// Mounting failed: hand the reason to the waiting parent. Returns
+    /// whether there was one (it then prints the reason; nobody else need).
+    pub fn failed(&self, reason: &dyn std::fmt::Display) -> bool {
+        match self.parent.lock().take() {
+            Some(pipe) => {
+                pipe.failed(&reason.to_string());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The unmount has begun (once, however many times it is called).
+    fn stopping(&self) {
+        if !self.stopping.swap(true, Ordering::SeqCst) {
+            self.tell_systemd("STOPPING=1");
+        }
+    }
+
+    fn tell_systemd(&self, state: &str) {
+        if let Some(n) = &self.systemd
+            && let Err(e) = n.send(state)
+        {
+            log::warn!("notifying systemd at {}: {e}", n.name());
+        }
+    }
+}
+
 /// Where the daemon is, as the signal thread sees it.
 enum Phase {
     /// Not mounted yet: a signal just ends the process.
@@ -105,30 +174,40 @@ enum Phase {
     Stopping,
 }
 
-/// Mount `cfg.source` at `cfg.mountpoint` and serve it until unmounted.
-/// Returns `Ok` after a clean unmount (signal or external).
-pub fn run(cfg: MountConfig) -> Result<(), MountError> {
+/// Mount `cfg.source` at `cfg.mountpoint` and serve it until unmounted,
+/// telling `ready` when the mount is live and when it stops. Returns `Ok`
+/// after a clean unmount (signal or external).
+pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     let signals = Signals::block().map_err(MountError::Signals)?;
     let mnt = cfg.mountpoint.clone();
     let phase = Arc::new(Mutex::new(Phase::Starting));
     {
         let phase = phase.clone();
         let mnt = mnt.clone();
+        let ready = ready.clone();
         std::thread::Builder::new()
             .name("slabfs-signals".into())
-            .spawn(move || signal_loop(&signals, &phase, &mnt))
+            .spawn(move || signal_loop(&signals, &phase, &mnt, &ready))
             .map_err(MountError::Signals)?;
     }
 
+    check_allow_other(cfg.allow_other)?;
     // Absolute, so sidecars and logs name files unambiguously.
     let source = cfg.source.canonicalize().map_err(|e| crate::Error::Io {
         path: cfg.source.display().to_string(),
         source: e,
     })?;
-    check_allow_other(cfg.allow_other)?;
     prepare_mountpoint(&mnt)?;
+    // Resolved now: once mounted, resolving it would ask this very daemon,
+    // which does not serve until the session runs.
+    let canonical_mnt = mnt
+        .canonicalize()
+        .map_err(|source| MountError::MountPoint {
+            path: mnt.display().to_string(),
+            source,
+        })?;
     let cache = Arc::new(ChunkCache::new(cfg.cache_size));
-    let ds = dataset::open(&source, cache)?;
+    let ds = dataset::open(&source, cache.clone())?;
     for s in &ds.skipped {
         log::warn!("not shown: {s}");
     }
@@ -140,15 +219,22 @@ pub fn run(cfg: MountConfig) -> Result<(), MountError> {
     }
     // SAFETY: getuid/getgid cannot fail and have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let core = Arc::new(SlabFs::new(
-        &ds.entries,
-        FsConfig {
-            byte_order: cfg.byte_order,
-            uid,
-            gid,
-        },
-    ));
+    let (uid, gid) = (cfg.uid.unwrap_or(uid), cfg.gid.unwrap_or(gid));
+    let core = Arc::new(
+        SlabFs::new(
+            &ds.entries,
+            FsConfig {
+                byte_order: cfg.byte_order,
+                uid,
+                gid,
+                views: cfg.views,
+                track_changes: cfg.refresh.is_some(),
+            },
+        )
+        .with_cache(cache),
+    );
     let arrays = ds.entries.len();
+    let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
     drop(ds);
 
     let mut config = fuser::Config::default();
@@ -193,12 +279,52 @@ pub fn run(cfg: MountConfig) -> Result<(), MountError> {
         },
         cfg.cache_size >> 20,
     );
-    session.run().map_err(|e| MountError::Serve {
+    if let Some(kb) = cfg.read_ahead_kb {
+        tune_read_ahead(&canonical_mnt, kb);
+    }
+    ready.live(&format!(
+        "serving {arrays} arrays of {} at {}",
+        source.display(),
+        mnt.display()
+    ));
+    // Live refresh: its own thread, telling the kernel what changed
+    // through the session's notifier. Dropped (stopped) once unmounted.
+    let refresher = cfg.refresh.and_then(|every| {
+        let notifier = Box::new(super::fuse::KernelNotifier(session.notifier()));
+        super::refresh::spawn(core.clone(), source.clone(), every, notifier, skipped)
+            .map_err(|e| log::warn!("live refresh not started: {e}"))
+            .ok()
+    });
+    let served = session.run().map_err(|e| MountError::Serve {
         path: mnt.display().to_string(),
         source: e,
-    })?;
+    });
+    ready.stopping();
+    drop(refresher);
+    served?;
     log::info!("unmounted {}", mnt.display());
     Ok(())
+}
+
+/// `--read-ahead-kb`: set and log it; a failure leaves the kernel's value
+/// and is only a warning (the mount works, reads are just smaller).
+fn tune_read_ahead(mnt: &Path, kb: u32) {
+    match readahead::set(mnt, kb) {
+        Ok(r) if r.after_kb == kb => log::info!(
+            "read_ahead_kb of {} (bdi {}): {} -> {} KiB",
+            mnt.display(),
+            r.bdi,
+            r.before_kb,
+            r.after_kb
+        ),
+        Ok(r) => log::warn!(
+            "read_ahead_kb of {} (bdi {}): asked {kb} KiB, the kernel kept {} KiB",
+            mnt.display(),
+            r.bdi,
+            r.after_kb
+        ),
+        Err(e) => log::warn!("--read-ahead-kb {kb} not applied: {e}"),
+    }
 }
 
 /// The `fsname` shown in /proc/mounts: the source path when it is a plain
@@ -215,7 +341,7 @@ fn fsname(source: &Path) -> String {
     }
 }
 
-fn signal_loop(signals: &Signals, phase: &Mutex<Phase>, mnt: &Path) {
+fn signal_loop(signals: &Signals, phase: &Mutex<Phase>, mnt: &Path, ready: &Readiness) {
     loop {
         let sig = signals.wait();
         let name = signal_name(sig);
@@ -227,6 +353,7 @@ fn signal_loop(signals: &Signals, phase: &Mutex<Phase>, mnt: &Path) {
             }
             Phase::Mounted(mut unmounter) => {
                 log::info!("{name}: unmounting {}", mnt.display());
+                ready.stopping();
                 if let Err(e) = unmounter.unmount() {
                     log::warn!(
                         "unmounting {} failed ({e}), probably files are open: detaching it \
@@ -395,22 +522,36 @@ pub fn lazy_unmount(mnt: &Path) -> io::Result<()> {
 /// must be canonical), from /proc/self/mountinfo.
 pub fn mount_at(path: &Path) -> Option<(String, String)> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    parse_mountinfo(&info, path.as_os_str().as_bytes())
+    parse_mountinfo(&info, path.as_os_str().as_bytes()).map(|m| (m.fstype, m.source))
 }
 
-/// The last (topmost) mountinfo line whose mount point is `path`:
-/// `(fstype, source)`. Mount points escape space, tab, newline and
-/// backslash as `\ooo`.
-fn parse_mountinfo(info: &str, path: &[u8]) -> Option<(String, String)> {
+/// One line of /proc/self/mountinfo, the fields slabfs uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MountInfo {
+    /// `MAJ:MIN` of the mounted device (anonymous for FUSE).
+    dev: String,
+    fstype: String,
+    source: String,
+}
+
+/// The last (topmost) mountinfo line whose mount point is `path`. Mount
+/// points escape space, tab, newline and backslash as `\ooo`.
+fn parse_mountinfo(info: &str, path: &[u8]) -> Option<MountInfo> {
     info.lines()
         .rev()
         .filter_map(|line| {
             let (left, right) = line.split_once(" - ")?;
-            let point = left.split(' ').nth(4)?;
+            let mut left = left.split(' ');
+            let dev = left.nth(2)?.to_string();
+            let point = left.nth(1)?;
             let mut right = right.split(' ');
             let fstype = right.next()?.to_string();
             let source = right.next().unwrap_or("").to_string();
-            (unescape(point) == path).then_some((fstype, source))
+            (unescape(point) == path).then_some(MountInfo {
+                dev,
+                fstype,
+                source,
+            })
         })
         .next()
 }
@@ -448,11 +589,19 @@ mod tests {
 ";
         assert_eq!(
             parse_mountinfo(info, b"/tmp/a b"),
-            Some(("fuse".into(), "/data/x.zarr".into()))
+            Some(MountInfo {
+                dev: "0:50".into(),
+                fstype: "fuse".into(),
+                source: "/data/x.zarr".into()
+            })
         );
         assert_eq!(
             parse_mountinfo(info, b"/tmp/c"),
-            Some(("fuse.slabfs".into(), "slabfs".into()))
+            Some(MountInfo {
+                dev: "0:52".into(),
+                fstype: "fuse.slabfs".into(),
+                source: "slabfs".into()
+            })
         );
         assert_eq!(parse_mountinfo(info, b"/tmp"), None);
         assert_eq!(unescape("a\\134b\\011"), b"a\\b\t");

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::shard::Sharding;
 use crate::array::{ArrayMeta, ArraySource};
 use crate::cache::{ChunkCache, ChunkData, ChunkKey, next_source_id};
 use crate::codec::{ChunkRepr, CodecChain};
@@ -54,6 +55,9 @@ pub struct ArraySpec {
     pub chain: CodecChain,
     /// The codec names, outermost last, for sidecars.
     pub codec_names: Vec<String>,
+    /// For sharded arrays, how leaf chunks are found in shards; `grid`
+    /// and `chain` are then those of the leaf chunks.
+    pub sharding: Option<Sharding>,
 }
 
 /// Largest decoded chunk slabfs accepts: a chunk is decoded whole into
@@ -190,6 +194,15 @@ impl ZarrArray {
         format!("{}{}", self.prefix, self.spec.keys.key(tile))
     }
 
+    /// The key of the stored object holding chunk `tile`: its shard's
+    /// for sharded arrays.
+    fn storage_key(&self, tile: &[u64]) -> String {
+        match &self.spec.sharding {
+            Some(s) => self.chunk_key(&s.shard_of(tile)),
+            None => self.chunk_key(tile),
+        }
+    }
+
     /// The decoded chunk `tile`, `None` if it is not stored.
     fn chunk(&self, tile: &[u64]) -> Result<Option<ChunkData>> {
         let key = ChunkKey {
@@ -213,11 +226,22 @@ impl ZarrArray {
 
     /// The stored bytes of chunk `tile`, `None` if it is not stored.
     fn fetch(&self, tile: &[u64]) -> Result<Option<Vec<u8>>> {
-        let key = self.chunk_key(tile);
         let nbytes = self.chunk_repr(tile).nbytes().expect("checked at open") as u64;
         // No codec expands data by more than 2x; a bigger file is not a
         // chunk of this array.
         let limit = nbytes.saturating_mul(2).saturating_add(1 << 20);
+        if let Some(sharding) = &self.spec.sharding {
+            let key = self.chunk_key(&sharding.shard_of(tile));
+            return sharding.fetch(
+                self.store.as_ref(),
+                &key,
+                tile,
+                &self.cache,
+                self.version,
+                limit,
+            );
+        }
+        let key = self.chunk_key(tile);
         let raw = self.store.get(&key, limit)?;
         match &raw {
             None => log::debug!(
@@ -235,7 +259,7 @@ impl ZarrArray {
 
     fn chunk_error(&self, tile: &[u64], source: crate::codec::CodecError) -> Error {
         Error::Chunk {
-            path: self.store.describe(&self.chunk_key(tile)),
+            path: self.store.describe(&self.storage_key(tile)),
             chunk: format!("{tile:?}"),
             source,
         }
@@ -338,6 +362,36 @@ fn src_of(a: &ZarrArray) -> String {
 impl ArraySource for ZarrArray {
     fn meta(&self) -> &ArrayMeta {
         &self.spec.meta
+    }
+
+    /// The store's stamp of every file under the array's prefix (its
+    /// metadata and chunks); `None` if they cannot be listed right now.
+    fn change_stamp(&self) -> crate::array::ChangeStamp {
+        let data = self
+            .store
+            .change_stamp(&self.prefix)
+            .map_err(|e| log::warn!("{}: cannot check for changes: {e}", self.spec.meta.source))
+            .ok()
+            .flatten();
+        crate::array::ChangeStamp {
+            cache_id: Some(self.id),
+            data,
+        }
+    }
+
+    fn prefetch(&self, region: &Region) {
+        let tiles: Vec<Vec<u64>> = Projection::new(&self.spec.grid, region)
+            .pieces()
+            .map(|p| p.tile)
+            .collect();
+        tiles.par_iter().for_each(|tile| {
+            let key = ChunkKey {
+                source: self.id,
+                version: self.version,
+                coords: tile.as_slice().into(),
+            };
+            self.cache.prefetch(&key, || self.load_chunk(tile));
+        });
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {

@@ -10,6 +10,7 @@
 pub mod array;
 pub mod fill;
 pub mod json;
+pub mod shard;
 pub mod v2;
 pub mod v3;
 

@@ -91,6 +91,7 @@ pub fn parse_array(source: &str, doc: &Value, attrs: Map<String, Value>) -> Resu
         keys: ChunkKeyEncoding::V2 { separator },
         chain,
         codec_names,
+        sharding: None,
     })
 }
 

@@ -12,9 +12,10 @@ use serde_json::{Map, Value};
 use super::array::{ArraySpec, ChunkKeyEncoding};
 use super::fill::parse_fill;
 use super::json::{field, obj, u64_list};
+use super::shard;
 use super::v2::dimension_names;
 use crate::array::ArrayMeta;
-use crate::codec::{CodecChain, from_v3, v3_extension};
+use crate::codec::v3_extension;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::index::tiling::DimTiling;
@@ -57,19 +58,29 @@ pub fn parse_array(source: &str, doc: &Value) -> Result<ArraySpec> {
             )));
         }
     }
-    let codec_list = field(source, o, "codecs")?
-        .as_array()
-        .ok_or_else(|| meta_err("codecs is not a list".into()))?;
-    let mut codecs = Vec::new();
-    for c in codec_list {
-        if let Some(codec) = from_v3(c).map_err(|e| meta_err(e.to_string()))? {
-            codecs.push(codec);
-        }
-    }
-    let chain = CodecChain::new(codecs).map_err(|e| meta_err(e.to_string()))?;
+    // Sharding needs the shard shape, which only a regular grid has.
+    let shard_shape: Option<Vec<u64>> = grid
+        .iter()
+        .map(|g| match g {
+            DimTiling::Regular(n) => Some(*n),
+            DimTiling::Explicit(_) => None,
+        })
+        .collect();
+    let codecs = shard::parse_codecs(field(source, o, "codecs")?, shard_shape.as_deref())
+        .map_err(&meta_err)?;
+    let chunk_shape: Vec<u64> = grid.iter().map(|g| g.tile_len(0)).collect();
+    // A sharded array is read by its innermost chunks (see `shard`).
+    let grid = match &codecs.sharding {
+        Some(s) => s
+            .leaf_shape()
+            .iter()
+            .map(|&n| DimTiling::Regular(n))
+            .collect(),
+        None => grid,
+    };
 
     let mut meta = ArrayMeta::new(source, shape, dtype, fill)?;
-    meta.chunk_shape = Some(grid.iter().map(|g| g.tile_len(0)).collect());
+    meta.chunk_shape = Some(chunk_shape);
     match o.get("dimension_names") {
         None | Some(Value::Null) => {}
         Some(names) => meta.dimension_names = dimension_names(source, names, meta.rank())?,
@@ -77,13 +88,13 @@ pub fn parse_array(source: &str, doc: &Value) -> Result<ArraySpec> {
     if let Some(attrs) = o.get("attributes") {
         meta.attributes = obj(source, attrs)?.clone();
     }
-    let codec_names = chain.names().into_iter().map(String::from).collect();
     Ok(ArraySpec {
         meta,
         grid,
         keys,
-        chain,
-        codec_names,
+        chain: codecs.chain,
+        codec_names: codecs.names,
+        sharding: codecs.sharding,
     })
 }
 

@@ -1,0 +1,28 @@
+"""Read the demo mount with plain NumPy: no Zarr library, no conversion.
+
+Mount it first:  cargo run --release -- mount examples/demo/data /tmp/slabfs-demo
+Run:             python3 examples/readers/read_numpy.py
+"""
+
+import json
+
+import numpy as np
+
+path = "/tmp/slabfs-demo/climate.zarr/tas"
+meta = json.load(open(path + ".json"))  # shape, dtype ("<f4"), dims, attributes
+print(meta["dimension_names"], meta["shape"], meta["dtype"], meta["attributes"]["units"])
+
+# Everything at once:
+tas = np.fromfile(path, dtype=meta["dtype"]).reshape(meta["shape"])
+# Or lazily: only the pages you index are read (and decoded) by slabfs.
+mm = np.memmap(path, dtype=meta["dtype"], mode="r", shape=tuple(meta["shape"]))
+print("month 7, equator, lon 0 .. 7.5:", mm[6, 36, :4])
+assert (mm == tas).all()
+
+lat = np.fromfile("/tmp/slabfs-demo/climate.zarr/lat", dtype="<f8")
+w = np.cos(np.deg2rad(lat))[:, None]
+print("global mean by month:", ((tas * w).sum(axis=(1, 2)) / (w.sum() * 144)).round(2))
+
+elev = np.memmap("/tmp/slabfs-demo/elevation.zarr", dtype="<i2", mode="r", shape=(180, 360))
+land = elev[elev != -32768]  # missing_value: ocean (never-written chunks read as it too)
+print(f"land {land.size / elev.size:.0%} of cells, highest {land.max()} m")

@@ -1,0 +1,432 @@
+//! `mount.slabfs`: slabfs as a mount(8) helper, so an fstab line or a
+//! systemd `.mount` unit of type `fuse.slabfs` mounts a dataset.
+//!
+//! # How mount(8) reaches slabfs
+//!
+//! For `mount -t fuse.slabfs SOURCE DIR -o OPTS` (or an fstab line of that
+//! type) util-linux runs the first helper it finds among
+//! `/sbin/mount.fuse.slabfs` and then `/sbin/mount.fuse` (the type with its
+//! `.subtype` cut off), as
+//!
+//! ```text
+//! HELPER SOURCE DIR [-s] [-f] [-n] [-v] [-N NS] [-o OPTS] [-t fuse.slabfs]
+//! ```
+//!
+//! (`-t` only when the helper's name lacks the subtype), and returns when
+//! the helper does. It passes every option but `auto`, `noauto`,
+//! `comment=`, `x-*`/`X-*` and a few propagation flags, and adds `rw` when
+//! neither `ro` nor `rw` is given. So:
+//!
+//! - slabfs answers to `mount.fuse.slabfs` and `mount.slabfs` (argv[0]):
+//!   install a symlink `/sbin/mount.fuse.slabfs -> slabfs`.
+//! - Without that symlink, fuse3's `mount.fuse` runs
+//!   `/bin/sh -c "slabfs SOURCE DIR -o OPTS,dev,suid"` from the shell's
+//!   default PATH (mount(8) clears PATH for helpers): slabfs also accepts
+//!   that form — a first argument that is not a subcommand, and `-o`.
+//! - The helper must return once the mount is live, so it always detaches
+//!   like `slabfs mount --daemon`: exit 0 when mounted, or print the reason
+//!   and exit 32 (mount(8)'s "mount failure"); a usage error exits 1.
+//!
+//! # Options
+//!
+//! `-o` options map onto `slabfs mount` flags, parsed by the same
+//! functions: `cache_size=SIZE`, `byte_order=native|little|big`,
+//! `views=raw+json+npy+hdr` (`+` separates views, since commas separate
+//! options), `refresh=SECONDS`, `uid=N`, `gid=N`, `threads=N`,
+//! `read_ahead_kb=N`, `allow_other`, and `log_level=LEVEL`. `ro` is
+//! accepted (the mount is always read-only); `rw` is refused with a
+//! message, since mount(8) adds it whenever `ro` is missing and a mount
+//! that claims to be writable would mislead. Generic options that make
+//! no difference to a read-only FUSE mount, which mount(8), fuse3's
+//! `mount.fuse` or systemd pass along, are ignored (see [`IGNORED`]).
+//! Anything else is refused, unless `-s` (sloppy) is given, which only
+//! warns. `-f` (fake) checks everything and mounts nothing; `-n` and `-v`
+//! are accepted (`-v` logs at info).
+
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+
+use super::{ByteOrder, Cli, Command, MountArgs, parse_size, parse_views};
+use clap::{Parser, ValueEnum};
+
+/// Names under which slabfs acts as a mount helper (argv[0]'s file name).
+pub const NAMES: [&str; 2] = ["mount.slabfs", "mount.fuse.slabfs"];
+
+/// Options passed along by mount(8), fuse3's `mount.fuse` or systemd that
+/// change nothing for slabfs: the mount is always `ro,nodev,nosuid`, files
+/// are never executable, access times are meaningless without writes, and
+/// mount(8) itself handles `user`/`users`/`owner`/`group`/`nofail`.
+pub const IGNORED: &[&str] = &[
+    "defaults",
+    "auto",
+    "noauto",
+    "nofail",
+    "_netdev",
+    "user",
+    "users",
+    "nouser",
+    "owner",
+    "group",
+    "dev",
+    "nodev",
+    "suid",
+    "nosuid",
+    "exec",
+    "noexec",
+    "async",
+    "sync",
+    "atime",
+    "noatime",
+    "diratime",
+    "nodiratime",
+    "relatime",
+    "norelatime",
+    "strictatime",
+    "nostrictatime",
+    "lazytime",
+    "nolazytime",
+    "silent",
+    "loud",
+    "default_permissions",
+];
+
+/// A parsed helper invocation.
+#[derive(Debug)]
+pub struct Invocation {
+    /// What `slabfs mount` would have been given; `daemon` is always set.
+    pub args: MountArgs,
+    /// `-f`: check everything, mount nothing.
+    pub fake: bool,
+    /// `log_level=`, else `info` with `-v`, else `None` (the default).
+    pub log_level: Option<String>,
+    /// Unknown options ignored because of `-s`.
+    pub ignored: Vec<String>,
+}
+
+/// Whether `argv` asks for the mount helper: argv[0] named like one of
+/// [`NAMES`], or the form fuse3's `mount.fuse` runs, `slabfs SOURCE DIR -o
+/// OPTS` (a first argument that is neither an option nor one of
+/// `subcommands`, and a `-o`).
+pub fn is_helper(argv: &[OsString], subcommands: &[&str]) -> bool {
+    let Some(argv0) = argv.first() else {
+        return false;
+    };
+    let name = Path::new(argv0).file_name().unwrap_or(argv0);
+    if NAMES.iter().any(|n| name == OsStr::new(n)) {
+        return true;
+    }
+    let has_o = || {
+        argv[2..]
+            .iter()
+            .any(|a| a.to_str().is_some_and(|a| a.starts_with("-o")))
+    };
+    match argv.get(1).map(|a| a.to_str()) {
+        None => false,
+        // A non-UTF-8 first argument is a path, not a subcommand either.
+        Some(None) => has_o(),
+        Some(Some(first)) => !first.starts_with('-') && !subcommands.contains(&first) && has_o(),
+    }
+}
+
+/// Parse `SOURCE DIR [-sfnv] [-N NS] [-o OPTS]... [-t TYPE]` (argv without
+/// argv[0]). Errors are one line for the user.
+pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
+    let mut positional: Vec<&OsString> = Vec::new();
+    let mut options: Vec<String> = Vec::new();
+    let (mut sloppy, mut fake, mut verbose) = (false, false, false);
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let Some(a) = arg.to_str().filter(|a| a.starts_with('-') && a.len() > 1) else {
+            positional.push(arg);
+            continue;
+        };
+        let value = |it: &mut std::slice::Iter<OsString>, flag: &str| -> Result<String, String> {
+            let v = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            v.to_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("{flag} {v:?}: not UTF-8"))
+        };
+        if let Some(opts) = a.strip_prefix("-o") {
+            options.push(if opts.is_empty() {
+                value(&mut it, "-o")?
+            } else {
+                opts.to_string()
+            });
+        } else if let Some(t) = a.strip_prefix("-t") {
+            let t = if t.is_empty() {
+                value(&mut it, "-t")?
+            } else {
+                t.to_string()
+            };
+            if !matches!(t.as_str(), "fuse.slabfs" | "slabfs") {
+                return Err(format!("-t {t}: this helper mounts only type fuse.slabfs"));
+            }
+        } else if a == "-N" || a.starts_with("-N") {
+            return Err("-N (mount in another namespace) is not supported".into());
+        } else {
+            for flag in a[1..].chars() {
+                match flag {
+                    's' => sloppy = true,
+                    'f' => fake = true,
+                    'v' => verbose = true,
+                    // No mtab is written anyway.
+                    'n' => {}
+                    _ => return Err(format!("unknown flag -{flag}")),
+                }
+            }
+        }
+    }
+    let [source, mountpoint] = positional[..] else {
+        return Err(format!(
+            "expected SOURCE and MOUNTPOINT, got {} argument(s) (usage: mount.slabfs SOURCE \
+             MOUNTPOINT [-sfnv] [-o OPTIONS])",
+            positional.len()
+        ));
+    };
+    // The defaults of `slabfs mount SOURCE MOUNTPOINT`, from clap itself.
+    let cli = Cli::try_parse_from([
+        OsStr::new("slabfs"),
+        OsStr::new("mount"),
+        OsStr::new("--"),
+        source,
+        mountpoint,
+    ])
+    .map_err(|e| e.to_string())?;
+    let Command::Mount(mut args) = cli.command else {
+        unreachable!("parsed as a mount")
+    };
+    args.daemon = true;
+    let mut inv = Invocation {
+        args,
+        fake,
+        log_level: verbose.then(|| "info".to_string()),
+        ignored: Vec::new(),
+    };
+    for opts in &options {
+        for opt in opts.split(',').filter(|o| !o.is_empty()) {
+            if let Err(e) = apply(opt, &mut inv) {
+                match e {
+                    OptError::Unknown if sloppy => inv.ignored.push(opt.to_string()),
+                    OptError::Unknown => {
+                        return Err(format!(
+                            "unknown option {opt:?} (slabfs takes ro, allow_other, \
+                             cache_size=, byte_order=, views=, refresh=, uid=, gid=, threads=, \
+                             read_ahead_kb=, log_level=; -s ignores unknown ones)"
+                        ));
+                    }
+                    OptError::Bad(msg) => return Err(format!("option {opt:?}: {msg}")),
+                }
+            }
+        }
+    }
+    Ok(inv)
+}
+
+enum OptError {
+    Unknown,
+    Bad(String),
+}
+
+/// Apply one `-o` option to `inv`.
+fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
+    let a = &mut inv.args;
+    let (key, value) = match opt.split_once('=') {
+        Some((k, v)) => (k, Some(v)),
+        None => (opt, None),
+    };
+    let bad = |m: String| OptError::Bad(m);
+    let need = || value.ok_or_else(|| bad(format!("{key}= needs a value")));
+    fn number<T: std::str::FromStr>(v: &str) -> Result<T, OptError> {
+        v.parse()
+            .map_err(|_| OptError::Bad(format!("{v:?} is not a valid number here")))
+    }
+    match key {
+        "ro" if value.is_none() => {}
+        "rw" if value.is_none() => {
+            return Err(bad(
+                "slabfs mounts are read-only: write ro (mount passes rw when neither is given)"
+                    .into(),
+            ));
+        }
+        "allow_other" if value.is_none() => a.allow_other = true,
+        "cache_size" => a.common.cache_size = parse_size(need()?).map_err(bad)?,
+        "byte_order" => {
+            a.byte_order = ByteOrder::from_str(need()?, false)
+                .map_err(|_| bad("choose native, little or big".into()))?;
+        }
+        "views" => a.views = parse_views(&need()?.replace('+', ",")).map_err(bad)?,
+        "refresh" => a.refresh = number(need()?)?,
+        "uid" => a.uid = Some(number(need()?)?),
+        "gid" => a.gid = Some(number(need()?)?),
+        "threads" => {
+            let n: u16 = number(need()?)?;
+            if n == 0 {
+                return Err(bad("at least 1".into()));
+            }
+            a.threads = Some(n);
+        }
+        "read_ahead_kb" => a.read_ahead_kb = Some(number(need()?)?),
+        "log_level" => inv.log_level = Some(need()?.to_string()),
+        // x-systemd.* and comment= normally never reach a helper; systemd
+        // and older mount(8) versions may still pass them.
+        _ if key.starts_with("x-") || key.starts_with("X-") || key == "comment" => {}
+        _ if value.is_none() && IGNORED.contains(&key) => {}
+        _ => return Err(OptError::Unknown),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slabfs::fs::views::Views;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    fn parse_ok(args: &[&str]) -> Invocation {
+        parse(&os(args)).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+    }
+
+    fn parse_err(args: &[&str]) -> String {
+        match parse(&os(args)) {
+            Ok(inv) => panic!("{args:?} accepted: {inv:?}"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn helper_names_and_the_mount_fuse_form() {
+        let subs = ["ls", "cat", "mount", "help"];
+        let yes = |a: &[&str]| is_helper(&os(a), &subs);
+        assert!(yes(&["/sbin/mount.slabfs", "src", "mnt"]));
+        assert!(yes(&["mount.fuse.slabfs", "src", "mnt", "-o", "ro"]));
+        // fuse3's mount.fuse: `slabfs SOURCE DIR -o OPTS`.
+        assert!(yes(&["slabfs", "/data", "/mnt", "-o", "ro,dev,suid"]));
+        assert!(yes(&["/usr/bin/slabfs", "/data", "/mnt", "-oro"]));
+        assert!(!yes(&["slabfs", "mount", "/data", "/mnt"]));
+        assert!(!yes(&["slabfs", "ls", "/data"]));
+        assert!(!yes(&["slabfs", "/data", "/mnt"])); // no -o: a usage error
+        assert!(!yes(&["slabfs", "--version"]));
+        assert!(!yes(&["slabfs"]));
+        assert!(!yes(&["mount.slabfsx", "a", "b"]));
+    }
+
+    #[test]
+    fn fstab_options_map_onto_mount_flags() {
+        let inv = parse_ok(&[
+            "/data",
+            "/mnt/data",
+            "-o",
+            "ro,allow_other,cache_size=64MiB,byte_order=big,views=raw+json+npy,refresh=0,\
+             uid=1000,gid=100,threads=3,read_ahead_kb=2048",
+        ]);
+        assert!(!inv.fake);
+        let cfg = inv.args.mount_config();
+        assert_eq!(cfg.source, Path::new("/data"));
+        assert_eq!(cfg.mountpoint, Path::new("/mnt/data"));
+        assert!(cfg.allow_other && inv.args.daemon);
+        assert_eq!(cfg.cache_size, 64 << 20);
+        assert_eq!(cfg.byte_order, slabfs::dtype::Endian::Big);
+        assert_eq!(
+            cfg.views,
+            Views {
+                raw: true,
+                json: true,
+                npy: true,
+                hdr: false
+            }
+        );
+        assert_eq!(cfg.refresh, None);
+        assert_eq!((cfg.uid, cfg.gid), (Some(1000), Some(100)));
+        assert_eq!(cfg.threads, 3);
+        assert_eq!(cfg.read_ahead_kb, Some(2048));
+        assert_eq!(inv.log_level, None);
+    }
+
+    #[test]
+    fn defaults_are_those_of_slabfs_mount() {
+        let inv = parse_ok(&["/data", "/mnt", "-o", "ro"]);
+        let cfg = inv.args.mount_config();
+        assert_eq!(cfg.cache_size, 512 << 20);
+        assert_eq!(cfg.views, Views::default());
+        assert_eq!(cfg.refresh, Some(std::time::Duration::from_secs(5)));
+        assert!(!cfg.allow_other);
+        assert_eq!((cfg.uid, cfg.gid, cfg.read_ahead_kb), (None, None, None));
+        // No -o at all is fine too (mount(8) always passes one, though).
+        parse_ok(&["/data", "/mnt"]);
+    }
+
+    #[test]
+    fn what_mount_systemd_and_mount_fuse_pass_is_ignored() {
+        // As util-linux, systemd and fuse3's mount.fuse really pass them.
+        let inv = parse_ok(&[
+            "/data",
+            "/mnt",
+            "-s",
+            "-f",
+            "-n",
+            "-v",
+            "-o",
+            "ro,noexec,nodev,nosuid,user,users,_netdev,nofail,defaults,noauto,auto,\
+             x-systemd.automount,x-systemd.idle-timeout=60,X-mount.mkdir,comment=systemd.x,\
+             relatime,dev,suid,exec",
+            "-t",
+            "fuse.slabfs",
+        ]);
+        assert!(inv.fake);
+        assert!(inv.ignored.is_empty(), "{:?}", inv.ignored);
+        assert_eq!(inv.log_level.as_deref(), Some("info"));
+        let inv = parse_ok(&["/d", "/m", "-o", "ro", "-o", "log_level=debug", "-sfv"]);
+        assert_eq!(inv.log_level.as_deref(), Some("debug"));
+        assert!(inv.fake);
+    }
+
+    #[test]
+    fn rw_unknown_and_malformed_options_are_refused() {
+        let e = parse_err(&["/d", "/m", "-o", "rw"]);
+        assert!(e.contains("read-only") && e.contains("write ro"), "{e}");
+        let e = parse_err(&["/d", "/m", "-o", "ro,compress=zstd"]);
+        assert!(e.contains("unknown option \"compress=zstd\""), "{e}");
+        let e = parse_err(&["/d", "/m", "-o", "views=raw,npy"]);
+        assert!(e.contains("unknown option \"npy\""), "{e}");
+        let e = parse_err(&["/d", "/m", "-o", "views=raw+tiff"]);
+        assert!(e.contains("unknown view \"tiff\""), "{e}");
+        for bad in [
+            "cache_size=lots",
+            "cache_size",
+            "byte_order=middle",
+            "refresh=-1",
+            "uid=root",
+            "gid=",
+            "threads=0",
+            "threads=70000",
+            "read_ahead_kb=1M",
+            "ro=1",
+            "allow_other=yes",
+            "noexec=1",
+        ] {
+            let e = parse_err(&["/d", "/m", "-o", bad]);
+            assert!(
+                e.starts_with("option") || e.starts_with("unknown"),
+                "{bad}: {e}"
+            );
+        }
+        // -s tolerates unknown options, never bad values.
+        let inv = parse_ok(&["/d", "/m", "-s", "-o", "ro,compress=zstd,auto_unmount"]);
+        assert_eq!(inv.ignored, ["compress=zstd", "auto_unmount"]);
+        assert!(parse(&os(&["/d", "/m", "-s", "-o", "cache_size=x"])).is_err());
+    }
+
+    #[test]
+    fn bad_command_lines() {
+        assert!(parse_err(&["/d"]).contains("expected SOURCE and MOUNTPOINT"));
+        assert!(parse_err(&["/d", "/m", "/x"]).contains("got 3"));
+        assert!(parse_err(&["/d", "/m", "-o"]).contains("-o needs a value"));
+        assert!(parse_err(&["/d", "/m", "-t", "fuse.sshfs"]).contains("fuse.slabfs"));
+        assert!(parse_err(&["/d", "/m", "-N", "/proc/1/ns/mnt"]).contains("namespace"));
+        assert!(parse_err(&["/d", "/m", "-x"]).contains("unknown flag -x"));
+        parse_ok(&["/d", "/m", "-tslabfs", "-oro"]);
+    }
+}

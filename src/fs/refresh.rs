@@ -1,0 +1,814 @@
+//! Live refresh: the mount follows sources that change under it.
+//!
+//! Operators keep mounts alive for months while writers append time steps,
+//! rewrite chunks and add datasets. Every `--refresh` interval (default
+//! 5 s) a thread re-opens the source with [`crate::dataset::open`] and
+//! hands the result to [`SlabFs::refresh`], which:
+//!
+//! 1. **Compares** each array path with the tree it serves. An array is
+//!    *unchanged* when its metadata ([`crate::array::ArrayMeta`]: shape,
+//!    dtype, fill value, attributes...) is equal and its data
+//!    [`ChangeStamp`] is the same (for Zarr: a hash of the name, length,
+//!    mtime, ctime and inode of every file under the array's prefix, see
+//!    [`crate::store::Store::change_stamp`]). An unchanged array keeps its
+//!    existing source object, so its decoded chunks in the cache stay
+//!    valid and nothing is invalidated. A changed array takes the freshly
+//!    opened source (a new cache identity). Paths that appear are added,
+//!    paths that vanish are removed.
+//! 2. **Swaps** in a new [`Tree`] built from that registry. Paths that keep
+//!    their kind keep their inode number, so open file descriptors and the
+//!    kernel's dentries stay valid; new paths get fresh numbers.
+//! 3. **Invalidates** the kernel's caches through [`Invalidate`] (in the
+//!    mount, fuser's `Notifier`): the attributes and pages of every inode
+//!    whose content changed (a changed array file, its views and
+//!    sidecar, a directory whose listing changed), and the directory entry
+//!    of every removed or re-kinded name. The swap happens first, so a
+//!    request arriving after an invalidation is answered from the new
+//!    tree; a read already in flight holds its page locked, and the
+//!    kernel's invalidation waits for it and then drops that page too, so
+//!    no stale page survives in the page cache or in a `mmap`.
+//! 4. **Forgets** the replaced sources' chunks in the cache
+//!    ([`crate::cache::ChunkCache::forget_source`]) after the
+//!    invalidations, once reads that started on the old tree are done.
+//!
+//! A chunk rewritten in place while it is read is handled a level below:
+//! the store re-reads a file whose identity changed during the read (see
+//! [`crate::store`]), so a read never mixes two versions of one chunk.
+//!
+//! # Failures
+//!
+//! A source that cannot be re-opened at all (unreadable, mid-rewrite
+//! metadata) keeps serving the previous tree, with a warning when the
+//! reason changes. An array missing from a re-open that *reported
+//! failures* is kept as it was when its metadata file still exists: its
+//! dataset failed to open this time (a half-written `zarr.json`), which is
+//! no reason to make its files vanish under running programs. It is
+//! dropped once a re-open succeeds without it or its metadata file is gone.
+//!
+//! # What the kernel sees
+//!
+//! - A grown array: `stat` shows the new size as soon as the refresh ran
+//!   (attributes invalidated); an open file descriptor reads the new bytes.
+//! - A rewritten chunk: the new values on the next read through any
+//!   descriptor, `mmap` included (pages invalidated).
+//! - A removed array: ENOENT on lookup; a descriptor still open on it gets
+//!   ENOENT on read (its inode is gone; NFS-style "stale" semantics).
+//!
+//! Cost: one `dataset::open` (metadata reads) and one `stat` per file of
+//! the source per interval. For stores of millions of chunk files, choose
+//! a longer `--refresh`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::{ROOT_INO, SlabFs, Tracked, Tree, name_of, usable_entries};
+use crate::array::{ArraySource, ChangeStamp};
+use crate::cache::{ChunkCache, DEFAULT_BUDGET};
+use crate::dataset::{self, Dataset};
+
+/// What a refresh tells the kernel. The mount passes fuser's `Notifier`
+/// (see [`super::fuse`]); tests record the calls.
+pub trait Invalidate: Send + Sync {
+    /// Drop the cached attributes and all cached pages of `ino`.
+    fn inode(&self, ino: u64) -> io::Result<()>;
+    /// Drop the cached directory entry `name` of directory `parent`.
+    fn entry(&self, parent: u64, name: &str) -> io::Result<()>;
+}
+
+/// What one refresh found, by array path (sorted).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Changes {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub changed: Vec<String>,
+    /// Missing from the re-open, but kept: their dataset failed to open.
+    pub kept: Vec<String>,
+    /// Invalidations the kernel refused (other than "not cached").
+    pub failed_invalidations: usize,
+}
+
+impl Changes {
+    /// Nothing was added, removed or changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+
+    /// Paths added, removed or changed.
+    pub fn count(&self) -> usize {
+        self.added.len() + self.removed.len() + self.changed.len()
+    }
+}
+
+/// Whether an array with metadata and stamp `new` is the one `old` serves.
+fn unchanged(old: &Tracked, new: &dyn ArraySource, stamp: &ChangeStamp) -> bool {
+    let same_data = match (old.stamp.data, stamp.data) {
+        (Some(a), Some(b)) => a == b,
+        // Could not look this time (a transient error): trust the old.
+        (_, None) => true,
+        // Could not look before, can now: we cannot know what was cached.
+        (None, Some(_)) => false,
+    };
+    same_data && old.array.meta() == new.meta()
+}
+
+impl SlabFs {
+    /// Bring the tree in step with `ds`, a fresh `dataset::open` of the
+    /// source, telling the kernel what changed through `inval`. See the
+    /// module docs.
+    pub fn refresh(&self, ds: &Dataset, inval: &dyn Invalidate) -> Changes {
+        let _one_at_a_time = self.refresh_lock.lock();
+        let old = self.tree();
+        let mut changes = Changes::default();
+        let mut stale: Vec<ChangeStamp> = Vec::new();
+        let mut arrays: BTreeMap<String, Tracked> = BTreeMap::new();
+        for (path, array) in usable_entries(&ds.entries, false) {
+            let stamp = array.change_stamp();
+            let tracked = match old.arrays.get(&path) {
+                Some(t) if unchanged(t, array.as_ref(), &stamp) => t.clone(),
+                Some(t) => {
+                    changes.changed.push(path.clone());
+                    stale.push(t.stamp);
+                    Tracked::new(&path, array, stamp, &self.config)
+                }
+                None => {
+                    changes.added.push(path.clone());
+                    Tracked::new(&path, array, stamp, &self.config)
+                }
+            };
+            arrays.insert(path, tracked);
+        }
+        for (path, t) in &old.arrays {
+            if arrays.contains_key(path) {
+                continue;
+            }
+            if !ds.skipped.is_empty() && Path::new(&t.array.meta().source).exists() {
+                changes.kept.push(path.clone());
+                arrays.insert(path.clone(), t.clone());
+            } else {
+                changes.removed.push(path.clone());
+                stale.push(t.stamp);
+            }
+        }
+        if changes.is_empty() {
+            return changes;
+        }
+
+        let new = Arc::new(Tree::build(
+            arrays,
+            &self.config,
+            Some(&old),
+            SystemTime::now(),
+        ));
+        *self.tree.write() = new.clone();
+        changes.failed_invalidations = invalidate(&old, &new, inval);
+        if let Some(cache) = &self.cache {
+            for id in stale.iter().filter_map(|s| s.cache_id) {
+                cache.forget_source(id);
+            }
+        }
+        changes
+    }
+}
+
+/// Tell the kernel what differs between `old` and `new`; returns how many
+/// notifications failed.
+fn invalidate(old: &Tree, new: &Tree, inval: &dyn Invalidate) -> usize {
+    let mut failed = 0;
+    let mut check = |what: String, r: io::Result<()>| {
+        if let Err(e) = r {
+            log::debug!("invalidating {what}: {e}");
+            failed += 1;
+        }
+    };
+    // Names that went away, or now name another inode: forget the dentry
+    // so the next lookup asks us. Sorted, for a deterministic order.
+    let gone: BTreeSet<(u64, &str)> = old
+        .nodes
+        .iter()
+        .filter(|(ino, _)| !new.nodes.contains_key(ino))
+        .map(|(_, n)| (n.parent, n.path.as_str()))
+        .collect();
+    for (parent, path) in gone {
+        check(format!("entry {path}"), inval.entry(parent, name_of(path)));
+    }
+    // Inodes that stay but whose bytes, size or listing changed.
+    let mut changed: Vec<(u64, &str)> = new
+        .nodes
+        .iter()
+        .filter(|(ino, n)| {
+            old.nodes
+                .get(ino)
+                .is_some_and(|o| !o.content.same_as(&n.content))
+        })
+        .map(|(&ino, n)| (ino, n.path.as_str()))
+        .collect();
+    changed.sort();
+    for (ino, path) in changed {
+        let what = if ino == ROOT_INO {
+            "/".to_string()
+        } else {
+            path.to_string()
+        };
+        check(format!("inode {ino} ({what})"), inval.inode(ino));
+    }
+    failed
+}
+
+/// At most this many paths per list in the refresh log line.
+const LOG_PATHS: usize = 8;
+
+fn list(paths: &[String]) -> String {
+    let mut s = paths
+        .iter()
+        .take(LOG_PATHS)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > LOG_PATHS {
+        s += &format!(" and {} more", paths.len() - LOG_PATHS);
+    }
+    s
+}
+
+/// The refresh log line: one per refresh that changed something.
+fn describe(c: &Changes) -> String {
+    let mut parts = Vec::new();
+    for (what, paths) in [
+        ("added", &c.added),
+        ("removed", &c.removed),
+        ("changed", &c.changed),
+    ] {
+        if !paths.is_empty() {
+            parts.push(format!("{what} {}: {}", paths.len(), list(paths)));
+        }
+    }
+    parts.join("; ")
+}
+
+/// The refresh thread. Dropping it (or [`Refresher::stop`]) stops it and
+/// waits for a refresh in progress to finish.
+pub struct Refresher {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Refresher {
+    pub fn stop(self) {}
+}
+
+impl Drop for Refresher {
+    fn drop(&mut self) {
+        *self.stop.0.lock() = true;
+        self.stop.1.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Start refreshing `fs` from `source` every `every`. `known_skipped` are
+/// the messages of what the mount already reported as not shown, so they
+/// are not warned about again.
+pub fn spawn(
+    fs: Arc<SlabFs>,
+    source: PathBuf,
+    every: Duration,
+    inval: Box<dyn Invalidate>,
+    known_skipped: Vec<String>,
+) -> io::Result<Refresher> {
+    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let cache = fs
+        .cache()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(ChunkCache::new(DEFAULT_BUDGET)));
+    fs.stats().set_refresh_interval(Some(every));
+    let thread = {
+        let stop = stop.clone();
+        std::thread::Builder::new()
+            .name("slabfs-refresh".into())
+            .spawn(move || {
+                let mut warned: BTreeSet<String> = known_skipped.into_iter().collect();
+                loop {
+                    {
+                        let mut stopped = stop.0.lock();
+                        if !*stopped {
+                            stop.1.wait_for(&mut stopped, every);
+                        }
+                        if *stopped {
+                            return;
+                        }
+                    }
+                    refresh_once(&fs, &source, &cache, inval.as_ref(), &mut warned);
+                }
+            })?
+    };
+    Ok(Refresher {
+        stop,
+        thread: Some(thread),
+    })
+}
+
+/// One pass: re-open, apply, log. `warned` holds the failure messages
+/// already logged, so a persistent failure is reported once, not every
+/// interval.
+fn refresh_once(
+    fs: &SlabFs,
+    source: &Path,
+    cache: &Arc<ChunkCache>,
+    inval: &dyn Invalidate,
+    warned: &mut BTreeSet<String>,
+) {
+    let started = Instant::now();
+    let ds = match dataset::open(source, cache.clone()) {
+        Ok(ds) => ds,
+        Err(e) => {
+            fs.stats().record_refresh_failure();
+            let msg = e.to_string();
+            if warned.insert(msg.clone()) {
+                log::warn!(
+                    "refresh of {}: {msg}; still serving the previous tree",
+                    source.display()
+                );
+            }
+            return;
+        }
+    };
+    let now: BTreeSet<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
+    for msg in now.difference(warned) {
+        log::warn!("not shown: {msg}");
+    }
+    *warned = now;
+    let changes = fs.refresh(&ds, inval);
+    fs.stats().record_refresh(changes.count());
+    if !changes.kept.is_empty() {
+        log::debug!(
+            "refresh: kept {} (their dataset failed to open)",
+            list(&changes.kept)
+        );
+    }
+    if !changes.is_empty() {
+        log::info!(
+            "refresh of {} in {:?}: {}{}",
+            source.display(),
+            started.elapsed(),
+            describe(&changes),
+            match changes.failed_invalidations {
+                0 => String::new(),
+                n => format!(" ({n} kernel cache invalidations failed)"),
+            }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::ArrayMeta;
+    use crate::cache::ChunkKey;
+    use crate::dataset::Entry;
+    use crate::dtype::DataType;
+    use crate::error::{Error, Result};
+    use crate::fs::tests::{config, lookup_path, names, read_all};
+    use crate::fs::{FsError, Views};
+    use crate::index::Region;
+    use std::ffi::OsStr;
+
+    /// A 1-D uint8 array of `n` elements all equal to `value`, with a
+    /// settable data stamp and its own cache id.
+    struct Fake {
+        meta: ArrayMeta,
+        value: u8,
+        stamp: Option<u64>,
+        id: u64,
+    }
+
+    impl ArraySource for Fake {
+        fn meta(&self) -> &ArrayMeta {
+            &self.meta
+        }
+        fn change_stamp(&self) -> ChangeStamp {
+            ChangeStamp {
+                cache_id: Some(self.id),
+                data: self.stamp,
+            }
+        }
+        fn read_region(&self, _: &Region, out: &mut [u8]) -> Result<()> {
+            out.fill(self.value);
+            Ok(())
+        }
+    }
+
+    fn fake(n: u64, value: u8, stamp: u64, id: u64, source: &str) -> Arc<dyn ArraySource> {
+        let meta = ArrayMeta::new(source, vec![n], DataType::UInt8, vec![0]).unwrap();
+        Arc::new(Fake {
+            meta,
+            value,
+            stamp: Some(stamp),
+            id,
+        })
+    }
+
+    fn entry(path: &str, array: Arc<dyn ArraySource>) -> Entry {
+        Entry {
+            path: path.into(),
+            array,
+        }
+    }
+
+    fn ds(entries: Vec<Entry>) -> Dataset {
+        Dataset {
+            entries,
+            skipped: Vec::new(),
+        }
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+    enum Call {
+        Inode(u64),
+        Entry(u64, String),
+    }
+
+    /// Records the invalidations, as the kernel would receive them.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<Call>>);
+
+    impl Invalidate for Recorder {
+        fn inode(&self, ino: u64) -> io::Result<()> {
+            self.0.lock().push(Call::Inode(ino));
+            Ok(())
+        }
+        fn entry(&self, parent: u64, name: &str) -> io::Result<()> {
+            self.0.lock().push(Call::Entry(parent, name.into()));
+            Ok(())
+        }
+    }
+
+    impl Recorder {
+        fn take(&self) -> Vec<Call> {
+            let mut v = std::mem::take(&mut *self.0.lock());
+            v.sort();
+            v
+        }
+    }
+
+    fn ino(fs: &SlabFs, path: &str) -> u64 {
+        lookup_path(fs, path).unwrap().ino
+    }
+
+    /// Cache an entry for source `id`, as reading its chunk would.
+    fn cache_chunk(cache: &ChunkCache, id: u64) {
+        let key = ChunkKey {
+            source: id,
+            version: 0,
+            coords: vec![0].into(),
+        };
+        cache.get_or_load(&key, || Ok(Some(vec![0u8; 10]))).unwrap();
+    }
+
+    #[test]
+    fn unchanged_sources_keep_everything() {
+        let a = fake(10, 1, 100, 1, "a");
+        let fs = SlabFs::new(&[entry("d/a", a.clone())], config(Views::default()));
+        let before = fs.paths();
+        let tree = fs.tree();
+        let rec = Recorder::default();
+        // Re-opened: a new source object with the same metadata and stamp.
+        let changes = fs.refresh(&ds(vec![entry("d/a", fake(10, 9, 100, 2, "a"))]), &rec);
+        assert!(changes.is_empty(), "{changes:?}");
+        assert!(rec.take().is_empty());
+        assert!(Arc::ptr_eq(&tree, &fs.tree()), "no new tree");
+        assert_eq!(fs.paths(), before);
+        // Still the old source's bytes (its cache is still valid).
+        assert_eq!(read_all(&fs, "d/a"), vec![1u8; 10]);
+    }
+
+    #[test]
+    fn rewritten_data_replaces_the_source_and_invalidates_its_files() {
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let fs = SlabFs::new(
+            &[
+                entry("a", fake(10, 1, 100, 1, "a")),
+                entry("b", fake(10, 5, 7, 3, "b")),
+            ],
+            config(Views::default()),
+        )
+        .with_cache(cache.clone());
+        let (a, a_json, b) = (ino(&fs, "a"), ino(&fs, "a.json"), ino(&fs, "b"));
+        let mtime = fs.getattr(a).unwrap().mtime;
+        cache_chunk(&cache, 1);
+        cache_chunk(&cache, 3);
+        assert_eq!(cache.stats().entries, 2);
+
+        let rec = Recorder::default();
+        // Same metadata, new stamp: chunks were rewritten.
+        let changes = fs.refresh(
+            &ds(vec![
+                entry("a", fake(10, 2, 101, 2, "a")),
+                entry("b", fake(10, 6, 7, 4, "b")),
+            ]),
+            &rec,
+        );
+        assert_eq!(changes.changed, ["a"]);
+        assert!(changes.added.is_empty() && changes.removed.is_empty());
+        // Only the raw file's pages: the sidecar did not change.
+        assert_eq!(rec.take(), [Call::Inode(a)]);
+        assert_eq!(
+            (ino(&fs, "a"), ino(&fs, "a.json"), ino(&fs, "b")),
+            (a, a_json, b)
+        );
+        // The kernel re-reads through the same inode and gets new bytes.
+        assert_eq!(fs.read(a, 0, 0, 100).unwrap(), vec![2u8; 10]);
+        assert_eq!(fs.read(b, 0, 0, 100).unwrap(), vec![5u8; 10]);
+        assert!(fs.getattr(a).unwrap().mtime >= mtime);
+        // The old source's chunks are gone from the cache, b's are not.
+        assert_eq!(cache.stats().entries, 1);
+    }
+
+    #[test]
+    fn grown_array_changes_size_and_sidecar() {
+        let fs = SlabFs::new(
+            &[entry("a", fake(10, 1, 100, 1, "a"))],
+            config(Views::default()),
+        );
+        let (a, a_json) = (ino(&fs, "a"), ino(&fs, "a.json"));
+        let rec = Recorder::default();
+        let changes = fs.refresh(&ds(vec![entry("a", fake(25, 1, 101, 2, "a"))]), &rec);
+        assert_eq!(changes.changed, ["a"]);
+        assert_eq!(rec.take(), [Call::Inode(a), Call::Inode(a_json)]);
+        assert_eq!(fs.getattr(a).unwrap().size, 25);
+        let side: serde_json::Value = serde_json::from_slice(&read_all(&fs, "a.json")).unwrap();
+        assert_eq!(side["shape"], serde_json::json!([25]));
+        assert_eq!(fs.read(a, 0, 20, 100).unwrap(), vec![1u8; 5]);
+        // Metadata alone differing (same stamp) is a change too.
+        let changes = fs.refresh(&ds(vec![entry("a", fake(30, 1, 101, 3, "a"))]), &rec);
+        assert_eq!(changes.changed, ["a"]);
+        assert_eq!(fs.getattr(a).unwrap().size, 30);
+    }
+
+    #[test]
+    fn added_and_removed_paths() {
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let fs = SlabFs::new(
+            &[
+                entry("keep", fake(4, 1, 1, 1, "keep")),
+                entry("old/x", fake(4, 2, 2, 2, "old/x")),
+            ],
+            config(Views::default()),
+        )
+        .with_cache(cache.clone());
+        let keep = ino(&fs, "keep");
+        let (old, old_x) = (ino(&fs, "old"), ino(&fs, "old/x"));
+        let max_ino = fs.paths().iter().map(|p| p.0).max().unwrap();
+        cache_chunk(&cache, 2);
+        let rec = Recorder::default();
+        let changes = fs.refresh(
+            &ds(vec![
+                entry("keep", fake(4, 1, 1, 11, "keep")),
+                entry("new/y", fake(4, 3, 3, 13, "new/y")),
+            ]),
+            &rec,
+        );
+        assert_eq!(changes.added, ["new/y"]);
+        assert_eq!(changes.removed, ["old/x"]);
+        assert_eq!(changes.count(), 2);
+        // The removed names are forgotten; the root's listing changed.
+        assert_eq!(
+            rec.take(),
+            [
+                Call::Inode(ROOT_INO),
+                Call::Entry(ROOT_INO, "old".into()),
+                Call::Entry(old, "x".into()),
+                Call::Entry(old, "x.json".into()),
+            ]
+        );
+        assert_eq!(names(&fs, ""), [".slabfs", "keep", "keep.json", "new"]);
+        assert_eq!(ino(&fs, "keep"), keep);
+        // New paths get numbers never used before.
+        let y = ino(&fs, "new/y");
+        assert!(ino(&fs, "new") > max_ino && y > max_ino);
+        assert_eq!(fs.read(y, 0, 0, 10).unwrap(), vec![3u8; 4]);
+        // The removed inodes are gone for good (a stale handle: ENOENT).
+        assert!(matches!(fs.getattr(old_x), Err(FsError::NoInode(_))));
+        assert_eq!(fs.read(old_x, 0, 0, 1).unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(cache.stats().entries, 0);
+
+        // Back again later: a new inode, not the old one.
+        fs.refresh(
+            &ds(vec![
+                entry("keep", fake(4, 1, 1, 11, "keep")),
+                entry("new/y", fake(4, 3, 3, 13, "new/y")),
+                entry("old/x", fake(4, 2, 2, 14, "old/x")),
+            ]),
+            &rec,
+        );
+        assert!(ino(&fs, "old/x") > y);
+    }
+
+    #[test]
+    fn a_path_that_changes_kind_gets_a_new_inode() {
+        let fs = SlabFs::new(
+            &[entry("x", fake(4, 1, 1, 1, "x"))],
+            config(Views::default()),
+        );
+        let x = ino(&fs, "x");
+        let rec = Recorder::default();
+        fs.refresh(&ds(vec![entry("x/y", fake(4, 1, 1, 2, "x/y"))]), &rec);
+        let new_x = ino(&fs, "x");
+        assert_ne!(new_x, x);
+        assert!(fs.opendir(new_x).is_ok());
+        let calls = rec.take();
+        assert!(
+            calls.contains(&Call::Entry(ROOT_INO, "x".into())),
+            "{calls:?}"
+        );
+        assert!(
+            calls.contains(&Call::Entry(ROOT_INO, "x.json".into())),
+            "{calls:?}"
+        );
+    }
+
+    #[test]
+    fn arrays_of_a_dataset_that_failed_to_reopen_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta_file = dir.path().join("zarr.json");
+        std::fs::write(&meta_file, b"{").unwrap();
+        let src = meta_file.to_str().unwrap();
+        let fs = SlabFs::new(
+            &[
+                entry("a", fake(4, 1, 1, 1, src)),
+                entry("b", fake(4, 2, 2, 2, "/nonexistent/b")),
+            ],
+            config(Views::default()),
+        );
+        let rec = Recorder::default();
+        let failed = Dataset {
+            entries: Vec::new(),
+            skipped: vec![Error::metadata(src, "truncated JSON")],
+        };
+        let changes = fs.refresh(&failed, &rec);
+        // a's metadata file is still there: kept. b's is gone: removed.
+        assert_eq!(changes.kept, ["a"]);
+        assert_eq!(changes.removed, ["b"]);
+        assert_eq!(read_all(&fs, "a"), vec![1u8; 4]);
+        assert!(lookup_path(&fs, "b").is_err());
+        // A clean re-open without it removes it.
+        let changes = fs.refresh(&ds(Vec::new()), &rec);
+        assert_eq!(changes.removed, ["a"]);
+        assert_eq!(names(&fs, ""), [".slabfs"]);
+    }
+
+    #[test]
+    fn unknown_stamps() {
+        // A source that cannot tell (no stamp): only metadata counts.
+        let meta = |n| ArrayMeta::new("s", vec![n], DataType::UInt8, vec![0]).unwrap();
+        let blind = |n, value| -> Arc<dyn ArraySource> {
+            Arc::new(Fake {
+                meta: meta(n),
+                value,
+                stamp: None,
+                id: 1,
+            })
+        };
+        let fs = SlabFs::new(&[entry("s", blind(4, 1))], config(Views::default()));
+        let rec = Recorder::default();
+        assert!(
+            fs.refresh(&ds(vec![entry("s", blind(4, 2))]), &rec)
+                .is_empty()
+        );
+        assert_eq!(
+            fs.refresh(&ds(vec![entry("s", blind(5, 2))]), &rec).changed,
+            ["s"]
+        );
+        // Unknown before, known now: cannot vouch for the cache: changed.
+        assert_eq!(
+            fs.refresh(&ds(vec![entry("s", fake(5, 3, 9, 2, "s"))]), &rec)
+                .changed,
+            ["s"]
+        );
+        // Known before, unknown now (a transient error): unchanged.
+        assert!(
+            fs.refresh(&ds(vec![entry("s", blind(5, 4))]), &rec)
+                .is_empty()
+        );
+        assert_eq!(read_all(&fs, "s"), vec![3u8; 5]);
+    }
+
+    #[test]
+    fn views_follow_the_array() {
+        let views = Views {
+            raw: true,
+            json: false,
+            npy: true,
+            hdr: false,
+        };
+        let fs = SlabFs::new(&[entry("a", fake(10, 1, 1, 1, "a"))], config(views));
+        let npy = ino(&fs, "a.npy");
+        let size = fs.getattr(npy).unwrap().size;
+        let rec = Recorder::default();
+        fs.refresh(&ds(vec![entry("a", fake(20, 2, 2, 2, "a"))]), &rec);
+        assert_eq!(rec.take(), [Call::Inode(ino(&fs, "a")), Call::Inode(npy)]);
+        let grown = fs.getattr(npy).unwrap().size;
+        assert!(grown >= size + 10, "{size} -> {grown}");
+        let data = read_all(&fs, "a.npy");
+        assert!(data.ends_with(&[2u8; 20]) && data.starts_with(b"\x93NUMPY"));
+    }
+
+    #[test]
+    fn stats_count_refreshes_and_lookups_see_the_swap() {
+        let fs = SlabFs::new(
+            &[entry("a", fake(1, 1, 1, 1, "a"))],
+            config(Views::default()),
+        );
+        let rec = Recorder::default();
+        let root_listing = names(&fs, "");
+        fs.refresh(&ds(vec![entry("b", fake(1, 1, 1, 2, "b"))]), &rec);
+        assert_ne!(names(&fs, ""), root_listing);
+        assert!(fs.lookup(ROOT_INO, OsStr::new("a")).is_err());
+        assert!(fs.lookup(ROOT_INO, OsStr::new("b")).is_ok());
+        assert_eq!(
+            describe(&Changes {
+                added: vec!["b".into()],
+                removed: vec!["a".into()],
+                ..Changes::default()
+            }),
+            "added 1: b; removed 1: a"
+        );
+        let many: Vec<String> = (0..10).map(|i| format!("p{i}")).collect();
+        assert_eq!(list(&many), "p0, p1, p2, p3, p4, p5, p6, p7 and 2 more");
+    }
+
+    /// The thread: a real directory source, changes picked up within a
+    /// few intervals, and it stops when dropped.
+    #[test]
+    fn refresher_thread_follows_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("s.zarr");
+        std::fs::create_dir(&store).unwrap();
+        let zarr_json = |shape: u64| {
+            format!(
+                r#"{{"zarr_format":3,"node_type":"array","shape":[{shape}],"data_type":"uint8",
+                "chunk_grid":{{"name":"regular","configuration":{{"chunk_shape":[4]}}}},
+                "chunk_key_encoding":{{"name":"default"}},"fill_value":7,
+                "codecs":[{{"name":"bytes"}}]}}"#
+            )
+        };
+        std::fs::write(store.join("zarr.json"), zarr_json(4)).unwrap();
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let opened = dataset::open(dir.path(), cache.clone()).unwrap();
+        let fs = Arc::new(SlabFs::new(&opened.entries, config(Views::default())).with_cache(cache));
+        assert_eq!(read_all(&fs, "s.zarr"), vec![7u8; 4]);
+        let rec: Arc<Recorder> = Arc::new(Recorder::default());
+        struct Shared(Arc<Recorder>);
+        impl Invalidate for Shared {
+            fn inode(&self, ino: u64) -> io::Result<()> {
+                self.0.inode(ino)
+            }
+            fn entry(&self, parent: u64, name: &str) -> io::Result<()> {
+                self.0.entry(parent, name)
+            }
+        }
+        let refresher = spawn(
+            fs.clone(),
+            dir.path().to_path_buf(),
+            Duration::from_millis(20),
+            Box::new(Shared(rec.clone())),
+            Vec::new(),
+        )
+        .unwrap();
+        // Grow it and write its first chunk (renamed into place).
+        std::fs::create_dir(store.join("c")).unwrap();
+        std::fs::write(store.join("c/.tmp"), [1u8, 2, 3, 4]).unwrap();
+        std::fs::rename(store.join("c/.tmp"), store.join("c/0")).unwrap();
+        std::fs::write(store.join(".zarr.json.tmp"), zarr_json(6)).unwrap();
+        std::fs::rename(store.join(".zarr.json.tmp"), store.join("zarr.json")).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while read_all(&fs, "s.zarr") != [1, 2, 3, 4, 7, 7] {
+            assert!(
+                Instant::now() < deadline,
+                "not refreshed: {:?}",
+                read_all(&fs, "s.zarr")
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(refresher);
+        let runs = fs.stats().to_json(None)["refresh"]["runs"]
+            .as_u64()
+            .unwrap();
+        assert!(runs >= 1);
+        assert!(rec.take().contains(&Call::Inode(ino(&fs, "s.zarr"))));
+        // Stopped: no more passes.
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(
+            fs.stats().to_json(None)["refresh"]["runs"]
+                .as_u64()
+                .unwrap(),
+            runs
+        );
+    }
+}

@@ -1,0 +1,336 @@
+//! Finding and opening the sub-array a partition refers to.
+//!
+//! A partition's `data` names a file (relative to the descriptor, absent =
+//! the NCA file itself), a format and, for netCDF and nested descriptors,
+//! a variable. [`Context::target`] turns that into a [`Target`]: the path
+//! resolved and confined ([`super::confine`]), the format settled (for a
+//! JSON descriptor without `format`, sniffed from the file: a `.json`
+//! name is a nested descriptor, a directory a Zarr store, `CDF` magic a
+//! netCDF file). [`Context::open`] then opens it as an
+//! [`ArraySource`]:
+//!
+//! - netCDF: [`crate::netcdf3::File`], shared by every partition of one
+//!   load that names the same file; a variable carrying `nca_array` is a
+//!   nested aggregation;
+//! - raw: [`super::raw::RawArray`];
+//! - zarr: the store's array (through the shared chunk cache);
+//! - nca: a variable of another `*.nca.json` descriptor.
+//!
+//! Nested aggregations carry the chain of (descriptor, variable) pairs
+//! being built: meeting a pair already on the chain is a cycle, a chain
+//! longer than [`MAX_DEPTH`] is refused; both are errors, never a stack
+//! overflow.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::confine::{self, Roots};
+use super::descriptor::{Format, PartitionSpec};
+use super::error::NcaError;
+use crate::array::ArraySource;
+use crate::cache::ChunkCache;
+use crate::error::{Error, Result};
+use crate::netcdf3;
+
+/// Aggregations nested deeper than this are refused.
+pub const MAX_DEPTH: usize = 16;
+
+/// What one aggregation's partitions are opened against: the descriptor
+/// they were read from and the shared resources of the load.
+pub struct Context {
+    pub roots: Arc<Roots>,
+    pub cache: Arc<ChunkCache>,
+    /// The NCA file (descriptor) itself, canonical.
+    pub file: PathBuf,
+    /// Its netCDF form, when it is a netCDF file.
+    pub netcdf: Option<Arc<netcdf3::File>>,
+    /// The (descriptor, variable) pairs being built, outermost first,
+    /// this aggregation included.
+    pub chain: Vec<(PathBuf, String)>,
+    /// netCDF files opened so far, shared between partitions.
+    files: Mutex<HashMap<PathBuf, Arc<netcdf3::File>>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("file", &self.file)
+            .field("chain", &self.chain)
+            .finish()
+    }
+}
+
+/// A partition's sub-array, located.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub format: Format,
+    /// Resolved and confined.
+    pub path: PathBuf,
+    /// Whether `path` is the NCA file itself.
+    pub is_self: bool,
+    pub ncvar: Option<String>,
+}
+
+/// What [`Context::open`] found.
+pub enum Opened {
+    /// A plain netCDF variable: CF packing and missing values apply.
+    NetCdf(Arc<dyn ArraySource>),
+    /// A nested aggregation: its fill value means missing.
+    Nested(Arc<dyn ArraySource>),
+    /// Raw or Zarr: values as stored.
+    Plain(Arc<dyn ArraySource>),
+}
+
+impl Opened {
+    pub fn source(&self) -> &Arc<dyn ArraySource> {
+        match self {
+            Opened::NetCdf(s) | Opened::Nested(s) | Opened::Plain(s) => s,
+        }
+    }
+}
+
+impl Context {
+    pub fn new(
+        roots: Arc<Roots>,
+        cache: Arc<ChunkCache>,
+        file: PathBuf,
+        netcdf: Option<Arc<netcdf3::File>>,
+        chain: Vec<(PathBuf, String)>,
+    ) -> Context {
+        Context {
+            roots,
+            cache,
+            file,
+            netcdf,
+            chain,
+            files: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The descriptor's directory, which relative `file`s are relative to.
+    fn base_dir(&self) -> &Path {
+        self.file.parent().unwrap_or(Path::new("/"))
+    }
+
+    /// Locate the sub-array of `spec` (see the module doc). Errors are
+    /// load errors: confinement, a format that cannot be settled.
+    pub fn target(&self, spec: &PartitionSpec) -> Result<Target, NcaError> {
+        let own_format = if self.netcdf.is_some() {
+            Format::NetCdf
+        } else {
+            Format::Nca
+        };
+        let (path, is_self) = match &spec.data.file {
+            None => (self.file.clone(), true),
+            Some(f) => {
+                let p = confine::reference(self.base_dir(), f);
+                let real = self.roots.check(&p).map_err(|real| NcaError::OutsideRoot {
+                    partition: spec.label.clone(),
+                    path: format!("{f} (resolves to {})", real.display()),
+                    roots: self.roots.describe(),
+                })?;
+                let is_self = real == self.file;
+                (real, is_self)
+            }
+        };
+        let format = match spec.format {
+            Some(f) => f,
+            None if is_self => own_format,
+            None if own_format == Format::NetCdf => Format::NetCdf,
+            None => sniff(&path).ok_or_else(|| {
+                NcaError::invalid(
+                    format!("{}.format", spec.label),
+                    format!(
+                        "absent, and {} is not recognisably netCDF, Zarr or a descriptor: \
+                         say which",
+                        path.display()
+                    ),
+                )
+            })?,
+        };
+        if is_self && format != own_format {
+            return Err(NcaError::invalid(
+                format!("{}.data.file", spec.label),
+                "a partition in the descriptor file itself must be of the descriptor's format",
+            ));
+        }
+        if format == Format::NetCdf
+            && (spec.data.scale_factor.is_some() || spec.data.add_offset.is_some())
+        {
+            return Err(NcaError::invalid(
+                format!("{}.data", spec.label),
+                "scale_factor/add_offset are for non-netCDF partitions: a netCDF \
+                 variable's own attributes say how it is packed",
+            ));
+        }
+        if matches!(format, Format::NetCdf | Format::Nca) && spec.data.ncvar.is_none() {
+            return Err(NcaError::Missing(format!("{}.data.ncvar", spec.label)));
+        }
+        if format == Format::Raw && (spec.data.shape.is_none() || spec.data.dtype.is_none()) {
+            return Err(NcaError::Missing(format!(
+                "{}.data.shape and .dtype (raw partitions need both)",
+                spec.label
+            )));
+        }
+        Ok(Target {
+            format,
+            path,
+            is_self,
+            ncvar: spec.data.ncvar.clone(),
+        })
+    }
+
+    /// Open `target` for the partition `spec`. Errors name the file;
+    /// nested descriptors are checked for cycles and depth.
+    pub fn open(&self, spec: &PartitionSpec, target: &Target) -> Result<Opened> {
+        // The file may have been replaced by a symlink since load.
+        if !target.is_self && self.roots.check(&target.path).is_err() {
+            return Err(Error::metadata(
+                target.path.display().to_string(),
+                format!(
+                    "now resolves outside the allowed roots ({})",
+                    self.roots.describe()
+                ),
+            ));
+        }
+        match target.format {
+            Format::NetCdf => {
+                let file = match (&self.netcdf, target.is_self) {
+                    (Some(nc), true) => nc.clone(),
+                    _ => self.netcdf_file(&target.path)?,
+                };
+                let var = target.ncvar.as_deref().unwrap_or_default();
+                let v = file.variable(var).ok_or_else(|| {
+                    Error::NotFound(format!("{}: variable {var}", target.path.display()))
+                })?;
+                if v.attributes.contains_key("nca_array") {
+                    let ctx = self.nested(&target.path, var, Some(file.clone()))?;
+                    let agg = super::netcdf::aggregation(&file, var, Arc::new(ctx))?;
+                    return Ok(Opened::Nested(agg));
+                }
+                Ok(Opened::NetCdf(file.array(var)?))
+            }
+            Format::Raw => {
+                let (dtype, order) = spec.data.dtype.clone().expect("checked by target()");
+                let shape = spec.data.shape.clone().expect("checked by target()");
+                let raw = super::raw::RawArray::open(
+                    &target.path,
+                    spec.data.file_offset.unwrap_or(0),
+                    shape,
+                    dtype,
+                    order,
+                )?;
+                Ok(Opened::Plain(Arc::new(raw)))
+            }
+            Format::Zarr => {
+                if !target.path.is_dir() {
+                    return Err(Error::Io {
+                        path: target.path.display().to_string(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "no Zarr store (directory) here",
+                        ),
+                    });
+                }
+                let h = crate::zarr::open(&target.path, self.cache.clone())?;
+                let want = target.ncvar.as_deref().unwrap_or("").trim_matches('/');
+                let node = h
+                    .nodes
+                    .into_iter()
+                    .find(|n| n.path == want && n.array.is_some())
+                    .ok_or_else(|| {
+                        Error::NotFound(format!("{}: Zarr array {:?}", target.path.display(), want))
+                    })?;
+                let array: Arc<dyn ArraySource> = node.array.expect("filtered");
+                Ok(Opened::Plain(array))
+            }
+            Format::Nca => {
+                let var = target.ncvar.as_deref().unwrap_or_default();
+                let ctx = self.nested(&target.path, var, None)?;
+                let agg = super::json_variable(&target.path, var, ctx)?;
+                Ok(Opened::Nested(agg))
+            }
+        }
+    }
+
+    /// The context of a nested aggregation `var` of `file`.
+    fn nested(
+        &self,
+        file: &Path,
+        var: &str,
+        netcdf: Option<Arc<netcdf3::File>>,
+    ) -> Result<Context> {
+        let here = self
+            .chain
+            .last()
+            .map(|(f, v)| format!("{}: {v}", f.display()))
+            .unwrap_or_default();
+        let pair = (file.to_path_buf(), var.to_string());
+        if self.chain.contains(&pair) {
+            let chain: Vec<String> = self
+                .chain
+                .iter()
+                .chain(std::iter::once(&pair))
+                .map(|(f, v)| format!("{} variable {v}", f.display()))
+                .collect();
+            return Err(NcaError::Cycle(chain.join(" -> ")).at(here));
+        }
+        if self.chain.len() >= MAX_DEPTH {
+            return Err(NcaError::TooDeep(MAX_DEPTH).at(here));
+        }
+        let mut chain = self.chain.clone();
+        chain.push(pair);
+        Ok(Context::new(
+            self.roots.clone(),
+            self.cache.clone(),
+            file.to_path_buf(),
+            netcdf,
+            chain,
+        ))
+    }
+
+    /// The netCDF file at `path`, opened once per load.
+    fn netcdf_file(&self, path: &Path) -> Result<Arc<netcdf3::File>> {
+        if let Some(f) = self.files.lock().get(path) {
+            return Ok(f.clone());
+        }
+        if let Ok(netcdf3::Kind::Hdf5) = netcdf3::sniff(path) {
+            return Err(Error::metadata(
+                path.display().to_string(),
+                netcdf3::NETCDF4_UNSUPPORTED,
+            ));
+        }
+        let f = Arc::new(netcdf3::File::open(path)?);
+        self.files.lock().insert(path.to_path_buf(), f.clone());
+        Ok(f)
+    }
+}
+
+/// Guess the format of an existing file for a JSON descriptor's partition
+/// without `format`. `None`: cannot tell (or the file does not exist).
+fn sniff(path: &Path) -> Option<Format> {
+    if !path.exists() {
+        // A missing fragment is a read error, not a load error: guess from
+        // the name so the rest of the array still loads.
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        return match ext.as_str() {
+            "nc" | "nc3" | "cdf" => Some(Format::NetCdf),
+            "zarr" => Some(Format::Zarr),
+            "json" => Some(Format::Nca),
+            _ => None,
+        };
+    }
+    if path.is_dir() {
+        return crate::zarr::is_store(path).then_some(Format::Zarr);
+    }
+    if path.extension().is_some_and(|e| e == "json") {
+        return Some(Format::Nca);
+    }
+    match netcdf3::sniff(path) {
+        Ok(netcdf3::Kind::Classic(_)) | Ok(netcdf3::Kind::Hdf5) => Some(Format::NetCdf),
+        _ => None,
+    }
+}

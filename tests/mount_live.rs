@@ -1,0 +1,534 @@
+//! The mount's live side, for real: sources changed by zarr-python while
+//! mounted (live refresh), the `.slabfs/stats` control file, and the
+//! `.npy` view read by NumPy itself.
+//!
+//! Like tests/mount.rs, each test starts `slabfs mount` as a child process
+//! on a fresh mount point and tears it down with a drop guard. The data
+//! and the expected bytes come from zarr-python and NumPy (the project
+//! venv, `scripts/venv.sh`; or set `SLABFS_PYTHON` to a python with zarr 3
+//! and numpy): a writer independent of slabfs, running while the mount is
+//! live, which is the situation under test.
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsStr};
+use std::fs::{File, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// How long a mount may take to come up and a daemon to exit.
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a change may take to show with `--refresh 1`: a refresh
+/// interval, plus the pass itself, with a wide margin for a loaded
+/// machine. Polling stops as soon as the change is visible.
+const REFRESH_DEADLINE: Duration = Duration::from_secs(15);
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr")
+}
+
+// ---------------------------------------------------------------------------
+// Python (zarr-python, NumPy)
+// ---------------------------------------------------------------------------
+
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("SLABFS_PYTHON") {
+        return p.into();
+    }
+    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(
+        venv.exists(),
+        "tests/mount_live.rs needs zarr-python and NumPy: run scripts/venv.sh \
+         (or set SLABFS_PYTHON to a python that has them)"
+    );
+    venv
+}
+
+/// Run `script` with `args` (sys.argv[1:]); its stdout.
+fn py(script: &str, args: &[&OsStr]) -> String {
+    let out = Command::new(python())
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every array of the Zarr group at argv[1], as zarr-python reads it, in
+/// native byte order, written to argv[2]/<path with / as __>.bin.
+const DUMP: &str = r#"
+import sys, os, zarr, numpy as np
+g = zarr.open_group(sys.argv[1], mode="r")
+def walk(group, prefix):
+    for name, a in group.arrays():
+        data = np.ascontiguousarray(a[...])
+        data = data.astype(data.dtype.newbyteorder("="))
+        with open(os.path.join(sys.argv[2], (prefix + name).replace("/", "__") + ".bin"), "wb") as f:
+            f.write(data.tobytes())
+    for name, sub in group.groups():
+        walk(sub, prefix + name + "/")
+walk(g, "")
+"#;
+
+/// What zarr-python reads from the group at `store`: array path -> bytes.
+fn zarr_python_reads(store: &Path) -> BTreeMap<String, Vec<u8>> {
+    let out = tempfile::tempdir().unwrap();
+    py(DUMP, &[store.as_os_str(), out.path().as_os_str()]);
+    let mut arrays = BTreeMap::new();
+    for e in std::fs::read_dir(out.path()).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().into_string().unwrap();
+        let path = name.strip_suffix(".bin").unwrap().replace("__", "/");
+        arrays.insert(path, std::fs::read(e.path()).unwrap());
+    }
+    arrays
+}
+
+// ---------------------------------------------------------------------------
+// The daemon under test (as in tests/mount.rs)
+// ---------------------------------------------------------------------------
+
+/// A running `slabfs mount`; dropping it stops the daemon and detaches
+/// anything left at the mount point.
+struct Mount {
+    child: Option<Child>,
+    mnt: PathBuf,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Mount {
+    fn start(source: &Path, args: &[&str]) -> Mount {
+        let dir = tempfile::Builder::new()
+            .prefix("slabfs-live-test")
+            .tempdir()
+            .unwrap();
+        let base = dir.path().canonicalize().unwrap();
+        let (mnt, log) = (base.join("mnt"), base.join("log"));
+        let log_file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_slabfs"))
+            .arg("mount")
+            .args(args)
+            .arg(source)
+            .arg(&mnt)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .unwrap();
+        let mut m = Mount {
+            child: Some(child),
+            mnt,
+            log,
+            _dir: dir,
+        };
+        let deadline = Instant::now() + TIMEOUT;
+        while !is_live(&m.mnt) {
+            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("slabfs mount exited with {status}:\n{}", m.log());
+            }
+            assert!(Instant::now() < deadline, "not live:\n{}", m.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        m
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then check the clean exit.
+    fn stop(mut self) {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: kill has no memory-safety preconditions.
+        assert_eq!(
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
+            0
+        );
+        let deadline = Instant::now() + TIMEOUT;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(Instant::now() < deadline, "daemon still running");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "exit {status}:\n{}", self.log());
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if is_mount_point(&self.mnt) {
+            let c = CString::new(self.mnt.as_os_str().as_bytes()).unwrap();
+            // SAFETY: c is a valid NUL-terminated path.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+                let _ = Command::new("fusermount3")
+                    .args(["-u", "-z", "-q"])
+                    .arg(&self.mnt)
+                    .status();
+            }
+        }
+    }
+}
+
+fn is_mount_point(mnt: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    // Test mount points are plain temp paths: no escapes to undo.
+    let mnt = mnt.to_str().unwrap();
+    info.lines().any(|l| l.split(' ').nth(4) == Some(mnt))
+}
+
+/// A FUSE mount is at `mnt` and its daemon answers `statfs`.
+fn is_live(mnt: &Path) -> bool {
+    let c = CString::new(mnt.as_os_str().as_bytes()).unwrap();
+    // SAFETY: statfs is plain data filled by the call; c is a valid path.
+    let answers = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        libc::statfs(c.as_ptr(), &mut st) == 0
+    };
+    let (Ok(m), Ok(parent)) = (
+        std::fs::metadata(mnt),
+        std::fs::metadata(mnt.parent().unwrap()),
+    ) else {
+        return false;
+    };
+    is_mount_point(mnt) && answers && m.dev() != parent.dev()
+}
+
+/// The stats document, parsed.
+fn stats(m: &Mount) -> Value {
+    serde_json::from_slice(&std::fs::read(m.path(".slabfs/stats")).unwrap()).unwrap()
+}
+
+/// The whole file through `f` (an fd opened at any time), by `pread`.
+fn pread_all(f: &File, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len + 4096];
+    let mut n = 0;
+    loop {
+        let got = f.read_at(&mut buf[n..], n as u64).unwrap();
+        if got == 0 {
+            break;
+        }
+        n += got;
+    }
+    buf.truncate(n);
+    buf
+}
+
+// ---------------------------------------------------------------------------
+// Live refresh
+// ---------------------------------------------------------------------------
+
+const CREATE: &str = r#"
+import sys, zarr, numpy as np
+g = zarr.open_group(sys.argv[1], mode="w")
+a = g.create_array("grow", shape=(10, 6), chunks=(4, 4), dtype="f8", fill_value=np.nan)
+a[...] = np.arange(60, dtype="f8").reshape(10, 6) / 4
+r = g.create_array("rewrite", shape=(20,), chunks=(5,), dtype="i4", fill_value=0)
+r[...] = np.arange(20, dtype="i4") * 10
+d = g.create_array("doomed", shape=(8,), chunks=(4,), dtype="u1", fill_value=0)
+d[...] = 3
+"#;
+
+const CHANGE: &str = r#"
+import sys, zarr, numpy as np
+g = zarr.open_group(sys.argv[1], mode="r+")
+a = g["grow"]
+a.resize((16, 6))
+a[10:] = 1000 + np.arange(36, dtype="f8").reshape(6, 6)
+g["rewrite"][5:12] = -7
+f = g.create_array("fresh", shape=(7,), chunks=(3,), dtype="i2", fill_value=0)
+f[...] = np.arange(1, 8, dtype="i2")
+del g["doomed"]
+"#;
+
+#[test]
+fn zarr_python_changes_show_without_remounting() {
+    let src = tempfile::tempdir().unwrap();
+    let store = src.path().join("data.zarr");
+    py(CREATE, &[store.as_os_str()]);
+    let before = zarr_python_reads(&store);
+    assert_eq!(before.len(), 3);
+
+    let m = Mount::start(src.path(), &["--refresh", "1"]);
+    let file = |name: &str| m.path(&format!("data.zarr/{name}"));
+    for (name, bytes) in &before {
+        assert!(
+            std::fs::read(file(name)).unwrap() == *bytes,
+            "{name} before"
+        );
+    }
+    let ino_grow = std::fs::metadata(file("grow")).unwrap().ino();
+    // Descriptors opened before the change, their pages cached, and a
+    // shared mapping (numpy.memmap) of one of them.
+    let f_grow = File::open(file("grow")).unwrap();
+    let f_rewrite = File::open(file("rewrite")).unwrap();
+    assert!(pread_all(&f_grow, 480) == before["grow"]);
+    assert!(pread_all(&f_rewrite, 80) == before["rewrite"]);
+    // SAFETY: a fresh read-only mapping of an open file, read only within
+    // its 80 bytes, unmapped below.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            80,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f_rewrite.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED);
+    // SAFETY: the mapping is 80 readable bytes (the file's size).
+    let mapped = || unsafe { std::slice::from_raw_parts(map.cast::<u8>(), 80) }.to_vec();
+    assert!(mapped() == before["rewrite"]);
+
+    py(CHANGE, &[store.as_os_str()]);
+    let after = zarr_python_reads(&store);
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        ["fresh", "grow", "rewrite"]
+    );
+    assert_eq!(after["grow"].len(), 16 * 6 * 8);
+
+    // Poll (fresh opens) until the mount shows all of it.
+    let deadline = Instant::now() + REFRESH_DEADLINE;
+    let shows_all = || {
+        after
+            .iter()
+            .all(|(name, bytes)| std::fs::read(file(name)).ok().as_ref() == Some(bytes))
+            && !file("doomed").exists()
+            && !file("doomed.json").exists()
+    };
+    while !shows_all() {
+        assert!(
+            Instant::now() < deadline,
+            "the mount did not follow the change within {REFRESH_DEADLINE:?}:\n{}",
+            m.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Sizes and sidecars follow; the inode stays.
+    let md = std::fs::metadata(file("grow")).unwrap();
+    assert_eq!((md.len(), md.ino()), (16 * 6 * 8, ino_grow));
+    let side: Value = serde_json::from_slice(&std::fs::read(file("grow.json")).unwrap()).unwrap();
+    assert_eq!(side["shape"], serde_json::json!([16, 6]));
+    let names: Vec<String> = std::fs::read_dir(m.path("data.zarr"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "fresh",
+            "fresh.json",
+            "grow",
+            "grow.json",
+            "rewrite",
+            "rewrite.json"
+        ]
+    );
+    // The descriptors opened before the change read the new bytes: the
+    // kernel's pages and sizes were invalidated, not just new opens.
+    assert!(pread_all(&f_grow, 768) == after["grow"], "old fd of grow");
+    assert!(
+        pread_all(&f_rewrite, 80) == after["rewrite"],
+        "old fd of rewrite"
+    );
+    assert!(mapped() == after["rewrite"], "mapping of rewrite");
+    // SAFETY: unmapping the mapping made above.
+    assert_eq!(unsafe { libc::munmap(map, 80) }, 0);
+
+    let log = m.log();
+    assert!(
+        log.lines().any(|l| l.contains("INFO")
+            && l.contains("refresh of")
+            && l.contains("data.zarr/fresh")),
+        "no refresh log line:\n{log}"
+    );
+    let doc = stats(&m);
+    assert!(doc["refresh"]["changes"].as_u64().unwrap() >= 4, "{doc}");
+    assert_eq!(doc["refresh"]["interval_seconds"], 1.0);
+    drop((f_grow, f_rewrite));
+    m.stop();
+}
+
+// ---------------------------------------------------------------------------
+// .slabfs/stats
+// ---------------------------------------------------------------------------
+
+/// Copy a directory tree.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn stats_file_is_json_and_counts_reads_and_errors() {
+    // A store with one corrupt chunk (see tests/mount.rs for its layout).
+    let src = tempfile::tempdir().unwrap();
+    let store = src.path().join("compressors.zarr");
+    copy_tree(&fixtures().join("v2/compressors.zarr"), &store);
+    let chunk = store.join("blosc/zlib_shuffle/1.0");
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[16..mid] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&chunk, &bytes).unwrap();
+
+    let m = Mount::start(&store, &["--refresh", "0", "--cache-size", "64MiB"]);
+    let md = std::fs::metadata(m.path(".slabfs/stats")).unwrap();
+    assert!(md.is_file());
+    assert_eq!((md.len(), md.mode() & 0o777), (0, 0o444));
+    assert!(std::fs::metadata(m.path(".slabfs")).unwrap().is_dir());
+
+    // `cat .slabfs/stats | python -m json.tool`
+    let mut cat = Command::new("cat")
+        .arg(m.path(".slabfs/stats"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let tool = Command::new(python())
+        .args(["-m", "json.tool"])
+        .stdin(cat.stdout.take().unwrap())
+        .output()
+        .unwrap();
+    assert!(cat.wait().unwrap().success());
+    assert!(
+        tool.status.success() && !tool.stdout.is_empty(),
+        "json.tool: {}",
+        String::from_utf8_lossy(&tool.stderr)
+    );
+
+    let s0 = stats(&m);
+    for key in ["hits", "misses", "decodes", "evictions", "bytes", "budget"] {
+        assert!(s0["cache"][key].is_u64(), "cache.{key}: {s0}");
+    }
+    assert_eq!(s0["cache"]["budget"], 64 << 20);
+    assert_eq!(s0["refresh"]["interval_seconds"], Value::Null);
+    let expected = std::fs::read(fixtures().join("expected/v2_blosc_zlib_noshuffle.bin")).unwrap();
+    assert!(std::fs::read(m.path("blosc/zlib_noshuffle")).unwrap() == expected);
+    let s1 = stats(&m);
+    let n = |doc: &Value, a: &str, b: &str| doc[a][b].as_u64().unwrap();
+    assert!(n(&s1, "reads", "requests") > n(&s0, "reads", "requests"));
+    assert!(n(&s1, "reads", "bytes") >= n(&s0, "reads", "bytes") + expected.len() as u64);
+    assert!(n(&s1, "cache", "decodes") > n(&s0, "cache", "decodes"));
+    assert!(n(&s1, "cache", "misses") > n(&s0, "cache", "misses"));
+    assert!(n(&s1, "read_latency_us", "count") > n(&s0, "read_latency_us", "count"));
+    let lat = &s1["read_latency_us"];
+    assert!(lat["p50"].as_u64() <= lat["p90"].as_u64());
+    assert!(lat["p99"].as_u64() <= lat["max"].as_u64());
+    assert!(s1["errors"].get("EIO").is_none(), "{s1}");
+
+    // The corrupt chunk: EIO for the reader, counted by kind.
+    let err = std::fs::read(m.path("blosc/zlib_shuffle")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    let s2 = stats(&m);
+    assert!(n(&s2, "errors", "EIO") >= 1, "{s2}");
+    assert!(n(&s2, "reads", "requests") >= n(&s1, "reads", "requests"));
+    m.stop();
+}
+
+// ---------------------------------------------------------------------------
+// The .npy view, read by NumPy
+// ---------------------------------------------------------------------------
+
+const NPY_DATA: &str = r#"
+import sys, zarr, numpy as np
+g = zarr.open_group(sys.argv[1], mode="w")
+def put(name, data, chunks, **kw):
+    a = g.create_array(name, shape=data.shape, chunks=chunks, dtype=data.dtype, **kw)
+    a[...] = data
+put("f8_2d", np.arange(35, dtype="f8").reshape(7, 5) / 3, (3, 2), fill_value=np.nan)
+put("i2_3d", (np.arange(60, dtype="i2") - 30).reshape(3, 4, 5), (2, 2, 2), fill_value=0)
+put("u1_1d", (np.arange(1000) % 251).astype("u1"), (64,), fill_value=0)
+put("bool_1d", np.arange(9) % 2 == 0, (4,), fill_value=False)
+put("c8_1d", (np.arange(4) + 1j * np.arange(4)).astype("c8"), (3,), fill_value=0)
+put("f4_0d", np.array(2.5, dtype="f4"), (), fill_value=0.0)
+put("grp/i8_2d", np.arange(12, dtype="i8").reshape(3, 4) * -1000000007, (2, 3), fill_value=0)
+"#;
+
+/// argv[1] the store, argv[2] the mount: every array's NAME.npy loads
+/// (plain and memory-mapped) as exactly what zarr-python reads.
+const NPY_CHECK: &str = r#"
+import sys, os, zarr, numpy as np
+g = zarr.open_group(sys.argv[1], mode="r")
+checked = []
+def walk(group, prefix):
+    for name, a in group.arrays():
+        want = np.asarray(a[...])
+        path = os.path.join(sys.argv[2], prefix + name + ".npy")
+        for mode in (None, "r"):
+            got = np.load(path, mmap_mode=mode)
+            assert got.shape == want.shape, (path, mode, got.shape, want.shape)
+            assert got.dtype == want.dtype.newbyteorder("="), (path, mode, got.dtype, want.dtype)
+            assert got.tobytes() == want.astype(got.dtype).tobytes(), (path, mode)
+            if mode == "r":
+                assert isinstance(got, np.memmap), (path, type(got))
+        checked.append(prefix + name)
+    for name, sub in group.groups():
+        walk(sub, prefix + name + "/")
+walk(g, "")
+print(len(checked))
+"#;
+
+#[test]
+fn npy_view_loads_in_numpy_plain_and_memory_mapped() {
+    let src = tempfile::tempdir().unwrap();
+    let store = src.path().join("views.zarr");
+    py(NPY_DATA, &[store.as_os_str()]);
+    let m = Mount::start(&store, &["--views", "raw,json,npy", "--refresh", "0"]);
+    assert!(m.path("f8_2d").is_file() && m.path("f8_2d.json").is_file());
+    let out = py(NPY_CHECK, &[store.as_os_str(), m.mnt.as_os_str()]);
+    assert_eq!(out.trim(), "7", "arrays checked");
+    // The .npy is the header followed by exactly the raw file.
+    let raw = std::fs::read(m.path("grp/i8_2d")).unwrap();
+    let npy = std::fs::read(m.path("grp/i8_2d.npy")).unwrap();
+    assert!(npy.len() > raw.len() && npy.ends_with(&raw));
+    assert_eq!((npy.len() - raw.len()) % 64, 0);
+    m.stop();
+}

@@ -1,0 +1,150 @@
+//! Sharded arrays read their inner chunks with range reads: counting the
+//! requests and bytes a real read makes through a store wrapper proves
+//! that a read needing one inner chunk fetches the shard index and that
+//! chunk, not the shard; and damaged shards fail only the reads that need
+//! them. Values are checked against the bytes zarr-python wrote
+//! (tests/fixtures/generate_zarr.py).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use slabfs::array::ArraySource;
+use slabfs::cache::ChunkCache;
+use slabfs::dtype::Endian;
+use slabfs::read::read_at;
+use slabfs::store::{CountingStore, FsStore};
+use slabfs::zarr::{self, array::ZarrArray};
+
+fn store_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr/v3/sharded.zarr")
+}
+
+fn expected(name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/zarr/expected")
+        .join(format!("{name}.bin"));
+    std::fs::read(p).unwrap()
+}
+
+fn open(dir: &Path, array: &str) -> (Arc<CountingStore<FsStore>>, Arc<ZarrArray>) {
+    let counting = Arc::new(CountingStore::new(FsStore::new(dir)));
+    let h = zarr::open_store(counting.clone(), Arc::new(ChunkCache::new(64 << 20))).unwrap();
+    let node = h.nodes.iter().find(|n| n.path == array).unwrap();
+    (counting, node.array.clone().unwrap())
+}
+
+/// Bytes `[offset, offset + len)` of the flat file, little-endian.
+fn read(a: &dyn ArraySource, offset: u64, len: usize) -> slabfs::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let n = read_at(a, offset, &mut buf, Endian::Little)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+fn file_len(p: PathBuf) -> u64 {
+    std::fs::metadata(p).unwrap().len()
+}
+
+#[test]
+fn one_inner_chunk_costs_the_index_and_that_chunk() {
+    // float32 (9, 13, 10), shards (4, 6, 8), inner chunks (2, 3, 4), zstd,
+    // index at the end with crc32c: 8 inner chunks per shard.
+    let (counting, a) = open(&store_dir(), "sharded_3d");
+    let want = expected("v3_sharded_3d");
+    let shard = file_len(store_dir().join("sharded_3d/c/0/0/0"));
+    let elem = |z: u64, y: u64, x: u64| (z * 13 * 10 + y * 10 + x) * 4;
+
+    let (g0, b0) = (counting.gets(), counting.bytes());
+    let off = elem(1, 4, 5); // inner chunk (0, 1, 1) of shard (0, 0, 0)
+    assert_eq!(read(a.as_ref(), off, 4).unwrap(), want[off as usize..][..4]);
+    assert_eq!(counting.gets() - g0, 2, "the index, then the chunk");
+    let bytes = counting.bytes() - b0;
+    assert!(
+        bytes > 8 * 16 + 4 && bytes < shard,
+        "read {bytes} bytes of a {shard}-byte shard"
+    );
+
+    // Another inner chunk of the same shard: the decoded index is cached.
+    let (g1, b1) = (counting.gets(), counting.bytes());
+    let off = elem(2, 0, 0); // inner chunk (1, 0, 0)
+    assert_eq!(read(a.as_ref(), off, 4).unwrap(), want[off as usize..][..4]);
+    assert_eq!(counting.gets() - g1, 1, "only the chunk");
+    assert!(counting.bytes() - b1 < bytes);
+
+    // And the whole array still reads as zarr-python wrote it.
+    assert_eq!(read(a.as_ref(), 0, want.len()).unwrap(), want);
+}
+
+#[test]
+fn nested_shards_read_one_index_per_level() {
+    // uint16 (19, 14): shards (12, 12) of inner shards (6, 4) (index at
+    // the start, big-endian, no checksum) of chunks (3, 2).
+    let (counting, a) = open(&store_dir(), "sharded_nested");
+    let want = expected("v3_sharded_nested");
+    let shard = file_len(store_dir().join("sharded_nested/c/0/0"));
+    let (g0, b0) = (counting.gets(), counting.bytes());
+    let off = (7 * 14 + 5) * 2;
+    assert_eq!(read(a.as_ref(), off, 2).unwrap(), want[off as usize..][..2]);
+    assert_eq!(counting.gets() - g0, 3, "outer index, inner index, chunk");
+    assert!(counting.bytes() - b0 < shard / 2);
+    assert_eq!(read(a.as_ref(), 0, want.len()).unwrap(), want);
+}
+
+/// Copy the fixture store to a temporary directory to damage it.
+fn damaged_copy() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(store_dir())
+        .arg(tmp.path().join("s.zarr"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    tmp
+}
+
+#[test]
+fn a_corrupt_index_fails_only_the_reads_of_its_shard() {
+    let tmp = damaged_copy();
+    let dir = tmp.path().join("s.zarr");
+    // Flip a byte of shard (0, 0, 0)'s index (the last 132 bytes): its
+    // crc32c no longer matches.
+    let shard = dir.join("sharded_3d/c/0/0/0");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    let n = bytes.len();
+    bytes[n - 20] ^= 0x40;
+    std::fs::write(&shard, bytes).unwrap();
+
+    let (_, a) = open(&dir, "sharded_3d");
+    let want = expected("v3_sharded_3d");
+    let err = read(a.as_ref(), 0, 4).unwrap_err().to_string();
+    assert!(err.contains("c/0/0/0"), "{err}");
+    assert!(err.contains("shard index"), "{err}");
+    assert!(err.contains("crc32c"), "{err}");
+    // Shard (1, 0, 0) starts at z = 4.
+    let off = 4 * 13 * 10 * 4;
+    assert_eq!(
+        read(a.as_ref(), off, 400).unwrap(),
+        want[off as usize..][..400]
+    );
+}
+
+#[test]
+fn an_index_entry_outside_its_shard_is_an_error() {
+    let tmp = damaged_copy();
+    let dir = tmp.path().join("s.zarr");
+    // The outer index of shard (0, 0) is at the start, big-endian, no
+    // checksum: point its first entry far past the end of the file.
+    let shard = dir.join("sharded_nested/c/0/0");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    bytes[..8].copy_from_slice(&(1u64 << 40).to_be_bytes());
+    std::fs::write(&shard, bytes).unwrap();
+
+    let (_, a) = open(&dir, "sharded_nested");
+    let err = read(a.as_ref(), 0, 2).unwrap_err().to_string();
+    assert!(err.contains("c/0/0"), "{err}");
+    let want = expected("v3_sharded_nested");
+    // Shard (1, 0) (rows 12..) is intact.
+    let off = 12 * 14 * 2;
+    assert_eq!(read(a.as_ref(), off, 28).unwrap(), want[off as usize..][..28]);
+}
