@@ -9,6 +9,8 @@
 //! and numpy): a writer independent of slabfs, running while the mount is
 //! live, which is the situation under test.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr};
 use std::fs::{File, OpenOptions};
@@ -38,16 +40,7 @@ fn fixtures() -> PathBuf {
 // ---------------------------------------------------------------------------
 
 fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("SLABFS_PYTHON") {
-        return p.into();
-    }
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    assert!(
-        venv.exists(),
-        "tests/mount_live.rs needs zarr-python and NumPy: run scripts/venv.sh \
-         (or set SLABFS_PYTHON to a python that has them)"
-    );
-    venv
+    common::python()
 }
 
 /// Run `script` with `args` (sys.argv[1:]); its stdout.

@@ -17,6 +17,8 @@
 //! make it. Optional, skipped with a message when absent: `gfortran` and
 //! GDAL (`gdalinfo`, `gdallocationinfo`; Debian `gfortran`, `gdal-bin`).
 
+mod common;
+
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -181,16 +183,7 @@ fn is_live(mnt: &Path) -> bool {
 
 /// The project venv's python (numpy, zarr). Required, never skipped.
 fn python() -> PathBuf {
-    let py = std::env::var_os("SLABFS_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join(".venv/bin/python"));
-    assert!(
-        py.exists(),
-        "{} not found: the reader tests need Python with numpy and zarr-python; \
-         create the project venv with scripts/venv.sh (or point SLABFS_PYTHON at one)",
-        py.display()
-    );
-    py
+    common::python()
 }
 
 /// Whether an optional tool runs; if not, say the test is skipped.

@@ -99,6 +99,7 @@ use crate::cache::ChunkCache;
 use crate::dataset::Entry;
 use crate::dtype::Endian;
 use crate::read::read_at;
+use crate::readahead::{DEFAULT_MAX_WINDOW, Readahead};
 
 pub use error::{FsError, FsResult};
 pub use stats::Stats;
@@ -580,6 +581,8 @@ pub struct SlabFs {
     /// Serialises refreshes (there is one refresh thread; tests call
     /// [`SlabFs::refresh`] directly).
     refresh_lock: Mutex<()>,
+    /// Sequential readahead into the chunk cache (off without a cache).
+    readahead: Readahead,
 }
 
 impl SlabFs {
@@ -606,12 +609,17 @@ impl SlabFs {
             snapshots: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             refresh_lock: Mutex::new(()),
+            readahead: Readahead::new(0),
         }
     }
 
     /// Report `cache` in the stats file and drop its stale chunks when a
     /// refresh replaces an array.
     pub fn with_cache(mut self, cache: Arc<ChunkCache>) -> SlabFs {
+        // Readahead decodes into the cache: keep its window a small part
+        // of the budget so prefetched chunks live until they are read.
+        let window = (cache.budget() as u64 / 8).min(DEFAULT_MAX_WINDOW);
+        self.readahead = Readahead::new(window);
         self.cache = Some(cache);
         self
     }
@@ -788,8 +796,9 @@ impl SlabFs {
                     direct_io: true,
                 });
             }
+            // Each open is its own readahead stream.
             Ok(Opened {
-                fh: 0,
+                fh: self.next_fh.fetch_add(1, Ordering::Relaxed),
                 direct_io: false,
             })
         })();
@@ -800,6 +809,7 @@ impl SlabFs {
     pub fn release(&self, _ino: u64, fh: u64) {
         if fh != 0 {
             self.snapshots.lock().remove(&fh);
+            self.readahead.forget(fh);
         }
     }
 
@@ -820,6 +830,15 @@ impl SlabFs {
                     Ok(slice_at(&doc, offset, size))
                 }
                 Content::Array { array, header } => {
+                    // Start decoding what a sequential reader asks next
+                    // before serving this read, so the two overlap.
+                    let hlen = header.len() as u64;
+                    let data_start = offset.max(hlen) - hlen;
+                    let data_end = offset.saturating_add(size as u64).saturating_sub(hlen);
+                    if data_end > data_start {
+                        self.readahead
+                            .on_read(fh, array, data_start, data_end - data_start);
+                    }
                     self.read_array(node, array.as_ref(), header, offset, size)
                 }
             }

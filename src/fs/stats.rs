@@ -187,6 +187,8 @@ impl Stats {
                 "misses": c.misses,
                 "decodes": c.decodes,
                 "evictions": c.evictions,
+                "prefetches": c.prefetches,
+                "uncached": c.uncached,
                 "bytes": c.bytes,
                 "entries": c.entries,
                 "budget": cache.budget(),

@@ -373,14 +373,12 @@ impl Partition {
         };
         let (missing, pack) = match opened {
             Opened::NetCdf(_) => {
-                // As netCDF4-python masks: _FillValue, else the default
-                // fill except for byte types; and missing_value.
+                // As netCDF4-python masks a file in fill mode (the only
+                // mode a classic file can be read in): `_FillValue`, else
+                // the type's default fill; and `missing_value`. (Text is
+                // never masked.)
                 let mut missing: Vec<Value> = Vec::new();
-                let bytes_type = matches!(
-                    meta.dtype,
-                    DataType::Int8 | DataType::UInt8 | DataType::FixedBytes(_)
-                );
-                if attrs.contains_key("_FillValue") || !bytes_type {
+                if !matches!(meta.dtype, DataType::FixedBytes(_)) {
                     missing.extend(as_value(&meta.fill_value));
                 }
                 if let Some(v) = attrs.get("missing_value") {

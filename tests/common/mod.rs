@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests.
 
 /// A deterministic pseudo-random sequence, so failures reproduce.
+#[allow(dead_code)]
 pub struct Lcg(pub u64);
 
+#[allow(dead_code)]
 impl Lcg {
     /// The next value in `0..bound` (0 when `bound` is 0).
     pub fn next(&mut self, bound: u64) -> u64 {
@@ -16,4 +18,35 @@ impl Lcg {
             (self.0 >> 33) % bound
         }
     }
+}
+
+/// The Python with the project's pinned packages (NumPy, zarr-python,
+/// netCDF4...) that tests use to compute expected values: `SLABFS_PYTHON`
+/// if set, else the project venv, which is created on first use with
+/// `scripts/venv.sh` (under a lock, as test binaries run in parallel), so
+/// a plain `cargo test` works on a fresh clone.
+#[allow(dead_code)]
+pub fn python() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("SLABFS_PYTHON") {
+        return p.into();
+    }
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let venv = repo.join(".venv/bin/python");
+    static READY: std::sync::Once = std::sync::Once::new();
+    READY.call_once(|| {
+        // venv.sh is idempotent and fast when everything is installed; it
+        // also installs pins added since the venv was made.
+        let status = std::process::Command::new("flock")
+            .arg(repo.join(".venv.lock"))
+            .arg(repo.join("scripts/venv.sh"))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("running flock scripts/venv.sh");
+        assert!(
+            status.success(),
+            "scripts/venv.sh failed: the tests need Python with the packages of \
+             scripts/requirements.txt (or set SLABFS_PYTHON to one that has them)"
+        );
+    });
+    venv
 }
