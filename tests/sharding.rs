@@ -146,5 +146,8 @@ fn an_index_entry_outside_its_shard_is_an_error() {
     let want = expected("v3_sharded_nested");
     // Shard (1, 0) (rows 12..) is intact.
     let off = 12 * 14 * 2;
-    assert_eq!(read(a.as_ref(), off, 28).unwrap(), want[off as usize..][..28]);
+    assert_eq!(
+        read(a.as_ref(), off, 28).unwrap(),
+        want[off as usize..][..28]
+    );
 }
