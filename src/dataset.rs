@@ -14,6 +14,15 @@
 //!   a directory of its variables). A dataset that fails to open is
 //!   skipped with a warning, never the whole directory.
 //!
+//! - an NCA descriptor (`*.nca.json`, [`crate::nca`]): its variables,
+//!   each assembled from its partitions; inside a directory, a directory
+//!   of its variables like a netCDF file (`runs/agg.nca.json/tas`). NCA
+//!   variables of a netCDF file are assembled the same way.
+//!
+//! Every file an aggregation references must resolve under SOURCE (or
+//! SOURCE's directory when it is a file), or under one of the extra roots
+//! given to [`open_with_roots`] (`--allow-outside`).
+//!
 //! Dataset files are recognised by content, not name: SOURCE itself is
 //! sniffed whatever its name, and inside a directory every regular file
 //! with a netCDF extension ([`NETCDF_EXTENSIONS`]) is. Sniffing every file
@@ -21,13 +30,13 @@
 //! the extensions keep that to the files that claim to be netCDF. A
 //! netCDF-4 (HDF5) file is reported as skipped, saying why.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::array::ArraySource;
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::{netcdf3, zarr};
+use crate::{nca, netcdf3, zarr};
 
 /// One array of a dataset and its path in the mount.
 #[derive(Clone)]
@@ -54,12 +63,29 @@ impl Dataset {
 /// Directories deeper than this are not searched (symlink loops).
 const MAX_DEPTH: usize = 32;
 
-/// Open `source` (a Zarr store, a netCDF-3 file or a directory of datasets).
+/// Open `source` (a Zarr store, a netCDF-3 file, an NCA descriptor or a
+/// directory of datasets).
 pub fn open(source: &Path, cache: Arc<ChunkCache>) -> Result<Dataset> {
+    open_with_roots(source, cache, &[])
+}
+
+/// [`open`], letting aggregations also reference files under
+/// `allow_outside` (besides SOURCE).
+pub fn open_with_roots(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+) -> Result<Dataset> {
     let meta = std::fs::metadata(source).map_err(|e| Error::Io {
         path: source.display().to_string(),
         source: e,
     })?;
+    let root = match meta.is_dir() {
+        true => source.to_path_buf(),
+        false => source.parent().unwrap_or(Path::new(".")).to_path_buf(),
+    };
+    let roots = std::iter::once(root).chain(allow_outside.iter().cloned());
+    let opts = nca::Options::new(roots.collect(), cache.clone());
     let mut ds = Dataset::default();
     if meta.is_dir() && zarr::is_store(source) {
         let name = source
@@ -69,8 +95,10 @@ pub fn open(source: &Path, cache: Arc<ChunkCache>) -> Result<Dataset> {
             .unwrap_or_else(|| "array".to_string());
         add_store(&mut ds, source, "", &name, cache)?;
     } else if meta.is_dir() {
-        walk(&mut ds, source, "", cache, 0)?;
-    } else if !add_file(&mut ds, source, "")? {
+        walk(&mut ds, source, "", &opts, 0)?;
+    } else if nca::is_descriptor(source) {
+        add_descriptor(&mut ds, source, "", &opts)?;
+    } else if !add_file(&mut ds, source, "", &opts)? {
         return Err(Error::metadata(
             source.display().to_string(),
             "not a dataset (expected a Zarr store, a netCDF-3 file or a directory of datasets)",
@@ -129,7 +157,7 @@ fn has_dataset_extension(name: &str) -> bool {
 /// Add the arrays of the dataset file `file` under the mount path `prefix`
 /// (its variables at the root when `prefix` is empty). `Ok(false)` when
 /// the file is no dataset at all.
-fn add_file(ds: &mut Dataset, file: &Path, prefix: &str) -> Result<bool> {
+fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &nca::Options) -> Result<bool> {
     let name = file.display().to_string();
     let kind = netcdf3::sniff(file).map_err(|e| Error::Io {
         path: name.clone(),
@@ -137,18 +165,9 @@ fn add_file(ds: &mut Dataset, file: &Path, prefix: &str) -> Result<bool> {
     })?;
     match kind {
         netcdf3::Kind::Classic(_) => {
-            let nc = netcdf3::File::open(file)?;
-            for v in nc.variables() {
-                let path = if prefix.is_empty() {
-                    v.name.clone()
-                } else {
-                    format!("{prefix}/{}", v.name)
-                };
-                match nc.array(&v.name) {
-                    Ok(array) => ds.entries.push(Entry { path, array }),
-                    Err(e) => ds.skipped.push(e),
-                }
-            }
+            // NCA variables assembled, `nca_private` ones hidden.
+            let nc = Arc::new(netcdf3::File::open(file)?);
+            push_variables(ds, prefix, nca::netcdf::variables(nc, opts));
             Ok(true)
         }
         netcdf3::Kind::Hdf5 => Err(Error::metadata(name, netcdf3::NETCDF4_UNSUPPORTED)),
@@ -156,11 +175,29 @@ fn add_file(ds: &mut Dataset, file: &Path, prefix: &str) -> Result<bool> {
     }
 }
 
+/// Add the variables of an NCA descriptor under `prefix`.
+fn add_descriptor(ds: &mut Dataset, file: &Path, prefix: &str, opts: &nca::Options) -> Result<()> {
+    push_variables(ds, prefix, nca::open_json(file, opts)?);
+    Ok(())
+}
+
+fn push_variables(ds: &mut Dataset, prefix: &str, vars: nca::Variables) {
+    for (name, array) in vars.arrays {
+        let path = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        ds.entries.push(Entry { path, array });
+    }
+    ds.skipped.extend(vars.skipped);
+}
+
 fn walk(
     ds: &mut Dataset,
     dir: &Path,
     prefix: &str,
-    cache: Arc<ChunkCache>,
+    opts: &nca::Options,
     depth: usize,
 ) -> Result<()> {
     let io_err = |e| Error::Io {
@@ -182,8 +219,13 @@ fn walk(
             format!("{prefix}/{name}")
         };
         if !path.is_dir() {
-            if path.is_file() && has_dataset_extension(&name) {
-                match add_file(ds, &path, &rel) {
+            if path.is_file() && nca::is_descriptor(&path) {
+                if let Err(e) = add_descriptor(ds, &path, &rel, opts) {
+                    log::debug!("skipping dataset {}: {e}", path.display());
+                    ds.skipped.push(e);
+                }
+            } else if path.is_file() && has_dataset_extension(&name) {
+                match add_file(ds, &path, &rel, opts) {
                     Ok(true) => {}
                     Ok(false) => ds.skipped.push(Error::metadata(
                         path.display().to_string(),
@@ -198,12 +240,12 @@ fn walk(
             continue;
         }
         if zarr::is_store(&path) {
-            if let Err(e) = add_store(ds, &path, &rel, &name, cache.clone()) {
+            if let Err(e) = add_store(ds, &path, &rel, &name, opts.cache.clone()) {
                 log::debug!("skipping dataset {}: {e}", path.display());
                 ds.skipped.push(e);
             }
         } else if depth < MAX_DEPTH {
-            walk(ds, &path, &rel, cache.clone(), depth + 1)?;
+            walk(ds, &path, &rel, opts, depth + 1)?;
         }
     }
     Ok(())

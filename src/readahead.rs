@@ -89,7 +89,8 @@ impl Readahead {
             });
             let sequential = offset.abs_diff(s.end) <= SLACK;
             if sequential {
-                s.window = (s.window * 2).clamp(MIN_WINDOW, self.max_window);
+                // (A small cache budget can make the maximum the smaller.)
+                s.window = (s.window * 2).clamp(MIN_WINDOW.min(self.max_window), self.max_window);
                 s.end = s.end.max(end);
             } else {
                 s.window = 0;
@@ -206,6 +207,15 @@ mod tests {
         let last = got.last().unwrap();
         assert!(last.1 <= 64 * K + (8 << 20), "beyond the window: {last:?}");
         assert!(last.1 > 64 * K + MIN_WINDOW, "window did not grow: {got:?}");
+    }
+
+    #[test]
+    fn a_window_smaller_than_the_minimum_is_honoured() {
+        let r = recorder(64 << 20);
+        let a: Arc<dyn ArraySource> = r.clone();
+        let ra = Readahead::new(K);
+        ra.on_read(4, &a, 0, K);
+        assert_eq!(asked(&r, 1), vec![(K, 2 * K)]);
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //!    which also completes the FUSE INIT handshake, and hands an unmounter
 //!    to the signal thread. The mount is live from here on: the kernel
 //!    queues requests until the workers start. Then it sets the mount's
-//!    readahead if asked ([`readahead`]) and tells whoever waits for it
+//!    readahead if asked ([`kernel_readahead`]) and tells whoever waits for it
 //!    ([`Readiness`]): the `--daemon` parent ([`daemon`]) and systemd
 //!    ([`notify`], `READY=1`).
 //! 5. Serves requests on `threads` threads (`fuser::Config::n_threads`)
@@ -46,8 +46,8 @@ use crate::dataset;
 use crate::dtype::Endian;
 
 pub mod daemon;
+pub mod kernel_readahead;
 pub mod notify;
-pub mod readahead;
 
 /// Everything `slabfs mount` needs, free of clap.
 #[derive(Debug, Clone)]
@@ -280,7 +280,7 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
         cfg.cache_size >> 20,
     );
     if let Some(kb) = cfg.read_ahead_kb {
-        let _ = (&canonical_mnt, kb);
+        tune_read_ahead(&canonical_mnt, kb);
     }
     ready.live(&format!(
         "serving {arrays} arrays of {} at {}",
@@ -309,7 +309,7 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
 /// `--read-ahead-kb`: set and log it; a failure leaves the kernel's value
 /// and is only a warning (the mount works, reads are just smaller).
 fn tune_read_ahead(mnt: &Path, kb: u32) {
-    match readahead::set(mnt, kb) {
+    match kernel_readahead::set(mnt, kb) {
         Ok(r) if r.after_kb == kb => log::info!(
             "read_ahead_kb of {} (bdi {}): {} -> {} KiB",
             mnt.display(),

@@ -4,7 +4,8 @@
 //!
 //! 1. **masking**: an element equal to one of the fragment's missing
 //!    values (its `_FillValue` and `missing_value`, compared after casting
-//!    them to the fragment's type, NaN matching NaN) becomes the master's
+//!    them to the fragment's type, NaN matching NaN) or outside its valid
+//!    range (`valid_range`, `valid_min`, `valid_max`) becomes the master's
 //!    fill value, whatever steps follow;
 //! 2. **unpacking**: `x * scale_factor + add_offset`;
 //! 3. **units**: the affine map of [`super::units`];
@@ -35,6 +36,8 @@ pub struct Conversion {
     pub units: Affine,
     /// The master's fill value (native bytes), written for missing values.
     pub fill: Vec<u8>,
+    /// Values outside `[lo, hi]` are missing (bounds cast to `src`).
+    pub valid: Option<(f64, f64)>,
 }
 
 impl Conversion {
@@ -83,13 +86,35 @@ impl Conversion {
             pack,
             units,
             fill,
+            valid: None,
         })
+    }
+
+    /// Mask values below `lo` or above `hi` (either may be absent), the
+    /// bounds first cast to the fragment's type as netCDF4-python does.
+    pub fn with_valid_range(mut self, lo: Option<f64>, hi: Option<f64>) -> Conversion {
+        let Some(p) = Prim::of(&self.src) else {
+            return self;
+        };
+        if lo.is_none() && hi.is_none() {
+            return self;
+        }
+        let cast = |x: f64| numeric::cast(Value::Float(x), p).as_f64();
+        self.valid = Some((
+            lo.map_or(f64::NEG_INFINITY, cast),
+            hi.map_or(f64::INFINITY, cast),
+        ));
+        self
     }
 
     /// Whether elements can be copied unchanged: same type, no arithmetic,
     /// and every missing value already is the master's fill value.
     pub fn is_identity(&self) -> bool {
-        if self.src != self.dst || self.pack.is_some() || !self.units.is_identity() {
+        if self.src != self.dst
+            || self.pack.is_some()
+            || !self.units.is_identity()
+            || self.valid.is_some()
+        {
             return false;
         }
         let Some(p) = Prim::of(&self.src) else {
@@ -113,7 +138,7 @@ impl Conversion {
         };
         let (se, de) = (native(sp), native(dp));
         let arithmetic = self.pack.is_some() || !self.units.is_identity();
-        if self.missing.is_empty() && !arithmetic {
+        if self.missing.is_empty() && self.valid.is_none() && !arithmetic {
             numeric::convert(se, src, de, dst);
             return;
         }
@@ -126,7 +151,10 @@ impl Conversion {
             let v = &mut vals[..s.len() / se.size()];
             se.read_slice(s, v);
             for (x, out) in v.iter().zip(d.chunks_exact_mut(dsize)) {
-                if self.missing.iter().any(|m| same(*x, *m)) {
+                let invalid = self
+                    .valid
+                    .is_some_and(|(lo, hi)| x.as_f64() < lo || x.as_f64() > hi);
+                if invalid || self.missing.iter().any(|m| same(*x, *m)) {
                     out.copy_from_slice(&self.fill);
                     continue;
                 }

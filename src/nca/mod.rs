@@ -151,7 +151,7 @@ pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
         match built {
             Ok(a) => out.arrays.push((var, Arc::new(a))),
             Err(e) => {
-                log::warn!("skipping {vname}: {e}");
+                log::warn!("skipping a variable: {e}");
                 out.skipped.push(e);
             }
         }

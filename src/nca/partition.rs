@@ -371,6 +371,7 @@ impl Partition {
                 .read(bytes)
             })
         };
+        let mut valid = (None, None);
         let (missing, pack) = match opened {
             Opened::NetCdf(_) => {
                 // As netCDF4-python masks a file in fill mode (the only
@@ -384,6 +385,12 @@ impl Partition {
                 if let Some(v) = attrs.get("missing_value") {
                     missing.extend(json_values(v));
                 }
+                valid = match attrs.get("valid_range") {
+                    Some(serde_json::Value::Array(r)) if r.len() == 2 => {
+                        (r[0].as_f64(), r[1].as_f64())
+                    }
+                    _ => (attr_f64("valid_min"), attr_f64("valid_max")),
+                };
                 let sf = attr_f64("scale_factor");
                 let ao = attr_f64("add_offset");
                 let pack =
@@ -421,6 +428,7 @@ impl Partition {
             affine,
             self.master.fill.clone(),
         )
+        .map(|c| c.with_valid_range(valid.0, valid.1))
         .map_err(|e| self.mismatch(e))
     }
 

@@ -10,6 +10,7 @@
 pub mod array;
 pub mod fill;
 pub mod json;
+pub mod nczarr;
 pub mod shard;
 pub mod v2;
 pub mod v3;
@@ -132,9 +133,17 @@ impl Opener {
         &self,
         path: &str,
         zarray: &Value,
-        attrs: Map<String, Value>,
+        mut attrs: Map<String, Value>,
     ) -> Result<array::ArraySpec> {
-        v2::parse_array(&self.store.describe(&join(path, ".zarray")), zarray, attrs)
+        let mut zarray = zarray.clone();
+        nczarr::adapt(&mut zarray, &mut attrs);
+        v2::parse_array(&self.store.describe(&join(path, ".zarray")), &zarray, attrs)
+    }
+
+    /// A v2 group's attributes, without netcdf-c's bookkeeping.
+    fn v2_group_attrs(mut attrs: Map<String, Value>) -> Map<String, Value> {
+        nczarr::hide_bookkeeping(&mut attrs);
+        attrs
     }
 
     /// Walk directories from `path` for `.zarray` and `.zgroup`.
@@ -151,7 +160,7 @@ impl Opener {
         }
         h.nodes.push(Node {
             path: path.to_string(),
-            attributes: self.attrs(&join(path, ".zattrs"))?,
+            attributes: Self::v2_group_attrs(self.attrs(&join(path, ".zattrs"))?),
             array: None,
         });
         if depth >= MAX_DEPTH {
@@ -190,7 +199,7 @@ impl Opener {
             } else if let Some(path) = node_path(key, ".zgroup") {
                 h.nodes.push(Node {
                     path: path.to_string(),
-                    attributes: attrs_of(path),
+                    attributes: Self::v2_group_attrs(attrs_of(path)),
                     array: None,
                 });
             }

@@ -1,4 +1,5 @@
-//! `--read-ahead-kb`: raise the mount's kernel readahead through sysfs.
+//! `--read-ahead-kb`: raise the mount's kernel readahead through sysfs
+//! (not to be confused with slabfs's own chunk prefetching).
 //!
 //! Buffered reads of a FUSE file reach the daemon sized by the mount's
 //! readahead, 128 KiB by default. The FUSE INIT handshake can only lower
