@@ -432,11 +432,20 @@ fn a_missing_fragment_reads_once_it_appears() {
     let a = vars.arrays[0].1.clone();
     let e = read_le(a.as_ref(), 0, 24, Endian::Little).unwrap_err();
     assert!(e.to_string().contains("late.bin"), "{e}");
+    let before = a.change_stamp().data.unwrap();
     std::fs::write(tmp.path().join("late.bin"), f64_bytes(&[5.0, 6.0, 7.5])).unwrap();
+    // The live refresh sees the fragment appear...
+    let appeared = a.change_stamp().data.unwrap();
+    assert_ne!(before, appeared);
     assert_eq!(
         read_le(a.as_ref(), 0, 24, Endian::Little).unwrap(),
         f64_bytes(&[5.0, 6.0, 7.5])
     );
+    // ...and change.
+    let opened = a.change_stamp().data.unwrap();
+    std::fs::remove_file(tmp.path().join("late.bin")).unwrap();
+    std::fs::write(tmp.path().join("late.bin"), f64_bytes(&[1.0, 6.0, 7.5])).unwrap();
+    assert_ne!(a.change_stamp().data.unwrap(), opened);
 }
 
 #[test]
@@ -500,4 +509,28 @@ fn concurrent_reads_agree() {
             });
         }
     });
+}
+
+#[test]
+fn the_documented_example_is_accepted() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/AGGREGATION.md"))
+            .unwrap();
+    let start = doc.find("```json\n").unwrap() + 8;
+    let end = start + doc[start..].find("```").unwrap();
+    let json: Value = serde_json::from_str(&doc[start..end]).unwrap();
+    let masters = nca::descriptor::json_masters(&json).unwrap();
+    let (name, spec) = &masters[0];
+    let spec = spec.as_ref().unwrap();
+    assert_eq!(name, "tas");
+    assert_eq!(spec.shape, [6, 4, 5]);
+    assert_eq!(spec.array.partitions[1].extents(), [3, 4, 5]);
+    // Its fragments do not exist: the variable loads, reads fail.
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("doc.nca.json");
+    std::fs::write(&path, &doc[start..end]).unwrap();
+    let vars = nca::open_json(&path, &Options::new(vec![], cache())).unwrap();
+    let a = vars.arrays[0].1.clone();
+    let e = read_le(a.as_ref(), 0, 8, Endian::Little).unwrap_err();
+    assert!(e.to_string().contains("tas_0.nc"), "{e}");
 }

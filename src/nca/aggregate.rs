@@ -53,6 +53,8 @@ pub struct Aggregation {
     /// Partition of each cell (row-major over `grid`), or [`HOLE`].
     cells: Vec<u32>,
     partitions: Vec<Partition>,
+    /// The descriptor (or NCA netCDF file) this master was read from.
+    descriptor: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for Aggregation {
@@ -122,6 +124,7 @@ impl Aggregation {
             units: spec.units.clone(),
             calendar: spec.calendar.clone(),
         });
+        let descriptor = ctx.file.clone();
         let mut partitions = Vec::with_capacity(spec.array.partitions.len());
         for p in spec.array.partitions {
             partitions.push(Partition::new(p, ctx.clone(), facts.clone()).map_err(err)?);
@@ -135,6 +138,7 @@ impl Aggregation {
             grid,
             cells,
             partitions,
+            descriptor,
         })
     }
 
@@ -208,8 +212,21 @@ impl ArraySource for Aggregation {
         &self.meta
     }
 
+    /// A hash of the descriptor file's stamp and every partition's: any
+    /// fragment rewritten, replaced or appearing changes it (then the
+    /// refresh swaps in the freshly opened aggregation, whose Zarr
+    /// fragments have new cache identities). No cache of its own.
     fn change_stamp(&self) -> ChangeStamp {
-        ChangeStamp::default()
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut known = super::file_stamp(&self.descriptor).map(|s| s.hash(&mut h));
+        for p in &self.partitions {
+            known = known.and(p.change_stamp().map(|s| s.hash(&mut h)));
+        }
+        ChangeStamp {
+            cache_id: None,
+            data: known.map(|()| h.finish()),
+        }
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {

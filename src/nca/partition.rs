@@ -157,6 +157,15 @@ impl Partition {
         Ok(p)
     }
 
+    /// What the live refresh compares: the fragment's own stamp once it
+    /// is open, else whether its file exists. `None`: cannot tell.
+    pub fn change_stamp(&self) -> Option<u64> {
+        match self.resolved.get() {
+            Some(r) => r.source.change_stamp().data,
+            None => Some(u64::from(self.target.path.exists())),
+        }
+    }
+
     fn open(&self) -> Result<Opened> {
         self.ctx.open(&self.spec, &self.target)
     }

@@ -9,7 +9,7 @@
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use crate::array::{ArrayMeta, ArraySource};
+use crate::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::dtype::{DataType, Endian, swap_in_place};
 use crate::error::{Error, Result};
 use crate::index::{Region, checked_num_elements};
@@ -100,6 +100,14 @@ impl RawArray {
 impl ArraySource for RawArray {
     fn meta(&self) -> &ArrayMeta {
         &self.meta
+    }
+
+    /// The file's identity and times (nothing is cached, so no cache id).
+    fn change_stamp(&self) -> ChangeStamp {
+        ChangeStamp {
+            cache_id: None,
+            data: super::file_stamp(Path::new(&self.path)),
+        }
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
