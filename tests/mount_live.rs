@@ -10,21 +10,18 @@
 //! live, which is the situation under test.
 
 mod common;
+use common::mount::{Mount, copy_tree};
 
 use std::collections::BTreeMap;
-use std::ffi::{CString, OsStr};
-use std::fs::{File, OpenOptions};
-use std::os::unix::ffi::OsStrExt;
+use std::ffi::OsStr;
+use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-/// How long a mount may take to come up and a daemon to exit.
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a change may take to show with `--refresh 1`: a refresh
 /// interval, plus the pass itself, with a wide margin for a loaded
@@ -95,134 +92,6 @@ fn zarr_python_reads(store: &Path) -> BTreeMap<String, Vec<u8>> {
 // The daemon under test (as in tests/mount.rs)
 // ---------------------------------------------------------------------------
 
-/// A running `slabfs mount`; dropping it stops the daemon and detaches
-/// anything left at the mount point.
-struct Mount {
-    child: Option<Child>,
-    mnt: PathBuf,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Mount {
-    fn start(source: &Path, args: &[&str]) -> Mount {
-        let dir = tempfile::Builder::new()
-            .prefix("slabfs-live-test")
-            .tempdir()
-            .unwrap();
-        let base = dir.path().canonicalize().unwrap();
-        let (mnt, log) = (base.join("mnt"), base.join("log"));
-        let log_file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_slabfs"))
-            .arg("mount")
-            .args(args)
-            .arg(source)
-            .arg(&mnt)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .unwrap();
-        let mut m = Mount {
-            child: Some(child),
-            mnt,
-            log,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + TIMEOUT;
-        while !is_live(&m.mnt) {
-            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("slabfs mount exited with {status}:\n{}", m.log());
-            }
-            assert!(Instant::now() < deadline, "not live:\n{}", m.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        m
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.mnt.join(rel)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGTERM, then check the clean exit.
-    fn stop(mut self) {
-        let mut child = self.child.take().unwrap();
-        // SAFETY: kill has no memory-safety preconditions.
-        assert_eq!(
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
-            0
-        );
-        let deadline = Instant::now() + TIMEOUT;
-        let status = loop {
-            if let Some(s) = child.try_wait().unwrap() {
-                break s;
-            }
-            assert!(Instant::now() < deadline, "daemon still running");
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        assert!(status.success(), "exit {status}:\n{}", self.log());
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if is_mount_point(&self.mnt) {
-            let c = CString::new(self.mnt.as_os_str().as_bytes()).unwrap();
-            // SAFETY: c is a valid NUL-terminated path.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                let _ = Command::new("fusermount3")
-                    .args(["-u", "-z", "-q"])
-                    .arg(&self.mnt)
-                    .status();
-            }
-        }
-    }
-}
-
-fn is_mount_point(mnt: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    // Test mount points are plain temp paths: no escapes to undo.
-    let mnt = mnt.to_str().unwrap();
-    info.lines().any(|l| l.split(' ').nth(4) == Some(mnt))
-}
-
-/// A FUSE mount is at `mnt` and its daemon answers `statfs`.
-fn is_live(mnt: &Path) -> bool {
-    let c = CString::new(mnt.as_os_str().as_bytes()).unwrap();
-    // SAFETY: statfs is plain data filled by the call; c is a valid path.
-    let answers = unsafe {
-        let mut st: libc::statfs = std::mem::zeroed();
-        libc::statfs(c.as_ptr(), &mut st) == 0
-    };
-    let (Ok(m), Ok(parent)) = (
-        std::fs::metadata(mnt),
-        std::fs::metadata(mnt.parent().unwrap()),
-    ) else {
-        return false;
-    };
-    is_mount_point(mnt) && answers && m.dev() != parent.dev()
-}
-
-/// The stats document, parsed.
 fn stats(m: &Mount) -> Value {
     serde_json::from_slice(&std::fs::read(m.path(".slabfs/stats")).unwrap()).unwrap()
 }
@@ -384,20 +253,6 @@ fn zarr_python_changes_show_without_remounting() {
 // ---------------------------------------------------------------------------
 // .slabfs/stats
 // ---------------------------------------------------------------------------
-
-/// Copy a directory tree.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
 
 #[test]
 fn stats_file_is_json_and_counts_reads_and_errors() {

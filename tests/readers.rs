@@ -18,20 +18,13 @@
 //! GDAL (`gdalinfo`, `gdallocationinfo`; Debian `gfortran`, `gdal-bin`).
 
 mod common;
+use common::mount::Mount;
 
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use serde_json::Value;
-
-/// How long a mount may take to come up and a daemon to exit. Generous:
-/// CI machines are slow and shared. Not a timed assertion: only a bound on
-/// waiting for something that must happen.
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The mount point the README and the example programs use.
 const README_MOUNT: &str = "/tmp/slabfs-demo";
@@ -61,120 +54,14 @@ const ARRAYS: [(&str, &str, &str); 5] = [
 // The daemon
 // ---------------------------------------------------------------------------
 
-/// A running `slabfs mount` of the demo. Dropping it stops the daemon
-/// (SIGTERM, then SIGKILL) and detaches anything left at the mount point,
-/// so a failing test leaves no mount behind.
-struct Mount {
-    child: Option<Child>,
-    mnt: PathBuf,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
+/// Mount the demo dataset with `args`.
+fn mount_demo(args: &[&str]) -> Mount {
+    Mount::start(&demo(), args)
 }
 
-impl Mount {
-    fn demo(args: &[&str]) -> Mount {
-        let dir = tempfile::Builder::new()
-            .prefix("slabfs-readers-test")
-            .tempdir()
-            .unwrap();
-        let base = dir.path().canonicalize().unwrap();
-        let (mnt, log) = (base.join("mnt"), base.join("log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_slabfs"))
-            .arg("mount")
-            .args(args)
-            .arg(demo())
-            .arg(&mnt)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut m = Mount {
-            child: Some(child),
-            mnt,
-            log,
-            _dir: dir,
-        };
-        let deadline = Instant::now() + TIMEOUT;
-        while !is_live(&m.mnt) {
-            if let Some(status) = m.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("slabfs mount {args:?} exited with {status}:\n{}", m.log());
-            }
-            assert!(Instant::now() < deadline, "mount not live:\n{}", m.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        m
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn path(&self, rel: &str) -> PathBuf {
-        self.mnt.join(rel)
-    }
-
-    /// `text` with the README's mount point replaced by this one.
-    fn localise(&self, text: &str) -> String {
-        text.replace(README_MOUNT, self.mnt.to_str().unwrap())
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            // SAFETY: kill has no memory-safety preconditions.
-            unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if is_fuse_mount(&self.mnt) {
-            let c = CString::new(self.mnt.as_os_str().as_bytes()).unwrap();
-            // SAFETY: c is a valid NUL-terminated path.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-                let _ = Command::new("fusermount3")
-                    .args(["-u", "-z", "-q"])
-                    .arg(&self.mnt)
-                    .status();
-            }
-        }
-    }
-}
-
-/// `mnt` is listed as a FUSE mount in /proc/self/mountinfo. (The test's
-/// mount points are plain temporary paths, free of the spaces and other
-/// characters mountinfo escapes.)
-fn is_fuse_mount(mnt: &Path) -> bool {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    info.lines().any(|l| {
-        let Some((left, right)) = l.split_once(" - ") else {
-            return false;
-        };
-        left.split(' ').nth(4) == mnt.to_str() && right.starts_with("fuse")
-    })
-}
-
-/// Mounted and answering: `statfs` always reaches the daemon, and the
-/// device differs from the parent's.
-fn is_live(mnt: &Path) -> bool {
-    let c = CString::new(mnt.as_os_str().as_bytes()).unwrap();
-    // SAFETY: statfs is plain data filled by the call; c is a valid path.
-    let answers = unsafe {
-        let mut st: libc::statfs = std::mem::zeroed();
-        libc::statfs(c.as_ptr(), &mut st) == 0
-    };
-    let (Ok(m), Ok(p)) = (
-        std::fs::metadata(mnt),
-        std::fs::metadata(mnt.parent().unwrap()),
-    ) else {
-        return false;
-    };
-    answers && m.dev() != p.dev() && is_fuse_mount(mnt)
+/// `text` with the README's mount point replaced by that of `m`.
+fn localise(m: &Mount, text: &str) -> String {
+    text.replace(README_MOUNT, m.mnt.to_str().unwrap())
 }
 
 // ---------------------------------------------------------------------------
@@ -277,7 +164,7 @@ fn tas_at(tas: &[f32], t: usize, y: usize, x: usize) -> f32 {
 /// shape from its sidecar, equal what zarr-python reads from the store.
 #[test]
 fn numpy_fromfile_and_memmap_equal_zarr_python() {
-    let m = Mount::demo(&[]);
+    let m = mount_demo(&[]);
     let script = r#"
 import json, sys, numpy as np, zarr
 mnt, demo = sys.argv[1], sys.argv[2]
@@ -307,9 +194,12 @@ for spec in sys.argv[3:]:
 /// equal zarr-python's bytes, and what `od` prints are the right numbers.
 #[test]
 fn dd_and_od_example() {
-    let m = Mount::demo(&[]);
+    let m = mount_demo(&[]);
     let work = tempfile::tempdir().unwrap();
-    let script = m.localise(&std::fs::read_to_string(readers().join("dd_od.sh")).unwrap());
+    let script = localise(
+        &m,
+        &std::fs::read_to_string(readers().join("dd_od.sh")).unwrap(),
+    );
     let out = stdout(&run(Command::new("sh")
         .arg("-c")
         .arg(&script)
@@ -376,8 +266,11 @@ fn dd_and_od_example() {
 /// values zarr-python reads.
 #[test]
 fn numpy_example() {
-    let m = Mount::demo(&[]);
-    let script = m.localise(&std::fs::read_to_string(readers().join("read_numpy.py")).unwrap());
+    let m = mount_demo(&[]);
+    let script = localise(
+        &m,
+        &std::fs::read_to_string(readers().join("read_numpy.py")).unwrap(),
+    );
     let out = stdout(&py(&script, &[]));
     let tas = f32s(&zarr_bytes("climate.zarr", "tas"));
     let line = out
@@ -404,7 +297,7 @@ fn fortran_direct_access_example() {
     if !have("gfortran", "fortran_direct_access_example") {
         return;
     }
-    let m = Mount::demo(&[]);
+    let m = mount_demo(&[]);
     let work = tempfile::tempdir().unwrap();
     let exe = work.path().join("read_tas");
     run(Command::new("gfortran")
@@ -474,13 +367,16 @@ for spec in sys.argv[4:]:
     print("ok", rel)
 "#;
     for (order, flag) in [("<", "little"), (">", "big")] {
-        let m = Mount::demo(&["--views", "raw,json,npy", "--byte-order", flag]);
+        let m = mount_demo(&["--views", "raw,json,npy", "--byte-order", flag]);
         py_over_arrays(script, &m, &[order]);
     }
 
     // examples/readers/read_npy.py, as the README shows it.
-    let m = Mount::demo(&["--views", "raw,json,npy"]);
-    let script = m.localise(&std::fs::read_to_string(readers().join("read_npy.py")).unwrap());
+    let m = mount_demo(&["--views", "raw,json,npy"]);
+    let script = localise(
+        &m,
+        &std::fs::read_to_string(readers().join("read_npy.py")).unwrap(),
+    );
     let out = stdout(&py(&script, &[]));
     let tas = f32s(&zarr_bytes("climate.zarr", "tas"));
     let line = out.lines().find(|l| l.starts_with("float32 (12, 73, 144)"));
@@ -512,7 +408,7 @@ fn hdr_view_opens_in_gdal() {
         .map(|c| i16::from_le_bytes(c.try_into().unwrap()))
         .collect();
     for order in ["little", "big"] {
-        let m = Mount::demo(&["--views", "raw,json,hdr", "--byte-order", order]);
+        let m = mount_demo(&["--views", "raw,json,hdr", "--byte-order", order]);
         let info = |rel: &str| -> Value {
             let out = run(Command::new("gdalinfo").arg("-json").arg(m.path(rel)));
             serde_json::from_slice(&out.stdout).unwrap()
@@ -556,8 +452,11 @@ fn hdr_view_opens_in_gdal() {
             assert_eq!(values("elevation.zarr", x, 90), [want], "{order} ({x}, 90)");
         }
     }
-    let m = Mount::demo(&["--views", "raw,json,hdr"]);
-    let script = m.localise(&std::fs::read_to_string(readers().join("gdal.sh")).unwrap());
+    let m = mount_demo(&["--views", "raw,json,hdr"]);
+    let script = localise(
+        &m,
+        &std::fs::read_to_string(readers().join("gdal.sh")).unwrap(),
+    );
     let out = stdout(&run(Command::new("sh").arg("-c").arg(&script)));
     assert!(out.contains("NoData Value=-32768"), "{out}");
 }

@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests.
 
+pub mod mount;
+
 /// A deterministic pseudo-random sequence, so failures reproduce.
 #[allow(dead_code)]
 pub struct Lcg(pub u64);
