@@ -365,21 +365,21 @@ PERF_CATEGORIES = [
      ("page_cache_sync_ra", "page_cache_async_ra", "fuse_readahead", "read_pages",
       "filemap_get_pages", "filemap_add_folio")),
     ("dd: other (exec, syscalls)", "dd", ()),
-    ("daemon: reply -> kernel (writev /dev/fuse, copy into page cache)", "daemon",
+    ("slabfs: reply -> kernel (writev /dev/fuse, copy into page cache)", "daemon",
      ("fuse_dev_do_write",)),
-    ("daemon: taking requests (read /dev/fuse)", "daemon", ("fuse_dev_do_read",)),
-    ("daemon: page faults on fresh buffers", "daemon", ("exc_page_fault",)),
-    ("daemon: reading chunk files (kernel)", "daemon", ("ksys_read", "ksys_pread64",
+    ("slabfs: taking requests (read /dev/fuse)", "daemon", ("fuse_dev_do_read",)),
+    ("slabfs: page faults on fresh buffers", "daemon", ("exc_page_fault",)),
+    ("slabfs: reading chunk files (kernel)", "daemon", ("ksys_read", "ksys_pread64",
                                                        "filemap_read", "ext4_")),
-    ("daemon: mmap/munmap/madvise (allocator)", "daemon",
+    ("slabfs: mmap/munmap/madvise (allocator)", "daemon",
      ("munmap", "sys_mmap", "madvise", "sys_brk")),
-    ("daemon: futex, yield, scheduler", "daemon", ("futex", "sched_yield", "schedule",
+    ("slabfs: futex, yield, scheduler", "daemon", ("futex", "sched_yield", "schedule",
                                                    "finish_task_switch")),
-    ("daemon: zstd decode", "daemon", ("ZSTD_", "HUF_", "FSE_", "HIST_", "[unknown] (/")),
-    ("daemon: memmove/memcpy (user)", "daemon", ("memmove", "memcpy")),
-    ("daemon: memset (user)", "daemon", ("memset",)),
-    ("daemon: other kernel", "daemon", ("[kernel.kallsyms]",)),
-    ("daemon: other user (index, cache, fuser)", "daemon", ()),
+    ("slabfs: zstd decode", "daemon", ("ZSTD_", "HUF_", "FSE_", "HIST_", "[unknown] (/")),
+    ("slabfs: memmove/memcpy (user)", "daemon", ("memmove", "memcpy")),
+    ("slabfs: memset (user)", "daemon", ("memset",)),
+    ("slabfs: other kernel", "daemon", ("[kernel.kallsyms]",)),
+    ("slabfs: other user (index, cache, fuser, output)", "daemon", ()),
     ("perf itself", "perf", ()),
     ("other processes", "other", ()),
 ]
@@ -427,10 +427,10 @@ def perf_breakdown(data: Path, slabfs_name: str) -> dict:
             if keys is None or keys == ():
                 counts[cat] += 1
                 break
-            if cat == "daemon: zstd decode":
+            if cat == "slabfs: zstd decode":
                 hit = any(k in f for f in frames for k in keys[:4]) or (
                     frames and frames[0].startswith("[unknown] (/"))
-            elif cat in ("daemon: memmove/memcpy (user)", "daemon: memset (user)",
+            elif cat in ("slabfs: memmove/memcpy (user)", "daemon: memset (user)",
                          "daemon: other kernel"):
                 hit = bool(frames) and any(k in frames[0] for k in keys)
             else:
@@ -632,6 +632,18 @@ class Bench:
 
     def perf(self) -> dict:
         out = {}
+        d = self.data
+        base = d["dir"] / "perf-slabfs-cat"
+        for attempt in range(self.args.retries + 1):
+            br.wait_idle(self.args.idle_wait)
+            r = run_child(["perf", "record", "-a", "-g", "-F", "1999", "-q", "-o", f"{base}.data",
+                           "--", str(self.slabfs), "cat", str(d["store"]), d["array"]])
+            log(f"[perf] slabfs cat {r['wall_s']:.3f}s other-load {r['foreign']:.0%}")
+            if r["foreign"] <= self.args.max_foreign:
+                break
+            log("  other processes were busy; redoing this run")
+        out["slabfs_cat"] = {"run": r, "label": "`slabfs cat`",
+                             "breakdown": perf_breakdown(Path(f"{base}.data"), self.slabfs.name)}
         for v in self.variants:
             base = self.data["dir"] / f"perf-mount-{v['key']}"
             for attempt in range(self.args.retries + 1):
@@ -662,7 +674,8 @@ class Bench:
                 Path(f"{base}-{name}.txt").write_text(rep.stdout)
                 reports[name] = f"{base}-{name}.txt"
             bd = perf_breakdown(Path(f"{base}.data"), self.slabfs.name)
-            out[v["key"]] = {"dd": r, "stats": stats, "reports": reports, "breakdown": bd}
+            out[v["key"]] = {"run": r, "stats": stats, "reports": reports, "breakdown": bd,
+                             "label": f"fresh-mount `dd`{v['label']}"}
             log(f"perf ({v['key']}): dd {r['wall_s']:.3f}s, reports {base}-*.txt")
         return out
 
@@ -879,6 +892,9 @@ def main() -> None:
 
     b = Bench(args, slabfs, py, data, workdir, variants)
     prof = None
+    # SIGTERM (and SIGHUP) unwind like Ctrl-C, so the finally below unmounts.
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
     try:
         b.verify()
         b.run()
@@ -922,26 +938,34 @@ def main() -> None:
     print(note)
     if prof:
         print()
-        print("### Where the fresh-mount `dd` time goes (`perf record -a -g`, one extra run "
-              "per mount, untimed)")
-        for key, pr in prof.items():
-            bd = pr["breakdown"]
-            print()
-            print(f"{key}: dd {pr['dd']['wall_s']:.3f} s wall under perf, {bd['samples']} samples "
-                  f"of {bd['period_s'] * 1e3:.2f} ms on {m['nproc']} CPUs")
-            print()
-            print("| where | share of samples | CPU s |")
-            print("|---|---:|---:|")
-            for cat, c in bd["categories"].items():
-                print(f"| {cat} | {c['share']:.1%} | {c['cpu_s']:.3f} |")
-            print()
-            print("threads: " + ", ".join(f"{t} {c['cpu_s']:.3f} s"
-                                          for t, c in bd["threads"].items()))
+        print("### Where the CPU goes (`perf record -a -g`, one extra untimed run each; CPU s = "
+              "samples x period)")
+        print()
+        keys = list(prof)
+        print("| where | " + " | ".join(prof[k]["label"] for k in keys) + " |")
+        print("|---|" + "---:|" * len(keys))
+        for cat, who, _ in PERF_CATEGORIES:
+            cells = [prof[k]["breakdown"]["categories"].get(cat) for k in keys]
+            if not any(cells):
+                continue
+            print(f"| {cat} | " + " | ".join(f"{c['cpu_s']:.3f}" if c else "–" for c in cells)
+                  + " |")
+        def busy(bd: dict) -> float:
+            skip = ("idle CPU", "perf itself", "other processes")
+            return sum(c["cpu_s"] for n, c in bd["categories"].items() if n not in skip)
+
+        print("| **total: slabfs + dd** | "
+              + " | ".join(f"**{busy(prof[k]['breakdown']):.3f}**" for k in keys) + " |")
+        print()
+        for k in keys:
+            bd = prof[k]["breakdown"]
+            print(f"- {prof[k]['label']}: {bd['samples']} samples of {bd['period_s'] * 1e3:.2f} ms; "
+                  "threads " + ", ".join(f"{t} {c['cpu_s']:.3f} s" for t, c in bd["threads"].items()))
     pk = f"pread_{variants[0]['key']}"
     if pk in rep["random"]:
         s = rep["random"][pk]
         print(f"\nWarm-mount preads: {s['daemon_requests_per_read']:.3f} FUSE requests per pread "
-              f"reached the daemon (median over runs), {s['daemon_bytes_per_request']:.0f} bytes "
+              f"reached the daemon (median over runs), {s['daemon_bytes_per_request'] / 1024:.1f} KiB "
               f"each, {s['cache_misses']} chunk-cache misses.")
     results = {
         "command": command, "machine": m, "versions": v,
@@ -953,6 +977,10 @@ def main() -> None:
     }
     out = data_dir / "results-mount.json"
     out.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    try:
+        slabfs.unlink()  # the private copy of the binary; the daemon logs stay
+    except OSError:
+        pass
     log(f"raw numbers in {out}; daemon logs in {workdir}")
 
 

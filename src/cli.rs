@@ -162,6 +162,7 @@ impl MountArgs {
             gid: self.gid,
             refresh: (self.refresh > 0).then(|| Duration::from_secs(self.refresh)),
             read_ahead_kb: self.read_ahead_kb,
+            allow_outside: self.common.allow_outside.clone(),
         }
     }
 }
@@ -172,6 +173,10 @@ pub struct Common {
     /// Byte budget of the decoded-chunk cache, e.g. 512MiB, 2GiB, 100000000.
     #[arg(long, default_value = "512MiB", value_parser = parse_size)]
     pub cache_size: u64,
+    /// Let aggregations and reference files read files under PATH too
+    /// (by default only files under SOURCE); repeatable.
+    #[arg(long, value_name = "PATH")]
+    pub allow_outside: Vec<PathBuf>,
 }
 
 /// Parse `--views`: a comma-separated list of view names, each at most
@@ -241,7 +246,7 @@ fn cache(common: &Common) -> Arc<ChunkCache> {
 pub fn run(cli: Cli) -> anyhow_free::Result<()> {
     match cli.command {
         Command::Ls { source, common } => {
-            let ds = dataset::open(&source, cache(&common))?;
+            let ds = dataset::open_with_roots(&source, cache(&common), &common.allow_outside)?;
             let mut out = std::io::stdout().lock();
             for e in &ds.entries {
                 let m = e.array.meta();
@@ -266,7 +271,7 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
             length,
             common,
         } => {
-            let ds = dataset::open(&source, cache(&common))?;
+            let ds = dataset::open_with_roots(&source, cache(&common), &common.allow_outside)?;
             let entry = ds
                 .get(&array)
                 .ok_or_else(|| slabfs::Error::NotFound(format!("{}: {array}", source.display())))?;

@@ -19,9 +19,16 @@
 //!   of its variables like a netCDF file (`runs/agg.nca.json/tas`). NCA
 //!   variables of a netCDF file are assembled the same way.
 //!
-//! Every file an aggregation references must resolve under SOURCE (or
-//! SOURCE's directory when it is a file), or under one of the extra roots
-//! given to [`open_with_roots`] (`--allow-outside`).
+//! - a kerchunk / fsspec references file (JSON, [`crate::kerchunk`]): its
+//!   arrays, read through the references; inside a directory, a
+//!   directory of its arrays (`runs/refs.json/temp`). Recognised by
+//!   content: inside a directory every `*.json` file is looked at, and
+//!   one that is not references (version 1 `{"version": 1, "refs": ...}`
+//!   or a version-0 dict of Zarr keys) is no dataset, silently.
+//!
+//! Every file an aggregation or a references file points to must resolve
+//! under SOURCE (or SOURCE's directory when it is a file), or under one of
+//! the extra roots given to [`open_with_roots`] (`--allow-outside`).
 //!
 //! Dataset files are recognised by content, not name: SOURCE itself is
 //! sniffed whatever its name, and inside a directory every regular file
@@ -36,7 +43,7 @@ use std::sync::Arc;
 use crate::array::ArraySource;
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::{nca, netcdf3, zarr};
+use crate::{kerchunk, nca, netcdf3, zarr};
 
 /// One array of a dataset and its path in the mount.
 #[derive(Clone)]
@@ -82,7 +89,10 @@ pub fn open_with_roots(
     })?;
     let root = match meta.is_dir() {
         true => source.to_path_buf(),
-        false => source.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        false => match source.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        },
     };
     let roots = std::iter::once(root).chain(allow_outside.iter().cloned());
     let opts = nca::Options::new(roots.collect(), cache.clone());
@@ -98,7 +108,8 @@ pub fn open_with_roots(
         walk(&mut ds, source, "", &opts, 0)?;
     } else if nca::is_descriptor(source) {
         add_descriptor(&mut ds, source, "", &opts)?;
-    } else if !add_file(&mut ds, source, "", &opts)? {
+    } else if !add_file(&mut ds, source, "", &opts)? && !add_references(&mut ds, source, "", &opts)?
+    {
         return Err(Error::metadata(
             source.display().to_string(),
             "not a dataset (expected a Zarr store, a netCDF-3 file or a directory of datasets)",
@@ -118,6 +129,13 @@ fn add_store(
     cache: Arc<ChunkCache>,
 ) -> Result<()> {
     let h = zarr::open(dir, cache)?;
+    push_hierarchy(ds, h, prefix, root_name);
+    Ok(())
+}
+
+/// Add the arrays of a Zarr hierarchy under the mount path `prefix` (a
+/// root array is the file `prefix`, or `root_name` at the top).
+fn push_hierarchy(ds: &mut Dataset, h: zarr::Hierarchy, prefix: &str, root_name: &str) {
     for node in h.nodes {
         if let Some(array) = node.array {
             let rel = if node.path.is_empty() {
@@ -138,7 +156,23 @@ fn add_store(
         }
     }
     ds.skipped.extend(h.skipped);
-    Ok(())
+}
+
+/// Add the arrays of the kerchunk references file `file` under `prefix`;
+/// `Ok(false)` when the file holds no references.
+fn add_references(
+    ds: &mut Dataset,
+    file: &Path,
+    prefix: &str,
+    opts: &nca::Options,
+) -> Result<bool> {
+    let kopts = kerchunk::Options::new(opts.roots.clone());
+    let Some(h) = kerchunk::open(file, &kopts, opts.cache.clone())? else {
+        return Ok(false);
+    };
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+    push_hierarchy(ds, h, prefix, name.as_deref().unwrap_or("array"));
+    Ok(true)
 }
 
 /// File name extensions (case-insensitive) of files sniffed for a dataset
@@ -235,6 +269,12 @@ fn walk(
                         log::debug!("skipping dataset {}: {e}", path.display());
                         ds.skipped.push(e);
                     }
+                }
+            } else if path.is_file() && kerchunk::has_json_extension(&name) {
+                // Ok(false): some other JSON document, not a dataset.
+                if let Err(e) = add_references(ds, &path, &rel, opts) {
+                    log::debug!("skipping dataset {}: {e}", path.display());
+                    ds.skipped.push(e);
                 }
             }
             continue;

@@ -40,12 +40,23 @@ pub enum Error {
     #[error("{0}: no such array")]
     NotFound(String),
     /// An aggregation (NCA descriptor) that is malformed, or a partition
-    /// of it that could not be read. `path` is the descriptor and variable.
+    /// of it that could not be read. `path` is the descriptor and variable
+    /// (boxed: the aggregation errors are large, the common ones small).
     #[error("{path}: {source}")]
     Aggregation {
         path: String,
         #[source]
-        source: crate::nca::NcaError,
+        source: Box<crate::nca::NcaError>,
+    },
+    /// A kerchunk references file that cannot be read, or one of its
+    /// references (refused, or its target unreadable). `path` is the
+    /// references file; the error names the ref and target (boxed: it
+    /// is large and this type travels in every `Result` of the read path).
+    #[error("{path}: {source}")]
+    References {
+        path: String,
+        #[source]
+        source: Box<crate::kerchunk::RefsError>,
     },
 }
 
@@ -68,7 +79,8 @@ impl Error {
             | Error::TooLarge { .. }
             | Error::Metadata { .. }
             | Error::Chunk { .. }
-            | Error::Aggregation { .. } => libc_errno::EIO,
+            | Error::Aggregation { .. }
+            | Error::References { .. } => libc_errno::EIO,
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod dtype;
 pub mod error;
 pub mod fs;
 pub mod index;
+pub mod kerchunk;
 pub mod nca;
 pub mod netcdf3;
 pub mod read;

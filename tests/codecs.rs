@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use serde_json::Value;
+use slabfs::codec::registry::{CODECS, NUMCODECS_PREFIX};
 use slabfs::codec::{
     ChunkRepr, Codec, CodecChain, CodecError, DecodedSize, from_v2, from_v3, v2_chain,
 };
@@ -36,6 +37,7 @@ fn error_name(e: &CodecError) -> &'static str {
         CodecError::Checksum { .. } => "Checksum",
         CodecError::Config { .. } => "Config",
         CodecError::Unknown(_) => "Unknown",
+        CodecError::UnknownHdf5Filter { .. } => "UnknownHdf5Filter",
         CodecError::Chain(_) => "Chain",
         _ => "other",
     }
@@ -68,7 +70,15 @@ fn run(case: &Value) -> Result<(), String> {
             )];
             if c.encoded_size(n).is_none() && case.get("error").is_none() {
                 // A compressor: also when it is only told an upper bound.
-                r.push(("AtMost".into(), c.decode(encoded, DecodedSize::AtMost(n))));
+                r.push((
+                    "AtMost".into(),
+                    c.decode(encoded.clone(), DecodedSize::AtMost(n)),
+                ));
+            }
+            // The fast path, straight into the destination, where offered.
+            let mut out = vec![0; n];
+            if let Some(result) = c.decode_into(&encoded, &mut out) {
+                r.push(("decode_into".into(), result.map(|()| out)));
             }
             r
         }
@@ -186,4 +196,87 @@ fn the_vectors_cover_every_blosc_cname_and_shuffle() {
         .filter(|c| c["blosc_header"]["memcpyed"] == true)
         .count();
     assert!(memcpyed >= 2);
+}
+
+/// Every codec name that some vector decodes: numcodecs ids, Zarr v3
+/// names, and the codecs inside whole chunks.
+fn names_in_vectors() -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut add = |c: &Value| {
+        if let Some(id) = c.get("id").and_then(Value::as_str) {
+            names.insert(id.to_string());
+        }
+        if let Some(n) = c.get("name").and_then(Value::as_str) {
+            names.insert(n.to_string());
+        }
+    };
+    for case in manifest() {
+        let codec = &case["codec"];
+        match case["kind"].as_str().unwrap() {
+            "v3_chain" => codec.as_array().unwrap().iter().for_each(&mut add),
+            "v2_chain" => {
+                codec["filters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .for_each(&mut add);
+                add(&codec["compressor"]);
+            }
+            _ => add(codec),
+        }
+    }
+    names
+}
+
+#[test]
+fn every_registered_codec_has_vectors_under_each_name() {
+    let names = names_in_vectors();
+    let mut missing = Vec::new();
+    for entry in CODECS {
+        if let Some(id) = entry.id()
+            && !names.contains(id)
+        {
+            missing.push(id.to_string());
+        }
+        if let Some(v3) = entry.v3_name()
+            && !names.contains(v3)
+        {
+            missing.push(v3.to_string());
+        }
+        // zarr-python's v3 wrapper, for every codec it registers one for.
+        if let Some(id) = entry.id()
+            && id != "categorize"
+            && !names.contains(&format!("{NUMCODECS_PREFIX}{id}"))
+        {
+            missing.push(format!("{NUMCODECS_PREFIX}{id}"));
+        }
+    }
+    assert!(missing.is_empty(), "no vector for {missing:?}");
+}
+
+#[test]
+fn docs_table_every_registered_codec() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/CODECS.md"))
+        .expect("docs/CODECS.md");
+    let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with("| `")).collect();
+    for entry in CODECS {
+        let name = format!("`{}`", entry.name());
+        let row = rows
+            .iter()
+            .find(|r| r.split('|').nth(1).is_some_and(|c| c.contains(&name)))
+            .unwrap_or_else(|| panic!("docs/CODECS.md has no row for {name}"));
+        for v3 in entry.v3_names() {
+            assert!(
+                row.contains(&format!("`{v3}`")),
+                "{name}: row does not name `{v3}`"
+            );
+        }
+        if let Some(h) = entry.hdf5 {
+            assert!(
+                row.contains(&h.id.to_string()),
+                "{name}: row does not give HDF5 id {}",
+                h.id
+            );
+        }
+    }
 }

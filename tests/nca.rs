@@ -1,5 +1,6 @@
-//! NCA aggregations (tests/fixtures/nca, written by netCDF4-python,
-//! zarr-python and numpy from the committed generate.py) read through
+//! NCA and CF-1.13 aggregations (tests/fixtures/nca, written by
+//! netCDF4-python, zarr-python, numpy and cf-python from the committed
+//! generate.py) read through
 //! slabfs and compared with the generator's independent numpy assembly:
 //! byte for byte (1e-12 relative where units are converted), whole and
 //! at pseudo-random ranges, in both byte orders, through the library and
@@ -207,27 +208,35 @@ fn every_master_reads_as_the_reference_assembles_it() {
 #[test]
 fn reads_touching_a_missing_fragment_fail_the_rest_read() {
     let ds = open_data();
-    let case = cases()
+    let missing: Vec<Case> = cases()
         .into_iter()
-        .find(|c| !c.errors.is_empty())
-        .expect("a case with a missing fragment");
-    let a = ds.get(&case.path).unwrap().array.clone();
-    let (loc, file) = &case.errors[0];
-    let name = Path::new(file).file_name().unwrap().to_str().unwrap();
-    // The whole file fails, naming the missing fragment.
-    let err = read_le(a.as_ref(), 0, case.expected.len(), Endian::Little).unwrap_err();
-    assert!(err.to_string().contains(name), "{err}");
-    assert_eq!(err.errno(), 5, "EIO");
-    // Row by row (the partitions split the first dimension).
-    let row = case.expected.len() / case.shape[0] as usize;
-    for t in 0..case.shape[0] {
-        let got = read_le(a.as_ref(), t * row as u64, row, Endian::Little);
-        if (loc[0].0..loc[0].1).contains(&t) {
-            let e = got.unwrap_err().to_string();
-            assert!(e.contains(name) && e.contains("Partitions[1]"), "{e}");
-        } else {
-            let at = t as usize * row;
-            assert_eq!(got.unwrap(), case.expected[at..at + row], "row {t}");
+        .filter(|c| !c.errors.is_empty())
+        .collect();
+    assert_eq!(missing.len(), 2, "an NCA and a CF case");
+    for case in missing {
+        let a = ds.get(&case.path).unwrap().array.clone();
+        let (loc, file) = &case.errors[0];
+        let name = Path::new(file).file_name().unwrap().to_str().unwrap();
+        // The whole file fails, naming the missing fragment.
+        let err = read_le(a.as_ref(), 0, case.expected.len(), Endian::Little).unwrap_err();
+        assert!(err.to_string().contains(name), "{err}");
+        assert_eq!(err.errno(), 5, "EIO");
+        // Row by row (the partitions split the first dimension).
+        let row = case.expected.len() / case.shape[0] as usize;
+        for t in 0..case.shape[0] {
+            let got = read_le(a.as_ref(), t * row as u64, row, Endian::Little);
+            if (loc[0].0..loc[0].1).contains(&t) {
+                let e = got.unwrap_err().to_string();
+                assert!(e.contains(name), "{e}");
+            } else {
+                let at = t as usize * row;
+                assert_eq!(
+                    got.unwrap(),
+                    case.expected[at..at + row],
+                    "{} row {t}",
+                    case.path
+                );
+            }
         }
     }
 }
@@ -279,9 +288,16 @@ fn nca_netcdf_files_hide_private_variables() {
 }
 
 /// The full error text of a descriptor that must not load: the whole
-/// file's error, or its variables' (then none may have loaded).
+/// file's error, or its variables' (then none may have loaded). An
+/// aggregation netCDF file's other variables (coordinates) still load.
 fn load_error(path: &Path, roots: Vec<PathBuf>) -> String {
-    match nca::open_json(path, &Options::new(roots, cache())) {
+    let opts = Options::new(roots, cache());
+    if path.extension().is_some_and(|e| e == "nc") {
+        let v = nca::netcdf::open(path, &opts).unwrap();
+        assert!(!v.skipped.is_empty(), "{}: no error", path.display());
+        return v.skipped.iter().map(chain).collect::<Vec<_>>().join("\n");
+    }
+    match nca::open_json(path, &opts) {
         Err(e) => chain(&e),
         Ok(v) => {
             let names: Vec<&String> = v.arrays.iter().map(|a| &a.0).collect();
@@ -317,6 +333,11 @@ fn bad_descriptors_fail_clearly() {
         };
         let text = load_error(&path, roots);
         let file = path.file_name().unwrap().to_str().unwrap();
+        let file = if file == "agg.nc" {
+            b["source"].as_str().unwrap()
+        } else {
+            file
+        };
         if !text.contains(file) {
             failures.push(format!("{file}: error does not name the file: {text}"));
         }
@@ -330,6 +351,8 @@ fn bad_descriptors_fail_clearly() {
     // A directory of broken descriptors still opens, reporting each.
     let ds = dataset::open(&root().join("bad"), cache()).unwrap();
     assert!(ds.entries.iter().all(|e| !e.path.ends_with(".nca.json/v")));
+    assert!(ds.get("cf_shape/agg.nc/q").is_none());
+    assert!(ds.get("cf_shape/agg.nc/lat").is_some());
     assert!(ds.skipped.len() >= bad.len());
 }
 
@@ -344,26 +367,18 @@ fn overlap_and_cycle_errors_are_typed() {
         .skipped
         .remove(0)
     };
+    let kind = |name: &str| match r(name) {
+        Error::Aggregation { source, .. } => *source,
+        other => panic!("{name}: {other}"),
+    };
+    assert!(matches!(kind("overlap.nca.json"), NcaError::Overlap { .. }));
     assert!(matches!(
-        r("overlap.nca.json"),
-        Error::Aggregation {
-            source: NcaError::Overlap { .. },
-            ..
-        }
+        kind("self_reference.nca.json"),
+        NcaError::Cycle(_)
     ));
     assert!(matches!(
-        r("self_reference.nca.json"),
-        Error::Aggregation {
-            source: NcaError::Cycle(_),
-            ..
-        }
-    ));
-    assert!(matches!(
-        r("units_unknown.nca.json"),
-        Error::Aggregation {
-            source: NcaError::Units { .. },
-            ..
-        }
+        kind("units_unknown.nca.json"),
+        NcaError::Units { .. }
     ));
 }
 
@@ -533,4 +548,175 @@ fn the_documented_example_is_accepted() {
     let a = vars.arrays[0].1.clone();
     let e = read_le(a.as_ref(), 0, 8, Endian::Little).unwrap_err();
     assert!(e.to_string().contains("tas_0.nc"), "{e}");
+}
+
+/// `slabfs mount` of the fixtures, for real: every master file reads as
+/// expected through the kernel, and a read of the missing fragment's
+/// region fails with EIO (logged with the path) while the rest of that
+/// file reads.
+#[test]
+fn the_mount_serves_every_master() {
+    use std::os::unix::fs::FileExt;
+    let m = common::mount::Mount::start(&root().join("data"), &[]);
+    for case in cases() {
+        let path = m.path(&case.path);
+        if case.errors.is_empty() {
+            let mut got = std::fs::read(&path).unwrap();
+            if Endian::NATIVE == Endian::Big {
+                swap_in_place(&mut got, case.dtype.swap_unit());
+            }
+            if let Err(e) = same(&got, &case.expected, &case.dtype, case.rtol) {
+                panic!("{}: {e}", case.path);
+            }
+            continue;
+        }
+        let row = case.expected.len() / case.shape[0] as usize;
+        if row % 4096 != 0 {
+            // Rows share pages: the kernel reads them together.
+            let e = std::fs::read(&path).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(5), "{}: EIO", case.path);
+            continue;
+        }
+        // Rows are whole pages; no kernel readahead, so each read asks
+        // the daemon for exactly its row. Backwards, so that no read is
+        // followed by one of the row after it.
+        let f = std::fs::File::open(&path).unwrap();
+        {
+            use std::os::unix::io::AsRawFd;
+            // SAFETY: a valid open descriptor; fadvise only sets a hint.
+            let r = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+            assert_eq!(r, 0);
+        }
+        for t in (0..case.shape[0] as usize).rev() {
+            let mut buf = vec![0u8; row];
+            let r = f.read_exact_at(&mut buf, (t * row) as u64);
+            if (case.errors[0].0[0].0..case.errors[0].0[0].1).contains(&(t as u64)) {
+                assert_eq!(r.unwrap_err().raw_os_error(), Some(5), "row {t}: EIO");
+            } else {
+                r.unwrap();
+                assert_eq!(buf, case.expected[t * row..(t + 1) * row], "row {t}");
+            }
+        }
+    }
+    assert!(
+        m.log().contains("gone.nc"),
+        "the failed read is logged with the path:\n{}",
+        m.log()
+    );
+    m.stop();
+}
+
+/// Regression: a descriptor given as a bare relative file name (whose
+/// `Path::parent` is "") was refused as "outside the allowed roots".
+#[test]
+fn a_relative_descriptor_path_is_its_own_root() {
+    let out = Command::new(env!("CARGO_BIN_EXE_slabfs"))
+        .current_dir(root().join("data"))
+        .args(["cat", "mixed.nca.json", "tas"])
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let case = cases()
+        .into_iter()
+        .find(|c| c.path == "mixed.nca.json/tas")
+        .unwrap();
+    assert_eq!(out.stdout.len(), case.expected.len());
+}
+
+/// A strided `part` whose bounding box is far larger than the data it
+/// selects is read in pieces (the sparse split), with the same result.
+#[test]
+fn sparse_parts_read_the_selected_elements() {
+    let tmp = tempfile::tempdir().unwrap();
+    let n = 200_000u64;
+    let sub: Vec<f64> = (0..n).map(|i| i as f64 * 0.5).collect();
+    std::fs::write(tmp.path().join("big.bin"), f64_bytes(&sub)).unwrap();
+    // Every 997th element forwards, then an index list backwards.
+    let forward: Vec<u64> = (0..n).step_by(997).collect();
+    let list: Vec<u64> = vec![n - 1, 150_000, 3, 99_999, 0];
+    let m = forward.len() as u64 + list.len() as u64;
+    let desc = serde_json::json!({
+        "dimensions": {"x": m},
+        "variables": {"v": {
+            "dtype": "float64", "nca_dimensions": "x",
+            "nca_array": {"pdimensions": ["x"], "pshape": [2], "Partitions": [
+                {"index": [0], "location": [[0, forward.len()]], "format": "raw",
+                 "part": format!("[(0, {n}, 997)]"),
+                 "data": {"file": "big.bin", "dtype": "<f8", "shape": [n]}},
+                {"index": [1], "location": [[forward.len(), m]], "format": "raw",
+                 "part": format!("[{list:?}]"), "directions": {"x": false},
+                 "data": {"file": "big.bin", "dtype": "<f8", "shape": [n]}}
+            ]}
+        }}
+    });
+    std::fs::write(tmp.path().join("s.nca.json"), desc.to_string()).unwrap();
+    let vars = nca::open_json(
+        &tmp.path().join("s.nca.json"),
+        &Options::new(vec![], cache()),
+    )
+    .unwrap();
+    let a = vars.arrays[0].1.clone();
+    let want: Vec<f64> = forward
+        .iter()
+        .chain(list.iter().rev())
+        .map(|&i| sub[i as usize])
+        .collect();
+    let got = read_le(a.as_ref(), 0, m as usize * 8, Endian::Little).unwrap();
+    assert_eq!(got, f64_bytes(&want));
+    // A sub-range, crossing the partition boundary.
+    let from = (forward.len() - 3) * 8;
+    let got = read_le(a.as_ref(), from as u64, 6 * 8, Endian::Little).unwrap();
+    assert_eq!(got, f64_bytes(&want[forward.len() - 3..forward.len() + 3]));
+}
+
+/// Bad input never panics: descriptors with random bytes changed (in
+/// keys, numbers, paths, part strings) either load and read, or fail
+/// with an error.
+#[test]
+fn mutated_descriptors_never_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = root().join("data");
+    let frag = format!("{}/frag/", data.display());
+    let mut texts = Vec::new();
+    for name in [
+        "mixed.nca.json",
+        "part.nca.json",
+        "size1.nca.json",
+        "units.nca.json",
+    ] {
+        let t = std::fs::read_to_string(data.join(name)).unwrap();
+        texts.push(t.replace("\"frag/", &format!("\"{frag}")));
+    }
+    let opts = Options::new(vec![data.clone(), tmp.path().to_path_buf()], cache());
+    let mut rng = Lcg(0xbad);
+    let (mut loaded, mut refused) = (0, 0);
+    for i in 0..300 {
+        let mut bytes = texts[i % texts.len()].clone().into_bytes();
+        for _ in 0..1 + rng.next(3) {
+            let at = rng.next(bytes.len() as u64) as usize;
+            bytes[at] = b"0123456789[](),-:\"{}aZ_ /."[rng.next(26) as usize];
+        }
+        let path = tmp.path().join(format!("m{i}.nca.json"));
+        std::fs::write(&path, &bytes).unwrap();
+        match nca::open_json(&path, &opts) {
+            Err(_) => refused += 1,
+            Ok(v) => {
+                refused += v.skipped.len();
+                for (_, a) in v.arrays {
+                    loaded += 1;
+                    let n = a.meta().nbytes().min(1 << 20) as usize;
+                    let _ = read_le(a.as_ref(), 0, n, Endian::Little);
+                }
+            }
+        }
+    }
+    assert!(
+        loaded > 0 && refused > 0,
+        "loaded {loaded}, refused {refused}"
+    );
 }

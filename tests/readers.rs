@@ -22,7 +22,6 @@ use common::mount::Mount;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
 
 use serde_json::Value;
 

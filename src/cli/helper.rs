@@ -33,7 +33,8 @@
 //! functions: `cache_size=SIZE`, `byte_order=native|little|big`,
 //! `views=raw+json+npy+hdr` (`+` separates views, since commas separate
 //! options), `refresh=SECONDS`, `uid=N`, `gid=N`, `threads=N`,
-//! `read_ahead_kb=N`, `allow_other`, and `log_level=LEVEL`. `ro` is
+//! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]`, `allow_other`, and
+//! `log_level=LEVEL`. `ro` is
 //! accepted (the mount is always read-only); `rw` is refused with a
 //! message, since mount(8) adds it whenever `ro` is missing and a mount
 //! that claims to be writable would mislead. Generic options that make
@@ -211,7 +212,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                         return Err(format!(
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
                              cache_size=, byte_order=, views=, refresh=, uid=, gid=, threads=, \
-                             read_ahead_kb=, log_level=; -s ignores unknown ones)"
+                             read_ahead_kb=, allow_outside=, log_level=; -s ignores unknown ones)"
                         ));
                     }
                     OptError::Bad(msg) => return Err(format!("option {opt:?}: {msg}")),
@@ -266,6 +267,11 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
             a.threads = Some(n);
         }
         "read_ahead_kb" => a.read_ahead_kb = Some(number(need()?)?),
+        // Repeatable; `:` separates several (paths cannot hold commas here).
+        "allow_outside" => a
+            .common
+            .allow_outside
+            .extend(need()?.split(':').filter(|p| !p.is_empty()).map(Into::into)),
         "log_level" => inv.log_level = Some(need()?.to_string()),
         // x-systemd.* and comment= normally never reach a helper; systemd
         // and older mount(8) versions may still pass them.
@@ -320,7 +326,7 @@ mod tests {
             "/mnt/data",
             "-o",
             "ro,allow_other,cache_size=64MiB,byte_order=big,views=raw+json+npy,refresh=0,\
-             uid=1000,gid=100,threads=3,read_ahead_kb=2048",
+             uid=1000,gid=100,threads=3,read_ahead_kb=2048,allow_outside=/srv/a:/srv/b",
         ]);
         assert!(!inv.fake);
         let cfg = inv.args.mount_config();
@@ -328,6 +334,10 @@ mod tests {
         assert_eq!(cfg.mountpoint, Path::new("/mnt/data"));
         assert!(cfg.allow_other && inv.args.daemon);
         assert_eq!(cfg.cache_size, 64 << 20);
+        assert_eq!(
+            cfg.allow_outside,
+            [Path::new("/srv/a"), Path::new("/srv/b")]
+        );
         assert_eq!(cfg.byte_order, slabfs::dtype::Endian::Big);
         assert_eq!(
             cfg.views,

@@ -11,11 +11,23 @@
 
 use serde_json::Value;
 
+use super::array_filter::{ArrayFilter, retyped};
 use super::numeric::{Element, config_required_str, convert, filter_elements, filter_encoded_size};
-use super::{BytesToBytesCodec, CodecError, DecodedSize};
+use super::registry::{CodecEntry, Numcodecs};
+use super::{BytesToBytesCodec, ChunkRepr, CodecError, DecodedSize};
 use crate::dtype::swap_in_place;
 
 const NAME: &str = "astype";
+
+/// numcodecs `astype` (a filter: array→array as v3 `numcodecs.astype`).
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: Some((
+        NAME,
+        Numcodecs::Filter(|c| Ok(Box::new(AsType::from_v2(c)?))),
+    )),
+    v3: None,
+    hdf5: None,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AsType {
@@ -63,6 +75,16 @@ impl BytesToBytesCodec for AsType {
         let mut out = vec![0u8; n * ds];
         convert(self.encode, &encoded, self.decode, &mut out);
         Ok(out)
+    }
+}
+
+impl ArrayFilter for AsType {
+    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr, CodecError> {
+        retyped(NAME, decoded, self.decode, self.encode)
+    }
+
+    fn native(&self) -> Box<dyn ArrayFilter> {
+        Box::new(AsType::new(self.encode.native(), self.decode.native()))
     }
 }
 

@@ -35,9 +35,87 @@
 use serde_json::Value;
 
 use super::numeric::{config_int, config_object, config_str, reject_unknown_keys};
-use super::{BytesToBytesCodec, CodecError, DecodedSize};
+use super::registry::{CodecEntry, Hdf5Filter, Numcodecs, json_param};
+use super::{BytesToBytesCodec, Codec, CodecError, DecodedSize};
 
 const NAME: &str = "blosc";
+
+/// numcodecs `blosc`, Zarr v3 `blosc`, and HDF5 filter 32001 (PyTables'
+/// `H5Zblosc.c`), which stores the same frames. Its seven `cd_values`
+/// (netcdf-c `NCZ_blosc_codec`): `[0]`, `[1]`, `[2]` filter revision,
+/// Blosc format version and type size, which netcdf-c fills in from the
+/// variable (zero here, as in netcdf-c's "visible" parameters), `[3]` the chunk size in
+/// bytes, which netcdf-c (and kerchunk) carry as numcodecs' `blocksize`,
+/// `[4]` clevel, `[5]` shuffle (0, 1, 2), `[6]` the compressor code
+/// ([`HDF5_COMPRESSORS`]).
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: Some((
+        NAME,
+        Numcodecs::Bytes(|c| Ok(Box::new(Blosc::from_config(c)?))),
+    )),
+    v3: Some((NAME, |c| {
+        Ok(Codec::BytesToBytes(Box::new(Blosc::from_config(c)?)))
+    })),
+    hdf5: Some(Hdf5Filter {
+        id: 32001,
+        to_json: hdf5_to_json,
+        to_params: json_to_hdf5,
+    }),
+};
+
+/// C-Blosc's compressor codes (`BLOSC_BLOSCLZ`...), the HDF5 filter's
+/// `cd_values[6]`.
+pub const HDF5_COMPRESSORS: [&str; 6] = ["blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd"];
+
+/// netcdf-c's `NCZ_blosc_hdf5_to_codec`. Parameters the vector leaves out
+/// take `H5Zblosc.c`'s defaults (clevel 5, byte shuffle, blosclz) where
+/// netcdf-c would read past its end.
+fn hdf5_to_json(p: &[u32]) -> Result<Value, CodecError> {
+    if p.is_empty() {
+        return Err(CodecError::config(NAME, "no HDF5 parameters"));
+    }
+    let code = p.get(6).copied().unwrap_or(0);
+    let cname = HDF5_COMPRESSORS
+        .get(code as usize)
+        .ok_or_else(|| CodecError::config(NAME, format!("unknown HDF5 compressor code {code}")))?;
+    Ok(serde_json::json!({
+        "id": NAME,
+        "clevel": p.get(4).copied().unwrap_or(5),
+        "blocksize": p.get(3).copied().unwrap_or(0),
+        "cname": cname,
+        "shuffle": p.get(5).copied().unwrap_or(1),
+    }))
+}
+
+/// netcdf-c's `NCZ_blosc_codec_to_hdf5`, absent keys taking numcodecs'
+/// defaults (the JSON is a numcodecs codec). numcodecs' automatic shuffle
+/// (-1) depends on the type size, which the JSON does not give: refused.
+fn json_to_hdf5(c: &Value) -> Result<Vec<u32>, CodecError> {
+    let cname = config_str(NAME, c, "cname")?.unwrap_or("lz4");
+    let code = HDF5_COMPRESSORS
+        .iter()
+        .position(|n| *n == cname)
+        .ok_or_else(|| CodecError::config(NAME, format!("unknown cname {cname:?}")))?;
+    let shuffle = match config_int(NAME, c, "shuffle")? {
+        None => 1,
+        Some(s @ 0..=2) => s as u32,
+        Some(s) => {
+            return Err(CodecError::config(
+                NAME,
+                format!("shuffle {s} has no HDF5 form (0, 1 or 2)"),
+            ));
+        }
+    };
+    Ok(vec![
+        0,
+        0,
+        0,
+        json_param(NAME, c, "blocksize", Some(0))?,
+        json_param(NAME, c, "clevel", Some(5))?,
+        shuffle,
+        code as u32,
+    ])
+}
 
 /// Bytes of the Blosc1 header.
 const HEADER: usize = 16;

@@ -20,10 +20,20 @@
 use serde_json::Value;
 
 use super::numeric::{config_str, reject_unknown_keys};
-use super::{ArrayToBytesCodec, ChunkRepr, CodecError};
+use super::registry::CodecEntry;
+use super::{ArrayToBytesCodec, ChunkRepr, Codec, CodecError};
 use crate::dtype::{Endian, swap_in_place};
 
 const NAME: &str = "bytes";
+
+/// Zarr v3 `bytes` (Zarr v2 expresses it through the dtype's byte order).
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: None,
+    v3: Some((NAME, |c| {
+        Ok(Codec::ArrayToBytes(Box::new(BytesCodec::from_v3(c)?)))
+    })),
+    hdf5: None,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BytesCodec {

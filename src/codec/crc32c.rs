@@ -14,30 +14,43 @@
 //! its `crc32` and `adler32`, which default to the start) and writes a
 //! `location` key only when it was given, so a v2 object without one means
 //! the end. Decoding verifies the checksum and strips it: a mismatch is
-//! [`CodecError::Checksum`].
+//! [`CodecError::Checksum`]. The layout is shared with numcodecs' other
+//! checksums ([`super::checksum32`]).
 
 use serde_json::Value;
 
-use super::numeric::{config_str, reject_unknown_keys};
-use super::{BytesToBytesCodec, CodecError, DecodedSize};
+pub use super::checksum32::Location;
+use super::checksum32::{Algorithm, Checksum32};
+use super::numeric::reject_unknown_keys;
+use super::registry::{CodecEntry, Numcodecs};
+use super::{BytesToBytesCodec, Codec, CodecError, DecodedSize};
 
 const NAME: &str = "crc32c";
 
-/// Where the checksum sits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Location {
-    Start,
-    End,
-}
+static ALGORITHM: Algorithm = Algorithm {
+    name: NAME,
+    default_location: Location::End,
+    checksum: crc32c::crc32c,
+};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Crc32c {
-    location: Location,
-}
+/// numcodecs `crc32c` and Zarr v3 `crc32c`.
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: Some((
+        NAME,
+        Numcodecs::Bytes(|c| Ok(Box::new(Crc32c::from_v2(c)?))),
+    )),
+    v3: Some((NAME, |c| {
+        Ok(Codec::BytesToBytes(Box::new(Crc32c::from_v3(c)?)))
+    })),
+    hdf5: None,
+};
+
+#[derive(Debug, Clone)]
+pub struct Crc32c(Checksum32);
 
 impl Crc32c {
     pub fn new(location: Location) -> Self {
-        Crc32c { location }
+        Crc32c(Checksum32::new(&ALGORITHM, location))
     }
 
     /// The v3 codec, which has no configuration.
@@ -49,21 +62,11 @@ impl Crc32c {
     /// From the numcodecs object `{"id": "crc32c"}`, optionally with
     /// `"location": "start" | "end"`.
     pub fn from_v2(config: &Value) -> Result<Self, CodecError> {
-        let location = match config_str(NAME, config, "location")? {
-            None | Some("end") => Location::End,
-            Some("start") => Location::Start,
-            Some(other) => {
-                return Err(CodecError::config(
-                    NAME,
-                    format!("\"location\" must be \"start\" or \"end\", found {other:?}"),
-                ));
-            }
-        };
-        Ok(Crc32c::new(location))
+        Ok(Crc32c(Checksum32::from_v2(&ALGORITHM, config)?))
     }
 
     pub fn location(&self) -> Location {
-        self.location
+        self.0.location()
     }
 }
 
@@ -73,37 +76,11 @@ impl BytesToBytesCodec for Crc32c {
     }
 
     fn encoded_size(&self, decoded_size: usize) -> Option<usize> {
-        decoded_size.checked_add(4)
+        self.0.encoded_size(decoded_size)
     }
 
-    fn decode(&self, mut encoded: Vec<u8>, size: DecodedSize) -> Result<Vec<u8>, CodecError> {
-        let Some(payload_len) = encoded.len().checked_sub(4) else {
-            return Err(CodecError::corrupt(
-                NAME,
-                format!("{} bytes cannot hold a 4-byte checksum", encoded.len()),
-            ));
-        };
-        size.check(NAME, payload_len)?;
-        let (payload, stored) = match self.location {
-            Location::End => (&encoded[..payload_len], &encoded[payload_len..]),
-            Location::Start => (&encoded[4..], &encoded[..4]),
-        };
-        let stored = u32::from_le_bytes(stored.try_into().expect("4 bytes"));
-        let computed = crc32c::crc32c(payload);
-        if stored != computed {
-            return Err(CodecError::Checksum {
-                codec: NAME,
-                stored,
-                computed,
-            });
-        }
-        match self.location {
-            Location::End => encoded.truncate(payload_len),
-            Location::Start => {
-                encoded.drain(..4);
-            }
-        }
-        Ok(encoded)
+    fn decode(&self, encoded: Vec<u8>, size: DecodedSize) -> Result<Vec<u8>, CodecError> {
+        self.0.decode(encoded, size)
     }
 }
 

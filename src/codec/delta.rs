@@ -19,14 +19,26 @@
 
 use serde_json::Value;
 
+use super::array_filter::{ArrayFilter, retyped};
 use super::numeric::{
     BLOCK, Element, Prim, Value as Num, cast_slice, config_required_str, config_str, cumsum_slice,
     filter_elements, filter_encoded_size, specialise,
 };
-use super::{BytesToBytesCodec, CodecError, DecodedSize};
+use super::registry::{CodecEntry, Numcodecs};
+use super::{BytesToBytesCodec, ChunkRepr, CodecError, DecodedSize};
 use crate::dtype::NumericKind;
 
 const NAME: &str = "delta";
+
+/// numcodecs `delta` (a filter: array→array as v3 `numcodecs.delta`).
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: Some((
+        NAME,
+        Numcodecs::Filter(|c| Ok(Box::new(Delta::from_v2(c)?))),
+    )),
+    v3: None,
+    hdf5: None,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delta {
@@ -115,6 +127,16 @@ impl BytesToBytesCodec for Delta {
             self.dtype.write_slice(v, dst);
         }
         Ok(out)
+    }
+}
+
+impl ArrayFilter for Delta {
+    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr, CodecError> {
+        retyped(NAME, decoded, self.dtype, self.astype)
+    }
+
+    fn native(&self) -> Box<dyn ArrayFilter> {
+        Box::new(Delta::new(self.dtype.native(), self.astype.native()))
     }
 }
 

@@ -18,14 +18,27 @@
 
 use serde_json::Value;
 
+use super::array_filter::{ArrayFilter, retyped};
 use super::numeric::{
     BLOCK, Element, Prim, Value as Num, cast_slice, config_number, config_required_str, config_str,
     div, filter_elements, filter_encoded_size, round_to, specialise,
 };
-use super::{BytesToBytesCodec, CodecError, DecodedSize};
+use super::registry::{CodecEntry, Numcodecs};
+use super::{BytesToBytesCodec, ChunkRepr, CodecError, DecodedSize};
 use crate::dtype::NumericKind;
 
 const NAME: &str = "fixedscaleoffset";
+
+/// numcodecs `fixedscaleoffset` (a filter: array→array as v3
+/// `numcodecs.fixedscaleoffset`).
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: Some((
+        NAME,
+        Numcodecs::Filter(|c| Ok(Box::new(FixedScaleOffset::from_v2(c)?))),
+    )),
+    v3: None,
+    hdf5: None,
+};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FixedScaleOffset {
@@ -104,6 +117,20 @@ impl BytesToBytesCodec for FixedScaleOffset {
             self.dtype.write_slice(v, dst);
         }
         Ok(out)
+    }
+}
+
+impl ArrayFilter for FixedScaleOffset {
+    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr, CodecError> {
+        retyped(NAME, decoded, self.dtype, self.astype)
+    }
+
+    fn native(&self) -> Box<dyn ArrayFilter> {
+        Box::new(FixedScaleOffset {
+            dtype: self.dtype.native(),
+            astype: self.astype.native(),
+            ..self.clone()
+        })
     }
 }
 

@@ -24,9 +24,20 @@ use flate2::bufread::GzDecoder;
 use serde_json::Value;
 
 use super::numeric::{config_int, reject_unknown_keys};
-use super::{BytesToBytesCodec, CodecError, DecodedSize};
+use super::registry::{CodecEntry, Numcodecs};
+use super::{BytesToBytesCodec, Codec, CodecError, DecodedSize};
 
 const NAME: &str = "gzip";
+
+/// numcodecs `gzip` and Zarr v3 `gzip`. (HDF5's deflate filter writes
+/// zlib streams, not gzip members: it maps to [`super::zlib`].)
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: Some((NAME, Numcodecs::Bytes(|c| Ok(Box::new(Gzip::from_v2(c)?))))),
+    v3: Some((NAME, |c| {
+        Ok(Codec::BytesToBytes(Box::new(Gzip::from_v3(c)?)))
+    })),
+    hdf5: None,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gzip {

@@ -11,7 +11,9 @@
 //! `order: "F"` is a transpose with reversed axes, the dtype's byte order is
 //! the `bytes` codec, and the numcodecs filters and compressor are
 //! bytes→bytes codecs that know their own element types (they operate on
-//! the flat buffer in memory order, exactly as numcodecs does).
+//! the flat buffer in memory order, exactly as numcodecs does). In Zarr v3
+//! zarr-python writes the same filters as array→array codecs
+//! (`numcodecs.delta`...), which [`array_filter`] adapts.
 //!
 //! Every decoded buffer is in the machine's native byte order and C order.
 //!
@@ -22,8 +24,19 @@
 //! most one chunk's worth of memory, and a short or oversized result is an
 //! error instead of wrong bytes.
 //!
-//! Adding a codec is one file implementing one of the three traits plus one
-//! line in [`from_v3`] and/or [`from_v2`].
+//! # Names
+//!
+//! Every codec is registered once in the [`registry`] under the names the
+//! formats give it: its numcodecs id (Zarr v2, NCZarr, kerchunk, and
+//! zarr-python's v3 `numcodecs.<id>`), its Zarr v3 spec name, and its HDF5
+//! filter id with netcdf-c's conversion between HDF5 parameter vectors
+//! and codec JSON. [`from_v2`] and [`from_v3`] go through it; an unknown
+//! codec is an error naming it. `docs/CODECS.md` tables them all.
+//!
+//! Adding a codec is one file implementing one of the three traits (or
+//! [`array_filter::ArrayFilter`] for a numcodecs filter) with a `pub const
+//! ENTRY`, its `pub mod` line here, and one line in
+//! [`registry::CODECS`].
 
 use std::fmt::Debug;
 
@@ -31,18 +44,34 @@ use serde_json::Value;
 
 use crate::dtype::{DataType, Endian};
 
+pub mod adler32;
+pub mod array_filter;
 pub mod astype;
+pub mod bitround;
 pub mod blosc;
 pub mod bytes;
+pub mod bz2;
+pub mod categorize;
+pub mod checksum32;
+pub mod crc32;
 pub mod crc32c;
 pub mod delta;
 pub mod fixedscaleoffset;
+pub mod fletcher32;
 pub mod gzip;
+pub mod jenkins_lookup3;
+pub mod lz4;
+pub mod lzma;
 pub mod numeric;
+pub mod packbits;
+pub mod quantize;
+pub mod registry;
 pub mod shuffle;
 pub mod transpose;
 pub mod zlib;
 pub mod zstd;
+
+pub use registry::{from_hdf5, hdf5_to_json, json_to_hdf5};
 
 /// A failure to decode a chunk or to understand a codec's configuration.
 /// The caller adds which file and chunk it was.
@@ -71,6 +100,12 @@ pub enum CodecError {
     Config { codec: String, detail: String },
     #[error("unsupported codec {0:?}")]
     Unknown(String),
+    #[error("unsupported HDF5 filter {id}{}", known_as.map(|n| format!(" ({n})")).unwrap_or_default())]
+    UnknownHdf5Filter {
+        id: u32,
+        /// The filter's registered name, when slabfs knows it.
+        known_as: Option<&'static str>,
+    },
     #[error("invalid codec chain: {0}")]
     Chain(String),
 }
@@ -421,45 +456,19 @@ pub fn v3_extension(value: &Value) -> Result<(&str, Option<&Value>, bool), Strin
     }
 }
 
-/// Build a codec from its Zarr v3 metadata. `Ok(None)` means an unknown
-/// codec marked `"must_understand": false`, which is skipped.
+/// Build a codec from its Zarr v3 metadata through the [`registry`]: a
+/// spec name (`gzip`) or zarr-python's `numcodecs.<id>`. `Ok(None)` means
+/// an unknown codec marked `"must_understand": false`, which is skipped;
+/// any other unknown codec is [`CodecError::Unknown`] naming it.
 pub fn from_v3(value: &Value) -> Result<Option<Codec>, CodecError> {
-    let (name, config, must_understand) =
-        v3_extension(value).map_err(|e| CodecError::config("?", e))?;
-    let empty = Value::Object(Default::default());
-    let config = config.unwrap_or(&empty);
-    let codec = match name {
-        "bytes" => Codec::ArrayToBytes(Box::new(bytes::BytesCodec::from_v3(config)?)),
-        "transpose" => Codec::ArrayToArray(Box::new(transpose::Transpose::from_v3(config)?)),
-        "gzip" => Codec::BytesToBytes(Box::new(gzip::Gzip::from_v3(config)?)),
-        "zstd" => Codec::BytesToBytes(Box::new(zstd::Zstd::from_config(config)?)),
-        "blosc" => Codec::BytesToBytes(Box::new(blosc::Blosc::from_config(config)?)),
-        "crc32c" => Codec::BytesToBytes(Box::new(crc32c::Crc32c::from_v3(config)?)),
-        _ if !must_understand => return Ok(None),
-        _ => return Err(CodecError::Unknown(name.to_string())),
-    };
-    Ok(Some(codec))
+    registry::from_v3(value)
 }
 
 /// Build a bytes→bytes codec from a Zarr v2 / numcodecs `{"id": ...}`
-/// object (a compressor or a filter).
+/// object (a compressor or a filter) through the [`registry`]; an unknown
+/// id is [`CodecError::Unknown`] naming it.
 pub fn from_v2(value: &Value) -> Result<Box<dyn BytesToBytesCodec>, CodecError> {
-    let id = value
-        .get("id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| CodecError::config("?", format!("codec without an \"id\": {value}")))?;
-    Ok(match id {
-        "zlib" => Box::new(zlib::Zlib::from_v2(value)?),
-        "gzip" => Box::new(gzip::Gzip::from_v2(value)?),
-        "zstd" => Box::new(zstd::Zstd::from_config(value)?),
-        "blosc" => Box::new(blosc::Blosc::from_config(value)?),
-        "crc32c" => Box::new(crc32c::Crc32c::from_v2(value)?),
-        "delta" => Box::new(delta::Delta::from_v2(value)?),
-        "fixedscaleoffset" => Box::new(fixedscaleoffset::FixedScaleOffset::from_v2(value)?),
-        "shuffle" => Box::new(shuffle::Shuffle::from_v2(value)?),
-        "astype" => Box::new(astype::AsType::from_v2(value)?),
-        other => return Err(CodecError::Unknown(other.to_string())),
-    })
+    registry::from_v2(value)
 }
 
 /// The chain a Zarr v2 array describes: `order`, the dtype's byte order,

@@ -126,6 +126,27 @@ impl Prim {
         }
     }
 
+    /// The array data type holding elements of this type.
+    pub fn data_type(self) -> DataType {
+        use DataType as D;
+        match self {
+            Prim::Bool => D::Bool,
+            Prim::I8 => D::Int8,
+            Prim::I16 => D::Int16,
+            Prim::I32 => D::Int32,
+            Prim::I64 => D::Int64,
+            Prim::U8 => D::UInt8,
+            Prim::U16 => D::UInt16,
+            Prim::U32 => D::UInt32,
+            Prim::U64 => D::UInt64,
+            Prim::F16 => D::Float16,
+            Prim::F32 => D::Float32,
+            Prim::F64 => D::Float64,
+            Prim::C64 => D::Complex64,
+            Prim::C128 => D::Complex128,
+        }
+    }
+
     /// Bits of an integer type.
     fn bits(self) -> u32 {
         self.size() as u32 * 8
@@ -221,9 +242,15 @@ pub struct Element {
 
 impl Element {
     /// Parse a NumPy typestr (`<f8`, `|u1`...) of a numeric type.
+    ///
+    /// NumPy's names (`float64`) and typestrs without a byte order (`f8`)
+    /// are accepted too, in the machine's order: zarr-python stores the
+    /// options of its `numcodecs.*` v3 codecs as they were given, and
+    /// fills in a missing `dtype` from `str(numpy.dtype)`, a name.
     pub fn from_numpy(codec: &'static str, typestr: &str) -> Result<Element, CodecError> {
-        let (dtype, endian) =
-            DataType::from_numpy(typestr).map_err(|e| CodecError::config(codec, e))?;
+        let (dtype, endian) = DataType::from_numpy(typestr)
+            .or_else(|e| numpy_name(typestr).ok_or(e))
+            .map_err(|e| CodecError::config(codec, e))?;
         let prim = Prim::of(&dtype).ok_or_else(|| {
             CodecError::config(
                 codec,
@@ -236,6 +263,14 @@ impl Element {
     #[inline]
     pub fn size(self) -> usize {
         self.prim.size()
+    }
+
+    /// The same type in the machine's byte order.
+    pub fn native(self) -> Element {
+        Element {
+            endian: Endian::NATIVE,
+            ..self
+        }
     }
 
     /// Read one element from the first `size()` bytes of `b`.
@@ -336,6 +371,30 @@ impl Element {
 /// Elements per block in the slice functions below: 16 KiB of values,
 /// which stay in L1 between the read, convert and write passes.
 pub const BLOCK: usize = 1024;
+
+/// A numeric NumPy dtype given by name or by a typestr without its byte
+/// order, in the machine's order.
+fn numpy_name(name: &str) -> Option<(DataType, Endian)> {
+    let code = match name {
+        "bool" => "b1",
+        "int8" => "i1",
+        "int16" => "i2",
+        "int32" => "i4",
+        "int64" => "i8",
+        "uint8" => "u1",
+        "uint16" => "u2",
+        "uint32" => "u4",
+        "uint64" => "u8",
+        "float16" => "f2",
+        "float32" => "f4",
+        "float64" => "f8",
+        "complex64" => "c8",
+        "complex128" => "c16",
+        code if code.starts_with(|c: char| c.is_ascii_lowercase()) => code,
+        _ => return None,
+    };
+    DataType::from_numpy(&format!("={code}")).ok()
+}
 
 /// Run `$body` with `$c` bound to `$p` as a constant: one arm per type, so
 /// that after inlining every per-element `match` on the type folds away and

@@ -15,9 +15,39 @@
 use serde_json::Value;
 
 use super::numeric::config_int;
+use super::registry::{CodecEntry, Hdf5Filter, Numcodecs, json_param};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "shuffle";
+
+/// numcodecs' default element size.
+const DEFAULT_ELEMENTSIZE: u32 = 4;
+
+/// numcodecs `shuffle`, and HDF5's shuffle filter (2), which stores the
+/// element size as `cd_values[0]` (netcdf-c `NCZ_shuffle_codec`: no
+/// parameter reads as element size 0, a copy). zarr-python's v3
+/// `numcodecs.shuffle` is a bytes→bytes codec too.
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: Some((
+        NAME,
+        Numcodecs::Bytes(|c| Ok(Box::new(Shuffle::from_v2(c)?))),
+    )),
+    v3: None,
+    hdf5: Some(Hdf5Filter {
+        id: 2,
+        to_json: |p| {
+            Ok(serde_json::json!({"id": NAME, "elementsize": p.first().copied().unwrap_or(0)}))
+        },
+        to_params: |c| {
+            Ok(vec![json_param(
+                NAME,
+                c,
+                "elementsize",
+                Some(DEFAULT_ELEMENTSIZE),
+            )?])
+        },
+    }),
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shuffle {

@@ -31,9 +31,19 @@
 use serde_json::Value;
 
 use super::numeric::{config_object, reject_unknown_keys};
-use super::{ArrayToArrayCodec, ChunkRepr, CodecError};
+use super::registry::CodecEntry;
+use super::{ArrayToArrayCodec, ChunkRepr, Codec, CodecError};
 
 const NAME: &str = "transpose";
+
+/// Zarr v3 `transpose` (Zarr v2 expresses it through `order`).
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: None,
+    v3: Some((NAME, |c| {
+        Ok(Codec::ArrayToArray(Box::new(Transpose::from_v3(c)?)))
+    })),
+    hdf5: None,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transpose {

@@ -4,6 +4,9 @@
 //! {"id": "zlib", "level": 1}
 //! ```
 //!
+//! HDF5's `deflate` filter (id 1, `cd_values = [level]`) stores the same
+//! zlib streams, so it maps here (see [`super::registry`]).
+//!
 //! The level only matters to the writer. Decoding follows numcodecs
 //! (Python's `zlib.decompress`): the stream must be complete and its
 //! Adler-32 must match; bytes after the end of the stream are ignored.
@@ -14,9 +17,25 @@ use serde_json::Value;
 
 use super::gzip::{bounded_vec, finish, read_bounded};
 use super::numeric::config_int;
+use super::registry::{CodecEntry, Hdf5Filter, Numcodecs, hdf5_param, json_param};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "zlib";
+
+/// numcodecs' default level, for a JSON object without one.
+const DEFAULT_LEVEL: u32 = 1;
+
+/// numcodecs `zlib`; HDF5's deflate filter (1) writes the same zlib
+/// streams, with `cd_values = [level]` (netcdf-c `NCZ_zlib_codec`).
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: Some((NAME, Numcodecs::Bytes(|c| Ok(Box::new(Zlib::from_v2(c)?))))),
+    v3: None,
+    hdf5: Some(Hdf5Filter {
+        id: 1,
+        to_json: |p| Ok(serde_json::json!({"id": NAME, "level": hdf5_param(NAME, p, 0)?})),
+        to_params: |c| Ok(vec![json_param(NAME, c, "level", Some(DEFAULT_LEVEL))?]),
+    }),
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Zlib {

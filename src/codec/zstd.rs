@@ -8,6 +8,8 @@
 //! {"id": "zstd", "level": 0, "checksum": false}
 //! ```
 //!
+//! HDF5 filter 32015 stores the same frames (`cd_values = [level]`).
+//!
 //! Level and checksum only matter to the writer (a frame that carries a
 //! checksum is always verified).
 //!
@@ -32,9 +34,31 @@ use serde_json::Value;
 
 use super::gzip::{bounded_vec, finish, read_bounded};
 use super::numeric::{config_int, config_object, reject_unknown_keys};
-use super::{BytesToBytesCodec, CodecError, DecodedSize};
+use super::registry::{CodecEntry, Hdf5Filter, Numcodecs, hdf5_param, json_param};
+use super::{BytesToBytesCodec, Codec, CodecError, DecodedSize};
 
 const NAME: &str = "zstd";
+
+/// numcodecs' default level, for a JSON object without one.
+const DEFAULT_LEVEL: u32 = 0;
+
+/// numcodecs `zstd`, Zarr v3 `zstd`, and HDF5 filter 32015 with
+/// `cd_values = [level]` (netcdf-c `NCZ_zstd_codec`: a negative level has
+/// no HDF5 form, and the level comes back as an unsigned number).
+pub const ENTRY: CodecEntry = CodecEntry {
+    numcodecs: Some((
+        NAME,
+        Numcodecs::Bytes(|c| Ok(Box::new(Zstd::from_config(c)?))),
+    )),
+    v3: Some((NAME, |c| {
+        Ok(Codec::BytesToBytes(Box::new(Zstd::from_config(c)?)))
+    })),
+    hdf5: Some(Hdf5Filter {
+        id: 32015,
+        to_json: |p| Ok(serde_json::json!({"id": NAME, "level": hdf5_param(NAME, p, 0)?})),
+        to_params: |c| Ok(vec![json_param(NAME, c, "level", Some(DEFAULT_LEVEL))?]),
+    }),
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Zstd {

@@ -73,6 +73,9 @@ pub struct MountConfig {
     /// Set the mount's `/sys/class/bdi/<dev>/read_ahead_kb` to this after
     /// mounting (root only); `None` = leave the kernel's value.
     pub read_ahead_kb: Option<u32>,
+    /// Directories outside SOURCE that aggregations and references may
+    /// read files from (`--allow-outside`).
+    pub allow_outside: Vec<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -207,7 +210,7 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
             source,
         })?;
     let cache = Arc::new(ChunkCache::new(cfg.cache_size));
-    let ds = dataset::open(&source, cache.clone())?;
+    let ds = dataset::open_with_roots(&source, cache.clone(), &cfg.allow_outside)?;
     for s in &ds.skipped {
         log::warn!("not shown: {s}");
     }
@@ -291,9 +294,16 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     // through the session's notifier. Dropped (stopped) once unmounted.
     let refresher = cfg.refresh.and_then(|every| {
         let notifier = Box::new(super::fuse::KernelNotifier(session.notifier()));
-        super::refresh::spawn(core.clone(), source.clone(), every, notifier, skipped)
-            .map_err(|e| log::warn!("live refresh not started: {e}"))
-            .ok()
+        super::refresh::spawn(
+            core.clone(),
+            source.clone(),
+            every,
+            notifier,
+            skipped,
+            cfg.allow_outside.clone(),
+        )
+        .map_err(|e| log::warn!("live refresh not started: {e}"))
+        .ok()
     });
     let served = session.run().map_err(|e| MountError::Serve {
         path: mnt.display().to_string(),

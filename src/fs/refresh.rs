@@ -281,6 +281,7 @@ pub fn spawn(
     every: Duration,
     inval: Box<dyn Invalidate>,
     known_skipped: Vec<String>,
+    allow_outside: Vec<PathBuf>,
 ) -> io::Result<Refresher> {
     let stop = Arc::new((Mutex::new(false), Condvar::new()));
     let cache = fs
@@ -304,7 +305,14 @@ pub fn spawn(
                             return;
                         }
                     }
-                    refresh_once(&fs, &source, &cache, inval.as_ref(), &mut warned);
+                    refresh_once(
+                        &fs,
+                        &source,
+                        &allow_outside,
+                        &cache,
+                        inval.as_ref(),
+                        &mut warned,
+                    );
                 }
             })?
     };
@@ -320,12 +328,13 @@ pub fn spawn(
 fn refresh_once(
     fs: &SlabFs,
     source: &Path,
+    allow_outside: &[PathBuf],
     cache: &Arc<ChunkCache>,
     inval: &dyn Invalidate,
     warned: &mut BTreeSet<String>,
 ) {
     let started = Instant::now();
-    let ds = match dataset::open(source, cache.clone()) {
+    let ds = match dataset::open_with_roots(source, cache.clone(), allow_outside) {
         Ok(ds) => ds,
         Err(e) => {
             fs.stats().record_refresh_failure();
@@ -778,6 +787,7 @@ mod tests {
             dir.path().to_path_buf(),
             Duration::from_millis(20),
             Box::new(Shared(rec.clone())),
+            Vec::new(),
             Vec::new(),
         )
         .unwrap();

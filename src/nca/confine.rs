@@ -29,6 +29,14 @@ impl Roots {
         Roots(
             roots
                 .into_iter()
+                // "" is what `Path::parent` gives for a bare file name.
+                .map(|r| {
+                    if r.as_os_str().is_empty() {
+                        PathBuf::from(".")
+                    } else {
+                        r
+                    }
+                })
                 .filter_map(|r| match r.canonicalize() {
                     Ok(c) => Some(c),
                     Err(e) => {

@@ -36,6 +36,9 @@ pub enum Format {
     Zarr,
     /// Another JSON descriptor (`data.ncvar` names its variable).
     Nca,
+    /// One value everywhere (`data.value`): CF-1.13 `unique_values`
+    /// fragments. Not a descriptor format.
+    Constant,
 }
 
 impl Format {
@@ -63,6 +66,8 @@ pub struct DataSpec {
     pub file_offset: Option<u64>,
     pub scale_factor: Option<f64>,
     pub add_offset: Option<f64>,
+    /// For [`Format::Constant`]: one element of `dtype`, native order.
+    pub value: Option<Vec<u8>>,
 }
 
 /// One partition, as the descriptor states it.
@@ -528,6 +533,7 @@ fn parse_data(v: &Value, at: &str) -> Result<DataSpec, NcaError> {
             .get("add_offset")
             .map(|v| f64_of(v, &key("add_offset")))
             .transpose()?,
+        value: None,
     })
 }
 

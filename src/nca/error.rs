@@ -80,7 +80,7 @@ impl NcaError {
     pub(crate) fn at(self, path: impl Into<String>) -> Error {
         Error::Aggregation {
             path: path.into(),
-            source: self,
+            source: Box::new(self),
         }
     }
 }

@@ -123,6 +123,14 @@ impl Context {
         } else {
             Format::Nca
         };
+        if spec.format == Some(Format::Constant) {
+            return Ok(Target {
+                format: Format::Constant,
+                path: self.file.clone(),
+                is_self: true,
+                ncvar: None,
+            });
+        }
         let (path, is_self) = match &spec.data.file {
             None => (self.file.clone(), true),
             Some(f) => {
@@ -211,6 +219,11 @@ impl Context {
                     let agg = super::netcdf::aggregation(&file, var, Arc::new(ctx))?;
                     return Ok(Opened::Nested(agg));
                 }
+                if super::cf::is_aggregation_variable(v) {
+                    let ctx = self.nested(&target.path, var, Some(file.clone()))?;
+                    let agg = super::cf::aggregation(&file, var, Arc::new(ctx))?;
+                    return Ok(Opened::Nested(agg));
+                }
                 Ok(Opened::NetCdf(file.array(var)?))
             }
             Format::Raw => {
@@ -246,6 +259,12 @@ impl Context {
                     })?;
                 let array: Arc<dyn ArraySource> = node.array.expect("filtered");
                 Ok(Opened::Plain(array))
+            }
+            Format::Constant => {
+                let (dtype, _) = spec.data.dtype.clone().expect("set with the value");
+                let value = spec.data.value.clone().expect("set by the builder");
+                let c = super::constant::Constant::new(&self.file, spec.extents(), dtype, value)?;
+                Ok(Opened::Plain(Arc::new(c)))
             }
             Format::Nca => {
                 let var = target.ncvar.as_deref().unwrap_or_default();

@@ -1,5 +1,5 @@
-//! NCA aggregations: master arrays stitched from sub-arrays in other
-//! files, served as one flat file and conformed on the fly.
+//! NCA and CF-1.13 aggregations: master arrays stitched from sub-arrays
+//! in other files, served as one flat file and conformed on the fly.
 //!
 //! The convention is the NCA proposal (netCDF aggregate, v0.1): a master
 //! array is cut into a hyperrectangular matrix of *partitions*, each of
@@ -8,9 +8,14 @@
 //! missing size-1 dimensions, in other units or another dtype, or packed.
 //! docs/AGGREGATION.md is the user's reference; this is how it is built:
 //!
+//! CF-1.13 aggregation variables ([`cf`]: `aggregated_dimensions` /
+//! `aggregated_data`) are read into the same model, one partition per
+//! fragment.
+//!
 //! ```text
 //! *.nca.json ──┐                       descriptor: JSON / attributes → MasterSpec
-//! NCA netCDF ──┴─ open ─ Aggregation ─ aggregate: partition matrix as a tiling,
+//! NCA netCDF ──┤                       cf: CF-1.13 map / uris / identifiers → MasterSpec
+//! CF-1.13 ─────┴─ open ─ Aggregation ─ aggregate: partition matrix as a tiling,
 //!                          │                      overlap check, holes = fill
 //!                          └ Partition ─ partition: geometry (part, order, direction,
 //!                              │                    size-1 dims), gather, fast path
@@ -18,6 +23,7 @@
 //!                              │   └ units: the supported unit subset
 //!                              └ fragment: locate (confine) and open the sub-array
 //!                                  ├ netcdf3::File / raw::RawArray / zarr / nested
+//!                                  │   / constant (CF unique_values)
 //!                                  └ confine: every file under an allowed root
 //! ```
 //!
@@ -37,7 +43,9 @@
 //! fail (EIO at the mount) naming the file, until it appears.
 
 pub mod aggregate;
+pub mod cf;
 pub mod confine;
+pub mod constant;
 pub mod convert;
 pub mod descriptor;
 pub mod error;

@@ -8,7 +8,8 @@
 //! NCA file itself). The mount shows the ordinary variables as the
 //! netCDF-3 reader serves them, each NCA variable as its assembled master
 //! array (dtype and `_FillValue` those of the scalar variable), and hides
-//! the private ones.
+//! the private ones. CF-1.13 aggregation variables in the same file are
+//! assembled too ([`super::cf`]), their definition variables hidden.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -51,11 +52,12 @@ pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
     let real = path.canonicalize().unwrap_or_else(|_| path.clone());
     let roots = opts.roots_for(&real);
     let mut out = Variables::default();
+    let definitions = super::cf::definition_variables(&file);
     for v in file.variables() {
-        if is_private(v) {
+        if is_private(v) || definitions.contains(&v.name) {
             continue;
         }
-        let array = if is_nca_variable(v) {
+        let array = if is_nca_variable(v) || super::cf::is_aggregation_variable(v) {
             let ctx = Context::new(
                 roots.clone(),
                 opts.cache.clone(),
@@ -63,7 +65,11 @@ pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
                 Some(file.clone()),
                 vec![(real.clone(), v.name.clone())],
             );
-            aggregation(&file, &v.name, Arc::new(ctx))
+            if is_nca_variable(v) {
+                aggregation(&file, &v.name, Arc::new(ctx))
+            } else {
+                super::cf::aggregation(&file, &v.name, Arc::new(ctx))
+            }
         } else {
             file.array(&v.name)
         };

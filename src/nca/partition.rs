@@ -13,7 +13,7 @@
 //! attributes) is checked once, when it is first opened: at load when the
 //! file exists, else on the first read that touches it (a missing file is
 //! then an error for that read only, and is retried next time). The
-//! result is a [`Resolved`] partition:
+//! result is a resolved partition (`Resolved`):
 //!
 //! - `seqs[q]`: for each sub-array dimension, which sub-array index each
 //!   position of the data array uses (`part`, or everything);
@@ -136,11 +136,11 @@ impl Partition {
         };
         if p.target.is_self || p.target.path.exists() {
             let opened = p.open().map_err(|e| match e {
-                // A cycle or a broken nested descriptor keeps its own type.
+                // A cycle or a too deep nesting keeps its own type.
                 Error::Aggregation { source, .. }
-                    if matches!(source, NcaError::Cycle(_) | NcaError::TooDeep(_)) =>
+                    if matches!(*source, NcaError::Cycle(_) | NcaError::TooDeep(_)) =>
                 {
-                    source
+                    *source
                 }
                 other => p.fragment_error(other),
             })?;
@@ -414,9 +414,13 @@ impl Partition {
                 (Vec::new(), pack)
             }
         };
-        // Units: the descriptor's, else the fragment's own, else the
-        // master's (no conversion).
-        let file_units = attrs.get("units").and_then(|v| v.as_str());
+        // Units: the descriptor's, else the fragment's own (when the
+        // master has units to convert to), else the master's (no
+        // conversion).
+        let file_units = attrs
+            .get("units")
+            .and_then(|v| v.as_str())
+            .filter(|_| self.master.units.is_some());
         let affine = match self.spec.units.as_deref().or(file_units) {
             Some(u) => unit_map_with(
                 &self.spec,

@@ -1,0 +1,616 @@
+//! The codec registry: every codec slabfs decodes, registered once under
+//! each name the formats give it.
+//!
+//! A codec has up to three names (seed 004, "NCZarr Support for Zarr
+//! Filters"; netcdf-c `plugins/NCZhdf5filters.c`, `NCZstdfilters.c`):
+//!
+//! - its **numcodecs id** (`{"id": "zlib", "level": 1}`): Zarr v2's
+//!   `compressor` and `filters`, NCZarr, kerchunk. zarr-python 3 also
+//!   writes every numcodecs codec into Zarr v3 metadata as
+//!   `{"name": "numcodecs.<id>", "configuration": {...the same keys}}`, so
+//!   each id is also reachable under that v3 name;
+//! - its **Zarr v3 name** with a configuration of its own, for codecs the
+//!   v3 spec or zarr-extensions define (`gzip`, `zstd`, `blosc`, `crc32c`,
+//!   `bytes`, `transpose`);
+//! - its **HDF5 filter id** with a vector of `u32` parameters
+//!   (`cd_values`), for codecs whose stored bytes are what the HDF5 filter
+//!   writes. netcdf-c converts between that vector and the numcodecs JSON
+//!   in both directions; [`hdf5_to_json`] and [`json_to_hdf5`] do the same,
+//!   each codec file holding its own pair of conversions.
+//!
+//! A numcodecs id names either a bytes→bytes codec (a compressor or a
+//! checksum: [`Numcodecs::Bytes`]) or a *filter* that knows its element
+//! types ([`Numcodecs::Filter`]): in Zarr v2 a filter runs on the flat
+//! chunk buffer as a bytes→bytes codec (numcodecs' own view); under
+//! zarr-python's `numcodecs.<id>` v3 name it is an array→array codec,
+//! which [`super::array_filter`] adapts.
+//!
+//! # Adding a codec
+//!
+//! One file in `src/codec/` with the codec and a `pub const ENTRY:
+//! CodecEntry` naming it and its constructors (and HDF5 conversions, if
+//! it has a filter id); its `pub mod` line in `mod.rs`; one line in
+//! [`CODECS`] below; one row in `docs/CODECS.md` (a test checks the table
+//! names every registered codec). `from_v2`, `from_v3`, the `numcodecs.*`
+//! v3 name and the HDF5 conversions then all work.
+//!
+//! Lookups scan the table (two dozen entries, once per array opened).
+
+use serde_json::{Map, Value};
+
+use super::array_filter::{ArrayFilter, FilterArrayCodec, FilterBytesCodec};
+use super::{
+    BytesToBytesCodec, Codec, CodecError, adler32, astype, bitround, blosc, bytes, bz2, categorize,
+    crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip, jenkins_lookup3, lz4, lzma, packbits,
+    quantize, shuffle, transpose, v3_extension, zlib, zstd,
+};
+
+/// Every codec slabfs knows, once each.
+pub static CODECS: &[CodecEntry] = &[
+    bytes::ENTRY,
+    transpose::ENTRY,
+    // Compressors.
+    zlib::ENTRY,
+    gzip::ENTRY,
+    zstd::ENTRY,
+    blosc::ENTRY,
+    lz4::ENTRY,
+    bz2::ENTRY,
+    lzma::ENTRY,
+    // Checksums.
+    crc32c::ENTRY,
+    crc32::ENTRY,
+    adler32::ENTRY,
+    fletcher32::ENTRY,
+    jenkins_lookup3::ENTRY,
+    // Filters.
+    shuffle::ENTRY,
+    delta::ENTRY,
+    fixedscaleoffset::ENTRY,
+    astype::ENTRY,
+    quantize::ENTRY,
+    bitround::ENTRY,
+    packbits::ENTRY,
+    categorize::ENTRY,
+];
+
+/// The prefix zarr-python 3 gives numcodecs ids in Zarr v3 metadata.
+pub const NUMCODECS_PREFIX: &str = "numcodecs.";
+
+pub type FromNumcodecs = fn(&Value) -> Result<Box<dyn BytesToBytesCodec>, CodecError>;
+pub type FromNumcodecsFilter = fn(&Value) -> Result<Box<dyn ArrayFilter>, CodecError>;
+pub type FromV3 = fn(&Value) -> Result<Codec, CodecError>;
+
+/// How a codec is built from its numcodecs JSON (the whole object, `id`
+/// included).
+#[derive(Debug, Clone, Copy)]
+pub enum Numcodecs {
+    /// A compressor or checksum: bytes→bytes everywhere.
+    Bytes(FromNumcodecs),
+    /// A numcodecs filter: bytes→bytes on the flat buffer in Zarr v2,
+    /// array→array as zarr-python's v3 `numcodecs.<id>`.
+    Filter(FromNumcodecsFilter),
+}
+
+/// A codec's HDF5 filter and netcdf-c's conversions for it.
+#[derive(Debug, Clone, Copy)]
+pub struct Hdf5Filter {
+    /// The filter id registered with The HDF Group.
+    pub id: u32,
+    /// HDF5 parameters (`cd_values`) to the numcodecs JSON netcdf-c writes
+    /// for them (`NCZ_hdf5_to_codec`).
+    pub to_json: fn(&[u32]) -> Result<Value, CodecError>,
+    /// numcodecs JSON to HDF5 parameters (`NCZ_codec_to_hdf5`, then the
+    /// per-variable completion netcdf-c does where it can without the
+    /// variable).
+    pub to_params: fn(&Value) -> Result<Vec<u32>, CodecError>,
+}
+
+/// One registered codec.
+#[derive(Debug, Clone, Copy)]
+pub struct CodecEntry {
+    /// The numcodecs id and constructor (Zarr v2, NCZarr, kerchunk, and
+    /// zarr-python's v3 `numcodecs.<id>`), if numcodecs has this codec.
+    pub numcodecs: Option<(&'static str, Numcodecs)>,
+    /// The Zarr v3 name with a spec-defined configuration, and its
+    /// constructor (given the configuration, `{}` when absent).
+    pub v3: Option<(&'static str, FromV3)>,
+    /// The HDF5 filter whose output is this codec's stored form.
+    pub hdf5: Option<Hdf5Filter>,
+}
+
+impl CodecEntry {
+    /// The numcodecs id, if any.
+    pub fn id(&self) -> Option<&'static str> {
+        self.numcodecs.map(|(id, _)| id)
+    }
+
+    /// The spec's Zarr v3 name, if any.
+    pub fn v3_name(&self) -> Option<&'static str> {
+        self.v3.map(|(name, _)| name)
+    }
+
+    /// Every name this codec has in Zarr v3 metadata.
+    pub fn v3_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.v3_name().into_iter().map(String::from).collect();
+        names.extend(self.id().map(|id| format!("{NUMCODECS_PREFIX}{id}")));
+        names
+    }
+
+    /// The codec's name for messages: its numcodecs id or v3 name.
+    pub fn name(&self) -> &'static str {
+        self.id().or(self.v3_name()).unwrap_or("?")
+    }
+}
+
+/// The codec with numcodecs id `id`.
+pub fn by_id(id: &str) -> Option<&'static CodecEntry> {
+    CODECS.iter().find(|e| e.id() == Some(id))
+}
+
+/// The codec with Zarr v3 name `name`: a spec name, or `numcodecs.<id>`.
+pub fn by_v3_name(name: &str) -> Option<&'static CodecEntry> {
+    CODECS
+        .iter()
+        .find(|e| e.v3_name() == Some(name))
+        .or_else(|| by_id(name.strip_prefix(NUMCODECS_PREFIX)?))
+}
+
+/// The codec HDF5 filter `id` writes.
+pub fn by_hdf5_id(id: u32) -> Option<&'static CodecEntry> {
+    CODECS.iter().find(|e| e.hdf5.is_some_and(|h| h.id == id))
+}
+
+/// Build a bytes→bytes codec from a numcodecs `{"id": ...}` object (a
+/// Zarr v2 compressor or filter).
+pub fn from_v2(value: &Value) -> Result<Box<dyn BytesToBytesCodec>, CodecError> {
+    let id = value
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| CodecError::config("?", format!("codec without an \"id\": {value}")))?;
+    let entry = by_id(id).ok_or_else(|| CodecError::Unknown(id.to_string()))?;
+    match entry.numcodecs {
+        Some((_, Numcodecs::Bytes(build))) => build(value),
+        Some((_, Numcodecs::Filter(build))) => Ok(Box::new(FilterBytesCodec::new(build(value)?))),
+        None => unreachable!("by_id found an entry with an id"),
+    }
+}
+
+/// Build a codec from its Zarr v3 metadata. `Ok(None)` means an unknown
+/// codec marked `"must_understand": false`, which is skipped.
+pub fn from_v3(value: &Value) -> Result<Option<Codec>, CodecError> {
+    let (name, config, must_understand) =
+        v3_extension(value).map_err(|e| CodecError::config("?", e))?;
+    let empty = Value::Object(Map::new());
+    let config = config.unwrap_or(&empty);
+    if let Some(entry) = CODECS.iter().find(|e| e.v3_name() == Some(name)) {
+        let (_, build) = entry.v3.expect("found by its v3 name");
+        return build(config).map(Some);
+    }
+    let entry = name
+        .strip_prefix(NUMCODECS_PREFIX)
+        .and_then(|id| by_id(id).map(|e| (id, e)));
+    let Some((id, entry)) = entry else {
+        if must_understand {
+            return Err(CodecError::Unknown(name.to_string()));
+        }
+        return Ok(None);
+    };
+    // zarr-python stores the numcodecs object minus its "id"; an "id" that
+    // is there must agree with the name.
+    let mut object = config
+        .as_object()
+        .ok_or_else(|| {
+            CodecError::config(name, format!("configuration must be an object: {config}"))
+        })?
+        .clone();
+    match object.get("id") {
+        None => {
+            object.insert("id".into(), Value::String(id.to_string()));
+        }
+        Some(v) if v.as_str() == Some(id) => {}
+        Some(v) => {
+            return Err(CodecError::config(
+                name,
+                format!("configuration \"id\" {v} does not match the name"),
+            ));
+        }
+    }
+    let object = Value::Object(object);
+    Ok(Some(match entry.numcodecs.expect("found by its id").1 {
+        Numcodecs::Bytes(build) => Codec::BytesToBytes(build(&object)?),
+        Numcodecs::Filter(build) => {
+            Codec::ArrayToArray(Box::new(FilterArrayCodec::new(build(&object)?)))
+        }
+    }))
+}
+
+/// The numcodecs JSON for HDF5 filter `id` with parameters `params`, as
+/// netcdf-c writes it into NCZarr metadata.
+pub fn hdf5_to_json(id: u32, params: &[u32]) -> Result<Value, CodecError> {
+    let hdf5 = by_hdf5_id(id)
+        .and_then(|e| e.hdf5)
+        .ok_or(CodecError::UnknownHdf5Filter {
+            id,
+            known_as: hdf5_filter_name(id),
+        })?;
+    (hdf5.to_json)(params)
+}
+
+/// The HDF5 filter id and parameters for a numcodecs JSON codec.
+pub fn json_to_hdf5(codec: &Value) -> Result<(u32, Vec<u32>), CodecError> {
+    let id = codec
+        .get("id")
+        .and_then(Value::as_str)
+        .ok_or_else(|| CodecError::config("?", format!("codec without an \"id\": {codec}")))?;
+    let entry = by_id(id).ok_or_else(|| CodecError::Unknown(id.to_string()))?;
+    let hdf5 = entry
+        .hdf5
+        .ok_or_else(|| CodecError::config(id, "has no HDF5 filter"))?;
+    Ok((hdf5.id, (hdf5.to_params)(codec)?))
+}
+
+/// Build the codec that undoes HDF5 filter `id` with parameters `params`
+/// (through its numcodecs JSON).
+pub fn from_hdf5(id: u32, params: &[u32]) -> Result<Box<dyn BytesToBytesCodec>, CodecError> {
+    from_v2(&hdf5_to_json(id, params)?)
+}
+
+/// Names of HDF5 filters that have no codec here, for error messages: the
+/// library's own (`H5Zpublic.h`) and the best-known registered ones (The
+/// HDF Group's `RegisteredFilterPlugins.md`).
+pub fn hdf5_filter_name(id: u32) -> Option<&'static str> {
+    Some(match id {
+        1 => "deflate",
+        2 => "shuffle",
+        3 => "fletcher32",
+        4 => "szip",
+        5 => "nbit",
+        6 => "scaleoffset",
+        305 => "lzo",
+        307 => "bzip2",
+        32000 => "lzf",
+        32001 => "blosc",
+        32003 => "snappy",
+        // Its own framing (big-endian sizes and blocks), not numcodecs'
+        // lz4: kerchunk refuses it too.
+        32004 => "lz4 (HDF5 framing)",
+        32008 => "bitshuffle",
+        32013 => "zfp",
+        32014 => "fpzip",
+        32015 => "zstd",
+        32017 => "sz",
+        32022 => "bitgroom",
+        32023 => "granular bitround",
+        32024 => "sz3",
+        32026 => "blosc2",
+        _ => return None,
+    })
+}
+
+// ---------------------------------------------------------------------
+// Helpers for the HDF5 conversions in the codec files.
+
+/// Parameter `i` of an HDF5 filter, or an error naming the filter.
+pub(crate) fn hdf5_param(codec: &str, params: &[u32], i: usize) -> Result<u32, CodecError> {
+    params.get(i).copied().ok_or_else(|| {
+        CodecError::config(
+            codec,
+            format!(
+                "HDF5 parameters {params:?}: expected at least {} values",
+                i + 1
+            ),
+        )
+    })
+}
+
+/// An integer key of a numcodecs object as an HDF5 parameter: `default`
+/// when absent, an error when negative or too large (netcdf-c refuses the
+/// same: `jc.ival < 0 || jc.ival > NC_MAX_UINT`).
+pub(crate) fn json_param(
+    codec: &str,
+    config: &Value,
+    key: &str,
+    default: Option<u32>,
+) -> Result<u32, CodecError> {
+    match super::numeric::config_int(codec, config, key)? {
+        Some(v) => u32::try_from(v).map_err(|_| {
+            CodecError::config(
+                codec,
+                format!("{key:?} {v} does not fit an HDF5 parameter (0..=4294967295)"),
+            )
+        }),
+        None => default.ok_or_else(|| CodecError::config(codec, format!("missing {key:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_name_is_registered_once() {
+        let mut ids = Vec::new();
+        let mut v3 = Vec::new();
+        let mut hdf5 = Vec::new();
+        for e in CODECS {
+            assert!(e.numcodecs.is_some() || e.v3.is_some(), "{e:?}");
+            ids.extend(e.id());
+            v3.extend(e.v3_names());
+            hdf5.extend(e.hdf5.map(|h| h.id));
+        }
+        for list in [
+            ids.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            v3.clone(),
+            hdf5.iter().map(|i| i.to_string()).collect(),
+        ] {
+            let mut sorted = list.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(sorted.len(), list.len(), "duplicate in {list:?}");
+        }
+        assert!(ids.len() >= 20, "{ids:?}");
+        assert_eq!(hdf5.len(), 6, "{hdf5:?}");
+    }
+
+    #[test]
+    fn lookups() {
+        assert_eq!(by_id("lz4").unwrap().name(), "lz4");
+        assert_eq!(by_v3_name("numcodecs.lz4").unwrap().name(), "lz4");
+        assert_eq!(by_v3_name("gzip").unwrap().id(), Some("gzip"));
+        assert_eq!(
+            by_v3_name("numcodecs.gzip").unwrap().v3_name(),
+            Some("gzip")
+        );
+        assert_eq!(by_v3_name("bytes").unwrap().id(), None);
+        assert_eq!(by_hdf5_id(1).unwrap().id(), Some("zlib"));
+        assert_eq!(by_hdf5_id(307).unwrap().id(), Some("bz2"));
+        assert_eq!(by_hdf5_id(32015).unwrap().id(), Some("zstd"));
+        assert!(by_id("bytes").is_none());
+        assert!(by_id("numcodecs.lz4").is_none());
+        assert!(by_v3_name("lz4").is_none());
+        assert!(by_v3_name("numcodecs.").is_none());
+        assert!(by_v3_name("numcodecs.bytes").is_none());
+        assert!(by_hdf5_id(32004).is_none());
+        assert_eq!(
+            by_v3_name("numcodecs.zstd").unwrap().v3_names(),
+            ["zstd", "numcodecs.zstd"]
+        );
+    }
+
+    #[test]
+    fn unknown_codecs_are_named() {
+        let e = from_v2(&json!({"id": "zfpy", "mode": 4})).unwrap_err();
+        assert!(matches!(&e, CodecError::Unknown(n) if n == "zfpy"), "{e}");
+        assert_eq!(e.to_string(), "unsupported codec \"zfpy\"");
+        let e = from_v3(&json!({"name": "numcodecs.zfpy", "configuration": {}})).unwrap_err();
+        assert!(
+            matches!(&e, CodecError::Unknown(n) if n == "numcodecs.zfpy"),
+            "{e}"
+        );
+        let e = from_v3(&json!({"name": "lz4"})).unwrap_err();
+        assert!(matches!(&e, CodecError::Unknown(n) if n == "lz4"), "{e}");
+        assert!(
+            from_v3(&json!({"name": "numcodecs.zfpy", "must_understand": false}))
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            from_v3(&json!({"name": "x.y", "configuration": {}, "must_understand": false}))
+                .unwrap()
+                .is_none()
+        );
+        // Known codecs are built even when they could be skipped.
+        assert!(
+            from_v3(&json!({"name": "numcodecs.crc32", "must_understand": false}))
+                .unwrap()
+                .is_some()
+        );
+        assert!(matches!(
+            from_v2(&json!({"level": 1})),
+            Err(CodecError::Config { .. })
+        ));
+        assert!(matches!(
+            from_v2(&json!({"id": 5})),
+            Err(CodecError::Config { .. })
+        ));
+        let e = hdf5_to_json(4, &[32, 32]).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                CodecError::UnknownHdf5Filter {
+                    id: 4,
+                    known_as: Some("szip")
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!(e.to_string(), "unsupported HDF5 filter 4 (szip)");
+        let e = from_hdf5(32004, &[0]).unwrap_err();
+        assert!(e.to_string().contains("32004 (lz4"), "{e}");
+        let e = hdf5_to_json(40000, &[]).unwrap_err();
+        assert_eq!(e.to_string(), "unsupported HDF5 filter 40000");
+        let e = json_to_hdf5(&json!({"id": "lz4"})).unwrap_err();
+        assert!(matches!(e, CodecError::Config { .. }), "{e}");
+        let e = json_to_hdf5(&json!({"id": "nope"})).unwrap_err();
+        assert!(matches!(e, CodecError::Unknown(_)), "{e}");
+    }
+
+    #[test]
+    fn numcodecs_v3_names() {
+        // Bytes codecs keep their family; filters become array->array.
+        for (v, family) in [
+            (
+                json!({"name": "numcodecs.lz4", "configuration": {"acceleration": 1}}),
+                "b",
+            ),
+            (
+                json!({"name": "numcodecs.zlib", "configuration": {"level": 1}}),
+                "b",
+            ),
+            (json!({"name": "numcodecs.crc32"}), "b"),
+            (
+                json!({"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}}),
+                "b",
+            ),
+            (
+                json!({"name": "numcodecs.blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}}),
+                "b",
+            ),
+            (
+                json!({"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}}),
+                "a",
+            ),
+            (
+                json!({"name": "numcodecs.bitround", "configuration": {"keepbits": 3}}),
+                "a",
+            ),
+        ] {
+            let got = match from_v3(&v).unwrap().unwrap() {
+                Codec::BytesToBytes(_) => "b",
+                Codec::ArrayToArray(_) => "a",
+                Codec::ArrayToBytes(_) => "ab",
+            };
+            assert_eq!(got, family, "{v}");
+        }
+        // The configuration is numcodecs' (integer shuffle), not v3 blosc's.
+        assert!(
+            from_v3(&json!({"name": "numcodecs.blosc", "configuration": {"cname": "lz4", "shuffle": "shuffle"}}))
+                .is_err()
+        );
+        assert!(from_v3(&json!({"name": "numcodecs.lz4", "configuration": {"id": "lz4"}})).is_ok());
+        assert!(
+            from_v3(&json!({"name": "numcodecs.lz4", "configuration": {"id": "zstd"}})).is_err()
+        );
+        assert!(from_v3(&json!({"name": "numcodecs.lz4", "configuration": [1]})).is_err());
+    }
+
+    /// Every codec with an HDF5 filter: JSON -> parameters -> JSON gives
+    /// back the same codec, and the parameters are netcdf-c's.
+    #[test]
+    fn hdf5_round_trips() {
+        let cases: &[(Value, u32, &[u32], Value)] = &[
+            (
+                json!({"id": "zlib", "level": 4}),
+                1,
+                &[4],
+                json!({"id": "zlib", "level": 4}),
+            ),
+            (
+                json!({"id": "shuffle", "elementsize": 8}),
+                2,
+                &[8],
+                json!({"id": "shuffle", "elementsize": 8}),
+            ),
+            (
+                json!({"id": "fletcher32"}),
+                3,
+                &[],
+                json!({"id": "fletcher32"}),
+            ),
+            (
+                json!({"id": "bz2", "level": 9}),
+                307,
+                &[9],
+                json!({"id": "bz2", "level": 9}),
+            ),
+            (
+                json!({"id": "zstd", "level": 19, "checksum": false}),
+                32015,
+                &[19],
+                json!({"id": "zstd", "level": 19}),
+            ),
+            (
+                json!({"id": "blosc", "cname": "zstd", "clevel": 5, "shuffle": 2, "blocksize": 0}),
+                32001,
+                &[0, 0, 0, 0, 5, 2, 5],
+                json!({"id": "blosc", "clevel": 5, "blocksize": 0, "cname": "zstd", "shuffle": 2}),
+            ),
+        ];
+        for (json, id, params, back) in cases {
+            let (got_id, got) = json_to_hdf5(json).unwrap();
+            assert_eq!((got_id, got.as_slice()), (*id, *params), "{json}");
+            assert_eq!(&hdf5_to_json(*id, params).unwrap(), back, "{id} {params:?}");
+            // And the JSON builds the codec.
+            from_hdf5(*id, params).unwrap();
+        }
+        let with_hdf5 = CODECS.iter().filter(|e| e.hdf5.is_some()).count();
+        assert_eq!(with_hdf5, cases.len());
+    }
+
+    #[test]
+    fn hdf5_edge_cases() {
+        // netcdf-c refuses a deflate, bzip2 or zstd filter without its level.
+        for id in [1, 307, 32015] {
+            let e = hdf5_to_json(id, &[]).unwrap_err();
+            assert!(matches!(e, CodecError::Config { .. }), "{id}: {e}");
+        }
+        // Shuffle without parameters: element size 0, which decodes as a copy.
+        assert_eq!(
+            hdf5_to_json(2, &[]).unwrap(),
+            json!({"id": "shuffle", "elementsize": 0})
+        );
+        from_hdf5(2, &[]).unwrap();
+        // Fletcher32 ignores parameters.
+        assert_eq!(hdf5_to_json(3, &[9]).unwrap(), json!({"id": "fletcher32"}));
+        // Blosc: the working parameters netcdf-c writes (filter revision 2,
+        // format 2, type size 4, chunk bytes 40000), lz4hc.
+        assert_eq!(
+            hdf5_to_json(32001, &[2, 2, 4, 40000, 9, 1, 2]).unwrap(),
+            json!({"id": "blosc", "clevel": 9, "blocksize": 40000, "cname": "lz4hc", "shuffle": 1})
+        );
+        // Fewer than seven: H5Zblosc.c's defaults.
+        assert_eq!(
+            hdf5_to_json(32001, &[2, 2, 4, 40000]).unwrap(),
+            json!({"id": "blosc", "clevel": 5, "blocksize": 40000, "cname": "blosclz", "shuffle": 1})
+        );
+        assert!(hdf5_to_json(32001, &[]).is_err());
+        assert!(hdf5_to_json(32001, &[2, 2, 4, 0, 5, 1, 6]).is_err());
+        // Snappy converts, but this build cannot decode it.
+        let snappy = hdf5_to_json(32001, &[2, 2, 4, 0, 5, 1, 3]).unwrap();
+        assert_eq!(snappy["cname"], "snappy");
+        assert!(matches!(
+            from_hdf5(32001, &[2, 2, 4, 0, 5, 1, 3]),
+            Err(CodecError::Config { .. })
+        ));
+        // JSON without the optional keys: numcodecs' defaults.
+        assert_eq!(
+            json_to_hdf5(&json!({"id": "blosc"})).unwrap(),
+            (32001, vec![0, 0, 0, 0, 5, 1, 1])
+        );
+        assert_eq!(json_to_hdf5(&json!({"id": "zlib"})).unwrap(), (1, vec![1]));
+        assert_eq!(
+            json_to_hdf5(&json!({"id": "zstd"})).unwrap(),
+            (32015, vec![0])
+        );
+        assert_eq!(json_to_hdf5(&json!({"id": "bz2"})).unwrap(), (307, vec![1]));
+        assert_eq!(
+            json_to_hdf5(&json!({"id": "shuffle"})).unwrap(),
+            (2, vec![4])
+        );
+        // What has no HDF5 form.
+        for bad in [
+            json!({"id": "zstd", "level": -5}),
+            json!({"id": "blosc", "shuffle": -1}),
+            json!({"id": "blosc", "cname": "brotli"}),
+            json!({"id": "zlib", "level": "9"}),
+            json!({"level": 9}),
+        ] {
+            assert!(json_to_hdf5(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn json_params() {
+        let c = json!({"id": "x", "a": 3, "n": -1, "big": 1u64 << 33, "s": "1"});
+        assert_eq!(json_param("x", &c, "a", None).unwrap(), 3);
+        assert_eq!(json_param("x", &c, "missing", Some(7)).unwrap(), 7);
+        assert!(json_param("x", &c, "missing", None).is_err());
+        assert!(json_param("x", &c, "n", None).is_err());
+        assert!(json_param("x", &c, "big", None).is_err());
+        assert!(json_param("x", &c, "s", None).is_err());
+        assert_eq!(hdf5_param("x", &[1, 2], 1).unwrap(), 2);
+        assert!(hdf5_param("x", &[1, 2], 2).is_err());
+    }
+}
