@@ -26,9 +26,10 @@ use slabfs::read::read_at;
     name = "slabfs",
     version,
     about = "Chunked, compressed and aggregated array datasets as flat row-major raw files",
-    long_about = "slabfs shows every variable of a Zarr store (and, later, netCDF files and \
-                  aggregations) as one flat, row-major raw binary file, so tools that only read \
-                  raw binary can use chunked, compressed data without converting it."
+    long_about = "slabfs shows every variable of a dataset (Zarr v2/v3 stores, netCDF-3 files, \
+                  NCA and CF-1.13 aggregations, kerchunk reference files) as one flat, row-major \
+                  raw binary file, so tools that only read raw binary can use chunked, \
+                  compressed and aggregated data without converting it."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -45,7 +46,8 @@ pub enum Command {
     /// List the arrays of SOURCE: path (as the mount shows it), NumPy
     /// dtype, shape and size in bytes, one per line.
     Ls {
-        /// A Zarr store or a directory of datasets.
+        /// A dataset (Zarr store, netCDF-3 file, *.nca.json, kerchunk references) or a
+        /// directory of datasets.
         source: PathBuf,
         #[command(flatten)]
         common: Common,
@@ -53,7 +55,8 @@ pub enum Command {
     /// Write the flat row-major bytes of one array to stdout, exactly the
     /// bytes the mount serves for that file.
     Cat {
-        /// A Zarr store or a directory of datasets.
+        /// A dataset (Zarr store, netCDF-3 file, *.nca.json, kerchunk references) or a
+        /// directory of datasets.
         source: PathBuf,
         /// The array's path as `slabfs ls` prints it.
         array: String,
@@ -76,7 +79,8 @@ pub enum Command {
 /// `slabfs mount` arguments (see docs/CONFIGURATION.md).
 #[derive(Args, Debug, Clone)]
 pub struct MountArgs {
-    /// A Zarr store or a directory of datasets.
+    /// A dataset (Zarr store, netCDF-3 file, *.nca.json, kerchunk references) or a
+    /// directory of datasets.
     pub source: PathBuf,
     /// Where to mount it; created if missing. A stale mount left there by
     /// a killed slabfs is detached first.
