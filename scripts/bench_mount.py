@@ -43,8 +43,9 @@ during it, with bench_read.py's machinery; the CPU of the slabfs daemon is
 counted as the step's own. Before timing, the bytes read through a mount are
 checked against the raw file (sha256), and every random read's bytes (pread
 and zarr) are checked too. Prints Markdown tables; writes the raw numbers to
-<data-dir>/results-mount.json. --perf records one extra, untimed fresh-mount
-dd per variant with `perf record -a -g` and saves the reports in --data-dir.
+<data-dir>/results-mount.json. --perf records one extra, untimed `slabfs cat` and
+fresh-mount dd per variant with `perf record -a -g`, prints where the CPU went
+and saves the data and reports in --data-dir.
 """
 
 from __future__ import annotations
@@ -717,7 +718,7 @@ def verdict(x: float, target: float) -> str:
     return f"**met** (≥ {target:g})" if x >= target else f"**missed** (< {target:g})"
 
 
-def report(b: Bench, command: str) -> dict:
+def report(b: Bench) -> dict:
     d, res, a = b.data, b.res, b.args
     mib = d["nbytes"] / MIB
     out: dict = {"seq": {}, "random": {}, "ratios": {}}
@@ -903,7 +904,7 @@ def main() -> None:
     finally:
         b.stop_all()
 
-    rep = report(b, command)
+    rep = report(b)
     m = br.machine_info()
     v = br.versions(slabfs)
     note, worst = load_note(b)
