@@ -64,6 +64,9 @@ pub struct CacheStats {
     pub uncached: u64,
     /// Chunks decoded ahead of a sequential reader ([`ChunkCache::prefetch`]).
     pub prefetches: u64,
+    /// Chunks dropped once every byte of them was served
+    /// ([`ChunkCache::served`]).
+    pub consumed: u64,
     pub bytes: u64,
     pub entries: u64,
 }
@@ -74,10 +77,37 @@ pub struct ChunkCache {
 }
 
 struct Inner {
-    lru: LruCache<ChunkKey, ChunkData>,
+    lru: LruCache<ChunkKey, Entry>,
     bytes: usize,
     inflight: HashMap<ChunkKey, Arc<Flight>>,
     stats: CacheStats,
+    /// Buffers of dropped chunks, handed to the next decodes
+    /// ([`ChunkCache::take_buffer`]); at most [`POOL_BYTES`] in all.
+    pool: Vec<Vec<u8>>,
+    pool_bytes: usize,
+}
+
+struct Entry {
+    data: ChunkData,
+    /// Bytes of it served so far ([`ChunkCache::served`]).
+    served: u64,
+}
+
+/// Most bytes of spare buffers the pool keeps: enough for a readahead
+/// window of chunks, small beside any budget.
+const POOL_BYTES: usize = 64 << 20;
+
+impl Inner {
+    /// Drop `data` from the books; keep its buffer for reuse when no reader
+    /// holds it any more.
+    fn recycle(&mut self, data: ChunkData) {
+        if let Ok(buf) = Arc::try_unwrap(data)
+            && self.pool_bytes + buf.capacity() <= POOL_BYTES
+        {
+            self.pool_bytes += buf.capacity();
+            self.pool.push(buf);
+        }
+    }
 }
 
 /// One decode in progress; waiters sleep on `cv` until `done`.
@@ -102,6 +132,8 @@ impl ChunkCache {
                 bytes: 0,
                 inflight: HashMap::new(),
                 stats: CacheStats::default(),
+                pool: Vec::new(),
+                pool_bytes: 0,
             }),
         }
     }
@@ -130,8 +162,8 @@ impl ChunkCache {
         loop {
             let flight = {
                 let mut inner = self.inner.lock();
-                if let Some(data) = inner.lru.get(key) {
-                    let data = data.clone();
+                if let Some(e) = inner.lru.get(key) {
+                    let data = e.data.clone();
                     inner.stats.hits += 1;
                     return Ok(Some(data));
                 }
@@ -190,14 +222,19 @@ impl ChunkCache {
             while inner.bytes + size > self.budget {
                 match inner.lru.pop_lru() {
                     Some((_, old)) => {
-                        inner.bytes -= old.len();
+                        inner.bytes -= old.data.len();
                         inner.stats.evictions += 1;
+                        inner.recycle(old.data);
                     }
                     None => break,
                 }
             }
-            if let Some(old) = inner.lru.put(key.clone(), data.clone()) {
-                inner.bytes -= old.len();
+            let entry = Entry {
+                data: data.clone(),
+                served: 0,
+            };
+            if let Some(old) = inner.lru.put(key.clone(), entry) {
+                inner.bytes -= old.data.len();
             }
             inner.bytes += size;
         }
@@ -217,8 +254,8 @@ impl ChunkCache {
         loop {
             let flight = {
                 let mut inner = self.inner.lock();
-                if let Some(data) = inner.lru.get(key) {
-                    let data = data.clone();
+                if let Some(e) = inner.lru.get(key) {
+                    let data = e.data.clone();
                     inner.stats.hits += 1;
                     return Some(data);
                 }
@@ -259,6 +296,76 @@ impl ChunkCache {
         true
     }
 
+    /// Whether `key` is cached (without touching its recency).
+    pub fn contains(&self, key: &ChunkKey) -> bool {
+        self.inner.lock().lru.contains(key)
+    }
+
+    /// Note that `bytes` of cached chunk `key` were copied to a reader, of
+    /// `useful` bytes it has inside its array. Once every useful byte has
+    /// been served, the chunk is dropped and its buffer kept for the next
+    /// decode: a reader that went through all of it (a sequential scan,
+    /// typically) is done with it, and the kernel's page cache holds what
+    /// it read. This use-once rule is the cache's scan resistance: a scan
+    /// of any size occupies about a readahead window of chunks instead of
+    /// flushing the cache, and it reuses its buffers instead of faulting in
+    /// fresh memory for every chunk. A chunk read piecemeal here and there
+    /// stays until the least-recently-used rule evicts it. (Re-reading the
+    /// same part of a chunk over and over also adds up; the kernel's page
+    /// cache absorbs such re-reads before they reach the cache.)
+    pub fn served(&self, key: &ChunkKey, bytes: usize, useful: usize) {
+        let mut inner = self.inner.lock();
+        let Some(e) = inner.lru.peek_mut(key) else {
+            return;
+        };
+        e.served += bytes as u64;
+        if e.served < useful as u64 {
+            return;
+        }
+        if let Some(e) = inner.lru.pop(key) {
+            inner.bytes -= e.data.len();
+            inner.stats.consumed += 1;
+            inner.recycle(e.data);
+        }
+    }
+
+    /// A buffer of exactly `len` bytes (contents unspecified) to decode a
+    /// chunk into: a recycled one when the pool has one large enough, so
+    /// a scan does not fault in fresh pages for every chunk.
+    pub fn take_buffer(&self, len: usize) -> Vec<u8> {
+        let recycled = {
+            let mut inner = self.inner.lock();
+            // Not much larger than needed, so small chunks do not pin big
+            // buffers.
+            let pos = inner
+                .pool
+                .iter()
+                .position(|b| b.capacity() >= len && b.capacity() <= len.saturating_mul(2));
+            pos.map(|i| {
+                let b = inner.pool.swap_remove(i);
+                inner.pool_bytes -= b.capacity();
+                b
+            })
+        };
+        match recycled {
+            Some(mut b) => {
+                if b.len() >= len {
+                    b.truncate(len);
+                } else {
+                    b.resize(len, 0);
+                }
+                b
+            }
+            None => vec![0; len],
+        }
+    }
+
+    /// Return a buffer from [`take_buffer`](Self::take_buffer) that was not
+    /// used after all.
+    pub fn give_back(&self, buf: Vec<u8>) {
+        self.inner.lock().recycle(Arc::new(buf));
+    }
+
     /// Drop every entry of `source` (all versions), e.g. when it goes away.
     pub fn forget_source(&self, source: u64) {
         let mut inner = self.inner.lock();
@@ -270,7 +377,7 @@ impl ChunkCache {
             .collect();
         for k in stale {
             if let Some(v) = inner.lru.pop(&k) {
-                inner.bytes -= v.len();
+                inner.bytes -= v.data.len();
             }
         }
     }
@@ -289,6 +396,33 @@ mod tests {
             version: 0,
             coords: vec![i].into(),
         }
+    }
+
+    #[test]
+    fn wholly_served_chunks_are_dropped_and_their_buffers_reused() {
+        let c = ChunkCache::new(1 << 20);
+        let k = key(1);
+        let data = c.get_or_load(&k, || Ok(Some(vec![7u8; 4096]))).unwrap();
+        let data = data.unwrap();
+        let ptr = data.as_ptr();
+        drop(data);
+        c.served(&k, 1000, 4096);
+        assert!(c.contains(&k));
+        c.served(&k, 3096, 4096);
+        assert!(!c.contains(&k));
+        assert_eq!((c.stats().consumed, c.stats().bytes), (1, 0));
+        let b = c.take_buffer(4000);
+        assert_eq!((b.as_ptr(), b.len()), (ptr, 4000));
+        // The pool had one buffer; the next is fresh.
+        let fresh = c.take_buffer(4000);
+        assert_ne!(fresh.as_ptr(), ptr);
+        // A buffer still held by a reader is not recycled.
+        let held = c.get_or_load(&k, || Ok(Some(vec![1u8; 4096]))).unwrap();
+        c.served(&k, 4096, 4096);
+        assert!(!c.contains(&k));
+        assert_eq!(held.unwrap()[0], 1);
+        let fresh = c.take_buffer(4000);
+        assert_ne!(fresh.as_ptr(), ptr);
     }
 
     #[test]

@@ -44,24 +44,33 @@ fn read(a: &dyn ArraySource, elem: u64, n: u64) -> Vec<u16> {
 }
 
 #[test]
-fn repeated_reads_hit_the_cache() {
+fn repeated_reads_hit_the_cache_until_a_chunk_is_wholly_served() {
     let counting = Arc::new(CountingStore::new(store()));
-    let a = open(counting.clone(), 1 << 20);
+    let cache = Arc::new(ChunkCache::new(1 << 20));
+    let h = zarr::open_store(counting.clone(), cache.clone()).unwrap();
+    let a = h.nodes[0].array.clone().unwrap();
     let base = counting.gets();
     // Chunk 0 read piecemeal: fetched once, then from the cache.
-    assert_eq!(read(a.as_ref(), 0, 2), vec![0, 1]);
-    assert_eq!(read(a.as_ref(), 2, 2), vec![2, 3]);
+    assert_eq!(read(a.as_ref(), 0, 1), vec![0]);
+    assert_eq!(read(a.as_ref(), 1, 1), vec![1]);
+    assert_eq!(read(a.as_ref(), 2, 1), vec![2]);
     assert_eq!(counting.gets() - base, 1);
-    // Elements 3..13: chunk 0 (cached), chunks 1 and 2 (covered whole:
-    // fetched for this read only), chunk 3 in part (fetched and kept).
+    // Elements 3..13: chunk 0 (cached; now every element of it has been
+    // served, so it is dropped), chunks 1 and 2 (covered whole: fetched
+    // for this read only), chunk 3 in part (fetched and kept).
     assert_eq!(read(a.as_ref(), 3, 10), (3..13).collect::<Vec<u16>>());
     assert_eq!(counting.gets() - base, 4);
-    assert_eq!(read(a.as_ref(), 12, 4), vec![12, 13, 14, 15]);
+    assert_eq!(read(a.as_ref(), 13, 2), vec![13, 14]);
     assert_eq!(
         counting.gets() - base,
         4,
         "chunk 3 must come from the cache"
     );
+    let stats = cache.stats();
+    assert_eq!((stats.consumed, stats.entries), (1, 1));
+    // Chunk 0 was used up: read again, it is fetched again.
+    assert_eq!(read(a.as_ref(), 0, 1), vec![0]);
+    assert_eq!(counting.gets() - base, 5);
 }
 
 #[test]
@@ -89,17 +98,18 @@ fn a_scan_of_whole_chunks_leaves_the_cache_alone() {
 #[test]
 fn budget_evicts_least_recently_used() {
     let counting = Arc::new(CountingStore::new(store()));
-    // Room for two 8-byte chunks.
+    // Room for two 8-byte chunks. Reads of one element each, so no chunk
+    // is ever wholly served (see the test above).
     let a = open(counting.clone(), 16);
     let base = counting.gets();
-    read(a.as_ref(), 0, 4); // chunk 0
-    read(a.as_ref(), 4, 4); // chunk 1
-    read(a.as_ref(), 0, 4); // hit: chunk 0 is now the most recent
+    read(a.as_ref(), 0, 1); // chunk 0
+    read(a.as_ref(), 4, 1); // chunk 1
+    read(a.as_ref(), 1, 1); // hit: chunk 0 is now the most recent
     assert_eq!(counting.gets() - base, 2);
-    read(a.as_ref(), 8, 4); // chunk 2 evicts chunk 1
-    read(a.as_ref(), 0, 4); // still cached
+    read(a.as_ref(), 8, 1); // chunk 2 evicts chunk 1
+    read(a.as_ref(), 2, 1); // still cached
     assert_eq!(counting.gets() - base, 3);
-    read(a.as_ref(), 4, 4); // chunk 1 again: reloaded
+    read(a.as_ref(), 5, 1); // chunk 1 again: reloaded
     assert_eq!(counting.gets() - base, 4);
 }
 
@@ -126,11 +136,12 @@ fn concurrent_readers_of_one_chunk_decode_it_once() {
     let a = open(slow.clone(), 1 << 20);
     let base = slow.0.gets();
     std::thread::scope(|s| {
-        for t in 0..8u64 {
+        for t in 0..4u64 {
             let a = a.clone();
             s.spawn(move || {
-                // Different elements, same chunk 2.
-                let e = 8 + t % 4;
+                // Different elements, same chunk 2 (together exactly all
+                // of it, so it stays cached until the last has read).
+                let e = 8 + t;
                 assert_eq!(read(a.as_ref(), e, 1), vec![e as u16]);
             });
         }

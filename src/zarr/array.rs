@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use super::shard::Sharding;
 use crate::array::{ArrayMeta, ArraySource};
-use crate::cache::{ChunkCache, ChunkData, ChunkKey, next_source_id};
+use crate::cache::{ChunkCache, ChunkKey, next_source_id};
 use crate::codec::{ChunkRepr, CodecChain};
 use crate::error::{Error, Result};
 use crate::index::Region;
@@ -204,24 +204,44 @@ impl ZarrArray {
     }
 
     /// The decoded chunk `tile`, `None` if it is not stored.
-    fn chunk(&self, tile: &[u64]) -> Result<Option<ChunkData>> {
-        let key = ChunkKey {
+    fn key(&self, tile: &[u64]) -> ChunkKey {
+        ChunkKey {
             source: self.id,
             version: self.version,
             coords: tile.into(),
-        };
-        self.cache.get_or_load(&key, || self.load_chunk(tile))
+        }
+    }
+
+    /// Bytes of chunk `tile` inside the array (an edge chunk overhangs).
+    fn useful_bytes(&self, tile: &[u64]) -> usize {
+        let elements: u64 = self
+            .spec
+            .grid
+            .iter()
+            .zip(tile)
+            .zip(&self.spec.meta.shape)
+            .map(|((g, &t), &extent)| g.tile_len(t).min(extent - g.tile_start(t)))
+            .product();
+        elements as usize * self.spec.meta.item_size()
     }
 
     fn load_chunk(&self, tile: &[u64]) -> Result<Option<Vec<u8>>> {
         let Some(raw) = self.fetch(tile)? else {
             return Ok(None);
         };
-        self.spec
-            .chain
-            .decode(raw, &self.chunk_repr(tile))
-            .map(Some)
-            .map_err(|source| self.chunk_error(tile, source))
+        let repr = self.chunk_repr(tile);
+        let err = |source| self.chunk_error(tile, source);
+        // Straight into a recycled buffer when the chain allows.
+        let mut buf = self
+            .cache
+            .take_buffer(repr.nbytes().expect("checked at open"));
+        match self.spec.chain.decode_into(&raw, &repr, &mut buf) {
+            Some(done) => done.map(|()| Some(buf)).map_err(err),
+            None => {
+                self.cache.give_back(buf);
+                self.spec.chain.decode(raw, &repr).map(Some).map_err(err)
+            }
+        }
     }
 
     /// The stored bytes of chunk `tile`, `None` if it is not stored.
@@ -294,18 +314,25 @@ impl ZarrArray {
         // A chunk a multi-chunk read covers whole is used once: decode it
         // straight into place, bypassing the cache (see ChunkCache::peek).
         // A chunk read piecemeal goes through the cache.
+        let key = self.key(&piece.tile);
         if !(many && piece.count == shape) {
-            match self.chunk(&piece.tile)? {
-                Some(data) => copy(&data),
+            let chunk = self
+                .cache
+                .get_or_load(&key, || self.load_chunk(&piece.tile))?;
+            match chunk {
+                Some(data) => {
+                    copy(&data);
+                    // Let go of it first, so a chunk now wholly served can
+                    // hand its buffer back.
+                    drop(data);
+                    let bytes = piece.count.iter().product::<u64>() as usize * item;
+                    self.cache
+                        .served(&key, bytes, self.useful_bytes(&piece.tile));
+                }
                 None => fill(),
             }
             return Ok(());
         }
-        let key = ChunkKey {
-            source: self.id,
-            version: self.version,
-            coords: piece.tile.as_slice().into(),
-        };
         if let Some(data) = self.cache.peek(&key) {
             copy(&data);
             return Ok(());
@@ -385,12 +412,8 @@ impl ArraySource for ZarrArray {
             .map(|p| p.tile)
             .collect();
         tiles.par_iter().for_each(|tile| {
-            let key = ChunkKey {
-                source: self.id,
-                version: self.version,
-                coords: tile.as_slice().into(),
-            };
-            self.cache.prefetch(&key, || self.load_chunk(tile));
+            self.cache
+                .prefetch(&self.key(tile), || self.load_chunk(tile));
         });
     }
 
@@ -403,7 +426,14 @@ impl ArraySource for ZarrArray {
         // SAFETY: the pieces of one projection partition the region, so
         // their destination sub-boxes are disjoint.
         let read = |p: &Piece| unsafe { self.read_piece(p, &dest, pieces.len() > 1) };
-        if pieces.len() > 1 {
+        // Pieces of chunks already decoded are only copies: not worth
+        // waking the pool for.
+        let all_cached = || {
+            pieces
+                .iter()
+                .all(|p| self.cache.contains(&self.key(&p.tile)))
+        };
+        if pieces.len() > 1 && !all_cached() {
             pieces.par_iter().try_for_each(read)
         } else {
             pieces.iter().try_for_each(read)
