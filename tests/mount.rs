@@ -54,13 +54,6 @@ fn cases() -> Vec<Case> {
         serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
     let mut out = Vec::new();
     for e in manifest.as_array().unwrap() {
-        let features: Vec<&str> = e["features"]
-            .as_array()
-            .map(|f| f.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        if features.contains(&"sharding") {
-            continue; // sharding_indexed is not implemented yet
-        }
         let store = e["store"].as_str().unwrap();
         let array = e["array"].as_str().unwrap();
         out.push(Case {
