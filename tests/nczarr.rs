@@ -5,6 +5,8 @@
 //! 0-d files, netcdf-c's bookkeeping attributes hidden, and a missing chunk
 //! read as netcdf-c reads it.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -139,5 +141,24 @@ fn slabfs_cat_serves_the_same_bytes() {
         // The expected bytes are little-endian, as served on this machine.
         assert_eq!(Endian::NATIVE, Endian::Little);
         assert_eq!(out.stdout, want, "{}", e["path"]);
+    }
+}
+
+#[test]
+fn every_layout_mounts_with_the_same_bytes() {
+    // The stores are read-only fixtures: mount each in turn.
+    for store in ["v490.zarr", "v49lower.zarr", "v2.zarr"] {
+        let m = common::mount::Mount::start(&fixtures().join(store), &["--refresh", "0"]);
+        for e in manifest().iter().filter(|e| e["store"] == store) {
+            let path = e["path"].as_str().unwrap();
+            let want = std::fs::read(fixtures().join(e["expected"].as_str().unwrap())).unwrap();
+            let got = std::fs::read(m.path(path)).unwrap();
+            assert_eq!(got, want, "{store}/{path} through the mount");
+            let sidecar: Value =
+                serde_json::from_slice(&std::fs::read(m.path(&format!("{path}.json"))).unwrap())
+                    .unwrap();
+            assert_eq!(sidecar["dimension_names"], e["dims"], "{store}/{path}");
+        }
+        m.stop();
     }
 }
