@@ -355,3 +355,33 @@ fn v3_unknown_extensions_and_storage_transformers_are_refused() {
         assert_eq!(h.nodes.len(), 1, "{name}: {:?}", h.skipped);
     }
 }
+
+#[test]
+fn bytes_codec_without_endian_on_a_multibyte_type_fails_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("s.zarr");
+    std::fs::create_dir_all(root.join("bad")).unwrap();
+    std::fs::create_dir_all(root.join("fine")).unwrap();
+    std::fs::write(
+        root.join("zarr.json"),
+        json!({"zarr_format": 3, "node_type": "group"}).to_string(),
+    )
+    .unwrap();
+    for (name, dtype) in [("bad", "int16"), ("fine", "uint8")] {
+        let meta = json!({
+            "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": dtype,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+            "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+            "codecs": [{"name": "bytes", "configuration": {}}]
+        });
+        std::fs::write(root.join(name).join("zarr.json"), meta.to_string()).unwrap();
+    }
+    let ds = dataset::open(&root, cache()).unwrap();
+    let paths: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["fine"]);
+    let msg = ds.skipped[0].to_string();
+    assert!(
+        msg.contains("bad/zarr.json") && msg.contains("endian") && msg.contains("int16"),
+        "{msg}"
+    );
+}

@@ -10,8 +10,9 @@
 //! `endian` may be absent only when no element needs swapping (1-byte
 //! types, byte strings, raw bits). Whether it is needed depends on the
 //! array's data type, which the codec does not see when it is built, so a
-//! missing `endian` for a multi-byte type is reported when decoding (as a
-//! configuration error, on the first chunk read). Zarr v2 arrays get this
+//! missing `endian` for a multi-byte type is reported by
+//! [`ArrayToBytesCodec::validate`] when the array is opened (the array is
+//! then skipped with the error), and again by any decode. Zarr v2 arrays get this
 //! codec from their dtype's byte order ([`BytesCodec::new`]).
 //!
 //! Decoding checks the length and byte-swaps in place to native order: no
@@ -77,6 +78,16 @@ impl ArrayToBytesCodec for BytesCodec {
         Ok(encoded)
     }
 
+    fn validate(&self, decoded: &ChunkRepr) -> Result<(), CodecError> {
+        if self.endian.is_none() && decoded.dtype.swap_unit() > 1 {
+            return Err(CodecError::config(
+                NAME,
+                format!("\"endian\" is required for data type {}", decoded.dtype),
+            ));
+        }
+        Ok(())
+    }
+
     fn supports_in_place(&self) -> bool {
         true
     }
@@ -112,6 +123,7 @@ impl ArrayToBytesCodec for BytesCodec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::{Codec, CodecChain};
     use crate::dtype::DataType;
     use serde_json::json;
 
@@ -174,6 +186,13 @@ mod tests {
         );
         assert!(matches!(
             c.decode(vec![1, 2], &repr(&[1], DataType::Int16)),
+            Err(CodecError::Config { .. })
+        ));
+        // And at open time, through the chain.
+        let chain = CodecChain::new(vec![Codec::ArrayToBytes(Box::new(c))]).unwrap();
+        assert!(chain.validate(&repr(&[2], DataType::UInt8)).is_ok());
+        assert!(matches!(
+            chain.validate(&repr(&[2], DataType::Int16)),
             Err(CodecError::Config { .. })
         ));
     }

@@ -205,6 +205,12 @@ pub trait ArrayToBytesCodec: Send + Sync + Debug {
     /// Deserialise into a native-order C-order array of `decoded`, whose
     /// length must be exactly `decoded.nbytes()`.
     fn decode(&self, encoded: Vec<u8>, decoded: &ChunkRepr) -> Result<Vec<u8>, CodecError>;
+    /// Check, once at open time, that this codec can decode chunks of
+    /// `decoded` (e.g. `bytes` needs an `endian` for multi-byte types).
+    fn validate(&self, decoded: &ChunkRepr) -> Result<(), CodecError> {
+        let _ = decoded;
+        Ok(())
+    }
     /// Whether [`decode_in_place`](Self::decode_in_place) works: the
     /// serialised form is the array's bytes up to byte order.
     fn supports_in_place(&self) -> bool {
@@ -327,7 +333,9 @@ impl CodecChain {
     /// match the rank, sizes fit memory...). Called once at open time so a
     /// misconfigured array fails to load instead of failing every read.
     pub fn validate(&self, repr: &ChunkRepr) -> Result<(), CodecError> {
-        self.reprs(repr).map(|_| ())
+        let reprs = self.reprs(repr)?;
+        self.array_to_bytes
+            .validate(reprs.last().expect("non-empty"))
     }
 
     /// The stored size of a chunk of `repr` when every codec's output

@@ -443,7 +443,7 @@ fn master(file: &netcdf3::File, var: &str, name: &str) -> Result<MasterSpec> {
 
 /// A fragment URI as a path: `file://` URIs, absolute or relative paths.
 /// Other schemes (http, s3...) are not supported.
-fn uri_path(uri: &str) -> Result<String, String> {
+pub(crate) fn uri_path(uri: &str) -> Result<String, String> {
     if uri.is_empty() {
         return Err("empty".into());
     }

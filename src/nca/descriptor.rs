@@ -161,12 +161,12 @@ pub fn parse_dtype(s: &str) -> Result<(DataType, Endian), String> {
     Ok((dt, Endian::NATIVE))
 }
 
-fn u64_of(v: &Value, at: &str) -> Result<u64, NcaError> {
+pub(crate) fn u64_of(v: &Value, at: &str) -> Result<u64, NcaError> {
     v.as_u64()
         .ok_or_else(|| NcaError::invalid(at, format!("{v} is not a non-negative integer")))
 }
 
-fn u64_list(v: &Value, at: &str) -> Result<Vec<u64>, NcaError> {
+pub(crate) fn u64_list(v: &Value, at: &str) -> Result<Vec<u64>, NcaError> {
     let list = v
         .as_array()
         .ok_or_else(|| NcaError::invalid(at, format!("{} is not a list", brief(v))))?;
@@ -176,7 +176,7 @@ fn u64_list(v: &Value, at: &str) -> Result<Vec<u64>, NcaError> {
         .collect()
 }
 
-fn str_of<'a>(v: &'a Value, at: &str) -> Result<&'a str, NcaError> {
+pub(crate) fn str_of<'a>(v: &'a Value, at: &str) -> Result<&'a str, NcaError> {
     v.as_str()
         .ok_or_else(|| NcaError::invalid(at, format!("{} is not a string", brief(v))))
 }
@@ -193,7 +193,7 @@ fn f64_of(v: &Value, at: &str) -> Result<f64, NcaError> {
 }
 
 /// A value for messages, shortened.
-fn brief(v: &Value) -> String {
+pub(crate) fn brief(v: &Value) -> String {
     let s = v.to_string();
     if s.chars().count() > 60 {
         format!("{}...", s.chars().take(57).collect::<String>())
@@ -204,7 +204,7 @@ fn brief(v: &Value) -> String {
 
 /// A list of dimension names: a JSON list of strings, or one string of
 /// blank-separated names.
-fn names(v: &Value, at: &str) -> Result<Vec<String>, NcaError> {
+pub(crate) fn names(v: &Value, at: &str) -> Result<Vec<String>, NcaError> {
     match v {
         Value::String(s) => Ok(s.split_whitespace().map(String::from).collect()),
         Value::Array(a) => a
@@ -216,12 +216,12 @@ fn names(v: &Value, at: &str) -> Result<Vec<String>, NcaError> {
     }
 }
 
-fn obj<'a>(v: &'a Value, at: &str) -> Result<&'a Map<String, Value>, NcaError> {
+pub(crate) fn obj<'a>(v: &'a Value, at: &str) -> Result<&'a Map<String, Value>, NcaError> {
     v.as_object()
         .ok_or_else(|| NcaError::invalid(at, format!("{} is not an object", brief(v))))
 }
 
-fn check_keys(o: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), NcaError> {
+pub(crate) fn check_keys(o: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), NcaError> {
     for k in o.keys() {
         if !allowed.contains(&k.as_str()) {
             return Err(NcaError::invalid(
