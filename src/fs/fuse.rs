@@ -74,6 +74,33 @@ impl FuseFs {
 }
 
 /// Log a failed request (what, where, why) and give its errno.
+/// Run `f`, turning a panic into EIO with an error log naming the request.
+///
+/// Nothing in the read path should panic on any input (that is a bug, and
+/// the tests try hard to find one), but if one does, a reader must get an
+/// error rather than a request that is never answered (its process would
+/// hang in the kernel) and the daemon must keep serving: the worker thread
+/// survives, the cache's in-flight guard wakes any waiters, and
+/// `parking_lot` locks are not poisoned.
+fn contain_panic<T>(
+    op: &str,
+    what: &dyn Fn() -> String,
+    f: impl FnOnce() -> T,
+) -> Result<T, Errno> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
+        let msg = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        log::error!(
+            "{op} {}: internal error, answered EIO (please report this bug): {msg}",
+            what()
+        );
+        Errno::EIO
+    })
+}
+
 fn fail(op: &str, err: &FsError) -> Errno {
     log::log!(err.level(), "{op} failed: {}", chain(err));
     Errno::from_i32(err.errno())
@@ -218,7 +245,13 @@ impl Filesystem for FuseFs {
         reply: ReplyData,
     ) {
         let started = std::time::Instant::now();
-        match self.core.read(ino.0, fh.0, offset, size) {
+        let what = || format!("{} offset {offset} size {size}", self.core.path(ino.0));
+        let read = match contain_panic("read", &what, || self.core.read(ino.0, fh.0, offset, size))
+        {
+            Ok(r) => r,
+            Err(errno) => return reply.error(errno),
+        };
+        match read {
             Ok(data) => {
                 log::debug!(
                     "read {} offset {offset} size {size}: {} bytes in {:?}",
@@ -449,5 +482,23 @@ impl Filesystem for FuseFs {
     ) {
         // Nothing to sync: succeed, as on any read-only file.
         reply.ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_eio_and_the_thread_lives_on() {
+        let what = || "x offset 0 size 1".to_string();
+        assert_eq!(contain_panic("read", &what, || 7), Ok(7));
+        let r: Result<(), Errno> = contain_panic("read", &what, || panic!("boom"));
+        assert_eq!(r, Err(Errno::EIO));
+        let r: Result<(), Errno> =
+            contain_panic("read", &what, || panic!("{}", String::from("formatted")));
+        assert_eq!(r, Err(Errno::EIO));
+        // Still usable afterwards.
+        assert_eq!(contain_panic("read", &what, || 8), Ok(8));
     }
 }
