@@ -1,4 +1,4 @@
-//! NCA and CF-1.13 aggregations (tests/fixtures/nca, written by
+//! NCA, CF-1.13 and CFA-0.4 aggregations (tests/fixtures/nca, written by
 //! netCDF4-python, zarr-python, numpy and cf-python from the committed
 //! generate.py) read through
 //! slabfs and compared with the generator's independent numpy assembly:
@@ -719,4 +719,365 @@ fn mutated_descriptors_never_panic() {
         loaded > 0 && refused > 0,
         "loaded {loaded}, refused {refused}"
     );
+}
+
+// ------------------------------------------------------------ CFA-0.4
+
+/// The expected master of a manifest case.
+fn case(path: &str) -> Case {
+    cases().into_iter().find(|c| c.path == path).unwrap()
+}
+
+/// The `cfa_array` of `var` in the netCDF file `path`, as JSON.
+fn cfa_array(path: &Path, var: &str) -> Value {
+    let f = slabfs::netcdf3::File::open(path).unwrap();
+    let text = f.variable(var).unwrap().attributes["cfa_array"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    serde_json::from_str(&text).unwrap()
+}
+
+#[test]
+fn cfa04_files_show_the_master_and_hide_private_variables() {
+    let ds = open_data();
+    let listed: Vec<&str> = ds
+        .entries
+        .iter()
+        .filter_map(|e| e.path.strip_prefix("cfa04/tas.nc/"))
+        .collect();
+    // The coordinates and the master; not the cfa_private sub-array.
+    assert_eq!(listed, ["lat", "lon", "tas", "time"]);
+    let tas = ds.get("cfa04/tas.nc/tas").unwrap().array.meta();
+    assert_eq!(tas.shape, [7, 4, 5]);
+    assert_eq!(
+        tas.dimension_names,
+        [Some("time".into()), Some("lat".into()), Some("lon".into())]
+    );
+    assert_eq!(tas.attributes["units"], "K");
+    assert_eq!(tas.attributes["standard_name"], "air_temperature");
+    for k in ["cf_role", "cfa_array", "cfa_dimensions"] {
+        assert!(!tas.attributes.contains_key(k), "{k} is shown");
+    }
+    assert_eq!(tas.fill_value, 1e20f64.to_ne_bytes());
+    let w = ds.get("cfa04/defaults.nc/w").unwrap().array.meta();
+    assert_eq!(
+        (w.dtype.clone(), w.shape.clone()),
+        (DataType::Int32, vec![3, 4])
+    );
+}
+
+/// Every partition's inclusive `[start, stop]` becomes `[start, stop + 1)`,
+/// and the elements on both sides of every stop and start (the edges
+/// where an off-by-one would show) read as numpy assembled them; so does
+/// the cell no partition covers.
+#[test]
+fn cfa04_inclusive_locations_at_the_edges() {
+    let file = root().join("data/cfa04/tas.nc");
+    let json = cfa_array(&file, "tas");
+    let dims: Vec<String> = ["time", "lat", "lon"].map(String::from).to_vec();
+    let shape = [7u64, 4, 5];
+    let mut file_dims = dims.clone();
+    file_dims.extend(["level", "cfa2", "cfa5"].map(String::from));
+    let spec = nca::cfa04::parse_cfa_array(&json.to_string(), &dims, &shape, Some("K"), &file_dims)
+        .unwrap();
+    let written = json["Partitions"].as_array().unwrap();
+    assert_eq!(spec.partitions.len(), written.len());
+    let mut covered = 0;
+    for (p, w) in spec.partitions.iter().zip(written) {
+        let inclusive: Vec<(u64, u64)> = w["location"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r[0].as_u64().unwrap(), r[1].as_u64().unwrap()))
+            .collect();
+        let half_open: Vec<(u64, u64)> = inclusive.iter().map(|&(a, b)| (a, b + 1)).collect();
+        assert_eq!(p.location, half_open, "{}", p.label);
+        covered += p.extents().iter().product::<u64>();
+    }
+    // 7 * 4 * 5 elements, less the 1 * 2 * 5 of the absent partition.
+    assert_eq!(covered, 140 - 10);
+    // One (1, 2) range is a single index: [5, 5] and [6, 6].
+    assert!(spec.partitions.iter().any(|p| p.location[0] == (5, 6)));
+
+    let ds = open_data();
+    let a = ds.get("cfa04/tas.nc/tas").unwrap().array.clone();
+    let c = case("cfa04/tas.nc/tas");
+    let at = |t: u64, y: u64, x: u64| ((t * 4 + y) * 5 + x) * 8;
+    let mut edges = vec![[0u64; 3]; 0];
+    for p in &spec.partitions {
+        for (d, &(a0, b)) in p.location.iter().enumerate() {
+            for i in [a0.checked_sub(1), Some(a0), Some(b - 1), Some(b)]
+                .into_iter()
+                .flatten()
+                .filter(|&i| i < shape[d])
+            {
+                let mut e = [p.location[0].0, p.location[1].0, p.location[2].0];
+                e[d] = i;
+                edges.push(e);
+            }
+        }
+    }
+    for [t, y, x] in edges {
+        let o = at(t, y, x);
+        let got = read_le(a.as_ref(), o, 8, Endian::Little).unwrap();
+        assert_eq!(
+            got,
+            c.expected[o as usize..o as usize + 8],
+            "element ({t}, {y}, {x})"
+        );
+    }
+    // The hole (time 5, lat 2..3) is the master's fill value.
+    for y in 2..4 {
+        for x in 0..5 {
+            let got = read_le(a.as_ref(), at(5, y, x), 8, Endian::Little).unwrap();
+            assert_eq!(got, 1e20f64.to_le_bytes(), "hole ({y}, {x})");
+        }
+    }
+    // Whole boxes of the partitions with `part` (stepped inclusive
+    // ranges, index lists, negative steps, "(1,)"), `reverse` and
+    // `pdimensions`, read row by row (runs along lon).
+    for p in &spec.partitions {
+        if p.part.is_none() && p.directions.is_empty() && p.dimensions.is_none() {
+            continue;
+        }
+        for t in p.location[0].0..p.location[0].1 {
+            for y in p.location[1].0..p.location[1].1 {
+                let o = at(t, y, 0);
+                let got = read_le(a.as_ref(), o, 40, Endian::Little).unwrap();
+                assert_eq!(
+                    got,
+                    c.expected[o as usize..o as usize + 40],
+                    "{} row ({t}, {y})",
+                    p.label
+                );
+            }
+        }
+    }
+}
+
+/// The partition that combines `part` (negative steps, one down to index
+/// 0) with `reverse` on time, and the one stored (lon, lat, time) with
+/// lat reversed, against values computed here from the sub-arrays read
+/// through slabfs's plain netCDF reader: a second check, independent of
+/// the generator's numpy assembly, of which way round each one goes.
+#[test]
+fn cfa04_part_and_reverse_pick_the_right_elements() {
+    let ds = open_data();
+    let a = ds.get("cfa04/tas.nc/tas").unwrap().array.clone();
+    let master = read_le(a.as_ref(), 0, 7 * 4 * 5 * 8, Endian::Little).unwrap();
+    let m = |t: usize, y: usize, x: usize| {
+        let o = ((t * 4 + y) * 5 + x) * 8;
+        f64::from_le_bytes(master[o..o + 8].try_into().unwrap())
+    };
+    let frag = |name: &str, var: &str| -> (Vec<u64>, Vec<f64>) {
+        let f = slabfs::netcdf3::File::open(&root().join("data/cfa04/frag").join(name)).unwrap();
+        let v = f.array(var).unwrap();
+        let meta = v.meta();
+        let mut raw = vec![0u8; meta.nbytes() as usize];
+        v.read_region(&slabfs::index::Region::whole(&meta.shape), &mut raw)
+            .unwrap();
+        let vals = raw
+            .chunks(meta.item_size())
+            .map(|c| match meta.dtype {
+                DataType::Int16 => i16::from_ne_bytes(c.try_into().unwrap()) as f64 * 0.25 + 280.0,
+                DataType::Float64 => f64::from_ne_bytes(c.try_into().unwrap()),
+                ref d => panic!("{d}"),
+            })
+            .collect();
+        (meta.shape.clone(), vals)
+    };
+    // d.nc: tas(6, 3, 7) int16 packed; part "[[4, 2, -1], [2, 0, -2],
+    // [6, 2, -1]]" = time 4, 3, 2; lat 2, 0; lon 6, 5, 4, 3, 2; time then
+    // reversed: master (2 + i, 2 + j, k) = sub[[2, 3, 4][i], [2, 0][j],
+    // [6, 5, 4, 3, 2][k]].
+    let (s, d) = frag("d.nc", "tas");
+    assert_eq!(s, [6, 3, 7]);
+    for (i, ti) in [2, 3, 4].into_iter().enumerate() {
+        for (j, yj) in [2, 0].into_iter().enumerate() {
+            for (k, xk) in [6, 5, 4, 3, 2].into_iter().enumerate() {
+                assert_eq!(
+                    m(2 + i, 2 + j, k),
+                    d[(ti * 3 + yj) * 7 + xk],
+                    "({i}, {j}, {k})"
+                );
+            }
+        }
+    }
+    // b.nc: tas(lon 5, lat 2, time 2), lat reversed: master (t, 2 + j, x)
+    // = sub[x, 1 - j, t].
+    let (s, b) = frag("b.nc", "tas");
+    assert_eq!(s, [5, 2, 2]);
+    for t in 0..2 {
+        for j in 0..2 {
+            for x in 0..5 {
+                assert_eq!(
+                    m(t, 2 + j, x),
+                    b[(x * 2 + (1 - j)) * 2 + t],
+                    "({t}, {j}, {x})"
+                );
+            }
+        }
+    }
+}
+
+/// Bad input never panics: CFA files whose `cfa_array` text has random
+/// bytes changed (the file stays a valid netCDF file: same length) either
+/// load and read, or are skipped with an error naming the file.
+#[test]
+fn cfa04_mutated_metadata_never_panics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = root().join("data/cfa04");
+    std::os::unix::fs::symlink(data.join("frag"), tmp.path().join("frag")).unwrap();
+    let opts = Options::new(vec![root(), tmp.path().to_path_buf()], cache());
+    let mut rng = Lcg(0xcfa04);
+    let (mut loaded, mut refused) = (0, 0);
+    for (name, var) in [("tas.nc", "tas"), ("units.nc", "t"), ("defaults.nc", "w")] {
+        let bytes = std::fs::read(data.join(name)).unwrap();
+        let text = cfa_array(&data.join(name), var).to_string();
+        // The attribute as written (json.dumps spacing) starts with `{"`
+        // and is the only such run in the header.
+        let start = bytes.windows(2).position(|w| w == b"{\"").unwrap();
+        let len = bytes[start..]
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(bytes.len() - start)
+            .min(text.len() + 200);
+        for i in 0..120 {
+            let mut b = bytes.clone();
+            for _ in 0..1 + rng.next(3) {
+                let at = start + rng.next(len as u64) as usize;
+                b[at] = b"0123456789[](),-:\"{}aZ_ /."[rng.next(26) as usize];
+            }
+            let path = tmp.path().join(format!("m{i}_{name}"));
+            std::fs::write(&path, &b).unwrap();
+            let vars = match nca::netcdf::open(&path, &opts) {
+                Ok(v) => v,
+                Err(_) => {
+                    refused += 1;
+                    continue;
+                }
+            };
+            for e in &vars.skipped {
+                let s = chain(e);
+                assert!(s.contains(&format!("m{i}_{name}")), "{s}");
+                refused += 1;
+            }
+            for (n, a) in vars.arrays {
+                if n == var {
+                    loaded += 1;
+                }
+                let _ = read_le(
+                    a.as_ref(),
+                    0,
+                    a.meta().nbytes().min(1 << 20) as usize,
+                    Endian::Little,
+                );
+            }
+        }
+    }
+    assert!(
+        loaded > 0 && refused > 0,
+        "loaded {loaded}, refused {refused}"
+    );
+}
+
+#[test]
+fn cfa04_documented_example_is_accepted() {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/AGGREGATION.md"))
+            .unwrap();
+    let start = doc.find("tas:cfa_array = \"").unwrap() + "tas:cfa_array = \"".len();
+    let end = start + doc[start..].find("\" ;").unwrap();
+    let text = doc[start..end].replace("\\\"", "\"");
+    let dims: Vec<String> = ["time", "lat", "lon"].map(String::from).to_vec();
+    let spec = nca::cfa04::parse_cfa_array(&text, &dims, &[48, 64, 128], Some("K"), &dims).unwrap();
+    let [p0, p1] = &spec.partitions[..] else {
+        panic!("{spec:?}")
+    };
+    assert_eq!(p0.location, [(0, 12), (0, 64), (0, 128)]);
+    assert_eq!(p1.location, [(12, 48), (0, 64), (0, 128)]);
+    assert_eq!(p0.data.file.as_deref(), Some("frag/tas_0.nc"));
+    assert_eq!(p1.directions.get("lat"), Some(&false));
+    assert_eq!(p1.units.as_deref(), Some("degC"));
+    assert_eq!(p1.data.dtype, Some((DataType::Float32, Endian::NATIVE)));
+    // The part selects exactly the partition's extents, in the stored order.
+    let sizes: Vec<u64> = p1
+        .part
+        .as_ref()
+        .unwrap()
+        .iter()
+        .zip([128, 64, 72])
+        .map(|(s, n)| s.resolve(n).unwrap().len())
+        .collect();
+    assert_eq!(sizes, [128, 64, 36]);
+}
+
+/// CFA-0.4 files written by cf-python 3.13.1 itself (`cf.write(...,
+/// fmt="CFA3")`, see generate_cf313.py): inclusive locations, `part` from
+/// slices, `reverse`, `pdimensions`, `"varid": null`. slabfs reads them as
+/// cf-python computed the data in memory (its own CFA reader does not: it
+/// ignores `reverse`), byte for byte, whole and at random ranges in both
+/// byte orders, through the library and `slabfs cat`.
+#[test]
+fn cfa04_files_written_by_cf_python_3_13_read_back() {
+    let dir = root().join("cf313");
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(m["versions"]["cf-python"], "3.13.1");
+    let ds = dataset::open(&dir, cache()).unwrap();
+    assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
+    let arrays = m["arrays"].as_array().unwrap();
+    assert_eq!(arrays.len(), 3);
+    let mut rng = Lcg(0x313);
+    for e in arrays {
+        let file = e["file"].as_str().unwrap();
+        let want = std::fs::read(dir.join(e["expected"].as_str().unwrap())).unwrap();
+        let a = ds.get(&format!("{file}/q")).unwrap().array.clone();
+        let shape: Vec<u64> = e["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect();
+        assert_eq!(a.meta().shape, shape, "{file}");
+        assert_eq!(
+            read_le(a.as_ref(), 0, want.len() + 8, Endian::Little).unwrap(),
+            want,
+            "{file}"
+        );
+        let n = want.len() as u64 / 8;
+        for _ in 0..20 {
+            let e0 = rng.next(n + 1);
+            let k = rng.next(n + 1 - e0);
+            let order = if rng.next(2) == 1 {
+                Endian::Big
+            } else {
+                Endian::Little
+            };
+            let got = read_le(a.as_ref(), e0 * 8, k as usize * 8, order).unwrap();
+            assert_eq!(
+                got,
+                want[e0 as usize * 8..(e0 + k) as usize * 8],
+                "{file} elements {e0}+{k} {order:?}"
+            );
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_slabfs"))
+            .arg("cat")
+            .arg(dir.join(file))
+            .arg("q")
+            .env("RUST_LOG", "off")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut got = out.stdout;
+        if Endian::NATIVE == Endian::Big {
+            swap_in_place(&mut got, 8);
+        }
+        assert_eq!(got, want, "slabfs cat {file}");
+    }
 }

@@ -221,7 +221,11 @@ pub(crate) fn obj<'a>(v: &'a Value, at: &str) -> Result<&'a Map<String, Value>, 
         .ok_or_else(|| NcaError::invalid(at, format!("{} is not an object", brief(v))))
 }
 
-pub(crate) fn check_keys(o: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), NcaError> {
+pub(crate) fn check_keys(
+    o: &Map<String, Value>,
+    allowed: &[&str],
+    at: &str,
+) -> Result<(), NcaError> {
     for k in o.keys() {
         if !allowed.contains(&k.as_str()) {
             return Err(NcaError::invalid(

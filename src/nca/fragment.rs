@@ -10,8 +10,9 @@
 //! [`ArraySource`]:
 //!
 //! - netCDF: [`crate::netcdf3::File`], shared by every partition of one
-//!   load that names the same file; a variable carrying `nca_array` is a
-//!   nested aggregation;
+//!   load that names the same file; a variable carrying `nca_array` (or
+//!   CF-1.13 `aggregated_data`, or CFA-0.4 `cfa_array`) is a nested
+//!   aggregation;
 //! - raw: [`super::raw::RawArray`];
 //! - zarr: the store's array (through the shared chunk cache);
 //! - nca: a variable of another `*.nca.json` descriptor.
@@ -222,6 +223,11 @@ impl Context {
                 if super::cf::is_aggregation_variable(v) {
                     let ctx = self.nested(&target.path, var, Some(file.clone()))?;
                     let agg = super::cf::aggregation(&file, var, Arc::new(ctx))?;
+                    return Ok(Opened::Nested(agg));
+                }
+                if super::cfa04::is_cfa_variable(v) {
+                    let ctx = self.nested(&target.path, var, Some(file.clone()))?;
+                    let agg = super::cfa04::aggregation(&file, var, Arc::new(ctx))?;
                     return Ok(Opened::Nested(agg));
                 }
                 Ok(Opened::NetCdf(file.array(var)?))

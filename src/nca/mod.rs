@@ -10,12 +10,15 @@
 //!
 //! CF-1.13 aggregation variables ([`cf`]: `aggregated_dimensions` /
 //! `aggregated_data`) are read into the same model, one partition per
-//! fragment.
+//! fragment; so are the legacy CFA-0.4 variables ([`cfa04`]:
+//! `cf_role = "cfa_variable"`, `cfa_array`), whose inclusive locations
+//! and `part` ranges are converted to the model's half-open ones.
 //!
 //! ```text
 //! *.nca.json ──┐                       descriptor: JSON / attributes → MasterSpec
 //! NCA netCDF ──┤                       cf: CF-1.13 map / uris / identifiers → MasterSpec
-//! CF-1.13 ─────┴─ open ─ Aggregation ─ aggregate: partition matrix as a tiling,
+//! CF-1.13 ─────┤                       cfa04: CFA-0.4 cfa_array (inclusive) → MasterSpec
+//! CFA-0.4 ─────┴─ open ─ Aggregation ─ aggregate: partition matrix as a tiling,
 //!                          │                      overlap check, holes = fill
 //!                          └ Partition ─ partition: geometry (part, order, direction,
 //!                              │                    size-1 dims), gather, fast path
@@ -44,6 +47,7 @@
 
 pub mod aggregate;
 pub mod cf;
+pub mod cfa04;
 pub mod confine;
 pub mod constant;
 pub mod convert;

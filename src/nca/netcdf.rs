@@ -9,7 +9,9 @@
 //! netCDF-3 reader serves them, each NCA variable as its assembled master
 //! array (dtype and `_FillValue` those of the scalar variable), and hides
 //! the private ones. CF-1.13 aggregation variables in the same file are
-//! assembled too ([`super::cf`]), their definition variables hidden.
+//! assembled too ([`super::cf`]), their definition variables hidden, and
+//! so are CFA-0.4 variables ([`super::cfa04`]), their `cfa_private`
+//! sub-arrays hidden.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -54,10 +56,13 @@ pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
     let mut out = Variables::default();
     let definitions = super::cf::definition_variables(&file);
     for v in file.variables() {
-        if is_private(v) || definitions.contains(&v.name) {
+        if is_private(v) || super::cfa04::is_private(v) || definitions.contains(&v.name) {
             continue;
         }
-        let array = if is_nca_variable(v) || super::cf::is_aggregation_variable(v) {
+        let cfa04 = !is_nca_variable(v)
+            && !super::cf::is_aggregation_variable(v)
+            && super::cfa04::is_cfa_variable(v);
+        let array = if is_nca_variable(v) || super::cf::is_aggregation_variable(v) || cfa04 {
             let ctx = Context::new(
                 roots.clone(),
                 opts.cache.clone(),
@@ -67,6 +72,8 @@ pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
             );
             if is_nca_variable(v) {
                 aggregation(&file, &v.name, Arc::new(ctx))
+            } else if cfa04 {
+                super::cfa04::aggregation(&file, &v.name, Arc::new(ctx))
             } else {
                 super::cf::aggregation(&file, &v.name, Arc::new(ctx))
             }
