@@ -221,7 +221,7 @@ def perf_classify(data: Path, comm: str) -> dict:
 
 
 def perf_cat(label: str, cmd: list[str], base: Path, args, loops: int = 5,
-             freq: int = 2999) -> dict:
+             freq: int = 2999, tag: str = TAG) -> dict:
     """Untimed `perf record -g` of `loops` runs of cmd in a row (stdout to
     /dev/null), after an idle wait, redone while others were busy; returns
     the share of slabfs's samples in each category and the top symbols."""
@@ -231,7 +231,8 @@ def perf_cat(label: str, cmd: list[str], base: Path, args, loops: int = 5,
         r = br.run_one({"name": f"perf {label}", "inproc": False,
                         "cmd": ["perf", "record", "-g", "-F", str(freq), "-q", "-o",
                                 f"{base}.data", "--", "sh", "-c", script]})
-        log(f"[perf] {label}: {loops} runs in {r['wall_s']:.3f}s other-load {r['foreign']:.0%}")
+        print(f"{tag}: [perf] {label}: {loops} runs in {r['wall_s']:.3f}s "
+              f"other-load {r['foreign']:.0%}", file=sys.stderr, flush=True)
         if r["foreign"] <= args.max_foreign:
             break
     comm = Path(cmd[0]).name
@@ -267,7 +268,7 @@ def perf_table(profiles: list[dict], cpu_s: list[float]) -> str:
     return "\n".join(lines)
 
 
-def ratio_rows(stats: dict, rows: list[tuple], mib: float) -> tuple[str, list[dict]]:
+def ratio_rows(stats: dict, rows: list[tuple]) -> tuple[str, list[dict]]:
     """rows: (label, key_a, key_b, target or None, use_read_of_b). The value is
     the throughput ratio a / b from median times (> 1: a is faster); with
     use_read_of_b, b's in-process read time is used instead of its process time."""
@@ -596,7 +597,7 @@ def report_pass(title: str, cs: list[dict], res: dict, redone: int, d: dict, arg
             tab += (f"\n| {c['name']} | {w['median']:.3f} | {w['min']:.3f}–{w['max']:.3f} "
                     "| – | – | – | – | – | – | – |")
     rows = [r for r in RATIOS if r[1] in stats and r[2] in stats]
-    rat_tab, rat = ratio_rows(stats, rows, d["nbytes"] / MIB)
+    rat_tab, rat = ratio_rows(stats, rows)
     note, worst = foreign_note(res, redone, args.max_foreign)
     return tab, rat_tab, note, stats, rat, worst
 
