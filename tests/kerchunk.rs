@@ -54,28 +54,9 @@ fn expected(m: &Value, dataset: &str, var: &str) -> Vec<u8> {
     std::fs::read(fixtures().join(rel)).unwrap()
 }
 
-/// Whole, then pseudo-random ranges (mid-element starts and ends, past
-/// the end), little-endian output.
+/// Whole, then pseudo-random ranges, little-endian output.
 fn check_bytes(a: &dyn ArraySource, expected: &[u8]) -> Result<(), String> {
-    let mut whole = vec![0u8; expected.len() + 8];
-    let n = read_at(a, 0, &mut whole, Endian::Little).map_err(|e| e.to_string())?;
-    if whole[..n] != *expected {
-        return Err(format!("whole read of {n} bytes differs"));
-    }
-    let size = expected.len() as u64;
-    let mut rng = Lcg(size ^ 0x6b63);
-    for _ in 0..25 {
-        let offset = rng.next(size + 4);
-        let len = rng.next(size / 2 + 9);
-        let mut buf = vec![0u8; len as usize];
-        let n = read_at(a, offset, &mut buf, Endian::Little).map_err(|e| e.to_string())?;
-        let lo = offset.min(size) as usize;
-        let hi = (offset + len).min(size) as usize;
-        if n != hi - lo || buf[..n] != expected[lo..hi] {
-            return Err(format!("bytes {offset}+{len} differ"));
-        }
-    }
-    Ok(())
+    common::check_ranges(a, expected, 0x6b63, 25)
 }
 
 #[test]

@@ -208,24 +208,7 @@ fn every_variable_reads_as_netcdf4_python_reads_it() {
 /// Whole, random ranges (mid-element starts and ends, past the end), and
 /// big-endian output.
 fn check_bytes(a: &dyn ArraySource, expected: &[u8]) -> Result<(), String> {
-    let mut whole = vec![0u8; expected.len() + 8];
-    let n = read_at(a, 0, &mut whole, Endian::Little).map_err(|e| e.to_string())?;
-    if whole[..n] != *expected {
-        return Err(format!("whole read of {n} bytes differs"));
-    }
-    let size = expected.len() as u64;
-    let mut rng = Lcg(size ^ 0xcdf);
-    for _ in 0..40 {
-        let offset = rng.next(size + 4);
-        let len = rng.next(size / 2 + 9);
-        let mut buf = vec![0u8; len as usize];
-        let n = read_at(a, offset, &mut buf, Endian::Little).map_err(|e| e.to_string())?;
-        let lo = offset.min(size) as usize;
-        let hi = (offset + len).min(size) as usize;
-        if n != hi - lo || buf[..n] != expected[lo..hi] {
-            return Err(format!("bytes {offset}+{len} differ"));
-        }
-    }
+    common::check_ranges(a, expected, 0xcdf, 40)?;
     let mut big = vec![0u8; expected.len()];
     read_at(a, 0, &mut big, Endian::Big).map_err(|e| e.to_string())?;
     swap_in_place(&mut big, a.meta().dtype.swap_unit());

@@ -117,7 +117,7 @@ use serde_json::{Map, Value};
 use super::aggregate::Aggregation;
 use super::descriptor::{
     ArraySpec, DataSpec, Format, MAX_PARTITIONS, MasterSpec, PartitionSpec, brief, check_keys,
-    master_fill, names, obj, parse_dtype, str_of, u64_list, u64_of,
+    dim_positions, master_fill, names, obj, parse_dtype, str_of, u64_list, u64_of,
 };
 use super::error::NcaError;
 use super::fragment::Context;
@@ -308,29 +308,16 @@ pub fn parse_cfa_array(
         ],
         "cfa_array",
     )?;
-    let dim_index = |name: &str, at: &str| {
-        dims.iter().position(|d| d == name).ok_or_else(|| {
-            NcaError::invalid(
-                at,
-                format!("{name:?} is not one of cfa_dimensions ({dims:?})"),
-            )
-        })
-    };
     let pm_names = match get(o, "pmdimensions") {
         None => Vec::new(),
         Some(x) => names(x, "cfa_array.pmdimensions")?,
     };
-    let mut pdims = Vec::with_capacity(pm_names.len());
-    for (i, n) in pm_names.iter().enumerate() {
-        let d = dim_index(n, &format!("cfa_array.pmdimensions[{i}]"))?;
-        if pdims.contains(&d) {
-            return Err(NcaError::invalid(
-                "cfa_array.pmdimensions",
-                format!("{n:?} listed twice"),
-            ));
-        }
-        pdims.push(d);
-    }
+    let pdims = dim_positions(
+        &pm_names,
+        dims,
+        "cfa_array.pmdimensions",
+        "one of cfa_dimensions",
+    )?;
     let pshape = match get(o, "pmshape") {
         None => vec![1; pdims.len()],
         Some(x) => u64_list(x, "cfa_array.pmshape")?,

@@ -204,6 +204,38 @@ pub(crate) fn brief(v: &Value) -> String {
 
 /// A list of dimension names: a JSON list of strings, or one string of
 /// blank-separated names.
+/// The position of dimension `name` in `dims` (`what` they are, for the
+/// error at `at`).
+pub(crate) fn dim_position(
+    name: &str,
+    dims: &[String],
+    at: &str,
+    what: &str,
+) -> Result<usize, NcaError> {
+    dims.iter()
+        .position(|d| d == name)
+        .ok_or_else(|| NcaError::invalid(at, format!("{name:?} is not {what} ({dims:?})")))
+}
+
+/// The positions in `dims` of the partition-matrix dimensions `names`
+/// listed under `key`, each at most once.
+pub(crate) fn dim_positions(
+    names: &[String],
+    dims: &[String],
+    key: &str,
+    what: &str,
+) -> Result<Vec<usize>, NcaError> {
+    let mut out = Vec::with_capacity(names.len());
+    for (i, n) in names.iter().enumerate() {
+        let d = dim_position(n, dims, &format!("{key}[{i}]"), what)?;
+        if out.contains(&d) {
+            return Err(NcaError::invalid(key, format!("{n:?} listed twice")));
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
 pub(crate) fn names(v: &Value, at: &str) -> Result<Vec<String>, NcaError> {
     match v {
         Value::String(s) => Ok(s.split_whitespace().map(String::from).collect()),
@@ -268,11 +300,8 @@ pub fn parse_nca_array(v: &Value, dims: &[String], shape: &[u64]) -> Result<Arra
         "nca_array",
     )?;
     let rank = dims.len();
-    let dim_index = |name: &str, at: &str| {
-        dims.iter().position(|d| d == name).ok_or_else(|| {
-            NcaError::invalid(at, format!("{name:?} is not a master dimension ({dims:?})"))
-        })
-    };
+    const WHAT: &str = "a master dimension";
+    let dim_index = |name: &str, at: &str| dim_position(name, dims, at, WHAT);
     let mut directions = vec![true; rank];
     match o.get("directions") {
         None => {}
@@ -294,17 +323,7 @@ pub fn parse_nca_array(v: &Value, dims: &[String], shape: &[u64]) -> Result<Arra
             .ok_or_else(|| NcaError::Missing("nca_array.pdimensions".into()))?,
         "nca_array.pdimensions",
     )?;
-    let mut pdims = Vec::with_capacity(pdim_names.len());
-    for (i, n) in pdim_names.iter().enumerate() {
-        let d = dim_index(n, &format!("nca_array.pdimensions[{i}]"))?;
-        if pdims.contains(&d) {
-            return Err(NcaError::invalid(
-                "nca_array.pdimensions",
-                format!("{n:?} listed twice"),
-            ));
-        }
-        pdims.push(d);
-    }
+    let pdims = dim_positions(&pdim_names, dims, "nca_array.pdimensions", WHAT)?;
     let pshape = u64_list(
         o.get("pshape")
             .ok_or_else(|| NcaError::Missing("nca_array.pshape".into()))?,

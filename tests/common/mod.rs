@@ -52,3 +52,36 @@ pub fn python() -> std::path::PathBuf {
     });
     venv
 }
+
+/// Read all of `a`, then `ranges` pseudo-random byte ranges (starts and
+/// ends inside elements, ranges past the end) seeded by `seed`, and
+/// compare each with `expected` (the little-endian flat file).
+#[allow(dead_code)]
+pub fn check_ranges(
+    a: &dyn slabfs::ArraySource,
+    expected: &[u8],
+    seed: u64,
+    ranges: usize,
+) -> Result<(), String> {
+    use slabfs::dtype::Endian;
+    use slabfs::read::read_at;
+    let mut whole = vec![0u8; expected.len() + 8];
+    let n = read_at(a, 0, &mut whole, Endian::Little).map_err(|e| e.to_string())?;
+    if whole[..n] != *expected {
+        return Err(format!("whole read of {n} bytes differs"));
+    }
+    let size = expected.len() as u64;
+    let mut rng = Lcg(size ^ seed);
+    for _ in 0..ranges {
+        let offset = rng.next(size + 4);
+        let len = rng.next(size / 2 + 9);
+        let mut buf = vec![0u8; len as usize];
+        let n = read_at(a, offset, &mut buf, Endian::Little).map_err(|e| e.to_string())?;
+        let lo = offset.min(size) as usize;
+        let hi = (offset + len).min(size) as usize;
+        if n != hi - lo || buf[..n] != expected[lo..hi] {
+            return Err(format!("bytes {offset}+{len} differ"));
+        }
+    }
+    Ok(())
+}
