@@ -7,8 +7,9 @@
 //!   store (`temp`, `group/sub/temp`);
 //! - a Zarr store that is a single array: one file named after SOURCE's
 //!   last path component;
-//! - a dataset file, a classic netCDF file (netCDF-3: CDF-1, CDF-2, CDF-5):
-//!   its variables by name (`temp`);
+//! - a dataset file, a classic netCDF file (netCDF-3: CDF-1, CDF-2, CDF-5)
+//!   or a blocked archive of one ([`crate::packed`], `*.ncb`): its
+//!   variables by name (`temp`);
 //! - a plain directory: every dataset found inside it, recursively, at its
 //!   relative path (`runs/a.zarr/temp`, `runs/b.nc/temp`: a dataset file is
 //!   a directory of its variables). A dataset that fails to open is
@@ -43,7 +44,8 @@ use std::sync::Arc;
 use crate::array::ArraySource;
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::{kerchunk, nca, netcdf3, zarr};
+use crate::files::{self, Files};
+use crate::{kerchunk, nca, netcdf3, packed, zarr};
 
 /// One array of a dataset and its path in the mount.
 #[derive(Clone)]
@@ -83,6 +85,17 @@ pub fn open_with_roots(
     cache: Arc<ChunkCache>,
     allow_outside: &[PathBuf],
 ) -> Result<Dataset> {
+    open_with(source, cache, allow_outside, files::os())
+}
+
+/// [`open_with_roots`], reading every data file and store through `files`
+/// (tests pass one that injects faults).
+pub fn open_with(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    files: Arc<dyn Files>,
+) -> Result<Dataset> {
     let meta = std::fs::metadata(source).map_err(|e| Error::Io {
         path: source.display().to_string(),
         source: e,
@@ -95,7 +108,8 @@ pub fn open_with_roots(
         },
     };
     let roots = std::iter::once(root).chain(allow_outside.iter().cloned());
-    let opts = nca::Options::new(roots.collect(), cache.clone());
+    let mut opts = nca::Options::new(roots.collect(), cache.clone());
+    opts.files = files;
     let mut ds = Dataset::default();
     if meta.is_dir() && zarr::is_store(source) {
         let name = source
@@ -103,7 +117,7 @@ pub fn open_with_roots(
             .ok()
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| "array".to_string());
-        add_store(&mut ds, source, "", &name, cache)?;
+        add_store(&mut ds, source, "", &name, &opts)?;
     } else if meta.is_dir() {
         walk(&mut ds, source, "", &opts, 0)?;
     } else if nca::is_descriptor(source) {
@@ -126,9 +140,9 @@ fn add_store(
     dir: &Path,
     prefix: &str,
     root_name: &str,
-    cache: Arc<ChunkCache>,
+    opts: &nca::Options,
 ) -> Result<()> {
-    let h = zarr::open(dir, cache)?;
+    let h = zarr::open_store(opts.files.store(dir), opts.cache.clone())?;
     push_hierarchy(ds, h, prefix, root_name);
     Ok(())
 }
@@ -177,7 +191,7 @@ fn add_references(
 
 /// File name extensions (case-insensitive) of files sniffed for a dataset
 /// while walking a directory.
-pub const NETCDF_EXTENSIONS: &[&str] = &["nc", "nc3", "nc4", "cdf", "netcdf"];
+pub const NETCDF_EXTENSIONS: &[&str] = &["nc", "nc3", "nc4", "cdf", "netcdf", packed::EXTENSION];
 
 fn has_dataset_extension(name: &str) -> bool {
     name.rsplit_once('.').is_some_and(|(stem, ext)| {
@@ -198,9 +212,13 @@ fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &nca::Options) ->
         source: e,
     })?;
     match kind {
-        netcdf3::Kind::Classic(_) => {
+        netcdf3::Kind::Classic(_) | netcdf3::Kind::Packed => {
             // NCA variables assembled, `nca_private` ones hidden.
-            let nc = Arc::new(netcdf3::File::open(file)?);
+            let nc = Arc::new(netcdf3::File::open_with(
+                file,
+                opts.files.as_ref(),
+                Some(&opts.cache),
+            )?);
             push_variables(ds, prefix, nca::netcdf::variables(nc, opts));
             Ok(true)
         }
@@ -280,7 +298,7 @@ fn walk(
             continue;
         }
         if zarr::is_store(&path) {
-            if let Err(e) = add_store(ds, &path, &rel, &name, opts.cache.clone()) {
+            if let Err(e) = add_store(ds, &path, &rel, &name, opts) {
                 log::debug!("skipping dataset {}: {e}", path.display());
                 ds.skipped.push(e);
             }

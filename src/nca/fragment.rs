@@ -33,6 +33,7 @@ use super::descriptor::{Format, PartitionSpec};
 use super::error::NcaError;
 use crate::array::ArraySource;
 use crate::cache::ChunkCache;
+use crate::files::Files;
 use crate::error::{Error, Result};
 use crate::netcdf3;
 
@@ -44,6 +45,8 @@ pub const MAX_DEPTH: usize = 16;
 pub struct Context {
     pub roots: Arc<Roots>,
     pub cache: Arc<ChunkCache>,
+    /// How fragment files and stores are opened.
+    pub files: Arc<dyn Files>,
     /// The NCA file (descriptor) itself, canonical.
     pub file: PathBuf,
     /// Its netCDF form, when it is a netCDF file.
@@ -52,7 +55,7 @@ pub struct Context {
     /// this aggregation included.
     pub chain: Vec<(PathBuf, String)>,
     /// netCDF files opened so far, shared between partitions.
-    files: Mutex<HashMap<PathBuf, Arc<netcdf3::File>>>,
+    opened: Mutex<HashMap<PathBuf, Arc<netcdf3::File>>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -97,6 +100,7 @@ impl Context {
     pub fn new(
         roots: Arc<Roots>,
         cache: Arc<ChunkCache>,
+        files: Arc<dyn Files>,
         file: PathBuf,
         netcdf: Option<Arc<netcdf3::File>>,
         chain: Vec<(PathBuf, String)>,
@@ -104,10 +108,11 @@ impl Context {
         Context {
             roots,
             cache,
+            files,
             file,
             netcdf,
             chain,
-            files: Mutex::new(HashMap::new()),
+            opened: Mutex::new(HashMap::new()),
         }
     }
 
@@ -236,6 +241,7 @@ impl Context {
                 let (dtype, order) = spec.data.dtype.clone().expect("checked by target()");
                 let shape = spec.data.shape.clone().expect("checked by target()");
                 let raw = super::raw::RawArray::open(
+                    self.files.as_ref(),
                     &target.path,
                     spec.data.file_offset.unwrap_or(0),
                     shape,
@@ -254,7 +260,8 @@ impl Context {
                         ),
                     });
                 }
-                let h = crate::zarr::open(&target.path, self.cache.clone())?;
+                let store = self.files.store(&target.path);
+                let h = crate::zarr::open_store(store, self.cache.clone())?;
                 let want = target.ncvar.as_deref().unwrap_or("").trim_matches('/');
                 let node = h
                     .nodes
@@ -311,6 +318,7 @@ impl Context {
         Ok(Context::new(
             self.roots.clone(),
             self.cache.clone(),
+            self.files.clone(),
             file.to_path_buf(),
             netcdf,
             chain,
@@ -319,7 +327,7 @@ impl Context {
 
     /// The netCDF file at `path`, opened once per load.
     fn netcdf_file(&self, path: &Path) -> Result<Arc<netcdf3::File>> {
-        if let Some(f) = self.files.lock().get(path) {
+        if let Some(f) = self.opened.lock().get(path) {
             return Ok(f.clone());
         }
         if let Ok(netcdf3::Kind::Hdf5) = netcdf3::sniff(path) {
@@ -328,8 +336,12 @@ impl Context {
                 netcdf3::NETCDF4_UNSUPPORTED,
             ));
         }
-        let f = Arc::new(netcdf3::File::open(path)?);
-        self.files.lock().insert(path.to_path_buf(), f.clone());
+        let f = Arc::new(netcdf3::File::open_with(
+            path,
+            self.files.as_ref(),
+            Some(&self.cache),
+        )?);
+        self.opened.lock().insert(path.to_path_buf(), f.clone());
         Ok(f)
     }
 }

@@ -68,6 +68,7 @@ pub use error::NcaError;
 
 use crate::array::ArraySource;
 use crate::cache::ChunkCache;
+use crate::files::Files;
 use crate::error::{Error, Result};
 use confine::Roots;
 use fragment::Context;
@@ -82,13 +83,19 @@ pub struct Options {
     /// Every referenced file must resolve under one of these. Empty: the
     /// directory holding the descriptor (or NCA file).
     pub roots: Vec<PathBuf>,
-    /// The chunk cache Zarr fragments read through.
+    /// The chunk cache Zarr fragments and blocked archives read through.
     pub cache: Arc<ChunkCache>,
+    /// How fragment files and stores are opened ([`crate::files`]).
+    pub files: Arc<dyn Files>,
 }
 
 impl Options {
     pub fn new(roots: Vec<PathBuf>, cache: Arc<ChunkCache>) -> Options {
-        Options { roots, cache }
+        Options {
+            roots,
+            cache,
+            files: crate::files::os(),
+        }
     }
 
     /// The confinement roots for the descriptor at `file` (canonical).
@@ -154,6 +161,7 @@ pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
             let ctx = Context::new(
                 roots.clone(),
                 opts.cache.clone(),
+                opts.files.clone(),
                 real.clone(),
                 None,
                 vec![(real.clone(), var.clone())],

@@ -66,6 +66,7 @@ pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
             let ctx = Context::new(
                 roots.clone(),
                 opts.cache.clone(),
+                opts.files.clone(),
                 real.clone(),
                 Some(file.clone()),
                 vec![(real.clone(), v.name.clone())],
@@ -175,6 +176,10 @@ pub fn open(path: &Path, opts: &Options) -> Result<Variables> {
             netcdf3::NETCDF4_UNSUPPORTED,
         ));
     }
-    let file = Arc::new(netcdf3::File::open(path)?);
+    let file = Arc::new(netcdf3::File::open_with(
+        path,
+        opts.files.as_ref(),
+        Some(&opts.cache),
+    )?);
     Ok(variables(file, opts))
 }

@@ -6,12 +6,13 @@
 //! [`coalesce`]): a fixed netCDF-3 variable is the same thing, big-endian.
 //! The bytes are then swapped to native order once.
 
-use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::dtype::{DataType, Endian, swap_in_place};
 use crate::error::{Error, Result};
+use crate::files::{Files, ReadAt};
 use crate::index::{Region, checked_num_elements};
 use crate::netcdf3::layout::{VarLayout, coalesce};
 use crate::netcdf3::variable::{MAX_GAP, MAX_WINDOW};
@@ -19,7 +20,7 @@ use crate::netcdf3::variable::{MAX_GAP, MAX_WINDOW};
 pub struct RawArray {
     meta: ArrayMeta,
     path: String,
-    file: std::fs::File,
+    file: Arc<dyn ReadAt>,
     layout: VarLayout,
     order: Endian,
 }
@@ -37,6 +38,7 @@ impl RawArray {
     /// Open `path` as `shape` elements of `dtype` in byte order `order`
     /// from `offset`; the file must hold them all.
     pub fn open(
+        files: &dyn Files,
         path: &Path,
         offset: u64,
         shape: Vec<u64>,
@@ -48,8 +50,8 @@ impl RawArray {
             path: name.clone(),
             source: e,
         };
-        let file = std::fs::File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len();
+        let file = files.open(path).map_err(io)?;
+        let len = file.len().map_err(io)?;
         let item = dtype.size() as u64;
         let nbytes = checked_num_elements(&shape)
             .and_then(|n| n.checked_mul(item))

@@ -60,8 +60,11 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::array::{ArrayMeta, ArraySource};
+use crate::cache::ChunkCache;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
+use crate::files::{Files, OsFiles, ReadAt};
+use crate::packed;
 pub use header::{Format, Header, HeaderError};
 use layout::{Layout, VarLayout};
 pub use types::NcType;
@@ -81,13 +84,15 @@ pub enum Kind {
     Classic(Format),
     /// `\x89HDF`: HDF5, which netCDF-4 files are.
     Hdf5,
+    /// `SLABNC3\0`: a blocked-compressed archive ([`crate::packed`]).
+    Packed,
     Other,
 }
 
 /// Sniff the magic number of the file at `path`.
 pub fn sniff(path: &Path) -> std::io::Result<Kind> {
     let f = std::fs::File::open(path)?;
-    let mut magic = [0u8; 4];
+    let mut magic = [0u8; 8];
     let mut n = 0;
     while n < magic.len() {
         match f.read_at(&mut magic[n..], n as u64)? {
@@ -95,9 +100,10 @@ pub fn sniff(path: &Path) -> std::io::Result<Kind> {
             k => n += k,
         }
     }
-    Ok(match Format::from_magic(&magic[..n]) {
+    Ok(match Format::from_magic(&magic[..n.min(4)]) {
         Some(format) => Kind::Classic(format),
-        None if magic[..n] == *b"\x89HDF" => Kind::Hdf5,
+        None if magic[..n].starts_with(b"\x89HDF") => Kind::Hdf5,
+        None if magic[..n] == packed::MAGIC => Kind::Packed,
         None => Kind::Other,
     })
 }
@@ -140,10 +146,37 @@ impl Variable {
     }
 }
 
-/// An open classic netCDF file.
+/// Where a file's variable data is.
+enum Storage {
+    /// In the classic layout, read in place.
+    Classic,
+    /// In compressed blocks of an archive, decoded through the cache.
+    Packed {
+        archive: Arc<packed::Archive>,
+        cache: Arc<ChunkCache>,
+    },
+}
+
+impl std::fmt::Debug for Storage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Storage::Classic => f.write_str("Classic"),
+            Storage::Packed { archive, .. } => f.debug_tuple("Packed").field(archive).finish(),
+        }
+    }
+}
+
+/// The cache of an archive opened with [`File::open`], which has no
+/// shared cache to use: enough for a few blocks being read at once.
+const PRIVATE_CACHE_BYTES: usize = 64 << 20;
+
+/// An open classic netCDF file, or a blocked archive of one: the same
+/// header, dimensions, attributes and variables, whichever way the data is
+/// stored.
 #[derive(Debug)]
 pub struct File {
     shared: Arc<Shared>,
+    storage: Storage,
     header: Header,
     numrecs: u64,
     dimensions: Vec<Dimension>,
@@ -152,21 +185,53 @@ pub struct File {
 }
 
 impl File {
-    /// Open `path` and parse its header. Errors name the file.
+    /// Open `path` (a classic file or a blocked archive) and parse its
+    /// header. Errors name the file. An archive's blocks are cached in a
+    /// small cache of its own; the daemon uses [`File::open_with`].
     pub fn open(path: &Path) -> Result<File> {
+        File::open_with(path, &OsFiles, None)
+    }
+
+    /// Open `path` through `files`; an archive's blocks are decoded
+    /// through `cache` (a private one when `None`).
+    pub fn open_with(
+        path: &Path,
+        files: &dyn Files,
+        cache: Option<&Arc<ChunkCache>>,
+    ) -> Result<File> {
         let name = path.display().to_string();
         let io = |e| Error::Io {
             path: name.clone(),
             source: e,
         };
-        let file = std::fs::File::open(path).map_err(io)?;
-        let file_len = file.metadata().map_err(io)?.len();
-        let header = read_header(&file, &name, file_len)?;
+        let file = files.open(path).map_err(io)?;
+        let file_len = file.len().map_err(io)?;
+        let mut magic = [0u8; 8];
+        if file_len >= 8 {
+            file.read_exact_at(&mut magic, 0).map_err(io)?;
+        }
+        if magic == packed::MAGIC {
+            let (archive, header, layout) = packed::reader::open(&name, file.clone())?;
+            let cache = cache
+                .cloned()
+                .unwrap_or_else(|| Arc::new(ChunkCache::new(PRIVATE_CACHE_BYTES)));
+            let storage = Storage::Packed {
+                archive: Arc::new(archive),
+                cache,
+            };
+            return File::from_parts(Shared { path: name, file }, storage, header, layout);
+        }
+        let header = read_header(file.as_ref(), &name, file_len)?;
         let layout = Layout::new(&header, file_len).map_err(|d| Error::metadata(&name, d))?;
-        File::from_parts(Shared { path: name, file }, header, layout)
+        File::from_parts(
+            Shared { path: name, file },
+            Storage::Classic,
+            header,
+            layout,
+        )
     }
 
-    fn from_parts(shared: Shared, header: Header, layout: Layout) -> Result<File> {
+    fn from_parts(shared: Shared, storage: Storage, header: Header, layout: Layout) -> Result<File> {
         let dimensions = header
             .dims
             .iter()
@@ -204,6 +269,7 @@ impl File {
         Ok(File {
             global_attributes: header::attrs_json(&header.attrs),
             shared: Arc::new(shared),
+            storage,
             numrecs: layout.numrecs,
             dimensions,
             variables,
@@ -217,6 +283,15 @@ impl File {
 
     pub fn format(&self) -> Format {
         self.header.format
+    }
+
+    /// The archive, when this is a blocked archive rather than a classic
+    /// file.
+    pub fn archive(&self) -> Option<&Arc<packed::Archive>> {
+        match &self.storage {
+            Storage::Classic => None,
+            Storage::Packed { archive, .. } => Some(archive),
+        }
     }
 
     /// The number of records (computed from the file size for a streaming
@@ -250,8 +325,11 @@ impl File {
 
     /// The variable `name` as an array source reading from this file.
     pub fn array(&self, name: &str) -> Result<Arc<dyn ArraySource>> {
-        let v = self
-            .variable(name)
+        let (index, v) = self
+            .variables
+            .iter()
+            .enumerate()
+            .find(|(_, v)| v.name == name)
             .ok_or_else(|| Error::NotFound(format!("{}: {name}", self.shared.path)))?;
         let mut meta = ArrayMeta::new(
             self.shared.path.clone(),
@@ -262,17 +340,22 @@ impl File {
         .map_err(|e| Error::metadata(&self.shared.path, format!("variable {name:?}: {e}")))?;
         meta.dimension_names = v.dimensions.iter().cloned().map(Some).collect();
         meta.attributes = v.attributes.clone();
-        Ok(Arc::new(Netcdf3Array::new(
-            meta,
-            v.name.clone(),
-            v.layout.clone(),
-            self.shared.clone(),
-        )))
+        match &self.storage {
+            Storage::Classic => Ok(Arc::new(Netcdf3Array::new(
+                meta,
+                v.name.clone(),
+                v.layout.clone(),
+                self.shared.clone(),
+            ))),
+            Storage::Packed { archive, cache } => {
+                packed::reader::array(archive, index, &v.name, meta, cache.clone())
+            }
+        }
     }
 }
 
 /// Read and parse the header, growing the read until the header fits.
-fn read_header(file: &std::fs::File, path: &str, file_len: u64) -> Result<Header> {
+fn read_header(file: &dyn ReadAt, path: &str, file_len: u64) -> Result<Header> {
     let mut buf = Vec::new();
     let mut want = file_len.min(FIRST_HEADER_READ);
     loop {

@@ -11,13 +11,13 @@
 //! the data is stored uncompressed and the kernel's page cache already
 //! holds what was read recently.
 
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use super::layout::{VarLayout, coalesce};
 use crate::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::dtype::swap_in_place;
 use crate::error::{Error, Result};
+use crate::files::ReadAt;
 use crate::index::Region;
 
 /// Runs separated by at most this many bytes are read with one call: one
@@ -33,7 +33,7 @@ pub const MAX_WINDOW: u64 = 4 << 20;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub path: String,
-    pub file: std::fs::File,
+    pub file: Arc<dyn ReadAt>,
 }
 
 /// One variable of an open netCDF-3 file.
@@ -68,8 +68,8 @@ impl Netcdf3Array {
                 let size = self
                     .shared
                     .file
-                    .metadata()
-                    .map_or_else(|_| "unknown".to_string(), |m| m.len().to_string());
+                    .len()
+                    .map_or_else(|_| "unknown".to_string(), |n| n.to_string());
                 Error::metadata(
                     &self.shared.path,
                     format!(

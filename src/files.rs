@@ -1,0 +1,90 @@
+//! How sources reach the file system: the one seam every data read goes
+//! through.
+//!
+//! Sources read two kinds of things. Zarr hierarchies are key-value
+//! [`Store`]s; netCDF-3 files, blocked archives and raw NCA fragments are
+//! single files read with positioned reads ([`ReadAt`]). [`Files`] opens
+//! both. The daemon uses [`OsFiles`], the real file system; tests hand a
+//! wrapper to [`crate::dataset::open_with`] that injects I/O errors, short
+//! reads, delays and flipped bytes, to check that every source turns a
+//! failed read into an error for that read alone and that the cache never
+//! keeps what a failed read produced.
+//!
+//! Opening is where a file is fixed: a source opens each file once and
+//! keeps the handle, so a file replaced by rename keeps serving the old
+//! version until the refresh ([`crate::fs::refresh`]) reopens the dataset.
+
+use std::fmt::Debug;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::store::{FsStore, Store};
+
+/// A file read with positioned reads, shared by the threads of a source.
+pub trait ReadAt: Send + Sync + Debug {
+    /// Fill `buf` from `offset`; `UnexpectedEof` if the file ends first.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// The file's current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+}
+
+impl ReadAt for std::fs::File {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        FileExt::read_exact_at(self, buf, offset)
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+}
+
+/// Opens the files and stores that sources read.
+pub trait Files: Send + Sync + Debug {
+    /// Open `path` for positioned reads.
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn ReadAt>>;
+
+    /// The Zarr store rooted at the directory `root`.
+    fn store(&self, root: &Path) -> Arc<dyn Store>;
+}
+
+/// The real file system.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OsFiles;
+
+impl Files for OsFiles {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn ReadAt>> {
+        Ok(Arc::new(std::fs::File::open(path)?))
+    }
+
+    fn store(&self, root: &Path) -> Arc<dyn Store> {
+        Arc::new(FsStore::new(root))
+    }
+}
+
+/// The real file system, as a shared [`Files`].
+pub fn os() -> Arc<dyn Files> {
+    Arc::new(OsFiles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_files_read_exactly_or_report_eof() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("f");
+        std::fs::write(&p, b"0123456789").unwrap();
+        let f = OsFiles.open(&p).unwrap();
+        assert_eq!(f.len().unwrap(), 10);
+        let mut buf = [0u8; 4];
+        f.read_exact_at(&mut buf, 3).unwrap();
+        assert_eq!(&buf, b"3456");
+        let err = f.read_exact_at(&mut buf, 8).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
+        assert!(OsFiles.open(&tmp.path().join("missing")).is_err());
+    }
+}
