@@ -28,7 +28,7 @@ pub trait ReadAt: Send + Sync + Debug {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
 
     /// The file's current length in bytes.
-    fn len(&self) -> io::Result<u64>;
+    fn size(&self) -> io::Result<u64>;
 }
 
 impl ReadAt for std::fs::File {
@@ -36,7 +36,7 @@ impl ReadAt for std::fs::File {
         FileExt::read_exact_at(self, buf, offset)
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         Ok(self.metadata()?.len())
     }
 }
@@ -79,7 +79,7 @@ mod tests {
         let p = tmp.path().join("f");
         std::fs::write(&p, b"0123456789").unwrap();
         let f = OsFiles.open(&p).unwrap();
-        assert_eq!(f.len().unwrap(), 10);
+        assert_eq!(f.size().unwrap(), 10);
         let mut buf = [0u8; 4];
         f.read_exact_at(&mut buf, 3).unwrap();
         assert_eq!(&buf, b"3456");

@@ -33,8 +33,8 @@ use super::descriptor::{Format, PartitionSpec};
 use super::error::NcaError;
 use crate::array::ArraySource;
 use crate::cache::ChunkCache;
-use crate::files::Files;
 use crate::error::{Error, Result};
+use crate::files::Files;
 use crate::netcdf3;
 
 /// Aggregations nested deeper than this are refused.

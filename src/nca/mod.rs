@@ -68,8 +68,8 @@ pub use error::NcaError;
 
 use crate::array::ArraySource;
 use crate::cache::ChunkCache;
-use crate::files::Files;
 use crate::error::{Error, Result};
+use crate::files::Files;
 use confine::Roots;
 use fragment::Context;
 

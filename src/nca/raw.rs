@@ -51,7 +51,7 @@ impl RawArray {
             source: e,
         };
         let file = files.open(path).map_err(io)?;
-        let len = file.len().map_err(io)?;
+        let len = file.size().map_err(io)?;
         let item = dtype.size() as u64;
         let nbytes = checked_num_elements(&shape)
             .and_then(|n| n.checked_mul(item))

@@ -205,7 +205,7 @@ impl File {
             source: e,
         };
         let file = files.open(path).map_err(io)?;
-        let file_len = file.len().map_err(io)?;
+        let file_len = file.size().map_err(io)?;
         let mut magic = [0u8; 8];
         if file_len >= 8 {
             file.read_exact_at(&mut magic, 0).map_err(io)?;
@@ -231,7 +231,12 @@ impl File {
         )
     }
 
-    fn from_parts(shared: Shared, storage: Storage, header: Header, layout: Layout) -> Result<File> {
+    fn from_parts(
+        shared: Shared,
+        storage: Storage,
+        header: Header,
+        layout: Layout,
+    ) -> Result<File> {
         let dimensions = header
             .dims
             .iter()

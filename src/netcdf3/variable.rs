@@ -68,7 +68,7 @@ impl Netcdf3Array {
                 let size = self
                     .shared
                     .file
-                    .len()
+                    .size()
                     .map_or_else(|_| "unknown".to_string(), |n| n.to_string());
                 Error::metadata(
                     &self.shared.path,

@@ -122,7 +122,8 @@ pub fn pack(input: &Path, output: &Path, opts: &PackOptions) -> Result<PackStats
     let out = TempOutput::create(output)?;
     let mut w = BufWriter::with_capacity(1 << 20, out.file());
     let io_err = |e| out_err(output, e);
-    w.write_all(&[0u8; SUPERBLOCK_LEN as usize]).map_err(io_err)?;
+    w.write_all(&[0u8; SUPERBLOCK_LEN as usize])
+        .map_err(io_err)?;
     w.write_all(&header_bytes).map_err(io_err)?;
     let mut pos = SUPERBLOCK_LEN + header_bytes.len() as u64;
 

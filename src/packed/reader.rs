@@ -105,7 +105,7 @@ pub fn open(path: &str, file: Arc<dyn ReadAt>) -> Result<(Archive, Header, Layou
         source,
     };
     let bad = |e: FormatError| Error::metadata(path, format!("blocked archive: {e}"));
-    let file_len = file.len().map_err(io)?;
+    let file_len = file.size().map_err(io)?;
     let mut sb_bytes = [0u8; SUPERBLOCK_LEN as usize];
     let n = (file_len.min(SUPERBLOCK_LEN)) as usize;
     file.read_exact_at(&mut sb_bytes[..n], 0).map_err(io)?;
@@ -125,7 +125,11 @@ pub fn open(path: &str, file: Arc<dyn ReadAt>) -> Result<(Archive, Header, Layou
         vars: Vec::new(),
     };
     let mut header_bytes = std::mem::take(&mut archive.header_bytes);
-    archive.pread(&mut header_bytes, superblock.header_offset, "embedded header")?;
+    archive.pread(
+        &mut header_bytes,
+        superblock.header_offset,
+        "embedded header",
+    )?;
     let header = match header::parse(&header_bytes, superblock.classic_len) {
         Ok(h) => h,
         Err(HeaderError::Short { needed, .. }) => {
