@@ -97,6 +97,11 @@ pub enum Command {
         /// Compression level: zstd -7..=22 (default 3), deflate 0..=9 (default 6).
         #[arg(long, allow_negative_numbers = true)]
         level: Option<i32>,
+        /// Do not shuffle the bytes of multi-byte elements before compressing
+        /// (shuffling groups the slowly varying high bytes of numbers, which
+        /// usually compresses better and decompresses faster).
+        #[arg(long)]
+        no_shuffle: bool,
     },
     /// Unpack a blocked archive into the classic netCDF file it was packed
     /// from (same header, same variable data).
@@ -349,8 +354,10 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
             block_size,
             codec,
             level,
+            no_shuffle,
         } => {
             let opts = packed::PackOptions {
+                shuffle: !no_shuffle,
                 block_size,
                 codec: match codec {
                     PackCodec::Zstd => packed::BlockCodec::Zstd,

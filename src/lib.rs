@@ -9,6 +9,12 @@
 //!                                         └ cache::ChunkCache ─ store::Store + codec::CodecChain
 //!                                       index::copy: strided copy / fill into the reply buffer
 //! ```
+//!
+//! Sources: [`zarr`] (v2, v3, sharding, NCZarr), [`netcdf3`] (classic files
+//! and, through [`packed`], blocked-compressed archives of them), [`nca`]
+//! (aggregations of any of these), [`kerchunk`] (references into other
+//! files). [`dataset`] finds them under a mount's source; every data file
+//! and store is opened through [`files`], the seam tests inject faults at.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -18,6 +24,7 @@ pub mod codec;
 pub mod dataset;
 pub mod dtype;
 pub mod error;
+pub mod faults;
 pub mod files;
 pub mod fs;
 pub mod index;

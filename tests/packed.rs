@@ -87,21 +87,23 @@ fn expected(name: &str) -> Vec<u8> {
     .unwrap()
 }
 
-fn opts(block_size: u64, codec: BlockCodec) -> PackOptions {
+fn opts(block_size: u64, codec: BlockCodec, shuffle: bool) -> PackOptions {
     PackOptions {
         block_size,
         codec,
         level: None,
+        shuffle,
     }
 }
 
 /// Block sizes (bytes) none of which divides or is divided by a row of
-/// any fixture (rows of 20, 60, 116, 212 bytes...), with a codec each.
-const PACKINGS: [(u64, BlockCodec); 4] = [
-    (8, BlockCodec::Zstd),
-    (24, BlockCodec::Deflate),
-    (1000, BlockCodec::Zstd),
-    (4104, BlockCodec::Deflate),
+/// any fixture (rows of 20, 60, 116, 212 bytes...), with a codec and the
+/// shuffle filter on or off each.
+const PACKINGS: [(u64, BlockCodec, bool); 4] = [
+    (8, BlockCodec::Zstd, false),
+    (24, BlockCodec::Deflate, true),
+    (1000, BlockCodec::Zstd, true),
+    (4104, BlockCodec::Deflate, false),
 ];
 
 #[test]
@@ -110,14 +112,17 @@ fn archives_read_as_netcdf4_python_reads_the_original() {
     let mut checked = 0;
     for orig in originals() {
         let classic = netcdf3::File::open(&orig.path).unwrap();
-        for (k, &(block, codec)) in PACKINGS.iter().enumerate() {
+        for (k, &(block, codec, shuffle)) in PACKINGS.iter().enumerate() {
             let archive = tmp.path().join(format!("{k}.ncb"));
-            pack(&orig.path, &archive, &opts(block, codec)).unwrap();
+            pack(&orig.path, &archive, &opts(block, codec, shuffle)).unwrap();
             let ds = dataset::open(&archive, cache()).unwrap();
             assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
             assert_eq!(ds.entries.len(), orig.vars.len(), "{}", orig.path.display());
             for (name, want) in &orig.vars {
-                let what = format!("{} {name} blocks of {block} {codec:?}", orig.path.display());
+                let what = format!(
+                    "{} {name} blocks of {block} {codec:?} shuffle {shuffle}",
+                    orig.path.display()
+                );
                 let a = ds.get(name).unwrap_or_else(|| panic!("{what}: missing"));
                 // The same facts as the original (checked against
                 // netCDF4-python by tests/netcdf3.rs), but its own source.
@@ -157,10 +162,10 @@ fn unpack_gives_back_what_netcdf4_python_read() {
     let tmp = tempfile::tempdir().unwrap();
     let mut pairs = Vec::new();
     for (i, orig) in originals().iter().enumerate() {
-        for (k, &(block, codec)) in PACKINGS.iter().enumerate().skip(i % 2).step_by(2) {
+        for (k, &(block, codec, shuffle)) in PACKINGS.iter().enumerate().skip(i % 2).step_by(2) {
             let archive = tmp.path().join(format!("{i}-{k}.ncb"));
             let back = tmp.path().join(format!("{i}-{k}.nc"));
-            let stats = pack(&orig.path, &archive, &opts(block, codec)).unwrap();
+            let stats = pack(&orig.path, &archive, &opts(block, codec, shuffle)).unwrap();
             let ustats = unpack(&archive, &back).unwrap();
             assert_eq!(stats.data_bytes, ustats.data_bytes);
             assert_eq!(
@@ -268,7 +273,7 @@ fn var_index(archive: &Path, name: &str) -> (usize, VarIndex) {
 fn a_corrupt_block_fails_only_the_reads_that_touch_it() {
     let tmp = tempfile::tempdir().unwrap();
     let archive = tmp.path().join("r.ncb");
-    pack(&realistic(), &archive, &opts(1000, BlockCodec::Zstd)).unwrap();
+    pack(&realistic(), &archive, &opts(1000, BlockCodec::Zstd, false)).unwrap();
     let (_, idx) = var_index(&archive, "temp");
     let k = 17u64;
     let (a, b) = idx.block_range(k);
@@ -363,7 +368,7 @@ fn forged_blocks_fail_without_unbounded_decompression() {
     ];
     for (what, make) in cases {
         let archive = tmp.path().join(format!("{what}.ncb"));
-        pack(&realistic(), &archive, &opts(1000, BlockCodec::Zstd)).unwrap();
+        pack(&realistic(), &archive, &opts(1000, BlockCodec::Zstd, false)).unwrap();
         let (var, idx) = var_index(&archive, "temp");
         let (a, b) = idx.block_range(k);
         let good = std::fs::read(&archive).unwrap()[a as usize..b as usize].to_vec();
@@ -439,7 +444,7 @@ fn pack_never_leaves_a_partial_archive() {
     let _guard = Unmount(&small);
     let out = small.join("out.ncb");
     std::fs::write(&out, b"the previous archive").unwrap();
-    let err = pack(&realistic(), &out, &opts(4096, BlockCodec::Zstd)).unwrap_err();
+    let err = pack(&realistic(), &out, &opts(4096, BlockCodec::Zstd, true)).unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("small/"), "{msg}");
     assert_eq!(std::fs::read(&out).unwrap(), b"the previous archive");
@@ -552,11 +557,11 @@ fn mounted_archives_serve_every_variable_and_eio_on_a_corrupt_block() {
     pack(
         &realistic(),
         &src.path().join("good.ncb"),
-        &opts(1000, BlockCodec::Zstd),
+        &opts(1000, BlockCodec::Zstd, false),
     )
     .unwrap();
     let bad = src.path().join("bad.ncb");
-    pack(&realistic(), &bad, &opts(1000, BlockCodec::Zstd)).unwrap();
+    pack(&realistic(), &bad, &opts(1000, BlockCodec::Zstd, false)).unwrap();
     let (_, idx) = var_index(&bad, "temp");
     let k = 50u64; // bytes 50000..51000: inside page 12 (49152..53248)
     let (a, b) = idx.block_range(k);

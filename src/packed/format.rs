@@ -205,6 +205,12 @@ impl BlockCodec {
 pub struct VarIndex {
     pub codec: BlockCodec,
     pub level: i8,
+    /// Whether each block's bytes were shuffled by element (all first
+    /// bytes of the block's elements, then all second bytes...) before
+    /// compression, as HDF5's and numcodecs' shuffle filter does: the
+    /// slowly varying high bytes of numbers then compress far better, and
+    /// faster to decompress.
+    pub shuffle: bool,
     /// Uncompressed bytes per block; the last block may be shorter.
     pub block_size: u64,
     /// Uncompressed bytes of the variable (elements × element size).
@@ -250,7 +256,7 @@ pub fn encode_index(vars: &[VarIndex]) -> Vec<u8> {
         debug_assert_eq!(v.nblocks(), nblocks(v.data_len, v.block_size));
         out.push(v.codec.id());
         out.push(v.level as u8);
-        out.extend([0, 0]);
+        out.extend([u8::from(v.shuffle), 0]);
         out.extend((v.block_size as u32).to_be_bytes());
         out.extend(v.data_len.to_be_bytes());
         out.extend(v.nblocks().to_be_bytes());
@@ -297,10 +303,12 @@ pub fn parse_index(
         let codec = BlockCodec::from_id(codec_id)
             .ok_or_else(|| what(format!("unknown codec id {codec_id}")))?;
         let level = r.u8().ok_or_else(|| what("truncated".into()))? as i8;
-        let reserved = r.take(2).ok_or_else(|| what("truncated".into()))?;
-        if reserved != [0, 0] {
-            return Err(what("reserved bytes are not zero".into()));
-        }
+        let flags = r.take(2).ok_or_else(|| what("truncated".into()))?;
+        let shuffle = match flags {
+            [0, 0] => false,
+            [1, 0] => true,
+            _ => return Err(what(format!("unknown filter flags {flags:?}"))),
+        };
         let block_size = r.u32().ok_or_else(|| what("truncated".into()))? as u64;
         if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) || block_size % 8 != 0 {
             return Err(what(format!(
@@ -339,6 +347,7 @@ pub fn parse_index(
         let v = VarIndex {
             codec,
             level,
+            shuffle,
             block_size,
             data_len,
             offsets,
@@ -423,6 +432,7 @@ mod tests {
             VarIndex {
                 codec: BlockCodec::Zstd,
                 level: 3,
+                shuffle: true,
                 block_size: 16,
                 data_len: 40,
                 offsets: vec![200, 210, 230, 235],
@@ -431,6 +441,7 @@ mod tests {
             VarIndex {
                 codec: BlockCodec::Deflate,
                 level: -1,
+                shuffle: false,
                 block_size: 8,
                 data_len: 0,
                 offsets: vec![235],

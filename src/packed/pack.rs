@@ -39,6 +39,9 @@ pub struct PackOptions {
     pub codec: BlockCodec,
     /// The codec's level; `None` for its default (zstd 3, deflate 6).
     pub level: Option<i32>,
+    /// Shuffle the bytes of multi-byte elements before compressing
+    /// ([`VarIndex::shuffle`]).
+    pub shuffle: bool,
 }
 
 impl Default for PackOptions {
@@ -47,6 +50,7 @@ impl Default for PackOptions {
             block_size: 1 << 20,
             codec: BlockCodec::Zstd,
             level: None,
+            shuffle: true,
         }
     }
 }
@@ -136,6 +140,8 @@ pub fn pack(input: &Path, output: &Path, opts: &PackOptions) -> Result<PackStats
     for v in file.variables() {
         let array = file.array(&v.name)?;
         let data_len = array.meta().nbytes();
+        let item = array.meta().item_size();
+        let shuffle = opts.shuffle && item > 1;
         let nblocks = format::nblocks(data_len, block_size);
         let mut offsets = Vec::with_capacity(nblocks as usize + 1);
         let mut crcs = Vec::with_capacity(nblocks as usize);
@@ -150,6 +156,9 @@ pub fn pack(input: &Path, output: &Path, opts: &PackOptions) -> Result<PackStats
                     let mut raw = vec![0u8; len];
                     let got = read_at(array.as_ref(), start, &mut raw, Endian::Big)?;
                     debug_assert_eq!(got, len);
+                    if shuffle {
+                        raw = shuffled(&raw, item);
+                    }
                     compress(opts.codec, level, &raw).map_err(|e| out_err(output, e))
                 })
                 .collect();
@@ -167,6 +176,7 @@ pub fn pack(input: &Path, output: &Path, opts: &PackOptions) -> Result<PackStats
         index.push(VarIndex {
             codec: opts.codec,
             level,
+            shuffle,
             block_size,
             data_len,
             offsets,
@@ -227,6 +237,19 @@ fn classic_header(input: &Path, file: &netcdf3::File) -> Result<Vec<u8>> {
         }
     }
     Ok(bytes)
+}
+
+/// `raw` (whole elements of `item` bytes) with its bytes grouped by
+/// position in the element: every element's byte 0, then every byte 1...
+fn shuffled(raw: &[u8], item: usize) -> Vec<u8> {
+    let n = raw.len() / item;
+    let mut out = vec![0u8; raw.len()];
+    for (i, elem) in raw.chunks_exact(item).enumerate() {
+        for (j, &b) in elem.iter().enumerate() {
+            out[j * n + i] = b;
+        }
+    }
+    out
 }
 
 thread_local! {

@@ -3,7 +3,8 @@
 //!
 //! A variable's data is one linear byte stream cut into blocks, which is
 //! exactly a one-dimensional Zarr array of the variable's elements chunked
-//! by the block (big-endian `bytes`, then zstd or zlib). So each variable
+//! by the block (big-endian `bytes`, optionally `shuffle`, then zstd or
+//! zlib). So each variable
 //! is a [`ZarrArray`] of shape `[elements]` over a [`BlockStore`] whose
 //! key `i` is block `i`: the shared chunk cache, parallel decoding of the
 //! blocks of a large read, decoding whole blocks straight into the reply,
@@ -203,7 +204,11 @@ pub fn array(
         BlockCodec::Deflate => serde_json::json!({"id": "zlib", "level": v.level}),
     };
     let source = format!("{} (variable {name:?})", archive.path);
-    let chain = v2_chain(1, false, Endian::Big, &[], Some(&compressor))
+    let filters: Vec<serde_json::Value> = match v.shuffle && item > 1 {
+        true => vec![serde_json::json!({"id": "shuffle", "elementsize": item})],
+        false => Vec::new(),
+    };
+    let chain = v2_chain(1, false, Endian::Big, &filters, Some(&compressor))
         .map_err(|e| Error::metadata(&source, e.to_string()))?;
     let mut flat = ArrayMeta::new(
         source.clone(),
