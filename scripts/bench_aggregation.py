@@ -356,12 +356,12 @@ def write_fragment(path: Path, fmt: str, data, t0: int) -> None:
     import netCDF4
     import numpy as np
 
-    nt = data.shape[0]
+    nt, ny, nx = data.shape
     ds = netCDF4.Dataset(path, "w", format=fmt)
     ds.Conventions = "CF-1.8"
     ds.createDimension("time", nt)
-    ds.createDimension("lat", NY)
-    ds.createDimension("lon", NX)
+    ds.createDimension("lat", ny)
+    ds.createDimension("lon", nx)
     t = ds.createVariable("time", "f8", ("time",))
     t.standard_name = "time"
     t.units = "days since 2000-01-01"
@@ -372,12 +372,12 @@ def write_fragment(path: Path, fmt: str, data, t0: int) -> None:
     la.standard_name = "latitude"
     la.units = "degrees_north"
     la.axis = "Y"
-    la[:] = np.linspace(-89.5, 89.5, NY)
+    la[:] = np.linspace(-89.5, 89.5, ny)
     lo = ds.createVariable("lon", "f8", ("lon",))
     lo.standard_name = "longitude"
     lo.units = "degrees_east"
     lo.axis = "X"
-    lo[:] = np.linspace(0.0, 360.0, NX, endpoint=False)
+    lo[:] = np.linspace(0.0, 360.0, nx, endpoint=False)
     v = ds.createVariable(VAR, "f4", ("time", "lat", "lon"))
     v.standard_name = "air_temperature"
     v.units = "K"
@@ -385,16 +385,20 @@ def write_fragment(path: Path, fmt: str, data, t0: int) -> None:
     ds.close()
 
 
-def build_data(data_dir: Path, size_mib: int, parts: int) -> dict:
+def build_data(data_dir: Path, size_mib: int, parts: int, ny: int = NY, nx: int = NX) -> dict:
     """Create (or reuse) the fragments, the two aggregations, the single file
-    and the raw file; return their description."""
+    and the raw file; return their description. One time step is a (ny, nx)
+    float32 field (default 512 x 512 = 1 MiB); scripts/bench.py uses smaller
+    ones for its --quick runs."""
     import numpy as np
 
-    if size_mib < parts or size_mib % parts:
-        sys.exit(f"{TAG}: --size-mib must be a positive multiple of --partitions")
-    nt = size_mib
+    step = ny * nx * 4
+    nt = size_mib * MIB // step
+    if nt * step != size_mib * MIB or nt < parts or nt % parts:
+        sys.exit(f"{TAG}: --size-mib must hold a multiple of --partitions time steps")
     per = nt // parts
-    root = data_dir / f"agg-{size_mib}mib-{parts}p"
+    suffix = "" if (ny, nx) == (NY, NX) else f"-{ny}x{nx}"
+    root = data_dir / f"agg-{size_mib}mib-{parts}p{suffix}"
     paths = {
         "root": root,
         "frag": root / "frag",
@@ -404,7 +408,7 @@ def build_data(data_dir: Path, size_mib: int, parts: int) -> dict:
         "raw": root / f"{VAR}.raw",
     }
     stamp_path = root / "stamp.json"
-    stamp = {"format": DATA_FORMAT_VERSION, "seed": SEED, "shape": [nt, NY, NX],
+    stamp = {"format": DATA_FORMAT_VERSION, "seed": SEED, "shape": [nt, ny, nx],
              "partitions": parts}
     cached = False
     if stamp_path.exists() and all(p.exists() for p in paths.values()):
@@ -421,7 +425,7 @@ def build_data(data_dir: Path, size_mib: int, parts: int) -> dict:
         rng = np.random.default_rng(SEED)
         single = netCDF4.Dataset(paths["single"], "w", format="NETCDF3_64BIT_OFFSET")
         single.Conventions = "CF-1.8"
-        for d, n in (("time", nt), ("lat", NY), ("lon", NX)):
+        for d, n in (("time", nt), ("lat", ny), ("lon", nx)):
             single.createDimension(d, n)
         sv = single.createVariable(VAR, "f4", ("time", "lat", "lon"))
         sv.standard_name = "air_temperature"
@@ -430,7 +434,7 @@ def build_data(data_dir: Path, size_mib: int, parts: int) -> dict:
         t0 = time.perf_counter()
         with open(paths["raw"], "wb") as fraw:
             for i in range(parts):
-                block = np.stack([br.field_slab(i * per + k, nt, NY, NX, rng)
+                block = np.stack([br.field_slab(i * per + k, nt, ny, nx, rng)
                                   for k in range(per)])
                 block += np.float32(273.15)  # kelvin
                 fmt = "NETCDF3_CLASSIC" if i % 2 == 0 else "NETCDF3_64BIT_OFFSET"
@@ -439,12 +443,12 @@ def build_data(data_dir: Path, size_mib: int, parts: int) -> dict:
                 sv[i * per:(i + 1) * per] = block
                 fraw.write(block.tobytes())
                 partitions.append({"index": [i],
-                                   "location": [[i * per, (i + 1) * per], [0, NY], [0, NX]],
+                                   "location": [[i * per, (i + 1) * per], [0, ny], [0, nx]],
                                    "format": "netCDF",
                                    "data": {"file": rel, "ncvar": VAR}})
         single.close()
         log(f"  fragments, single file and raw file written in {time.perf_counter() - t0:.1f}s")
-        desc = {"dimensions": {"time": nt, "lat": NY, "lon": NX},
+        desc = {"dimensions": {"time": nt, "lat": ny, "lon": nx},
                 "variables": {VAR: {
                     "dtype": "float32", "nca_dimensions": "time lat lon",
                     "units": "K", "standard_name": "air_temperature",
@@ -471,7 +475,7 @@ def build_data(data_dir: Path, size_mib: int, parts: int) -> dict:
         with open(f, "rb") as fh:
             formats[f.name] = {1: "CDF-1 (classic)", 2: "CDF-2 (64-bit offset)",
                                5: "CDF-5"}.get(fh.read(4)[3], "?")
-    return {**paths, "shape": (nt, NY, NX), "partitions": parts, "per_partition": per,
+    return {**paths, "shape": (nt, ny, nx), "partitions": parts, "per_partition": per,
             "nbytes": nbytes, "cached": cached, "fragment_bytes": sum(f.stat().st_size
                                                                       for f in frag_files),
             "fragment_formats": sorted(set(formats.values())),

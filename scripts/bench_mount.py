@@ -134,9 +134,11 @@ class Mount:
     stop() always unmounts (fusermount3 -u, then harder) and reaps it."""
 
     def __init__(self, slabfs: Path, store: Path, mnt: Path, array: str, log_path: Path,
-                 read_ahead_kb: int | None = None, threads: int | None = None):
+                 read_ahead_kb: int | None = None, threads: int | None = None,
+                 extra_args: tuple[str, ...] = ()):
         self.slabfs, self.store, self.mnt, self.array = slabfs, store, mnt, array
         self.log_path, self.read_ahead_kb, self.threads = log_path, read_ahead_kb, threads
+        self.extra_args = tuple(extra_args)  # more `slabfs mount` options
         self.proc: subprocess.Popen | None = None
         self.start_s = None
 
@@ -160,7 +162,7 @@ class Mount:
             cmd += ["--read-ahead-kb", str(self.read_ahead_kb)]
         if self.threads is not None:
             cmd += ["--threads", str(self.threads)]
-        cmd += [str(self.store), str(self.mnt)]
+        cmd += [*self.extra_args, str(self.store), str(self.mnt)]
         self.cmd = cmd
         logf = open(self.log_path, "wb")
         t0 = time.perf_counter()
