@@ -82,10 +82,19 @@ struct Inner {
     inflight: HashMap<ChunkKey, Arc<Flight>>,
     stats: CacheStats,
     /// Buffers of dropped chunks, handed to the next decodes
-    /// ([`ChunkCache::take_buffer`]); at most [`POOL_BYTES`] in all.
+    /// ([`ChunkCache::take_buffer`]); at most `pool_limit` bytes in all.
     pool: Vec<Vec<u8>>,
     pool_bytes: usize,
+    /// [`POOL_BYTES`], or a quarter of the budget if that is less.
+    pool_limit: usize,
+    /// Chunks recently dropped because every byte was served
+    /// ([`ChunkCache::served`]), which prefetching skips.
+    consumed: LruCache<ChunkKey, ()>,
 }
+
+/// Consumed chunks remembered: 4 GiB of 1 MiB chunks, a few hundred KiB
+/// of keys.
+const CONSUMED_MEMORY: usize = 4096;
 
 struct Entry {
     data: ChunkData,
@@ -94,7 +103,11 @@ struct Entry {
 }
 
 /// Most bytes of spare buffers the pool keeps: enough for a readahead
-/// window of chunks, small beside any budget.
+/// window of chunks (at most an eighth of the budget, see
+/// `SlabFs::with_cache`). A quarter of the budget if that is less: the
+/// pool is memory beyond the budget, and a buffer of a size no decode
+/// asks for stays in it for good, so a small `--cache-size` must mean a
+/// small pool too (a 1 MiB cache kept 64 MiB of spare buffers before).
 const POOL_BYTES: usize = 64 << 20;
 
 impl Inner {
@@ -102,7 +115,7 @@ impl Inner {
     /// holds it any more.
     fn recycle(&mut self, data: ChunkData) {
         if let Ok(buf) = Arc::try_unwrap(data)
-            && self.pool_bytes + buf.capacity() <= POOL_BYTES
+            && self.pool_bytes + buf.capacity() <= self.pool_limit
         {
             self.pool_bytes += buf.capacity();
             self.pool.push(buf);
@@ -134,6 +147,10 @@ impl ChunkCache {
                 stats: CacheStats::default(),
                 pool: Vec::new(),
                 pool_bytes: 0,
+                pool_limit: POOL_BYTES.min(budget / 4),
+                consumed: LruCache::new(
+                    std::num::NonZeroUsize::new(CONSUMED_MEMORY).expect("non-zero"),
+                ),
             }),
         }
     }
@@ -277,12 +294,20 @@ impl ChunkCache {
     }
 
     /// Decode `key` into the cache ahead of a read that is expected soon,
-    /// unless it is cached or being decoded already. Returns whether it
-    /// ran `load`. Errors are not kept: the real read reports them.
+    /// unless it is cached or being decoded already, or was recently
+    /// consumed (every byte served, see [`served`](Self::served)): then
+    /// some reader went through it already, and a readahead running into
+    /// it is one reader overshooting into what another has read (eight
+    /// readers of consecutive parts of a file decoded nearly twice the
+    /// chunks before this rule). Returns whether it ran `load`. Errors are
+    /// not kept: the real read reports them.
     pub fn prefetch(&self, key: &ChunkKey, load: impl Fn() -> Result<Option<Vec<u8>>>) -> bool {
         {
             let mut inner = self.inner.lock();
-            if inner.lru.contains(key) || inner.inflight.contains_key(key) {
+            if inner.lru.contains(key)
+                || inner.inflight.contains_key(key)
+                || inner.consumed.contains(key)
+            {
                 return false;
             }
             inner.stats.prefetches += 1;
@@ -312,7 +337,10 @@ impl ChunkCache {
     /// fresh memory for every chunk. A chunk read piecemeal here and there
     /// stays until the least-recently-used rule evicts it. (Re-reading the
     /// same part of a chunk over and over also adds up; the kernel's page
-    /// cache absorbs such re-reads before they reach the cache.)
+    /// cache absorbs such re-reads before they reach the cache.) A
+    /// consumed chunk is remembered ([`CONSUMED_MEMORY`] of them) and not
+    /// prefetched again; a second pass over it, which reaches slabfs only
+    /// once the kernel has dropped its pages, decodes on demand.
     pub fn served(&self, key: &ChunkKey, bytes: usize, useful: usize) {
         let mut inner = self.inner.lock();
         let Some(e) = inner.lru.peek_mut(key) else {
@@ -326,6 +354,7 @@ impl ChunkCache {
             inner.bytes -= e.data.len();
             inner.stats.consumed += 1;
             inner.recycle(e.data);
+            inner.consumed.put(key.clone(), ());
         }
     }
 
@@ -366,6 +395,17 @@ impl ChunkCache {
         self.inner.lock().recycle(Arc::new(buf));
     }
 
+    /// Drop the entry `key`, if cached: a value found to be bad after it
+    /// was decoded (a shard index whose entries lead to bytes that do not
+    /// decode), so that the next read loads it again.
+    pub fn forget(&self, key: &ChunkKey) {
+        let mut inner = self.inner.lock();
+        if let Some(e) = inner.lru.pop(key) {
+            inner.bytes -= e.data.len();
+            inner.recycle(e.data);
+        }
+    }
+
     /// Drop every entry of `source` (all versions), e.g. when it goes away.
     pub fn forget_source(&self, source: u64) {
         let mut inner = self.inner.lock();
@@ -396,6 +436,39 @@ mod tests {
             version: 0,
             coords: vec![i].into(),
         }
+    }
+
+    #[test]
+    fn consumed_chunks_are_not_prefetched_again_but_still_read() {
+        let c = ChunkCache::new(1 << 20);
+        let (k, other) = (key(1), key(2));
+        c.get_or_load(&k, || Ok(Some(vec![7u8; 64]))).unwrap();
+        c.served(&k, 64, 64);
+        assert!(!c.contains(&k));
+        assert!(!c.prefetch(&k, || Ok(Some(vec![7u8; 64]))));
+        assert!(!c.contains(&k));
+        assert!(c.prefetch(&other, || Ok(Some(vec![8u8; 64]))));
+        assert!(c.contains(&other));
+        // A real read of it decodes it again.
+        let again = c.get_or_load(&k, || Ok(Some(vec![9u8; 64]))).unwrap();
+        assert_eq!(*again.unwrap(), vec![9u8; 64]);
+    }
+
+    /// Regression (found by tests/soak.rs: the daemon of a 1 MiB cache
+    /// grew by 60 MiB of spare buffers): a small budget bounds the pool.
+    #[test]
+    fn the_buffer_pool_stays_within_a_quarter_of_a_small_budget() {
+        let c = ChunkCache::new(1 << 20);
+        for i in 0..1000 {
+            c.give_back(vec![0u8; 4096 + i]);
+        }
+        let pool = c.inner.lock().pool_bytes;
+        assert!(pool <= 256 << 10 && pool > 250 << 10, "{pool}");
+        let big = ChunkCache::new(DEFAULT_BUDGET);
+        for _ in 0..100 {
+            big.give_back(vec![0u8; 1 << 20]);
+        }
+        assert_eq!(big.inner.lock().pool_bytes, POOL_BYTES);
     }
 
     #[test]
@@ -473,6 +546,25 @@ mod tests {
             }
         });
         assert_eq!(loads.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn forgotten_entries_are_loaded_again() {
+        let cache = ChunkCache::new(1 << 20);
+        cache
+            .get_or_load(&key(1), || Ok(Some(vec![1; 10])))
+            .unwrap();
+        cache
+            .get_or_load(&key(2), || Ok(Some(vec![2; 10])))
+            .unwrap();
+        cache.forget(&key(1));
+        cache.forget(&key(3)); // not cached: nothing happens
+        assert!(!cache.contains(&key(1)) && cache.contains(&key(2)));
+        assert_eq!((cache.stats().entries, cache.stats().bytes), (1, 10));
+        let again = cache
+            .get_or_load(&key(1), || Ok(Some(vec![9; 10])))
+            .unwrap();
+        assert_eq!(*again.unwrap(), vec![9; 10]);
     }
 
     #[test]

@@ -45,6 +45,7 @@ use crate::array::ArraySource;
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::files::{self, Files};
+use crate::nca::confine::Roots;
 use crate::{kerchunk, nca, netcdf3, packed, zarr};
 
 /// One array of a dataset and its path in the mount.
@@ -85,11 +86,37 @@ pub fn open_with_roots(
     cache: Arc<ChunkCache>,
     allow_outside: &[PathBuf],
 ) -> Result<Dataset> {
-    open_with(source, cache, allow_outside, files::os())
+    let roots = Roots::new(allowed_roots(source, allow_outside));
+    open_with(source, cache, allow_outside, files::confined(roots))
+}
+
+/// The roots everything read must resolve under: SOURCE if it is a
+/// directory, else its directory (both where the name is and where it
+/// points, when it is a symlink: the operator named it), and the
+/// `--allow-outside` roots.
+fn allowed_roots(source: &Path, allow_outside: &[PathBuf]) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if source.is_dir() {
+        roots.push(source.to_path_buf());
+    } else {
+        for p in [Some(source.to_path_buf()), source.canonicalize().ok()]
+            .into_iter()
+            .flatten()
+        {
+            roots.push(match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => PathBuf::from("."),
+            });
+        }
+    }
+    roots.extend(allow_outside.iter().cloned());
+    roots
 }
 
 /// [`open_with_roots`], reading every data file and store through `files`
-/// (tests pass one that injects faults).
+/// (the daemon's is confined to the roots; tests pass one that injects
+/// faults). The walk of a directory SOURCE is confined to the roots
+/// whatever `files` is.
 pub fn open_with(
     source: &Path,
     cache: Arc<ChunkCache>,
@@ -100,15 +127,7 @@ pub fn open_with(
         path: source.display().to_string(),
         source: e,
     })?;
-    let root = match meta.is_dir() {
-        true => source.to_path_buf(),
-        false => match source.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        },
-    };
-    let roots = std::iter::once(root).chain(allow_outside.iter().cloned());
-    let mut opts = nca::Options::new(roots.collect(), cache.clone());
+    let mut opts = nca::Options::new(allowed_roots(source, allow_outside), cache.clone());
     opts.files = files;
     let mut ds = Dataset::default();
     if meta.is_dir() && zarr::is_store(source) {
@@ -119,7 +138,8 @@ pub fn open_with(
             .unwrap_or_else(|| "array".to_string());
         add_store(&mut ds, source, "", &name, &opts)?;
     } else if meta.is_dir() {
-        walk(&mut ds, source, "", &opts, 0)?;
+        let roots = Roots::new(opts.roots.clone());
+        walk(&mut ds, source, "", &opts, &roots, 0)?;
     } else if nca::is_descriptor(source) {
         add_descriptor(&mut ds, source, "", &opts)?;
     } else if !add_file(&mut ds, source, "", &opts)? && !add_references(&mut ds, source, "", &opts)?
@@ -250,6 +270,7 @@ fn walk(
     dir: &Path,
     prefix: &str,
     opts: &nca::Options,
+    roots: &Roots,
     depth: usize,
 ) -> Result<()> {
     let io_err = |e| Error::Io {
@@ -270,6 +291,26 @@ fn walk(
         } else {
             format!("{prefix}/{name}")
         };
+        let candidate = path.is_dir()
+            || has_dataset_extension(&name)
+            || kerchunk::has_json_extension(&name)
+            || nca::is_descriptor(&path);
+        if !candidate {
+            continue; // not a dataset by its name: not looked at
+        }
+        // A symlink may lead anywhere: only what resolves under the roots
+        // is a dataset of this mount (devices and FIFOs never are).
+        if let Err(real) = roots.check(&path) {
+            ds.skipped.push(Error::metadata(
+                path.display().to_string(),
+                format!(
+                    "resolves to {}, outside the allowed roots ({}): not shown",
+                    real.display(),
+                    roots.describe()
+                ),
+            ));
+            continue;
+        }
         if !path.is_dir() {
             if path.is_file() && nca::is_descriptor(&path) {
                 if let Err(e) = add_descriptor(ds, &path, &rel, opts) {
@@ -303,7 +344,7 @@ fn walk(
                 ds.skipped.push(e);
             }
         } else if depth < MAX_DEPTH {
-            walk(ds, &path, &rel, opts, depth + 1)?;
+            walk(ds, &path, &rel, opts, roots, depth + 1)?;
         }
     }
     Ok(())

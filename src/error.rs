@@ -90,3 +90,13 @@ mod libc_errno {
     pub const ENOENT: i32 = 2;
     pub const EIO: i32 = 5;
 }
+
+/// The message of a caught panic (`panic!("...")` carries a `&str` or a
+/// `String`), for the log line of a request or job that panicked.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}

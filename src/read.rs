@@ -4,8 +4,9 @@
 //! call. The byte range is clamped at EOF and widened to whole elements;
 //! the element range becomes at most `2R-1` contiguous boxes
 //! ([`crate::index::linear`]), each read by the source straight into its
-//! own slice of `buf`. Only a partial first or last element goes through a
-//! small scratch buffer. Byte order is converted once, in place, at the end.
+//! own slice of `buf`. A range that starts or ends inside an element is
+//! read whole-element-wide into a scratch buffer and trimmed. Byte order
+//! is converted once, in place, at the end.
 
 use crate::array::ArraySource;
 use crate::dtype::{Endian, swap_in_place};
@@ -31,39 +32,23 @@ pub fn read_at(
     let n = (end - offset) as usize;
     let buf = &mut buf[..n];
 
-    // Whole elements inside the range go straight into `buf`; a partial
-    // element at either end is read into a scratch element and trimmed.
-    let first_whole = offset.div_ceil(item);
-    let end_whole = end / item;
-    if first_whole >= end_whole {
-        // No whole element: the range lies within one or two elements.
-        let (e0, e1) = element_range(offset, end - offset, item, meta.num_elements());
-        let mut scratch = vec![0u8; ((e1 - e0) * item) as usize];
-        read_elements(array, e0, e1, &mut scratch, order)?;
-        let skip = (offset - e0 * item) as usize;
-        buf.copy_from_slice(&scratch[skip..skip + n]);
+    // A range of whole elements goes straight into `buf`. One that starts
+    // or ends inside an element (O_DIRECT and `slabfs cat` readers, and
+    // page-sized requests of arrays whose item size does not divide 4096)
+    // reads the whole elements covering it, in the same single pass, into
+    // a scratch buffer and is trimmed from there. Reading a partial edge
+    // element on its own would read its chunk a second time: if the chunk
+    // was evicted meanwhile and its file replaced, the edge bytes would
+    // come from another version of the chunk than their neighbours.
+    if offset % item == 0 && end % item == 0 {
+        read_elements(array, offset / item, end / item, buf, order)?;
         return Ok(n);
     }
-    let head = (first_whole * item - offset) as usize;
-    let middle = ((end_whole - first_whole) * item) as usize;
-    if head > 0 {
-        let mut scratch = vec![0u8; item as usize];
-        read_elements(array, first_whole - 1, first_whole, &mut scratch, order)?;
-        buf[..head].copy_from_slice(&scratch[item as usize - head..]);
-    }
-    read_elements(
-        array,
-        first_whole,
-        end_whole,
-        &mut buf[head..head + middle],
-        order,
-    )?;
-    let tail = n - head - middle;
-    if tail > 0 {
-        let mut scratch = vec![0u8; item as usize];
-        read_elements(array, end_whole, end_whole + 1, &mut scratch, order)?;
-        buf[head + middle..].copy_from_slice(&scratch[..tail]);
-    }
+    let (e0, e1) = element_range(offset, end - offset, item, meta.num_elements());
+    let mut scratch = vec![0u8; ((e1 - e0) * item) as usize];
+    read_elements(array, e0, e1, &mut scratch, order)?;
+    let skip = (offset - e0 * item) as usize;
+    buf.copy_from_slice(&scratch[skip..skip + n]);
     Ok(n)
 }
 
@@ -129,6 +114,43 @@ mod tests {
             }
             Ok(())
         }
+    }
+
+    /// A 1-D uint32 array that changes between any two reads, like a
+    /// chunk file replaced under a cache that let go of it: read number
+    /// `v` (from 1) fills element `i` with `v << 16 | i`.
+    struct Changing(ArrayMeta, std::sync::atomic::AtomicU32);
+
+    impl ArraySource for Changing {
+        fn meta(&self) -> &ArrayMeta {
+            &self.0
+        }
+        fn read_region(&self, r: &Region, out: &mut [u8]) -> Result<()> {
+            let v = self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            for (k, o) in out.chunks_exact_mut(4).enumerate() {
+                o.copy_from_slice(&(v << 16 | (r.start[0] as u32 + k as u32)).to_ne_bytes());
+            }
+            Ok(())
+        }
+    }
+
+    /// Regression (found by tests/soak.rs): a read starting and ending
+    /// inside elements read its partial edge elements with reads of their
+    /// own, so an `O_DIRECT` read of a chunk rewritten meanwhile got its
+    /// last bytes from the new version and the rest from the old one.
+    #[test]
+    fn partial_edge_elements_come_from_the_same_read_as_their_neighbours() {
+        let meta = ArrayMeta::new("changing", vec![100], DataType::UInt32, vec![0; 4]).unwrap();
+        let a = Changing(meta, 0.into());
+        // Bytes 6..397: elements 1..100, partial at both ends.
+        let mut buf = vec![0u8; 391];
+        assert_eq!(read_at(&a, 6, &mut buf, Endian::NATIVE).unwrap(), 391);
+        let mut want = Vec::new();
+        for i in 1..100u32 {
+            want.extend((1 << 16 | i).to_ne_bytes());
+        }
+        assert_eq!(buf, want[2..393]);
+        assert_eq!(a.1.load(std::sync::atomic::Ordering::SeqCst), 1, "one read");
     }
 
     fn dtype(i: usize) -> DataType {

@@ -39,13 +39,15 @@ use std::fmt::Debug;
 use std::fs::{File, Metadata};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{self, Read, Seek};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
+use crate::nca::confine::Roots;
 
 /// Part of a stored value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,11 +148,56 @@ fn file_identity(m: &Metadata) -> (u64, i64, i64, i64, i64, u64, u64) {
 #[derive(Debug, Clone)]
 pub struct FsStore {
     root: PathBuf,
+    /// When set, every file read must resolve under these roots
+    /// ([`Roots::open`]): a chunk file symlinked out of the dataset is an
+    /// error, not a leak.
+    roots: Option<Arc<Roots>>,
 }
 
 impl FsStore {
     pub fn new(root: impl Into<PathBuf>) -> FsStore {
-        FsStore { root: root.into() }
+        FsStore {
+            root: root.into(),
+            roots: None,
+        }
+    }
+
+    /// A store whose files must resolve under `roots`.
+    pub fn confined(root: impl Into<PathBuf>, roots: Arc<Roots>) -> FsStore {
+        FsStore {
+            root: root.into(),
+            roots: Some(roots),
+        }
+    }
+
+    /// Open the value file `path`: `None` if there is none (no file, or a
+    /// directory where a chunk file would be, e.g. "c" of a v3 `default`
+    /// key on a 0-d array). Never blocks (a FIFO planted in a store is an
+    /// error, not a hung read), and only regular files are read.
+    fn open_value(&self, path: &Path) -> io::Result<Option<File>> {
+        if std::fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+            return Ok(None);
+        }
+        let opened = match &self.roots {
+            Some(roots) => roots.open(path),
+            None => std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(path)
+                .and_then(|f| match f.metadata()?.is_file() {
+                    true => Ok(f),
+                    false => Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "not a regular file",
+                    )),
+                }),
+        };
+        match opened {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::IsADirectory => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -216,13 +263,8 @@ impl FsStore {
             path: path.display().to_string(),
             source,
         };
-        let mut file = match File::open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            // A directory where a chunk file should be (e.g. "c" of a v3
-            // "default" key on a 0-d array): no such value.
-            Err(e) if e.kind() == io::ErrorKind::IsADirectory => return Ok(None),
-            Err(e) => return Err(io_err(e)),
+        let Some(mut file) = self.open_value(path).map_err(io_err)? else {
+            return Ok(None);
         };
         let before = file.metadata().map_err(io_err)?;
         if before.is_dir() {
@@ -313,11 +355,8 @@ impl Store for FsStore {
             source,
         };
         for attempt in 1..=TORN_READ_RETRIES + 1 {
-            let file = match File::open(&path) {
-                Ok(f) => f,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) if e.kind() == io::ErrorKind::IsADirectory => return Ok(None),
-                Err(e) => return Err(io_err(e)),
+            let Some(file) = self.open_value(&path).map_err(io_err)? else {
+                return Ok(None);
             };
             let before = file.metadata().map_err(io_err)?;
             if before.is_dir() {

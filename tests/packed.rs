@@ -352,7 +352,8 @@ fn forged_blocks_fail_without_unbounded_decompression() {
     let tmp = tempfile::tempdir().unwrap();
     let want = expected("temp");
     let k = 5u64;
-    let cases: [(&str, Box<dyn Fn(&[u8]) -> Vec<u8>>); 3] = [
+    type Forge = Box<dyn Fn(&[u8]) -> Vec<u8>>;
+    let cases: [(&str, Forge); 3] = [
         // A stream cut short.
         (
             "truncated",

@@ -29,7 +29,7 @@ use fuser::{
     WriteFlags,
 };
 
-use super::error::{FsError, chain};
+use super::error::{FsError, FsResult, chain};
 use super::refresh::Invalidate;
 use super::{Attr, DirSink, Kind, SlabFs, XattrReply};
 
@@ -73,34 +73,42 @@ impl FuseFs {
     }
 }
 
-/// Log a failed request (what, where, why) and give its errno.
 /// Run `f`, turning a panic into EIO with an error log naming the request.
 ///
-/// Nothing in the read path should panic on any input (that is a bug, and
-/// the tests try hard to find one), but if one does, a reader must get an
+/// Nothing in the core should panic on any input (that is a bug, and the
+/// tests try hard to find one), but if one does, the caller must get an
 /// error rather than a request that is never answered (its process would
 /// hang in the kernel) and the daemon must keep serving: the worker thread
-/// survives, the cache's in-flight guard wakes any waiters, and
-/// `parking_lot` locks are not poisoned.
+/// survives (a panic escaping a handler would end it, and with the last
+/// one the mount), the cache's in-flight guard wakes any waiters, and
+/// `parking_lot` locks are not poisoned. Every handler that calls the core
+/// goes through here (through [`call`] when the core returns a result).
 fn contain_panic<T>(
     op: &str,
     what: &dyn Fn() -> String,
     f: impl FnOnce() -> T,
 ) -> Result<T, Errno> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|panic| {
-        let msg = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "(no message)".into());
         log::error!(
-            "{op} {}: internal error, answered EIO (please report this bug): {msg}",
-            what()
+            "{op} {}: internal error, answered EIO (please report this bug): {}",
+            what(),
+            crate::error::panic_message(panic.as_ref())
         );
         Errno::EIO
     })
 }
 
+/// A core call under [`contain_panic`], its error logged and turned into
+/// the errno to reply.
+fn call<T>(
+    op: &str,
+    what: &dyn Fn() -> String,
+    f: impl FnOnce() -> FsResult<T>,
+) -> Result<T, Errno> {
+    contain_panic(op, what, f)?.map_err(|e| fail(op, &e))
+}
+
+/// Log a failed request (what, where, why) and give its errno.
 fn fail(op: &str, err: &FsError) -> Errno {
     log::log!(err.level(), "{op} failed: {}", chain(err));
     Errno::from_i32(err.errno())
@@ -186,24 +194,27 @@ impl Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.core.lookup(parent.0, name) {
+        let what = || format!("{}/{}", self.core.path(parent.0), name.to_string_lossy());
+        match call("lookup", &what, || self.core.lookup(parent.0, name)) {
             Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
-            Err(e) => reply.error(fail("lookup", &e)),
+            Err(errno) => reply.error(errno),
         }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.core.getattr(ino.0) {
+        let what = || self.core.path(ino.0);
+        match call("getattr", &what, || self.core.getattr(ino.0)) {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
-            Err(e) => reply.error(fail("getattr", &e)),
+            Err(errno) => reply.error(errno),
         }
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.core.open(ino.0, flags.0) {
+        let what = || self.core.path(ino.0);
+        match call("open", &what, || self.core.open(ino.0, flags.0)) {
             Ok(o) if o.direct_io => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_DIRECT_IO),
             Ok(o) => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_KEEP_CACHE),
-            Err(e) => reply.error(fail("open", &e)),
+            Err(errno) => reply.error(errno),
         }
     }
 
@@ -217,19 +228,22 @@ impl Filesystem for FuseFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.core.release(ino.0, fh.0);
+        let what = || self.core.path(ino.0);
+        // The kernel ignores release errors; a panic is only logged.
+        let _ = contain_panic("release", &what, || self.core.release(ino.0, fh.0));
         reply.ok()
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         // Let the kernel cache the listing; a refresh that changes it
         // invalidates the directory's inode.
-        match self.core.opendir(ino.0) {
+        let what = || self.core.path(ino.0);
+        match call("opendir", &what, || self.core.opendir(ino.0)) {
             Ok(()) => reply.opened(
                 FileHandle(0),
                 FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
             ),
-            Err(e) => reply.error(fail("opendir", &e)),
+            Err(errno) => reply.error(errno),
         }
     }
 
@@ -246,12 +260,7 @@ impl Filesystem for FuseFs {
     ) {
         let started = std::time::Instant::now();
         let what = || format!("{} offset {offset} size {size}", self.core.path(ino.0));
-        let read = match contain_panic("read", &what, || self.core.read(ino.0, fh.0, offset, size))
-        {
-            Ok(r) => r,
-            Err(errno) => return reply.error(errno),
-        };
-        match read {
+        match call("read", &what, || self.core.read(ino.0, fh.0, offset, size)) {
             Ok(data) => {
                 log::debug!(
                     "read {} offset {offset} size {size}: {} bytes in {:?}",
@@ -261,7 +270,7 @@ impl Filesystem for FuseFs {
                 );
                 reply.data(&data)
             }
-            Err(e) => reply.error(fail("read", &e)),
+            Err(errno) => reply.error(errno),
         }
     }
 
@@ -273,40 +282,49 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        match self.core.readdir(ino.0, offset, &mut DirReply(&mut reply)) {
+        let what = || format!("{} offset {offset}", self.core.path(ino.0));
+        let listed = call("readdir", &what, || {
+            self.core.readdir(ino.0, offset, &mut DirReply(&mut reply))
+        });
+        match listed {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(fail("readdir", &e)),
+            Err(errno) => reply.error(errno),
         }
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        let s = self.core.statfs();
-        reply.statfs(s.blocks, 0, 0, s.files, 0, s.bsize, s.namelen, s.bsize);
+        match contain_panic("statfs", &String::new, || self.core.statfs()) {
+            Ok(s) => reply.statfs(s.blocks, 0, 0, s.files, 0, s.bsize, s.namelen, s.bsize),
+            Err(errno) => reply.error(errno),
+        }
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        match self.core.getxattr(ino.0, name, size) {
+        let what = || format!("{} {}", self.core.path(ino.0), name.to_string_lossy());
+        match call("getxattr", &what, || self.core.getxattr(ino.0, name, size)) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
-            Err(e) => reply.error(fail("getxattr", &e)),
+            Err(errno) => reply.error(errno),
         }
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        match self.core.listxattr(ino.0, size) {
+        let what = || self.core.path(ino.0);
+        match call("listxattr", &what, || self.core.listxattr(ino.0, size)) {
             Ok(XattrReply::Size(n)) => reply.size(n),
             Ok(XattrReply::Data(d)) => reply.data(&d),
-            Err(e) => reply.error(fail("listxattr", &e)),
+            Err(errno) => reply.error(errno),
         }
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
         // Only reached without default_permissions; the mount sets it, so
         // this is a fallback: existence, and no writing.
-        match self.core.getattr(ino.0) {
+        let what = || self.core.path(ino.0);
+        match call("access", &what, || self.core.getattr(ino.0)) {
             Ok(_) if mask.contains(fuser::AccessFlags::W_OK) => reply.error(read_only("access")),
             Ok(_) => reply.ok(),
-            Err(e) => reply.error(fail("access", &e)),
+            Err(errno) => reply.error(errno),
         }
     }
 
@@ -500,5 +518,15 @@ mod tests {
         assert_eq!(r, Err(Errno::EIO));
         // Still usable afterwards.
         assert_eq!(contain_panic("read", &what, || 8), Ok(8));
+    }
+
+    #[test]
+    fn call_replies_the_errors_errno_or_eio_for_a_panic() {
+        let what = || "a/b".to_string();
+        assert_eq!(call("lookup", &what, || Ok(3)), Ok(3));
+        let missing = || -> FsResult<()> { Err(FsError::NotFound("a/b".into())) };
+        assert_eq!(call("lookup", &what, missing), Err(Errno::ENOENT));
+        let bug = || -> FsResult<()> { panic!("bug") };
+        assert_eq!(call("getattr", &what, bug), Err(Errno::EIO));
     }
 }

@@ -29,9 +29,11 @@
 //! The raw file and the `.npy` view carry the `user.slabfs.*` xattrs.
 //!
 //! A view is only placed when no array, directory or earlier view already
-//! has its name (an array `x.json` wins over the sidecar of `x`). An entry
-//! whose path is also a directory (an array `a` beside an array `a/b`) or
-//! is not a clean relative path is left out with a warning. Headers and
+//! has its name (an array `x.json` wins over the sidecar of `x`) and the
+//! name fits in 255 bytes. An entry whose path is also a directory (an
+//! array `a` beside an array `a/b`) or is not a clean relative path (an
+//! empty, `.` or `..` component, a NUL, a component over 255 bytes: names
+//! come from dataset metadata) is left out with a warning. Headers and
 //! sidecars are computed once per opened array, not per read.
 //!
 //! The root also holds a hidden directory `.slabfs` with the file `stats`
@@ -341,13 +343,16 @@ impl Planned<'_> {
 }
 
 /// A path `dataset::open` may produce and the tree can hold: relative,
-/// `/`-separated, no empty, `.` or `..` components, no NUL.
+/// `/`-separated, no empty, `.` or `..` components, no NUL, no component
+/// longer than [`NAME_MAX`] bytes (names come from dataset metadata;
+/// `statfs` promises 255, programs size buffers by it, and other file
+/// systems refuse longer names, so `cp -r` of the mount would fail).
 fn clean_path(path: &str) -> bool {
     !path.is_empty()
         && !path.contains('\0')
         && path
             .split('/')
-            .all(|c| !c.is_empty() && c != "." && c != "..")
+            .all(|c| !c.is_empty() && c != "." && c != ".." && c.len() <= NAME_MAX as usize)
 }
 
 fn parent_of(path: &str) -> &str {
@@ -438,6 +443,10 @@ impl Tree {
             ];
             for (ext, planned) in views {
                 let Some(planned) = planned else { continue };
+                if name_of(path).len() + 1 + ext.len() > NAME_MAX as usize {
+                    log::log!(level, "no {ext} view of {path}: the name would be too long");
+                    continue;
+                }
                 match plan.entry(format!("{path}.{ext}")) {
                     std::collections::btree_map::Entry::Occupied(taken) => {
                         let level = if prev.is_none() {
@@ -552,7 +561,11 @@ impl Tree {
                 }
             }
         }
-        let total_bytes = nodes.values().map(Node::size).sum();
+        // Saturating: two arrays near 2^64 bytes each are legal input.
+        let total_bytes = nodes
+            .values()
+            .map(Node::size)
+            .fold(0u64, u64::saturating_add);
         Tree {
             nodes,
             arrays,

@@ -305,14 +305,29 @@ pub fn spawn(
                             return;
                         }
                     }
-                    refresh_once(
-                        &fs,
-                        &source,
-                        &allow_outside,
-                        &cache,
-                        inval.as_ref(),
-                        &mut warned,
-                    );
+                    // A panic (a bug; re-opening parses whatever the
+                    // source holds now) must not end the refreshes for the
+                    // rest of the mount's life: log it, try again later.
+                    let pass = || {
+                        refresh_once(
+                            &fs,
+                            &source,
+                            &allow_outside,
+                            &cache,
+                            inval.as_ref(),
+                            &mut warned,
+                        )
+                    };
+                    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(pass))
+                    {
+                        fs.stats().record_refresh_failure();
+                        log::error!(
+                            "refresh of {}: internal error, keeping the previous state (please \
+                             report this bug): {}",
+                            source.display(),
+                            crate::error::panic_message(panic.as_ref())
+                        );
+                    }
                 }
             })?
     };

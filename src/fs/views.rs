@@ -251,7 +251,9 @@ fn envi_extents(shape: &[u64]) -> Option<(u64, u64, u64)> {
 }
 
 /// One line saying what the cube is: the dtype, named axes and source.
-/// ENVI ends the description at the first `}`, so braces are replaced.
+/// ENVI ends the description at the first `}`, so braces are replaced,
+/// and so are control characters (line breaks would end the line; a NUL
+/// ends a C reader's string, losing the closing brace).
 fn envi_description(meta: &ArrayMeta) -> String {
     let axes: Vec<String> = meta
         .shape
@@ -269,7 +271,7 @@ fn envi_description(meta: &ArrayMeta) -> String {
         meta.source
     )
     .replace(['{', '}'], "")
-    .replace(['\n', '\r'], " ")
+    .replace(|c: char| c.is_control(), " ")
 }
 
 /// The CF `_FillValue` (else `missing_value`) attribute, if it is a

@@ -124,7 +124,10 @@ pub fn project_dim(tiling: &DimTiling, start: u64, count: u64) -> Vec<DimPiece> 
     while pos < end {
         let tile = tiling.tile_of(pos);
         let tile_start = tiling.tile_start(tile);
-        let tile_end = tile_start + tiling.tile_len(tile);
+        // A regular tile near 2^64 may end past it (its overhang lies
+        // outside any array); saturating keeps `min(end)` exact (found by
+        // the `index_projection` fuzz target).
+        let tile_end = tile_start.saturating_add(tiling.tile_len(tile));
         let piece_end = tile_end.min(end);
         pieces.push(DimPiece {
             tile,

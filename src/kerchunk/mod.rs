@@ -46,8 +46,8 @@ pub mod refs;
 pub mod store;
 pub mod template;
 
-use std::fs::File;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -98,7 +98,13 @@ pub fn load(path: &Path, opts: &Options) -> Result<Option<RefStore>> {
         source: e,
     };
     let real = path.canonicalize().map_err(io)?;
-    let mut file = File::open(&real).map_err(io)?;
+    // O_NONBLOCK: a FIFO where a references file was cannot hang the open
+    // (it is then refused as no regular file).
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&real)
+        .map_err(io)?;
     let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
         return Ok(None);

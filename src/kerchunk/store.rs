@@ -30,7 +30,7 @@
 //! references file and a rewritten target.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::{File, Metadata};
+use std::fs::Metadata;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{self, Read};
 use std::ops::Bound;
@@ -183,11 +183,10 @@ impl RefStore {
             })
         };
         for attempt in 1..=TORN_READ_RETRIES + 1 {
-            let file = File::open(&real).map_err(io_err)?;
+            // Checks again what it opens: a symlink or FIFO swapped in
+            // since the check above is refused, never read or waited on.
+            let file = self.roots.open_checked(&real).map_err(io_err)?;
             let before = file.metadata().map_err(io_err)?;
-            if !before.is_file() {
-                return Err(io_err(io::Error::other("not a regular file")));
-            }
             let (start, end) = pick(before.len())?;
             let mut buf = vec![0u8; (end - start) as usize];
             if start == 0 && end == before.len() {

@@ -271,13 +271,19 @@ fn master(file: &netcdf3::File, var: &str, name: &str) -> Result<MasterSpec> {
         sizes.push(row);
     }
     let counts: Vec<u64> = sizes.iter().map(|s| s.len() as u64).collect();
-    let nfrag: u64 = counts.iter().product();
-    if nfrag as usize > super::descriptor::MAX_PARTITIONS {
-        return Err(err(NcaError::invalid(
-            map_var,
-            format!("{nfrag} fragments"),
-        )));
-    }
+    // Checked: the dimensions' product (the master's size) is not
+    // checked yet, and a map of 8 x 256 sizes makes 2^64 fragments.
+    let max = super::descriptor::MAX_PARTITIONS as u64;
+    let nfrag = counts
+        .iter()
+        .try_fold(1u64, |n, &c| n.checked_mul(c))
+        .filter(|&n| n <= max)
+        .ok_or_else(|| {
+            err(NcaError::invalid(
+                map_var,
+                format!("{counts:?} fragments, more than {max}"),
+            ))
+        })?;
     // Where each fragment comes from.
     enum Source {
         Files { uris: Vec<String>, ids: Vec<String> },

@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
@@ -34,7 +34,7 @@ use super::error::NcaError;
 use crate::array::ArraySource;
 use crate::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::files::Files;
+use crate::files::{Files, ReadAt};
 use crate::netcdf3;
 
 /// Aggregations nested deeper than this are refused.
@@ -54,8 +54,33 @@ pub struct Context {
     /// The (descriptor, variable) pairs being built, outermost first,
     /// this aggregation included.
     pub chain: Vec<(PathBuf, String)>,
-    /// netCDF files opened so far, shared between partitions.
-    opened: Mutex<HashMap<PathBuf, Arc<netcdf3::File>>>,
+    /// What this load has opened and built, shared with the contexts of
+    /// nested aggregations.
+    opened: Shared,
+}
+
+/// A context's handle on its load's [`LoadShared`]: the outermost context
+/// owns it, nested ones only refer to it. The memo keeps the nested
+/// aggregations it built, and each holds its context: were that a strong
+/// reference, the cycle would keep the whole load, open files included,
+/// alive forever (one more each time a refresh re-opens the source).
+enum Shared {
+    Owner(Arc<LoadShared>),
+    Nested(Weak<LoadShared>),
+}
+
+/// What one load opens, shared by all its contexts (nested ones too): each
+/// file opened once and each nested aggregation or Zarr fragment built
+/// once, however many partitions name it. Without this, a descriptor
+/// whose partitions all nest the same descriptor builds it once per
+/// partition at every level (4 partitions, 8 levels: 65536 builds and as
+/// many open files), and 30000 partitions of one raw file hold 30000
+/// descriptors.
+#[derive(Default)]
+struct LoadShared {
+    netcdf: Mutex<HashMap<PathBuf, Arc<netcdf3::File>>>,
+    raw: Mutex<HashMap<PathBuf, Arc<dyn ReadAt>>>,
+    built: Mutex<HashMap<(PathBuf, String), Opened>>,
 }
 
 impl std::fmt::Debug for Context {
@@ -79,6 +104,7 @@ pub struct Target {
 }
 
 /// What [`Context::open`] found.
+#[derive(Clone)]
 pub enum Opened {
     /// A plain netCDF variable: CF packing and missing values apply.
     NetCdf(Arc<dyn ArraySource>),
@@ -112,7 +138,16 @@ impl Context {
             file,
             netcdf,
             chain,
-            opened: Mutex::new(HashMap::new()),
+            opened: Shared::Owner(Arc::default()),
+        }
+    }
+
+    /// The load's memo; a fresh, unshared one if the outermost aggregation
+    /// is gone (nothing can read through this context then anyway).
+    fn shared(&self) -> Arc<LoadShared> {
+        match &self.opened {
+            Shared::Owner(s) => s.clone(),
+            Shared::Nested(w) => w.upgrade().unwrap_or_default(),
         }
     }
 
@@ -140,6 +175,11 @@ impl Context {
         let (path, is_self) = match &spec.data.file {
             None => (self.file.clone(), true),
             Some(f) => {
+                // URIs as CF-1.13 and CFA-0.4 fragments take them: file://
+                // is a path, other schemes are refused here, not taken
+                // for relative file names.
+                let f = &super::cf::uri_path(f)
+                    .map_err(|d| NcaError::invalid(format!("{}.data.file", spec.label), d))?;
                 let p = confine::reference(self.base_dir(), f);
                 let real = self.roots.check(&p).map_err(|real| NcaError::OutsideRoot {
                     partition: spec.label.clone(),
@@ -198,8 +238,26 @@ impl Context {
     }
 
     /// Open `target` for the partition `spec`. Errors name the file;
-    /// nested descriptors are checked for cycles and depth.
+    /// nested descriptors are checked for cycles and depth. Nested
+    /// aggregations and Zarr fragments are built once per load.
     pub fn open(&self, spec: &PartitionSpec, target: &Target) -> Result<Opened> {
+        let memo = matches!(target.format, Format::Nca | Format::Zarr | Format::NetCdf);
+        let key = (
+            target.path.clone(),
+            target.ncvar.clone().unwrap_or_default(),
+        );
+        let shared = self.shared();
+        if memo && let Some(o) = shared.built.lock().get(&key) {
+            return Ok(o.clone());
+        }
+        let opened = self.open_uncached(spec, target)?;
+        if memo {
+            shared.built.lock().insert(key, opened.clone());
+        }
+        Ok(opened)
+    }
+
+    fn open_uncached(&self, spec: &PartitionSpec, target: &Target) -> Result<Opened> {
         // The file may have been replaced by a symlink since load.
         if !target.is_self && self.roots.check(&target.path).is_err() {
             return Err(Error::metadata(
@@ -241,7 +299,7 @@ impl Context {
                 let (dtype, order) = spec.data.dtype.clone().expect("checked by target()");
                 let shape = spec.data.shape.clone().expect("checked by target()");
                 let raw = super::raw::RawArray::open(
-                    self.files.as_ref(),
+                    self.raw_file(&target.path)?,
                     &target.path,
                     spec.data.file_offset.unwrap_or(0),
                     shape,
@@ -315,19 +373,39 @@ impl Context {
         }
         let mut chain = self.chain.clone();
         chain.push(pair);
-        Ok(Context::new(
+        let mut ctx = Context::new(
             self.roots.clone(),
             self.cache.clone(),
             self.files.clone(),
             file.to_path_buf(),
             netcdf,
             chain,
-        ))
+        );
+        ctx.opened = Shared::Nested(match &self.opened {
+            Shared::Owner(s) => Arc::downgrade(s),
+            Shared::Nested(w) => w.clone(),
+        });
+        Ok(ctx)
+    }
+
+    /// The raw file at `path`, opened once per load.
+    fn raw_file(&self, path: &Path) -> Result<Arc<dyn ReadAt>> {
+        let shared = self.shared();
+        if let Some(f) = shared.raw.lock().get(path) {
+            return Ok(f.clone());
+        }
+        let f = self.files.open(path).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        shared.raw.lock().insert(path.to_path_buf(), f.clone());
+        Ok(f)
     }
 
     /// The netCDF file at `path`, opened once per load.
     fn netcdf_file(&self, path: &Path) -> Result<Arc<netcdf3::File>> {
-        if let Some(f) = self.opened.lock().get(path) {
+        let shared = self.shared();
+        if let Some(f) = shared.netcdf.lock().get(path) {
             return Ok(f.clone());
         }
         if let Ok(netcdf3::Kind::Hdf5) = netcdf3::sniff(path) {
@@ -341,7 +419,7 @@ impl Context {
             self.files.as_ref(),
             Some(&self.cache),
         )?);
-        self.opened.lock().insert(path.to_path_buf(), f.clone());
+        shared.netcdf.lock().insert(path.to_path_buf(), f.clone());
         Ok(f)
     }
 }
@@ -369,5 +447,57 @@ fn sniff(path: &Path) -> Option<Format> {
     match netcdf3::sniff(path) {
         Ok(netcdf3::Kind::Classic(_)) | Ok(netcdf3::Kind::Hdf5) => Some(Format::NetCdf),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::files::OsFiles;
+    use crate::store::Store;
+
+    /// The real files, remembering a weak handle on each one opened.
+    #[derive(Debug, Default)]
+    struct Watched(Mutex<Vec<(PathBuf, Weak<dyn ReadAt>)>>);
+
+    impl Files for Watched {
+        fn open(&self, path: &Path) -> std::io::Result<Arc<dyn ReadAt>> {
+            let f = OsFiles::unconfined().open(path)?;
+            self.0.lock().push((path.to_path_buf(), Arc::downgrade(&f)));
+            Ok(f)
+        }
+        fn store(&self, root: &Path) -> Arc<dyn Store> {
+            OsFiles::unconfined().store(root)
+        }
+    }
+
+    /// Regression (found by tests/soak.rs: every refresh pass leaked the
+    /// open files of a nested aggregation): a load's shared memo holds the
+    /// nested aggregations it built, which hold their contexts, which must
+    /// not hold the memo in turn, or nothing of the load is ever freed.
+    #[test]
+    fn a_dropped_nested_aggregation_frees_its_files() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nca/data/nested.nca.json");
+        let watched = Arc::new(Watched::default());
+        let mut opts = super::super::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20)));
+        opts.files = watched.clone();
+        let vars = super::super::open_json(&path, &opts).unwrap();
+        assert!(vars.skipped.is_empty(), "{:?}", vars.skipped);
+        let (name, tas) = &vars.arrays[0];
+        assert_eq!(name, "tas");
+        // Read it all, so every partition is resolved and its files open.
+        let mut buf = vec![0u8; tas.meta().nbytes() as usize];
+        crate::read::read_at(tas.as_ref(), 0, &mut buf, crate::dtype::Endian::NATIVE).unwrap();
+        assert!(!watched.0.lock().is_empty(), "no file opened through Files");
+        drop(vars);
+        let open: Vec<_> = watched
+            .0
+            .lock()
+            .iter()
+            .filter(|(_, w)| w.strong_count() > 0)
+            .map(|(p, _)| p.clone())
+            .collect();
+        assert!(open.is_empty(), "still open after the drop: {open:?}");
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::dtype::{DataType, Endian, swap_in_place};
 use crate::error::{Error, Result};
-use crate::files::{Files, ReadAt};
+use crate::files::ReadAt;
 use crate::index::{Region, checked_num_elements};
 use crate::netcdf3::layout::{VarLayout, coalesce};
 use crate::netcdf3::variable::{MAX_GAP, MAX_WINDOW};
@@ -38,7 +38,7 @@ impl RawArray {
     /// Open `path` as `shape` elements of `dtype` in byte order `order`
     /// from `offset`; the file must hold them all.
     pub fn open(
-        files: &dyn Files,
+        file: Arc<dyn ReadAt>,
         path: &Path,
         offset: u64,
         shape: Vec<u64>,
@@ -50,7 +50,6 @@ impl RawArray {
             path: name.clone(),
             source: e,
         };
-        let file = files.open(path).map_err(io)?;
         let len = file.size().map_err(io)?;
         let item = dtype.size() as u64;
         let nbytes = checked_num_elements(&shape)

@@ -189,7 +189,7 @@ impl File {
     /// header. Errors name the file. An archive's blocks are cached in a
     /// small cache of its own; the daemon uses [`File::open_with`].
     pub fn open(path: &Path) -> Result<File> {
-        File::open_with(path, &OsFiles, None)
+        File::open_with(path, &OsFiles::unconfined(), None)
     }
 
     /// Open `path` through `files`; an archive's blocks are decoded

@@ -277,7 +277,14 @@ impl ZarrArray {
         Ok(raw)
     }
 
+    /// The error for chunk `tile` failing to decode. A sharded chunk may
+    /// have been read from where a damaged index pointed, so its indexes
+    /// are dropped from the cache and read again next time
+    /// ([`Sharding::forget_indexes`]).
     fn chunk_error(&self, tile: &[u64], source: crate::codec::CodecError) -> Error {
+        if let Some(s) = &self.spec.sharding {
+            s.forget_indexes(tile, &self.cache, self.version);
+        }
         Error::Chunk {
             path: self.store.describe(&self.storage_key(tile)),
             chunk: format!("{tile:?}"),

@@ -24,6 +24,13 @@
 //! inner chunk of a large shard thus costs two small reads (one per level
 //! plus one), never the shard.
 //!
+//! A cached index is trusted only while reads through it work: when one
+//! fails (the next level's index or the chunk does not decode, an entry
+//! points outside its shard), the indexes on its way are dropped and read
+//! again next time. An index without a checksum that was damaged in
+//! transit decodes without complaint, and keeping it would make a
+//! transient fault a permanent one.
+//!
 //! Not supported, with a clear error at open: sharding combined with other
 //! codecs at the same level (array->array codecs before it, or a
 //! compressor around the whole shard), sharding over a rectilinear grid,
@@ -183,6 +190,20 @@ fn parse_level(
         dtype: DataType::UInt64,
         fill: EMPTY.to_ne_bytes().to_vec(),
     };
+    // 16 bytes per inner chunk, decoded whole and cached: an index past
+    // the chunk size limit (or past 2^64 bytes) is no real shard, and
+    // must not pass for an index codec problem below.
+    if index_repr
+        .nbytes()
+        .is_none_or(|n| n as u64 > crate::zarr::array::MAX_CHUNK_BYTES)
+    {
+        let count = &index_repr.shape[..index_repr.shape.len() - 1];
+        return Err(format!(
+            "{NAME}: shards of {count:?} inner chunks need an index larger than the {} GiB \
+             limit",
+            crate::zarr::array::MAX_CHUNK_BYTES >> 30
+        ));
+    }
     let index_len = index_chain.encoded_size(&index_repr).ok_or_else(|| {
         format!("{NAME}: index_codecs must have a fixed output size (no compressor)")
     })? as u64;
@@ -240,8 +261,41 @@ impl Sharding {
     /// The stored bytes of leaf chunk `tile` of the shard stored under
     /// `key`, `None` if the shard or the chunk is empty. Reads each level's
     /// index (cached under `version`) and then exactly the chunk's bytes.
-    /// `limit` caps the chunk's stored size.
+    /// `limit` caps the chunk's stored size. On failure the indexes on
+    /// the way are dropped from the cache ([`Sharding::forget_indexes`]).
     pub fn fetch(
+        &self,
+        store: &dyn Store,
+        key: &str,
+        tile: &[u64],
+        cache: &ChunkCache,
+        version: u64,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        let r = self.fetch_through_indexes(store, key, tile, cache, version, limit);
+        if r.is_err() {
+            self.forget_indexes(tile, cache, version);
+        }
+        r
+    }
+
+    /// Drop the cached indexes on the way to leaf chunk `tile`. Called
+    /// when a read through them failed: an index without a checksum may
+    /// itself be what is wrong (a bit flipped on its way from storage
+    /// decodes to offsets that point at the wrong bytes), and keeping it
+    /// would turn one transient fault into a shard that fails until the
+    /// cache evicts it. The next read of the shard reads its index again.
+    pub fn forget_indexes(&self, tile: &[u64], cache: &ChunkCache, version: u64) {
+        for (l, level) in self.levels.iter().enumerate() {
+            cache.forget(&ChunkKey {
+                source: level.cache_id,
+                version,
+                coords: self.block_of(l, tile).into(),
+            });
+        }
+    }
+
+    fn fetch_through_indexes(
         &self,
         store: &dyn Store,
         key: &str,
@@ -353,6 +407,21 @@ impl Sharding {
                 len: n,
             },
         };
+        // An inner shard must lie inside the stored value. Reading an
+        // index at its end checks that; one at its start does not, so a
+        // zero-length read at the inner shard's end does (found by the
+        // `shard_index` fuzz target: an entry claiming bytes past the end
+        // of the shard was accepted whenever the entries under it pointed
+        // inside). No overflow: `fetch` checked every entry's end.
+        if let (Some((offset, len)), IndexLocation::Start) = (range, level.location) {
+            let end = ByteRange::At {
+                offset: offset + len,
+                len: 0,
+            };
+            if store.get_range(key, end)?.is_none() {
+                return Ok(None);
+            }
+        }
         let Some(raw) = store.get_range(key, at)? else {
             return Ok(None);
         };

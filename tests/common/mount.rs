@@ -110,11 +110,26 @@ impl Mount {
         self.mnt.join(rel)
     }
 
-    /// Send `sig` and wait for the daemon to exit.
-    pub fn signal_and_wait(&mut self, sig: libc::c_int) -> ExitStatus {
+    /// Send `sig` without waiting.
+    pub fn signal(&self, sig: libc::c_int) {
         // SAFETY: kill has no memory-safety preconditions.
         assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
+    }
+
+    /// Send `sig` and wait for the daemon to exit.
+    pub fn signal_and_wait(&mut self, sig: libc::c_int) -> ExitStatus {
+        self.signal(sig);
         self.wait_exit()
+    }
+
+    /// Forget a daemon that already exited, leaving whatever it left at
+    /// the mount point (a stale mount) for the next `slabfs mount` to deal
+    /// with: the guard neither detaches it nor removes the directory.
+    /// Returns the mount point's parent, to hand to the next [`Mount`].
+    pub fn abandon(mut self) -> Option<tempfile::TempDir> {
+        assert!(self.child.is_none(), "abandon a daemon that has exited");
+        self.mnt = PathBuf::from("/nonexistent/slabfs-test");
+        self._dir.take()
     }
 
     pub fn wait_exit(&mut self) -> ExitStatus {
