@@ -247,6 +247,13 @@ pub trait BytesToBytesCodec: Send + Sync + Debug {
     }
 }
 
+thread_local! {
+    /// The intermediate buffer of a two-codec [`CodecChain::decode_into`]
+    /// (a compressor's output, a filter's input): one per thread, the size
+    /// of the last chunk decoded, so a scan faults in no fresh pages.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// One codec of any family.
 #[derive(Debug)]
 pub enum Codec {
@@ -365,11 +372,14 @@ impl CodecChain {
 
     /// Decode one stored chunk straight into `out` (exactly
     /// `repr.nbytes()` bytes) when the chain allows it: no array->array
-    /// codec, an array->bytes codec that works in place (`bytes`), and at
-    /// most one bytes->bytes codec that can write into a given buffer (a
-    /// compressor). This is the fast path of large reads: no allocation and
-    /// no extra copy per chunk. `None` when the chain cannot (nothing was
-    /// written; use [`decode`](Self::decode)).
+    /// codec, an array->bytes codec that works in place (`bytes`), and
+    /// bytes->bytes codecs that can write into a given buffer: one (a
+    /// compressor), or a compressor over a size-preserving filter such as
+    /// `shuffle`, decoded through a per-thread scratch buffer that is
+    /// reused from chunk to chunk. This is the fast path of large reads:
+    /// no allocation (after a thread's first chunk) and no extra copy per
+    /// chunk. `None` when the chain cannot (nothing was written to `out`;
+    /// use [`decode`](Self::decode)).
     pub fn decode_into(
         &self,
         encoded: &[u8],
@@ -378,22 +388,34 @@ impl CodecChain {
     ) -> Option<Result<(), CodecError>> {
         if !self.array_to_array.is_empty()
             || !self.array_to_bytes.supports_in_place()
-            || self.bytes_to_bytes.len() > 1
             || repr.nbytes() != Some(out.len())
         {
             return None;
         }
-        let decoded = match self.bytes_to_bytes.first() {
-            Some(c) => c.decode_into(encoded, out)?,
-            None if encoded.len() == out.len() => {
+        let decoded = match self.bytes_to_bytes.as_slice() {
+            [c] => c.decode_into(encoded, out)?,
+            // Only filters known to decode into a buffer: one that cannot
+            // would make the compressor's work here wasted.
+            [inner, outer] if inner.name() == "shuffle" => SCRATCH.with(|scratch| {
+                let mut scratch = scratch.borrow_mut();
+                if scratch.len() != out.len() {
+                    scratch.resize(out.len(), 0);
+                }
+                match outer.decode_into(encoded, &mut scratch)? {
+                    Ok(()) => inner.decode_into(&scratch, out),
+                    Err(e) => Some(Err(e)),
+                }
+            })?,
+            [] if encoded.len() == out.len() => {
                 out.copy_from_slice(encoded);
                 Ok(())
             }
-            None => Err(CodecError::WrongSize {
+            [] => Err(CodecError::WrongSize {
                 codec: self.array_to_bytes.name(),
                 expected: out.len(),
                 actual: encoded.len(),
             }),
+            _ => return None,
         };
         Some(decoded.and_then(|()| self.array_to_bytes.decode_in_place(out, repr)))
     }
@@ -504,4 +526,73 @@ pub fn v2_chain(
         codecs.push(Codec::BytesToBytes(from_v2(c)?));
     }
     CodecChain::new(codecs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::{DataType, Endian};
+    use serde_json::json;
+    use std::io::Write;
+
+    /// `values` (big-endian u32) shuffled then compressed with zlib or
+    /// zstd, as numcodecs' `Shuffle(4)` then `Zlib`/`Zstd` write them.
+    fn encoded(values: &[u32], zstd: bool) -> Vec<u8> {
+        let raw: Vec<u8> = values.iter().flat_map(|v| v.to_be_bytes()).collect();
+        let n = values.len();
+        let mut shuffled = vec![0u8; raw.len()];
+        for i in 0..n {
+            for j in 0..4 {
+                shuffled[j * n + i] = raw[i * 4 + j];
+            }
+        }
+        if zstd {
+            ::zstd::bulk::compress(&shuffled, 3).unwrap()
+        } else {
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(6));
+            e.write_all(&shuffled).unwrap();
+            e.finish().unwrap()
+        }
+    }
+
+    #[test]
+    fn shuffle_under_a_compressor_decodes_into_the_destination() {
+        let values: Vec<u32> = (0..1000u32)
+            .map(|i| i.wrapping_mul(2654435761) % 100_003)
+            .collect();
+        let repr = ChunkRepr {
+            shape: vec![1000],
+            dtype: DataType::UInt32,
+            fill: vec![0; 4],
+        };
+        let want: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        for zstd in [false, true] {
+            let compressor = match zstd {
+                true => json!({"id": "zstd", "level": 3}),
+                false => json!({"id": "zlib", "level": 6}),
+            };
+            let shuffle = [json!({"id": "shuffle", "elementsize": 4})];
+            let chain = v2_chain(1, false, Endian::Big, &shuffle, Some(&compressor)).unwrap();
+            let enc = encoded(&values, zstd);
+            let mut out = vec![0u8; 4000];
+            chain.decode_into(&enc, &repr, &mut out).unwrap().unwrap();
+            assert_eq!(out, want, "zstd {zstd}");
+            assert_eq!(chain.decode(enc.clone(), &repr).unwrap(), want);
+            // A damaged or short stream is an error, not wrong bytes.
+            let cut = &enc[..enc.len() / 2];
+            assert!(matches!(
+                chain.decode_into(cut, &repr, &mut out),
+                Some(Err(_))
+            ));
+            let mut small = vec![0u8; 3996];
+            let r3996 = ChunkRepr {
+                shape: vec![999],
+                ..repr.clone()
+            };
+            assert!(matches!(
+                chain.decode_into(&enc, &r3996, &mut small),
+                Some(Err(_))
+            ));
+        }
+    }
 }

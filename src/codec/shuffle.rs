@@ -96,24 +96,56 @@ impl BytesToBytesCodec for Shuffle {
                 ),
             ));
         }
-        let n = encoded.len() / s;
         let mut out = vec![0u8; encoded.len()];
-        match s {
-            2 => unshuffle::<2>(&encoded, &mut out, n),
-            4 => unshuffle::<4>(&encoded, &mut out, n),
-            8 => unshuffle::<8>(&encoded, &mut out, n),
-            16 => unshuffle::<16>(&encoded, &mut out, n),
-            _ => {
-                // Write the output in order, gathering one byte from each of
-                // the `s` streams.
-                for (i, elem) in out.chunks_exact_mut(s).enumerate() {
-                    for (j, b) in elem.iter_mut().enumerate() {
-                        *b = encoded[j * n + i];
-                    }
+        unshuffle_into(&encoded, &mut out, s);
+        Ok(out)
+    }
+
+    /// Unshuffle straight into `out`: how a shuffled, compressed chunk
+    /// decodes without a second buffer ([`super::CodecChain::decode_into`]).
+    fn decode_into(&self, encoded: &[u8], out: &mut [u8]) -> Option<Result<(), CodecError>> {
+        let s = self.elementsize;
+        Some(if encoded.len() != out.len() {
+            Err(CodecError::WrongSize {
+                codec: NAME,
+                expected: out.len(),
+                actual: encoded.len(),
+            })
+        } else if s <= 1 || encoded.is_empty() {
+            out.copy_from_slice(encoded);
+            Ok(())
+        } else if encoded.len() % s != 0 {
+            Err(CodecError::corrupt(
+                NAME,
+                format!(
+                    "{} bytes is not a whole number of {s}-byte elements",
+                    encoded.len()
+                ),
+            ))
+        } else {
+            unshuffle_into(encoded, out, s);
+            Ok(())
+        })
+    }
+}
+
+/// `out[i * s + j] = enc[j * n + i]`: element `i`'s byte `j` from stream `j`.
+fn unshuffle_into(enc: &[u8], out: &mut [u8], s: usize) {
+    let n = enc.len() / s;
+    match s {
+        2 => unshuffle::<2>(enc, out, n),
+        4 => unshuffle::<4>(enc, out, n),
+        8 => unshuffle::<8>(enc, out, n),
+        16 => unshuffle::<16>(enc, out, n),
+        _ => {
+            // Write the output in order, gathering one byte from each of
+            // the `s` streams.
+            for (i, elem) in out.chunks_exact_mut(s).enumerate() {
+                for (j, b) in elem.iter_mut().enumerate() {
+                    *b = enc[j * n + i];
                 }
             }
         }
-        Ok(out)
     }
 }
 

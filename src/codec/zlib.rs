@@ -76,6 +76,31 @@ impl BytesToBytesCodec for Zlib {
         size.check(NAME, out.len())?;
         Ok(finish(out, size))
     }
+
+    /// One pass of the inflater straight into `out`: the stream must end
+    /// exactly when `out` is full (more output is a bomb or a wrong
+    /// size, less is a short chunk).
+    fn decode_into(&self, encoded: &[u8], out: &mut [u8]) -> Option<Result<(), CodecError>> {
+        use flate2::{Decompress, FlushDecompress, Status};
+        let mut d = Decompress::new(true);
+        Some(match d.decompress(encoded, out, FlushDecompress::Finish) {
+            Ok(Status::StreamEnd) if d.total_out() == out.len() as u64 => Ok(()),
+            Ok(Status::StreamEnd) => Err(CodecError::WrongSize {
+                codec: NAME,
+                expected: out.len(),
+                actual: d.total_out() as usize,
+            }),
+            Ok(_) if d.total_out() == out.len() as u64 => Err(CodecError::corrupt(
+                NAME,
+                format!(
+                    "the stream holds more than the {} bytes expected",
+                    out.len()
+                ),
+            )),
+            Ok(_) => Err(CodecError::corrupt(NAME, "the stream ends early")),
+            Err(e) => Err(CodecError::corrupt(NAME, e.to_string())),
+        })
+    }
 }
 
 #[cfg(test)]
