@@ -19,7 +19,13 @@
 //! decoder (`bzip2`, a Rust port of libbz2) writes into a buffer reserved
 //! for the expected size plus one byte and never grows it, so a bomb
 //! stops at the limit ([`CodecError::TooLarge`]); its own working memory
-//! is fixed by the stream's block size (at most about 3.6 MB).
+//! is fixed by the stream's block size (at most about 3.6 MB). One
+//! consequence: trailing bytes that start like a stream but fail only at
+//! the end of a block (a block CRC) are ignored by Python, whereas here
+//! they may first overflow the limit and make the chunk
+//! [`CodecError::TooLarge`]. Only a damaged chunk can look like that;
+//! refusing it is the bounded-memory answer (found by the
+//! `codec_compressors` fuzz target).
 
 use bzip2::{Decompress, Status};
 use serde_json::Value;

@@ -362,6 +362,14 @@ pub fn parse_index(
                 v.offsets[0]
             )));
         }
+        // The loop below checks block ends; a variable without blocks has
+        // only this offset (found by the `blocked_archive` fuzz target).
+        if v.offsets[0] > data_end {
+            return Err(what(format!(
+                "first offset {} lies past the data area ending at {data_end}",
+                v.offsets[0]
+            )));
+        }
         for i in 0..count {
             let (a, b) = v.block_range(i);
             let max = codec.max_compressed(v.block_data_len(i));
