@@ -95,6 +95,20 @@ impl Files for OsFiles {
     }
 }
 
+/// A hash of what `stat` says about `path` (device, inode, length, times):
+/// changes when the file is rewritten or replaced; `None` if it cannot be
+/// read. How sources that read single files answer
+/// [`crate::array::ArraySource::change_stamp`].
+pub fn file_stamp(path: &Path) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()).hash(&mut h);
+    (m.ctime(), m.ctime_nsec()).hash(&mut h);
+    Some(h.finish())
+}
+
 /// The real file system, unconfined, as a shared [`Files`].
 pub fn os() -> Arc<dyn Files> {
     Arc::new(OsFiles::unconfined())

@@ -194,15 +194,4 @@ pub(crate) fn json_variable(path: &Path, var: &str, ctx: Context) -> Result<Arc<
     Ok(Arc::new(Aggregation::new(spec, &name, Arc::new(ctx))?))
 }
 
-/// A hash of what `stat` says about `path` (device, inode, length, times):
-/// changes when the file is rewritten or replaced; `None` if it cannot be
-/// read.
-pub(crate) fn file_stamp(path: &Path) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()).hash(&mut h);
-    (m.ctime(), m.ctime_nsec()).hash(&mut h);
-    Some(h.finish())
-}
+pub(crate) use crate::files::file_stamp;

@@ -110,20 +110,10 @@ impl ArraySource for Netcdf3Array {
     /// a replacement by rename changes it. Nothing is cached by slabfs, so
     /// there is no cache id.
     fn change_stamp(&self) -> ChangeStamp {
-        use std::hash::{Hash, Hasher};
-        use std::os::unix::fs::MetadataExt;
-        let data = match std::fs::metadata(&self.shared.path) {
-            Ok(m) => {
-                let mut h = std::collections::hash_map::DefaultHasher::new();
-                (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()).hash(&mut h);
-                (m.ctime(), m.ctime_nsec()).hash(&mut h);
-                Some(h.finish())
-            }
-            Err(e) => {
-                log::warn!("{}: cannot check for changes: {e}", self.shared.path);
-                None
-            }
-        };
+        let data = crate::files::file_stamp(std::path::Path::new(&self.shared.path));
+        if data.is_none() {
+            log::warn!("{}: cannot check for changes", self.shared.path);
+        }
         ChangeStamp {
             cache_id: None,
             data,

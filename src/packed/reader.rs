@@ -29,7 +29,7 @@ use crate::cache::ChunkCache;
 use crate::codec::{CodecError, v2_chain};
 use crate::dtype::Endian;
 use crate::error::{Error, Result};
-use crate::files::ReadAt;
+use crate::files::{ReadAt, file_stamp};
 use crate::index::tiling::DimTiling;
 use crate::index::{Region, c_strides, checked_num_elements};
 use crate::netcdf3::header::{self, Header, NumRecs};
@@ -273,16 +273,7 @@ impl Store for BlockStore {
     /// The archive file's identity and times: archives are replaced whole
     /// (pack writes a new file and renames it), never edited.
     fn change_stamp(&self, _prefix: &str) -> Result<Option<u64>> {
-        use std::hash::{Hash, Hasher};
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(&self.archive.path).map_err(|e| Error::Io {
-            path: self.archive.path.clone(),
-            source: e,
-        })?;
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()).hash(&mut h);
-        (m.ctime(), m.ctime_nsec()).hash(&mut h);
-        Ok(Some(h.finish()))
+        Ok(file_stamp(std::path::Path::new(&self.archive.path)))
     }
 }
 
