@@ -245,6 +245,13 @@ pub trait BytesToBytesCodec: Send + Sync + Debug {
         let _ = (encoded, out);
         None
     }
+    /// Whether this is a filter that keeps the size and always decodes
+    /// into a buffer ([`decode_into`](Self::decode_into) never `None`), so
+    /// [`CodecChain::decode_into`] may decode a compressor over it through
+    /// a scratch buffer without risking wasted work.
+    fn is_size_preserving_filter(&self) -> bool {
+        false
+    }
 }
 
 thread_local! {
@@ -394,9 +401,7 @@ impl CodecChain {
         }
         let decoded = match self.bytes_to_bytes.as_slice() {
             [c] => c.decode_into(encoded, out)?,
-            // Only filters known to decode into a buffer: one that cannot
-            // would make the compressor's work here wasted.
-            [inner, outer] if inner.name() == "shuffle" => SCRATCH.with(|scratch| {
+            [inner, outer] if inner.is_size_preserving_filter() => SCRATCH.with(|scratch| {
                 let mut scratch = scratch.borrow_mut();
                 if scratch.len() != out.len() {
                     scratch.resize(out.len(), 0);

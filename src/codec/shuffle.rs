@@ -81,6 +81,10 @@ impl BytesToBytesCodec for Shuffle {
         Some(decoded_size)
     }
 
+    fn is_size_preserving_filter(&self) -> bool {
+        true
+    }
+
     fn decode(&self, encoded: Vec<u8>, size: DecodedSize) -> Result<Vec<u8>, CodecError> {
         size.check(NAME, encoded.len())?;
         let s = self.elementsize;
