@@ -92,6 +92,14 @@ impl ArrayToBytesCodec for BytesCodec {
         true
     }
 
+    fn in_place_swap_unit(&self, decoded: &ChunkRepr) -> Option<usize> {
+        let unit = decoded.dtype.swap_unit();
+        match self.endian {
+            Some(e) if e != Endian::NATIVE && unit > 1 => Some(unit),
+            _ => None,
+        }
+    }
+
     fn decode_in_place(&self, encoded: &mut [u8], decoded: &ChunkRepr) -> Result<(), CodecError> {
         let expected = decoded.nbytes().ok_or_else(|| {
             CodecError::Chain(format!("chunk shape {:?} is too large", decoded.shape))
