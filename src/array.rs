@@ -8,6 +8,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::cache::SharedBytes;
 use crate::dtype::DataType;
 use crate::error::{Error, Result};
 use crate::index::{Region, checked_num_elements};
@@ -115,6 +116,18 @@ pub trait ArraySource: Send + Sync {
     /// native byte order. `out.len()` is exactly the region's size in bytes
     /// and the region lies inside the array.
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()>;
+
+    /// The elements of `region` (C order, native byte order) as a slice of
+    /// one decoded chunk in the cache, when they lie contiguously in one:
+    /// a reply then goes out straight from the chunk instead of through a
+    /// copy into a fresh buffer. `None` when this source cannot serve
+    /// `region` that way (the default); the caller then uses
+    /// [`read_region`](Self::read_region). Decided before any I/O, so
+    /// `None` costs nothing.
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        let _ = region;
+        None
+    }
 
     /// Decode what reading `region` will need into the shared cache, ahead
     /// of a read expected soon ([`crate::readahead`]). Runs to completion;

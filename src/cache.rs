@@ -51,6 +51,67 @@ pub fn next_source_id() -> u64 {
 /// Decoded chunk bytes, shared between the cache and readers.
 pub type ChunkData = Arc<Vec<u8>>;
 
+/// Bytes of one decoded chunk lent to a reader instead of copied out
+/// ([`crate::array::ArraySource::read_shared`]): a FUSE reply is written
+/// to the kernel straight from the cached chunk. When it is dropped (the
+/// reply sent), its bytes count as served ([`ChunkCache::served`]), after
+/// it has let go of the chunk, so a chunk now wholly served can still hand
+/// its buffer to the next decode.
+pub struct SharedBytes {
+    data: Option<ChunkData>,
+    range: std::ops::Range<usize>,
+    /// The cache, key and useful bytes to report the bytes served to.
+    served: Option<(Arc<ChunkCache>, ChunkKey, usize)>,
+}
+
+impl SharedBytes {
+    /// `data[range]`, counted as served from chunk `key` of `cache` (whose
+    /// useful bytes are `useful`) when dropped. `None` when `range` is not
+    /// inside `data`.
+    pub fn served(
+        data: ChunkData,
+        range: std::ops::Range<usize>,
+        cache: Arc<ChunkCache>,
+        key: ChunkKey,
+        useful: usize,
+    ) -> Option<Self> {
+        data.get(range.clone())?;
+        Some(SharedBytes {
+            data: Some(data),
+            range,
+            served: Some((cache, key, useful)),
+        })
+    }
+
+    /// All of `data`, owned by nobody else (such as a fill value).
+    pub fn owned(data: Vec<u8>) -> Self {
+        SharedBytes {
+            range: 0..data.len(),
+            data: Some(Arc::new(data)),
+            served: None,
+        }
+    }
+}
+
+impl std::ops::Deref for SharedBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.data {
+            Some(d) => &d[self.range.clone()],
+            None => &[],
+        }
+    }
+}
+
+impl Drop for SharedBytes {
+    fn drop(&mut self) {
+        self.data = None;
+        if let Some((cache, key, useful)) = self.served.take() {
+            cache.served(&key, self.range.len(), useful);
+        }
+    }
+}
+
 /// Counters, for the stats file and for tests.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct CacheStats {

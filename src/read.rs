@@ -7,8 +7,15 @@
 //! own slice of `buf`. A range that starts or ends inside an element is
 //! read whole-element-wide into a scratch buffer and trimmed. Byte order
 //! is converted once, in place, at the end.
+//!
+//! `read_shared_at` is the copy-free variant the mount tries first: when
+//! the range is one box lying contiguously inside one cached chunk (the
+//! kernel's page-aligned requests on arrays chunked by whole rows, and
+//! every request on a blocked netCDF-3 archive) and needs no byte swap,
+//! the reply is written to the kernel straight from the chunk.
 
 use crate::array::ArraySource;
+use crate::cache::SharedBytes;
 use crate::dtype::{Endian, swap_in_place};
 use crate::error::Result;
 use crate::index::linear::{boxes, element_range};
@@ -50,6 +57,32 @@ pub fn read_at(
     let skip = (offset - e0 * item) as usize;
     buf.copy_from_slice(&scratch[skip..skip + n]);
     Ok(n)
+}
+
+/// Bytes `[offset, offset + len)` of the flat file of `array` (clamped at
+/// EOF, as [`read_at`]) lent from one cached chunk instead of copied, when
+/// the range is whole elements forming one box that the source can serve
+/// from one chunk ([`ArraySource::read_shared`]) and `order` needs no swap.
+/// `None` otherwise, decided before any I/O: then use [`read_at`].
+pub fn read_shared_at(
+    array: &dyn ArraySource,
+    offset: u64,
+    len: usize,
+    order: Endian,
+) -> Option<Result<SharedBytes>> {
+    let meta = array.meta();
+    let item = meta.item_size() as u64;
+    let end = offset.saturating_add(len as u64).min(meta.nbytes());
+    if offset >= end || offset % item != 0 || end % item != 0 {
+        return None;
+    }
+    if order != Endian::NATIVE && meta.dtype.swap_unit() > 1 {
+        return None;
+    }
+    match boxes(&meta.shape, offset / item, end / item).as_slice() {
+        [region] => array.read_shared(region),
+        _ => None,
+    }
 }
 
 /// Read the whole elements `[first, end)` into `out` (exactly their size).

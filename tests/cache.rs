@@ -200,3 +200,87 @@ fn rank_32_arrays_read() {
     );
     assert_eq!(buf, (0..32u8).collect::<Vec<_>>());
 }
+
+/// The mount's copy-free path: a range inside one chunk, contiguous there,
+/// is lent from the cached chunk (the same bytes `read_at` gives), counts
+/// as served only once the loan is dropped, and anything else is refused
+/// before any I/O.
+#[test]
+fn shared_reads_lend_chunk_bytes_and_count_them_when_returned() {
+    use slabfs::read::read_shared_at;
+    let counting = Arc::new(CountingStore::new(store()));
+    let cache = Arc::new(ChunkCache::new(1 << 20));
+    let h = zarr::open_store(counting.clone(), cache.clone()).unwrap();
+    let a = h.nodes[0].array.clone().unwrap();
+    let shared = |elem: u64, n: usize, order| read_shared_at(a.as_ref(), elem * 2, n * 2, order);
+    let u16s = |b: &[u8]| -> Vec<u16> {
+        b.chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect()
+    };
+
+    let base = counting.gets();
+    let mid = shared(1, 2, Endian::Little).unwrap().unwrap();
+    assert_eq!(u16s(&mid), vec![1, 2]);
+    let ends =
+        [shared(0, 1, Endian::Little), shared(3, 1, Endian::Little)].map(|r| r.unwrap().unwrap());
+    assert_eq!((u16s(&ends[0]), u16s(&ends[1])), (vec![0], vec![3]));
+    assert_eq!(counting.gets() - base, 1, "one fetch for the three loans");
+    assert_eq!(cache.stats().consumed, 0, "not served while lent");
+    drop(ends);
+    assert_eq!(cache.stats().consumed, 0);
+    drop(mid);
+    assert_eq!(cache.stats().consumed, 1, "every byte served once returned");
+
+    // Across two chunks, a swap, a partial element: not lent, nothing read.
+    assert!(shared(3, 2, Endian::Little).is_none());
+    assert!(shared(4, 2, Endian::Big).is_none());
+    assert!(read_shared_at(a.as_ref(), 1, 2, Endian::Little).is_none());
+    assert!(shared(16, 1, Endian::Little).is_none(), "past the end");
+    assert_eq!(counting.gets() - base, 1);
+}
+
+/// In two dimensions the loan is the right part of the chunk, and a chunk
+/// that is missing lends its fill value.
+#[test]
+fn shared_reads_of_a_2d_array_and_a_missing_chunk() {
+    use slabfs::read::{read_at, read_shared_at};
+    // (4, 4) uint16, value 10 * row + col, chunks (2, 2); chunk (1, 1) missing.
+    let s = MemoryStore::new();
+    let meta = json!({
+        "zarr_format": 3, "node_type": "array", "shape": [4, 4], "data_type": "uint16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 9,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
+    });
+    s.set("zarr.json", meta.to_string());
+    for (cr, cc) in [(0u16, 0u16), (0, 1), (1, 0)] {
+        let bytes: Vec<u8> = (0..2u16)
+            .flat_map(|r| (0..2u16).map(move |c| 10 * (2 * cr + r) + 2 * cc + c))
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        s.set(&format!("c/{cr}/{cc}"), bytes);
+    }
+    let a = open(Arc::new(s), 1 << 20);
+    let u16s = |b: &[u8]| -> Vec<u16> {
+        b.chunks(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect()
+    };
+    for (elem, n, want) in [
+        (4u64, 2usize, Some(vec![10u16, 11])), // row 1, cols 0-1: second row of chunk (0, 0)
+        (6, 2, Some(vec![12, 13])),
+        (14, 2, Some(vec![9, 9])), // chunk (1, 1) is missing
+        (4, 4, None),              // a whole row crosses two chunks
+        (1, 2, None),              // cols 1-2 cross two chunks
+    ] {
+        let got =
+            read_shared_at(a.as_ref(), elem * 2, n * 2, Endian::Little).map(|r| u16s(&r.unwrap()));
+        assert_eq!(got, want, "elements {elem}..+{n}");
+        if let Some(w) = want {
+            let mut buf = vec![0u8; n * 2];
+            read_at(a.as_ref(), elem * 2, &mut buf, Endian::Little).unwrap();
+            assert_eq!(u16s(&buf), w, "read_at agrees");
+        }
+    }
+}

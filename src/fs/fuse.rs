@@ -260,7 +260,9 @@ impl Filesystem for FuseFs {
     ) {
         let started = std::time::Instant::now();
         let what = || format!("{} offset {offset} size {size}", self.core.path(ino.0));
-        match call("read", &what, || self.core.read(ino.0, fh.0, offset, size)) {
+        match call("read", &what, || {
+            self.core.read_data(ino.0, fh.0, offset, size)
+        }) {
             Ok(data) => {
                 log::debug!(
                     "read {} offset {offset} size {size}: {} bytes in {:?}",

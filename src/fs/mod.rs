@@ -97,15 +97,32 @@ use std::time::{Instant, SystemTime};
 use parking_lot::{Mutex, RwLock};
 
 use crate::array::{ArraySource, ChangeStamp};
-use crate::cache::ChunkCache;
+use crate::cache::{ChunkCache, SharedBytes};
 use crate::dataset::Entry;
 use crate::dtype::Endian;
-use crate::read::read_at;
+use crate::read::{read_at, read_shared_at};
 use crate::readahead::{DEFAULT_MAX_WINDOW, Readahead};
 
 pub use error::{FsError, FsResult};
 pub use stats::Stats;
 pub use views::Views;
+
+/// The bytes of one read: a buffer of its own, or a range of a decoded
+/// chunk lent by the cache so the reply needs no copy.
+pub enum ReadData {
+    Owned(Vec<u8>),
+    Shared(SharedBytes),
+}
+
+impl std::ops::Deref for ReadData {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ReadData::Owned(v) => v,
+            ReadData::Shared(s) => s,
+        }
+    }
+}
 
 /// The root directory's inode number (the kernel's `FUSE_ROOT_ID`).
 pub const ROOT_INO: u64 = 1;
@@ -829,18 +846,24 @@ impl SlabFs {
     /// Up to `size` bytes of file `ino` (opened as `fh`) from `offset`:
     /// fewer only at EOF, none at or past it.
     pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        self.read_data(ino, fh, offset, size).map(|d| d.to_vec())
+    }
+
+    /// [`read`](Self::read), with the bytes lent from a cached chunk when
+    /// they lie in one ([`ReadData::Shared`]): what the FUSE adapter sends.
+    pub fn read_data(&self, ino: u64, fh: u64, offset: u64, size: u32) -> FsResult<ReadData> {
         let started = Instant::now();
         let tree = self.tree();
         let r = (|| {
             let node = tree.node(ino)?;
             match &node.content {
                 Content::Dir(_) => Err(FsError::IsDir(node.path.clone())),
-                Content::Bytes(b) => Ok(slice_at(b, offset, size)),
+                Content::Bytes(b) => Ok(ReadData::Owned(slice_at(b, offset, size))),
                 Content::Stats => {
                     let snapshot = self.snapshots.lock().get(&fh).cloned();
                     let doc =
                         snapshot.unwrap_or_else(|| self.stats.render(self.cache.as_deref()).into());
-                    Ok(slice_at(&doc, offset, size))
+                    Ok(ReadData::Owned(slice_at(&doc, offset, size)))
                 }
                 Content::Array { array, header } => {
                     // Start decoding what a sequential reader asks next
@@ -852,7 +875,23 @@ impl SlabFs {
                         self.readahead
                             .on_read(fh, array, data_start, data_end - data_start);
                     }
+                    if offset >= hlen
+                        && let Some(r) = read_shared_at(
+                            array.as_ref(),
+                            offset - hlen,
+                            size as usize,
+                            self.config.byte_order,
+                        )
+                    {
+                        return r.map(ReadData::Shared).map_err(|source| FsError::Read {
+                            path: node.path.clone(),
+                            offset,
+                            size,
+                            source: Box::new(source),
+                        });
+                    }
                     self.read_array(node, array.as_ref(), header, offset, size)
+                        .map(ReadData::Owned)
                 }
             }
         })();

@@ -60,3 +60,69 @@ pub fn c_strides(shape: &[u64]) -> Vec<u64> {
     }
     strides
 }
+
+/// Where the box `start`/`count` (inside an array of `shape`) lies in the
+/// array's row-major order, as (first element, number of elements), when
+/// its elements are consecutive there: every dimension after the first one
+/// with more than one element is covered whole. `None` otherwise. This is
+/// when a piece of a decoded chunk can be handed out as one slice.
+pub fn contiguous_run(shape: &[u64], start: &[u64], count: &[u64]) -> Option<(u64, u64)> {
+    let wide = count.iter().position(|&c| c > 1).unwrap_or(count.len());
+    let covered = |d: usize| start[d] == 0 && count[d] == shape[d];
+    if !(wide + 1..shape.len()).all(covered) {
+        return None;
+    }
+    let strides = c_strides(shape);
+    let first = start.iter().zip(&strides).map(|(s, t)| s * t).sum();
+    Some((first, count.iter().product()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A shape of rank 0 to 4 and a box inside it.
+    fn shape_and_box() -> impl Strategy<Value = (Vec<u64>, Vec<u64>, Vec<u64>)> {
+        proptest::collection::vec(1u64..5, 0..5).prop_flat_map(|shape| {
+            let dims: Vec<_> = shape
+                .iter()
+                .map(|&n| (0..n).prop_flat_map(move |s| (Just(s), 1..=n - s)))
+                .collect();
+            (Just(shape), dims).prop_map(|(shape, d)| {
+                let (start, count) = d.into_iter().unzip();
+                (shape, start, count)
+            })
+        })
+    }
+
+    proptest! {
+        /// Against the element-by-element definition: the box's row-major
+        /// offsets, walked in C order, are consecutive exactly when a run
+        /// is reported, and then they are that run.
+        #[test]
+        fn contiguous_run_matches_the_offsets((shape, start, count) in shape_and_box()) {
+            let strides = c_strides(&shape);
+            let n: u64 = count.iter().product();
+            let offsets: Vec<u64> = (0..n)
+                .map(|mut k| {
+                    let mut off = 0;
+                    for d in (0..shape.len()).rev() {
+                        off += (start[d] + k % count[d]) * strides[d];
+                        k /= count[d];
+                    }
+                    off
+                })
+                .collect();
+            let consecutive = offsets.windows(2).all(|w| w[1] == w[0] + 1);
+            match contiguous_run(&shape, &start, &count) {
+                Some((first, len)) => {
+                    prop_assert!(consecutive);
+                    prop_assert_eq!(first, offsets[0]);
+                    prop_assert_eq!(len, n);
+                }
+                None => prop_assert!(!consecutive),
+            }
+        }
+    }
+}

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use super::format::{BlockCodec, FormatError, SUPERBLOCK_LEN, Superblock, VarIndex, parse_index};
 use crate::array::{ArrayMeta, ArraySource, ChangeStamp};
-use crate::cache::ChunkCache;
+use crate::cache::{ChunkCache, SharedBytes};
 use crate::codec::{CodecError, v2_chain};
 use crate::dtype::Endian;
 use crate::error::{Error, Result};
@@ -349,6 +349,25 @@ impl<A: ArraySource> ArraySource for Reshaped<A> {
             pos += n;
             Ok(())
         })
+    }
+
+    /// A region that is one run of the flat order is one range of the
+    /// inner source.
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        let mut run = None;
+        let mut runs = 0;
+        let _ = self.runs(region, |first, len| {
+            runs += 1;
+            run = Some((first, len));
+            Ok(())
+        });
+        match (runs, run) {
+            (1, Some((first, len))) => self.inner.read_shared(&Region {
+                start: vec![first],
+                count: vec![len],
+            }),
+            _ => None,
+        }
     }
 
     fn prefetch(&self, region: &Region) {

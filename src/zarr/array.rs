@@ -11,12 +11,12 @@ use rayon::prelude::*;
 
 use super::shard::Sharding;
 use crate::array::{ArrayMeta, ArraySource};
-use crate::cache::{ChunkCache, ChunkKey, next_source_id};
+use crate::cache::{ChunkCache, ChunkKey, SharedBytes, next_source_id};
 use crate::codec::{ChunkRepr, CodecChain};
 use crate::error::{Error, Result};
-use crate::index::Region;
 use crate::index::copy::SharedDest;
 use crate::index::tiling::{DimTiling, Piece, Projection};
+use crate::index::{Region, contiguous_run};
 use crate::store::Store;
 
 /// How chunk coordinates become store keys.
@@ -422,6 +422,42 @@ impl ArraySource for ZarrArray {
             self.cache
                 .prefetch(&self.key(tile), || self.load_chunk(tile));
         });
+    }
+
+    /// A region inside one chunk whose elements are consecutive in it
+    /// (the chunk spans the region's trailing dimensions, as a row-chunked
+    /// array's chunks do for the kernel's page-aligned requests): the
+    /// chunk through the cache as [`read_region`](Self::read_region) would
+    /// get it, lent out whole instead of copied. A missing chunk is its
+    /// fill value.
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        let projection = Projection::new(&self.spec.grid, region);
+        let mut pieces = projection.pieces();
+        let piece = pieces.next()?;
+        if pieces.next().is_some() {
+            return None;
+        }
+        let shape = self.chunk_shape(&piece.tile);
+        let (first, len) = contiguous_run(&shape, &piece.tile_start, &piece.count)?;
+        let item = self.spec.meta.item_size();
+        let key = self.key(&piece.tile);
+        let chunk = match self
+            .cache
+            .get_or_load(&key, || self.load_chunk(&piece.tile))
+        {
+            Ok(chunk) => chunk,
+            Err(e) => return Some(Err(e)),
+        };
+        let Some(data) = chunk else {
+            return Some(Ok(SharedBytes::owned(
+                self.spec.meta.fill_value.repeat(len as usize),
+            )));
+        };
+        let range = first as usize * item..(first + len) as usize * item;
+        let useful = self.useful_bytes(&piece.tile);
+        // A decoded chunk is exactly its shape's size (the codec chain
+        // checks), so the range is inside it.
+        SharedBytes::served(data, range, self.cache.clone(), key, useful).map(Ok)
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
