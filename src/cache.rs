@@ -60,8 +60,10 @@ pub type ChunkData = Arc<Vec<u8>>;
 pub struct SharedBytes {
     data: Option<ChunkData>,
     range: std::ops::Range<usize>,
-    /// The cache, key and useful bytes to report the bytes served to.
-    served: Option<(Arc<ChunkCache>, ChunkKey, usize)>,
+    /// The cache, key and useful bytes to report the bytes served to, and
+    /// the address of the chunk lent, so that they are not credited to a
+    /// later decode of the same key (if this one was evicted meanwhile).
+    served: Option<(Arc<ChunkCache>, ChunkKey, usize, usize)>,
 }
 
 impl SharedBytes {
@@ -76,10 +78,11 @@ impl SharedBytes {
         useful: usize,
     ) -> Option<Self> {
         data.get(range.clone())?;
+        let lent = Arc::as_ptr(&data) as usize;
         Some(SharedBytes {
             data: Some(data),
             range,
-            served: Some((cache, key, useful)),
+            served: Some((cache, key, useful, lent)),
         })
     }
 
@@ -106,8 +109,8 @@ impl std::ops::Deref for SharedBytes {
 impl Drop for SharedBytes {
     fn drop(&mut self) {
         self.data = None;
-        if let Some((cache, key, useful)) = self.served.take() {
-            cache.served(&key, self.range.len(), useful);
+        if let Some((cache, key, useful, lent)) = self.served.take() {
+            cache.credit(&key, Some(lent), self.range.len(), useful);
         }
     }
 }
@@ -387,7 +390,7 @@ impl ChunkCache {
         self.inner.lock().lru.contains(key)
     }
 
-    /// Note that `bytes` of cached chunk `key` were copied to a reader, of
+    /// Note that `bytes` of cached chunk `key` were copied or lent to a reader, of
     /// `useful` bytes it has inside its array. Once every useful byte has
     /// been served, the chunk is dropped and its buffer kept for the next
     /// decode: a reader that went through all of it (a sequential scan,
@@ -403,10 +406,20 @@ impl ChunkCache {
     /// prefetched again; a second pass over it, which reaches slabfs only
     /// once the kernel has dropped its pages, decodes on demand.
     pub fn served(&self, key: &ChunkKey, bytes: usize, useful: usize) {
+        self.credit(key, None, bytes, useful);
+    }
+
+    /// [`served`](Self::served), for the cached chunk at address `lent`
+    /// only, when given: a loan returned after its chunk was evicted and
+    /// decoded again must not count towards the new copy.
+    fn credit(&self, key: &ChunkKey, lent: Option<usize>, bytes: usize, useful: usize) {
         let mut inner = self.inner.lock();
         let Some(e) = inner.lru.peek_mut(key) else {
             return;
         };
+        if lent.is_some_and(|p| p != Arc::as_ptr(&e.data) as usize) {
+            return;
+        }
         e.served += bytes as u64;
         if e.served < useful as u64 {
             return;

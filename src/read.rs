@@ -9,10 +9,11 @@
 //! is converted once, in place, at the end.
 //!
 //! `read_shared_at` is the copy-free variant the mount tries first: when
-//! the range is one box lying contiguously inside one cached chunk (the
-//! kernel's page-aligned requests on arrays chunked by whole rows, and
-//! every request on a blocked netCDF-3 archive) and needs no byte swap,
-//! the reply is written to the kernel straight from the chunk.
+//! the range is whole elements, one box lying contiguously inside one
+//! cached chunk (the kernel's page-aligned requests on arrays chunked by
+//! whole rows, and those inside one block of a blocked netCDF-3 archive),
+//! and needs no byte swap, the reply is written to the kernel straight
+//! from the chunk.
 
 use crate::array::ArraySource;
 use crate::cache::SharedBytes;

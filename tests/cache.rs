@@ -201,6 +201,20 @@ fn rank_32_arrays_read() {
     assert_eq!(buf, (0..32u8).collect::<Vec<_>>());
 }
 
+/// Native-order u16 values of lent or read bytes.
+fn u16s(b: &[u8]) -> Vec<u16> {
+    b.chunks(2)
+        .map(|c| u16::from_ne_bytes([c[0], c[1]]))
+        .collect()
+}
+
+/// The byte order that is not this machine's.
+const FOREIGN: Endian = if cfg!(target_endian = "little") {
+    Endian::Big
+} else {
+    Endian::Little
+};
+
 /// The mount's copy-free path: a range inside one chunk, contiguous there,
 /// is lent from the cached chunk (the same bytes `read_at` gives), counts
 /// as served only once the loan is dropped, and anything else is refused
@@ -213,17 +227,12 @@ fn shared_reads_lend_chunk_bytes_and_count_them_when_returned() {
     let h = zarr::open_store(counting.clone(), cache.clone()).unwrap();
     let a = h.nodes[0].array.clone().unwrap();
     let shared = |elem: u64, n: usize, order| read_shared_at(a.as_ref(), elem * 2, n * 2, order);
-    let u16s = |b: &[u8]| -> Vec<u16> {
-        b.chunks(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect()
-    };
 
     let base = counting.gets();
-    let mid = shared(1, 2, Endian::Little).unwrap().unwrap();
+    let mid = shared(1, 2, Endian::NATIVE).unwrap().unwrap();
     assert_eq!(u16s(&mid), vec![1, 2]);
     let ends =
-        [shared(0, 1, Endian::Little), shared(3, 1, Endian::Little)].map(|r| r.unwrap().unwrap());
+        [shared(0, 1, Endian::NATIVE), shared(3, 1, Endian::NATIVE)].map(|r| r.unwrap().unwrap());
     assert_eq!((u16s(&ends[0]), u16s(&ends[1])), (vec![0], vec![3]));
     assert_eq!(counting.gets() - base, 1, "one fetch for the three loans");
     assert_eq!(cache.stats().consumed, 0, "not served while lent");
@@ -233,54 +242,126 @@ fn shared_reads_lend_chunk_bytes_and_count_them_when_returned() {
     assert_eq!(cache.stats().consumed, 1, "every byte served once returned");
 
     // Across two chunks, a swap, a partial element: not lent, nothing read.
-    assert!(shared(3, 2, Endian::Little).is_none());
-    assert!(shared(4, 2, Endian::Big).is_none());
-    assert!(read_shared_at(a.as_ref(), 1, 2, Endian::Little).is_none());
-    assert!(shared(16, 1, Endian::Little).is_none(), "past the end");
+    assert!(shared(3, 2, Endian::NATIVE).is_none());
+    assert!(shared(4, 2, FOREIGN).is_none());
+    assert!(read_shared_at(a.as_ref(), 1, 2, Endian::NATIVE).is_none());
+    assert!(shared(16, 1, Endian::NATIVE).is_none(), "past the end");
     assert_eq!(counting.gets() - base, 1);
 }
 
-/// In two dimensions the loan is the right part of the chunk, and a chunk
-/// that is missing lends its fill value.
+/// A loan returned after its chunk was evicted and decoded again does not
+/// count towards the new copy (which would then be dropped as used up).
 #[test]
-fn shared_reads_of_a_2d_array_and_a_missing_chunk() {
-    use slabfs::read::{read_at, read_shared_at};
-    // (4, 4) uint16, value 10 * row + col, chunks (2, 2); chunk (1, 1) missing.
+fn a_loan_outliving_its_chunk_is_not_credited_to_the_next_decode() {
+    use slabfs::read::read_shared_at;
+    let counting = Arc::new(CountingStore::new(store()));
+    // Room for one 8-byte chunk.
+    let cache = Arc::new(ChunkCache::new(8));
+    let h = zarr::open_store(counting.clone(), cache.clone()).unwrap();
+    let a = h.nodes[0].array.clone().unwrap();
+    let whole0 = read_shared_at(a.as_ref(), 0, 8, Endian::NATIVE)
+        .unwrap()
+        .unwrap();
+    assert_eq!(u16s(&whole0), vec![0, 1, 2, 3]);
+    // Chunk 1 evicts chunk 0 (still lent); chunk 0 comes back as a new copy.
+    assert_eq!(read(a.as_ref(), 4, 1), vec![4]);
+    assert_eq!(read(a.as_ref(), 0, 1), vec![0]);
+    drop(whole0);
+    assert_eq!(
+        cache.stats().consumed,
+        0,
+        "the old loan must not use up the new copy"
+    );
+    let base = counting.gets();
+    assert_eq!(read(a.as_ref(), 1, 1), vec![1]);
+    assert_eq!(counting.gets(), base, "chunk 0 is still cached");
+}
+
+/// A (rows, cols) uint16 array with value 10 * row + col, in chunks of
+/// `chunk`, without the chunks in `missing` (fill value 9). Edge chunks
+/// are stored whole, padded with 7777.
+fn grid_store(shape: [u16; 2], chunk: [u16; 2], missing: &[(u16, u16)]) -> MemoryStore {
     let s = MemoryStore::new();
     let meta = json!({
-        "zarr_format": 3, "node_type": "array", "shape": [4, 4], "data_type": "uint16",
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
+        "zarr_format": 3, "node_type": "array", "shape": shape, "data_type": "uint16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": chunk}},
         "chunk_key_encoding": {"name": "default"}, "fill_value": 9,
         "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
     });
     s.set("zarr.json", meta.to_string());
-    for (cr, cc) in [(0u16, 0u16), (0, 1), (1, 0)] {
-        let bytes: Vec<u8> = (0..2u16)
-            .flat_map(|r| (0..2u16).map(move |c| 10 * (2 * cr + r) + 2 * cc + c))
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
-        s.set(&format!("c/{cr}/{cc}"), bytes);
+    for cr in 0..shape[0].div_ceil(chunk[0]) {
+        for cc in 0..shape[1].div_ceil(chunk[1]) {
+            if missing.contains(&(cr, cc)) {
+                continue;
+            }
+            let bytes: Vec<u8> = (0..chunk[0])
+                .flat_map(|r| (0..chunk[1]).map(move |c| (cr * chunk[0] + r, cc * chunk[1] + c)))
+                .map(|(r, c)| {
+                    if r < shape[0] && c < shape[1] {
+                        10 * r + c
+                    } else {
+                        7777
+                    }
+                })
+                .flat_map(|v| v.to_le_bytes())
+                .collect();
+            s.set(&format!("c/{cr}/{cc}"), bytes);
+        }
     }
-    let a = open(Arc::new(s), 1 << 20);
-    let u16s = |b: &[u8]| -> Vec<u16> {
-        b.chunks(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]]))
-            .collect()
-    };
-    for (elem, n, want) in [
-        (4u64, 2usize, Some(vec![10u16, 11])), // row 1, cols 0-1: second row of chunk (0, 0)
-        (6, 2, Some(vec![12, 13])),
-        (14, 2, Some(vec![9, 9])), // chunk (1, 1) is missing
-        (4, 4, None),              // a whole row crosses two chunks
-        (1, 2, None),              // cols 1-2 cross two chunks
-    ] {
-        let got =
-            read_shared_at(a.as_ref(), elem * 2, n * 2, Endian::Little).map(|r| u16s(&r.unwrap()));
-        assert_eq!(got, want, "elements {elem}..+{n}");
-        if let Some(w) = want {
-            let mut buf = vec![0u8; n * 2];
-            read_at(a.as_ref(), elem * 2, &mut buf, Endian::Little).unwrap();
-            assert_eq!(u16s(&buf), w, "read_at agrees");
+    s
+}
+
+/// In two dimensions the loan is the right part of the chunk, in edge
+/// chunks that overhang the array too, and a missing chunk lends its fill
+/// value.
+#[test]
+fn shared_reads_of_2d_arrays_edge_chunks_and_missing_chunks() {
+    use slabfs::read::{read_at, read_shared_at};
+    let cases: [(
+        [u16; 2],
+        [u16; 2],
+        &[(u16, u16)],
+        &[(u64, usize, Option<Vec<u16>>)],
+    ); 2] = [
+        (
+            [4, 4],
+            [2, 2],
+            &[(1, 1)],
+            &[
+                (4, 2, Some(vec![10, 11])), // row 1, cols 0-1: second row of chunk (0, 0)
+                (6, 2, Some(vec![12, 13])),
+                (14, 2, Some(vec![9, 9])), // chunk (1, 1) is missing
+                (4, 4, None),              // a whole row crosses two chunks
+                (1, 2, None),              // cols 1-2 cross two chunks
+            ],
+        ),
+        (
+            // Chunks of (2, 4) over (5, 5): the last column and row are in
+            // chunks that overhang the array.
+            [5, 5],
+            [2, 4],
+            &[],
+            &[
+                (0, 4, Some(vec![0, 1, 2, 3])),
+                (4, 1, Some(vec![4])), // chunk (0, 1), of which one column is inside
+                (9, 1, Some(vec![14])), // its second row
+                (20, 4, Some(vec![40, 41, 42, 43])), // chunk (2, 0), one row inside
+                (24, 1, Some(vec![44])),
+                (3, 2, None),
+            ],
+        ),
+    ];
+    for (shape, chunk, missing, reads) in cases {
+        let a = open(Arc::new(grid_store(shape, chunk, missing)), 1 << 20);
+        for (elem, n, want) in reads {
+            let got = read_shared_at(a.as_ref(), elem * 2, n * 2, Endian::NATIVE)
+                .map(|r| u16s(&r.unwrap()));
+            assert_eq!(&got, want, "{shape:?} by {chunk:?}: elements {elem}..+{n}");
+            if let Some(w) = want {
+                let mut buf = vec![0u8; n * 2];
+                read_at(a.as_ref(), elem * 2, &mut buf, Endian::NATIVE).unwrap();
+                assert_eq!(&u16s(&buf), w, "read_at agrees");
+            }
         }
     }
 }

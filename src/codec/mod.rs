@@ -227,9 +227,11 @@ pub trait ArrayToBytesCodec: Send + Sync + Debug {
     }
     /// When [`decode_in_place`](Self::decode_in_place) of `decoded` does
     /// nothing but reverse the bytes of every `unit`-byte group (`bytes` of
-    /// a non-native byte order), that `unit`: a filter decoded just before
-    /// may then swap as it writes ([`BytesToBytesCodec::decode_into_swapped`])
-    /// and save the chain a pass over the chunk. `None` otherwise.
+    /// a non-native byte order; its length check is the caller's, which
+    /// has sized the buffer to `decoded`), that `unit`: a filter decoded
+    /// just before may then swap as it writes
+    /// ([`BytesToBytesCodec::decode_into_swapped`]) and save the chain a
+    /// pass over the chunk. `None` otherwise.
     fn in_place_swap_unit(&self, decoded: &ChunkRepr) -> Option<usize> {
         let _ = decoded;
         None

@@ -200,12 +200,14 @@ fn unshuffle<const N: usize>(enc: &[u8], out: &mut [u8], n: usize, swap: bool) {
 
 /// Interleave the first multiple of 16 elements of `N` equal-length byte
 /// streams into `out` (`out[i * N + j] = streams[j][i]`); returns how many
-/// elements it wrote. SSE2 (every x86-64 CPU) for 2, 4 and 8 streams,
+/// elements it wrote. SSE2 (every x86-64 target but bare-metal ones) for 2, 4 and 8 streams,
 /// which is what float, int and double arrays need; 0 elsewhere, and the
 /// scalar loop does them all.
 fn interleave<const N: usize>(streams: &[&[u8]; N], out: &mut [u8]) -> usize {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
+        debug_assert!(streams.iter().all(|s| s.len() == streams[0].len()));
+        debug_assert_eq!(out.len(), streams[0].len() * N);
         match N {
             2 => sse2::interleave2([streams[0], streams[1]], out),
             4 => sse2::interleave4([streams[0], streams[1], streams[2], streams[3]], out),
@@ -213,7 +215,7 @@ fn interleave<const N: usize>(streams: &[&[u8]; N], out: &mut [u8]) -> usize {
             _ => 0,
         }
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     {
         let _ = (streams, out);
         0
@@ -225,7 +227,7 @@ fn interleave<const N: usize>(streams: &[&[u8]; N], out: &mut [u8]) -> usize {
 /// `_epi16` pairs those pairs, `_epi32` pairs the quads. Every load and
 /// store goes through `chunks_exact` pieces of exactly 16 bytes, so the
 /// bounds are the iterators'.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod sse2 {
     // The register operations are safe to call since Rust 1.87 (SSE2 is
     // always enabled on x86-64) but need `unsafe` on the 1.85 we support.

@@ -428,8 +428,8 @@ impl ArraySource for ZarrArray {
     /// (the chunk spans the region's trailing dimensions, as a row-chunked
     /// array's chunks do for the kernel's page-aligned requests): the
     /// chunk through the cache as [`read_region`](Self::read_region) would
-    /// get it, lent out whole instead of copied. A missing chunk is its
-    /// fill value.
+    /// get it, the region's range of it lent instead of copied. A missing
+    /// chunk is its fill value.
     fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
         let projection = Projection::new(&self.spec.grid, region);
         let mut pieces = projection.pieces();
@@ -457,7 +457,18 @@ impl ArraySource for ZarrArray {
         let useful = self.useful_bytes(&piece.tile);
         // A decoded chunk is exactly its shape's size (the codec chain
         // checks), so the range is inside it.
-        SharedBytes::served(data, range, self.cache.clone(), key, useful).map(Ok)
+        let len = data.len();
+        Some(
+            SharedBytes::served(data, range.clone(), self.cache.clone(), key, useful).ok_or_else(
+                || Error::Metadata {
+                    path: self.store.describe(&self.storage_key(&piece.tile)),
+                    detail: format!(
+                        "chunk {:?} decoded to {len} bytes, short of bytes {range:?}",
+                        piece.tile
+                    ),
+                },
+            ),
+        )
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
