@@ -311,18 +311,22 @@ fn grid_store(shape: [u16; 2], chunk: [u16; 2], missing: &[(u16, u16)]) -> Memor
     s
 }
 
+/// A 2-D case: shape, chunk shape, missing chunks, and reads (first
+/// element, count, the values lent or `None` when not lendable).
+type Case<'a> = (
+    [u16; 2],
+    [u16; 2],
+    &'a [(u16, u16)],
+    &'a [(u64, usize, Option<Vec<u16>>)],
+);
+
 /// In two dimensions the loan is the right part of the chunk, in edge
 /// chunks that overhang the array too, and a missing chunk lends its fill
 /// value.
 #[test]
 fn shared_reads_of_2d_arrays_edge_chunks_and_missing_chunks() {
     use slabfs::read::{read_at, read_shared_at};
-    let cases: [(
-        [u16; 2],
-        [u16; 2],
-        &[(u16, u16)],
-        &[(u64, usize, Option<Vec<u16>>)],
-    ); 2] = [
+    let cases: [Case<'_>; 2] = [
         (
             [4, 4],
             [2, 2],
