@@ -1295,6 +1295,14 @@ def targets(summ: dict, b: Suite) -> list[dict]:
             add(f"{wl} {phase}: mount pread ≥ 20x faster per read than "
                 f"{'cf-python' if peer == 'cf' else 'zarr-python'}", v, 20.0,
                 "mean time per read (total / reads)")
+            if phase == "cold" and m and z:
+                # The mean of a cold pass is bounded by the decodes it
+                # must do (reads / distinct chunks at equal decode cost);
+                # the median is the typical read. Both are reported.
+                add(f"{wl} {phase}: mount pread ≥ 20x faster per read than "
+                    f"{'cf-python' if peer == 'cf' else 'zarr-python'} (medians)",
+                    z["per_op_median_us"] / m["per_op_median_us"], 20.0,
+                    "median time per read")
     # cold random reads decode exactly one chunk each
     for wl in ("random",):
         m = get(wl, "cold", "mnt-pread")
