@@ -29,6 +29,7 @@ pub mod files;
 pub mod fs;
 pub mod index;
 pub mod kerchunk;
+pub mod logging;
 pub mod nca;
 pub mod netcdf3;
 pub mod packed;

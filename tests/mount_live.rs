@@ -380,3 +380,32 @@ fn npy_view_loads_in_numpy_plain_and_memory_mapped() {
     assert_eq!((npy.len() - raw.len()) % 64, 0);
     m.stop();
 }
+
+/// Operators keep mounts for months with a refresh every few seconds: what
+/// the loaders find wrong (a bad aggregation descriptor, a missing
+/// fragment) is logged when the mount starts, not again on every refresh.
+#[test]
+fn load_warnings_are_not_repeated_by_every_refresh() {
+    let nca = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nca");
+    let m = Mount::start(&nca, &["--refresh", "1"]);
+    let deadline = Instant::now() + REFRESH_DEADLINE * 2;
+    while stats(&m)["refresh"]["runs"].as_u64().unwrap_or(0) < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than 3 refreshes:\n{}",
+            m.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let log = m.log();
+    for what in ["bad/overlap.nca.json", "frag/gone.nc does not exist"] {
+        // The loader's line (the mount's own summary, "not shown: ...",
+        // is logged once by design).
+        let n = log
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains(what) && !l.contains("not shown"))
+            .count();
+        assert_eq!(n, 1, "{what:?} logged {n} times over 3 refreshes:\n{log}");
+    }
+    m.stop();
+}

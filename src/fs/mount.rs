@@ -210,7 +210,10 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
             source,
         })?;
     let cache = Arc::new(ChunkCache::new(cfg.cache_size));
-    let ds = dataset::open_with_roots(&source, cache.clone(), &cfg.allow_outside)?;
+    // A load: its log lines are not repeated by the refreshes that follow.
+    let ds = crate::logging::loading(|| {
+        dataset::open_with_roots(&source, cache.clone(), &cfg.allow_outside)
+    })?;
     for s in &ds.skipped {
         log::warn!("not shown: {s}");
     }

@@ -349,7 +349,11 @@ fn refresh_once(
     warned: &mut BTreeSet<String>,
 ) {
     let started = Instant::now();
-    let ds = match dataset::open_with_roots(source, cache.clone(), allow_outside) {
+    // What the loaders log is logged once an hour, not every pass
+    // (crate::logging).
+    let opened =
+        crate::logging::loading(|| dataset::open_with_roots(source, cache.clone(), allow_outside));
+    let ds = match opened {
         Ok(ds) => ds,
         Err(e) => {
             fs.stats().record_refresh_failure();

@@ -1,0 +1,199 @@
+//! Log lines of dataset loads, once per hour rather than on every refresh.
+//!
+//! A mount re-opens its source every `--refresh` interval (5 s by
+//! default) and the loaders log what they find wrong each time they load:
+//! an aggregation variable skipped for a bad partition, a fragment file
+//! that does not exist. Logged on every pass, one bad descriptor is
+//! 17 000 identical lines a day in the journal, and the one line that is
+//! new is lost among them.
+//!
+//! So loads run inside [`loading`], and [`Dedup`], the logger the binary
+//! installs, passes on a line logged during a load only if the same line
+//! (level, target and text) was not passed on in the last
+//! [`REPEAT_INTERVAL`]: a persisting problem is reported when it first
+//! appears and then once an hour, and a new or changed one at once. Lines
+//! logged outside loads (reads, errors of requests) are never held back.
+//! Memory is bounded: at most [`MAX_REMEMBERED`] lines are remembered.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::time::{Duration, Instant};
+
+use log::{Log, Metadata, Record};
+use parking_lot::Mutex;
+
+/// How long a line logged during a load is not logged again.
+pub const REPEAT_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// Most distinct lines remembered; when full, the oldest half is dropped.
+pub const MAX_REMEMBERED: usize = 4096;
+
+thread_local! {
+    static LOADING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Run `f` (a dataset load) with its log lines subject to [`Dedup`].
+pub fn loading<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            LOADING.with(|l| l.set(self.0));
+        }
+    }
+    let _reset = Reset(LOADING.with(|l| l.replace(true)));
+    f()
+}
+
+/// A logger that holds back repeats of lines logged during loads (see the
+/// module docs) and passes everything else to `inner`.
+pub struct Dedup<L> {
+    inner: L,
+    interval: Duration,
+    /// Hash of (level, target, text) → when it was last passed on.
+    seen: Mutex<HashMap<u64, Instant>>,
+}
+
+impl<L: Log> Dedup<L> {
+    pub fn new(inner: L) -> Self {
+        Self::with_interval(inner, REPEAT_INTERVAL)
+    }
+
+    pub fn with_interval(inner: L, interval: Duration) -> Self {
+        Dedup {
+            inner,
+            interval,
+            seen: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The logger lines are passed to.
+    pub fn inner(&self) -> &L {
+        &self.inner
+    }
+
+    /// Whether a line logged during a load should be passed on now.
+    fn fresh(&self, record: &Record) -> bool {
+        let mut h = DefaultHasher::new();
+        record.level().hash(&mut h);
+        record.target().hash(&mut h);
+        record.args().to_string().hash(&mut h);
+        let key = h.finish();
+        let now = Instant::now();
+        let mut seen = self.seen.lock();
+        if let Some(&at) = seen.get(&key)
+            && now.duration_since(at) < self.interval
+        {
+            return false;
+        }
+        if seen.len() >= MAX_REMEMBERED {
+            let mut times: Vec<Instant> = seen.values().copied().collect();
+            times.sort_unstable();
+            let cut = times[times.len() / 2];
+            seen.retain(|_, at| *at > cut);
+        }
+        seen.insert(key, now);
+        true
+    }
+}
+
+impl<L: Log> Log for Dedup<L> {
+    fn enabled(&self, metadata: &Metadata) -> bool {
+        self.inner.enabled(metadata)
+    }
+
+    fn log(&self, record: &Record) {
+        if !self.inner.enabled(record.metadata()) {
+            return;
+        }
+        if LOADING.with(Cell::get) && !self.fresh(record) {
+            return;
+        }
+        self.inner.log(record);
+    }
+
+    fn flush(&self) {
+        self.inner.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Records the text of every line it is given.
+    #[derive(Default, Clone)]
+    struct Recorder(Arc<Mutex<Vec<String>>>);
+
+    impl Log for Recorder {
+        fn enabled(&self, _: &Metadata) -> bool {
+            true
+        }
+        fn log(&self, record: &Record) {
+            self.0
+                .lock()
+                .push(format!("{} {}", record.level(), record.args()));
+        }
+        fn flush(&self) {}
+    }
+
+    fn emit(logger: &dyn Log, level: log::Level, text: &str) {
+        logger.log(
+            &Record::builder()
+                .level(level)
+                .target("slabfs::nca")
+                .args(format_args!("{text}"))
+                .build(),
+        );
+    }
+
+    #[test]
+    fn repeats_during_loads_are_held_back_until_the_interval_passes() {
+        let rec = Recorder::default();
+        let logger = Dedup::with_interval(rec.clone(), Duration::from_millis(200));
+        use log::Level::{Info, Warn};
+        for _ in 0..3 {
+            loading(|| {
+                emit(&logger, Warn, "skipping a variable: a.nca.json: bad");
+                emit(&logger, Info, "skipping a variable: a.nca.json: bad");
+            });
+        }
+        loading(|| emit(&logger, Warn, "skipping a variable: b.nca.json: bad"));
+        // Outside a load nothing is held back.
+        emit(&logger, Warn, "skipping a variable: a.nca.json: bad");
+        emit(&logger, Warn, "skipping a variable: a.nca.json: bad");
+        std::thread::sleep(Duration::from_millis(250));
+        loading(|| emit(&logger, Warn, "skipping a variable: a.nca.json: bad"));
+        assert_eq!(
+            *rec.0.lock(),
+            [
+                "WARN skipping a variable: a.nca.json: bad",
+                "INFO skipping a variable: a.nca.json: bad",
+                "WARN skipping a variable: b.nca.json: bad",
+                "WARN skipping a variable: a.nca.json: bad",
+                "WARN skipping a variable: a.nca.json: bad",
+                "WARN skipping a variable: a.nca.json: bad",
+            ]
+        );
+        assert!(!LOADING.with(Cell::get), "the flag is reset after a load");
+    }
+
+    #[test]
+    fn memory_stays_bounded() {
+        let logger = Dedup::new(Recorder::default());
+        loading(|| {
+            for i in 0..3 * MAX_REMEMBERED {
+                emit(&logger, log::Level::Warn, &format!("line {i}"));
+            }
+        });
+        assert!(logger.seen.lock().len() <= MAX_REMEMBERED);
+    }
+
+    #[test]
+    fn the_flag_is_reset_when_a_load_panics() {
+        let r = std::panic::catch_unwind(|| loading(|| panic!("load failed")));
+        assert!(r.is_err());
+        assert!(!LOADING.with(Cell::get));
+    }
+}
