@@ -49,6 +49,16 @@ pub enum FsError {
 pub type FsResult<T> = Result<T, FsError>;
 
 impl FsError {
+    /// A failed read of `size` bytes at `offset` of the file at `path`.
+    pub fn read(path: &str, offset: u64, size: u32, source: LibError) -> Self {
+        FsError::Read {
+            path: path.to_string(),
+            offset,
+            size,
+            source: Box::new(source),
+        }
+    }
+
     /// The errno the kernel (and so the caller's syscall) gets.
     pub fn errno(&self) -> i32 {
         match self {

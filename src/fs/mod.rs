@@ -883,12 +883,9 @@ impl SlabFs {
                             self.config.byte_order,
                         )
                     {
-                        return r.map(ReadData::Shared).map_err(|source| FsError::Read {
-                            path: node.path.clone(),
-                            offset,
-                            size,
-                            source: Box::new(source),
-                        });
+                        return r
+                            .map(ReadData::Shared)
+                            .map_err(|e| FsError::read(&node.path, offset, size, e));
                     }
                     self.read_array(node, array.as_ref(), header, offset, size)
                         .map(ReadData::Owned)
@@ -932,12 +929,7 @@ impl SlabFs {
                 &mut buf[filled..],
                 self.config.byte_order,
             )
-            .map_err(|source| FsError::Read {
-                path: node.path.clone(),
-                offset,
-                size,
-                source: Box::new(source),
-            })?;
+            .map_err(|e| FsError::read(&node.path, offset, size, e))?;
             buf.truncate(filled + n);
         }
         Ok(buf)
