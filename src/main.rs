@@ -106,15 +106,10 @@ fn init_logging(level: &str) {
     // Lines of the periodic re-loads are logged once an hour, not on every
     // refresh (slabfs::logging).
     let logger = slabfs::logging::Dedup::new(builder.build());
-    log::set_max_level(logger_filter(&logger));
+    log::set_max_level(logger.inner().filter());
     if log::set_boxed_logger(Box::new(logger)).is_err() {
         eprintln!("slabfs: a logger was already installed");
     }
-}
-
-/// The most verbose level the logger lets through (what `log` may skip).
-fn logger_filter(logger: &slabfs::logging::Dedup<env_logger::Logger>) -> log::LevelFilter {
-    logger.inner().filter()
 }
 
 /// Whether stderr is the journal stream systemd connected

@@ -31,7 +31,7 @@ use crate::dtype::Endian;
 use crate::error::{Error, Result};
 use crate::files::{ReadAt, file_stamp};
 use crate::index::tiling::DimTiling;
-use crate::index::{Region, c_strides, checked_num_elements};
+use crate::index::{Region, c_strides, checked_num_elements, contiguous_run};
 use crate::netcdf3::header::{self, Header, NumRecs};
 use crate::netcdf3::layout::Layout;
 use crate::netcdf3::{HeaderError, MAX_HEADER_BYTES};
@@ -354,20 +354,11 @@ impl<A: ArraySource> ArraySource for Reshaped<A> {
     /// A region that is one run of the flat order is one range of the
     /// inner source.
     fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
-        let mut run = None;
-        let mut runs = 0;
-        let _ = self.runs(region, |first, len| {
-            runs += 1;
-            run = Some((first, len));
-            Ok(())
-        });
-        match (runs, run) {
-            (1, Some((first, len))) => self.inner.read_shared(&Region {
-                start: vec![first],
-                count: vec![len],
-            }),
-            _ => None,
-        }
+        let (first, len) = contiguous_run(&self.meta.shape, &region.start, &region.count)?;
+        self.inner.read_shared(&Region {
+            start: vec![first],
+            count: vec![len],
+        })
     }
 
     fn prefetch(&self, region: &Region) {
