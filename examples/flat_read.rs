@@ -7,10 +7,10 @@
 
 use std::sync::Arc;
 
-use slabfs::cache::ChunkCache;
-use slabfs::dataset;
 use slabfs::dtype::Endian;
-use slabfs::read::read_at;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::dataset;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();

@@ -12,15 +12,15 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use slabfs::cache::ChunkCache;
-use slabfs::dataset;
 use slabfs::dtype::Endian;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::dataset;
+use slabfs::formats::packed;
 use slabfs::fs::mount::daemon::{self, Detached};
 use slabfs::fs::mount::notify::SdNotify;
 use slabfs::fs::mount::{MountConfig, Readiness};
 use slabfs::fs::views::Views;
-use slabfs::packed;
-use slabfs::read::read_at;
 
 #[derive(Parser, Debug)]
 #[command(

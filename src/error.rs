@@ -1,11 +1,16 @@
 //! The library's error type.
 //!
-//! Module-level errors ([`CodecError`]) are typed where they arise; this
-//! type adds the context an operator needs (which file, which chunk) and is
-//! what the read path returns. The FUSE boundary maps it to one errno with
-//! [`Error::errno`].
+//! The base of the crate: it imports nothing above it. Each layer types
+//! its own errors where they arise (`codec::CodecError`,
+//! `formats::nca::NcaError`, `formats::kerchunk::RefsError`...); this type
+//! adds the context an operator needs (which file, which chunk) and is what
+//! the read path returns. It carries those lower errors as boxed
+//! `dyn Error` sources, so it never names a type of a layer above it; a
+//! caller that needs the typed error back asks [`Error::source_as`]. The
+//! FUSE boundary maps it to one errno with [`Error::errno`].
 
-use crate::codec::CodecError;
+/// A typed error of some layer, carried as the source of an [`Error`].
+pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -33,30 +38,25 @@ pub enum Error {
         path: String,
         /// The chunk's grid coordinates, e.g. `[0, 3]`.
         chunk: String,
+        /// The codec's error (a `codec::CodecError`, or the container's
+        /// own complaint about a corrupt chunk).
         #[source]
-        source: CodecError,
+        source: BoxedSource,
     },
     /// A name that does not exist in a dataset.
     #[error("{0}: no such array")]
     NotFound(String),
-    /// An aggregation (NCA descriptor) that is malformed, or a partition
-    /// of it that could not be read. `path` is the descriptor and variable
-    /// (boxed: the aggregation errors are large, the common ones small).
+    /// An error typed by the format that found it: a malformed aggregation
+    /// (NCA descriptor) or a partition of it that could not be read, a
+    /// kerchunk references file or one of its references... `path` is the
+    /// file (and variable) it is about; the source says what is wrong
+    /// (boxed: format errors are large and this type travels in every
+    /// `Result` of the read path).
     #[error("{path}: {source}")]
-    Aggregation {
+    Format {
         path: String,
         #[source]
-        source: Box<crate::nca::NcaError>,
-    },
-    /// A kerchunk references file that cannot be read, or one of its
-    /// references (refused, or its target unreadable). `path` is the
-    /// references file; the error names the ref and target (boxed: it
-    /// is large and this type travels in every `Result` of the read path).
-    #[error("{path}: {source}")]
-    References {
-        path: String,
-        #[source]
-        source: Box<crate::kerchunk::RefsError>,
+        source: BoxedSource,
     },
 }
 
@@ -79,8 +79,28 @@ impl Error {
             | Error::TooLarge { .. }
             | Error::Metadata { .. }
             | Error::Chunk { .. }
-            | Error::Aggregation { .. }
-            | Error::References { .. } => libc_errno::EIO,
+            | Error::Format { .. } => libc_errno::EIO,
+        }
+    }
+
+    /// The typed error of [`Error::Format`] by value when it is an `E`,
+    /// else this error back.
+    pub fn into_source<E: std::error::Error + 'static>(self) -> std::result::Result<E, Error> {
+        match self {
+            Error::Format { path, source } => source
+                .downcast::<E>()
+                .map(|e| *e)
+                .map_err(|source| Error::Format { path, source }),
+            other => Err(other),
+        }
+    }
+
+    /// The typed error this one carries, if it is an `E`: the format error
+    /// of [`Error::Format`], the codec error of [`Error::Chunk`].
+    pub fn source_as<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            Error::Format { source, .. } | Error::Chunk { source, .. } => source.downcast_ref(),
+            _ => None,
         }
     }
 }

@@ -1,42 +1,38 @@
 //! slabfs: chunked, compressed and aggregated arrays as flat raw files.
 //!
 //! The library is the whole read path; the binary is a thin CLI over it.
+//! Its folders are its layers, each importing only the ones below it
+//! (`tests/layers.rs` checks it; `docs/ARCHITECTURE.md` tells the story):
 //!
 //! ```text
-//! read(offset, len) ─ read::read_at ─ index::linear   byte range → ≤2R-1 contiguous boxes
-//!                                   └ ArraySource::read_region(box)
-//!                                       zarr::ZarrArray: index::tiling projection over the chunk grid
-//!                                         └ cache::ChunkCache ─ store::Store + codec::CodecChain
-//!                                       index::copy: strided copy / fill into the reply buffer
+//! fs        the mounted tree, its views, refresh, the FUSE adapter
+//! formats   zarr, netcdf3, packed, nca, kerchunk: each an ArraySource;
+//!           dataset discovery
+//! engine    read planning, index arithmetic, cache, readahead    codec  the codec chain
+//! storage   files and key-value stores, confinement, fault injection
+//! base      error, dtype, logging
 //! ```
 //!
-//! Sources: [`zarr`] (v2, v3, sharding, NCZarr), [`netcdf3`] (classic files
-//! and, through [`packed`], blocked-compressed archives of them), [`nca`]
-//! (aggregations of any of these), [`kerchunk`] (references into other
-//! files). [`dataset`] finds them under a mount's source; every data file
-//! and store is opened through [`files`], the seam tests inject faults at.
+//! A read:
+//!
+//! ```text
+//! read(offset, len) ─ engine::read::read_at ─ engine::index::linear  byte range → ≤2R-1 boxes
+//!                     └ ArraySource::read_region(box)           (a format)
+//!                         engine::index::tiling: the box over the chunk grid
+//!                           └ engine::cache::ChunkCache ─ storage + codec::CodecChain
+//!                         engine::index::copy: strided copy / fill into the reply buffer
+//! ```
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-pub mod array;
-pub mod cache;
 pub mod codec;
-pub mod dataset;
 pub mod dtype;
+pub mod engine;
 pub mod error;
-pub mod faults;
-pub mod files;
+pub mod formats;
 pub mod fs;
-pub mod index;
-pub mod kerchunk;
 pub mod logging;
-pub mod nca;
-pub mod netcdf3;
-pub mod packed;
-pub mod read;
-pub mod readahead;
-pub mod store;
-pub mod zarr;
+pub mod storage;
 
-pub use array::{ArrayMeta, ArraySource};
+pub use engine::array::{ArrayMeta, ArraySource};
 pub use error::{Error, Result};

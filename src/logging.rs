@@ -142,7 +142,7 @@ mod tests {
         logger.log(
             &Record::builder()
                 .level(level)
-                .target("slabfs::nca")
+                .target("slabfs::formats::nca")
                 .args(format_args!("{text}"))
                 .build(),
         );

@@ -9,11 +9,11 @@ use std::sync::Arc;
 
 use serde_json::json;
 use slabfs::Error;
-use slabfs::cache::ChunkCache;
-use slabfs::dataset;
 use slabfs::dtype::Endian;
-use slabfs::read::read_at;
-use slabfs::zarr;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::dataset;
+use slabfs::formats::zarr;
 
 fn cache() -> Arc<ChunkCache> {
     Arc::new(ChunkCache::new(16 << 20))

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use slabfs::array::ArraySource;
-use slabfs::cache::ChunkCache;
 use slabfs::dtype::Endian;
-use slabfs::read::read_at;
-use slabfs::store::{CountingStore, MemoryStore, Store};
-use slabfs::zarr;
+use slabfs::engine::array::ArraySource;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::zarr;
+use slabfs::storage::store::{CountingStore, MemoryStore, Store};
 
 /// 16 little-endian u16 values 0..16 in 4 chunks of 4 (8 bytes each).
 fn store() -> MemoryStore {
@@ -221,7 +221,7 @@ const FOREIGN: Endian = if cfg!(target_endian = "little") {
 /// before any I/O.
 #[test]
 fn shared_reads_lend_chunk_bytes_and_count_them_when_returned() {
-    use slabfs::read::read_shared_at;
+    use slabfs::engine::read::read_shared_at;
     let counting = Arc::new(CountingStore::new(store()));
     let cache = Arc::new(ChunkCache::new(1 << 20));
     let h = zarr::open_store(counting.clone(), cache.clone()).unwrap();
@@ -253,7 +253,7 @@ fn shared_reads_lend_chunk_bytes_and_count_them_when_returned() {
 /// count towards the new copy (which would then be dropped as used up).
 #[test]
 fn a_loan_outliving_its_chunk_is_not_credited_to_the_next_decode() {
-    use slabfs::read::read_shared_at;
+    use slabfs::engine::read::read_shared_at;
     let counting = Arc::new(CountingStore::new(store()));
     // Room for one 8-byte chunk.
     let cache = Arc::new(ChunkCache::new(8));
@@ -325,7 +325,7 @@ type Case<'a> = (
 /// value.
 #[test]
 fn shared_reads_of_2d_arrays_edge_chunks_and_missing_chunks() {
-    use slabfs::read::{read_at, read_shared_at};
+    use slabfs::engine::read::{read_at, read_shared_at};
     let cases: [Case<'_>; 2] = [
         (
             [4, 4],

@@ -1,5 +1,5 @@
 //! Every source type read through failing storage
-//! ([`slabfs::faults`]): an I/O error, a short read, a slow read and a
+//! ([`slabfs::storage::faults`]): an I/O error, a short read, a slow read and a
 //! flipped byte injected into one chunk, fragment or block.
 //!
 //! For each source and each fault: every element read that touches the
@@ -38,14 +38,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use slabfs::array::ArraySource;
-use slabfs::cache::ChunkCache;
-use slabfs::dataset::{self, Dataset};
 use slabfs::dtype::Endian;
-use slabfs::faults::{Fault, FaultPlan, FaultyFiles, FaultyStore, Rule};
+use slabfs::engine::array::ArraySource;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::dataset::{self, Dataset};
+use slabfs::formats::{kerchunk, netcdf3, packed, zarr};
 use slabfs::fs::{FsConfig, ROOT_INO, SlabFs, Views};
-use slabfs::read::read_at;
-use slabfs::{kerchunk, netcdf3, packed, zarr};
+use slabfs::storage::faults::{Fault, FaultPlan, FaultyFiles, FaultyStore, Rule};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -652,13 +652,13 @@ fn packed_archive_block() {
         ..Default::default()
     };
     packed::pack(&fixtures().join("packed/data/realistic.nc"), &ncb, &opts).unwrap();
-    let nc = netcdf3::File::open(&ncb).unwrap();
+    let nc = packed::open(&ncb).unwrap();
     let var = nc
         .variables()
         .iter()
         .position(|v| v.name == "elev")
         .unwrap();
-    let index = &nc.archive().expect("an archive").vars[var];
+    let index = &packed::archive_of(&nc).expect("an archive").vars[var];
     assert_eq!(index.nblocks(), 4);
     let (a, b) = index.block_range(1);
     exercise(|| {

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::json;
-use slabfs::cache::ChunkCache;
 use slabfs::dtype::Endian;
-use slabfs::read::read_at;
-use slabfs::store::MemoryStore;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::storage::store::MemoryStore;
 
 fn fixture(name: &str) -> Vec<u8> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -53,7 +53,7 @@ fn shard_nested_entry_past_shard_end() {
     let store = MemoryStore::new();
     store.set("zarr.json", meta.to_string());
     store.set("c/0/0", &input[1..]);
-    let h = slabfs::zarr::open_store(Arc::new(store), cache()).unwrap();
+    let h = slabfs::formats::zarr::open_store(Arc::new(store), cache()).unwrap();
     let array = h.nodes[0].array.as_ref().unwrap();
     // Rows 0 and 1 are the first inner shard, the one whose entry is bad.
     let mut buf = vec![0u8; 2 * 6 * 2];
@@ -74,8 +74,8 @@ fn shard_nested_entry_past_shard_end() {
 /// definition, element by element.
 #[test]
 fn projection_regular_tile_end_past_2_64() {
-    use slabfs::index::Region;
-    use slabfs::index::tiling::{DimTiling, Projection};
+    use slabfs::engine::index::Region;
+    use slabfs::engine::index::tiling::{DimTiling, Projection};
     assert!(!fixture("projection_regular_tile_end_past_2_64.bin").is_empty());
     let tilings = [
         DimTiling::Explicit(vec![1981190757, 6804784394968112801]),
@@ -122,7 +122,7 @@ fn projection_regular_tile_end_past_2_64() {
     }
     assert_eq!(covered, region.num_elements());
     // The last dimension lies in tile 1, at its offset from that tile.
-    let pieces = slabfs::index::tiling::project_dim(&tilings[3], region.start[3], 1);
+    let pieces = slabfs::engine::index::tiling::project_dim(&tilings[3], region.start[3], 1);
     assert_eq!(pieces.len(), 1);
     assert_eq!(
         (pieces[0].tile, pieces[0].in_tile, pieces[0].len),
@@ -136,7 +136,7 @@ fn projection_regular_tile_end_past_2_64() {
     let zarray = json!({"zarr_format": 2, "shape": [u64::MAX], "chunks": [1u64 << 32],
         "dtype": "|u1", "compressor": null, "fill_value": 7, "order": "C", "filters": null});
     store.set(".zarray", zarray.to_string());
-    let h = slabfs::zarr::open_store(Arc::new(store), cache()).unwrap();
+    let h = slabfs::formats::zarr::open_store(Arc::new(store), cache()).unwrap();
     let array = h.nodes[0].array.as_ref().unwrap();
     let mut buf = [0u8; 4];
     let n = read_at(array.as_ref(), u64::MAX - 2, &mut buf, Endian::NATIVE).unwrap();
@@ -154,7 +154,7 @@ fn projection_regular_tile_end_past_2_64() {
 /// (`SLABFS_FUZZ_DUMP` writes it).
 #[test]
 fn blocked_empty_variable_offset_past_data() {
-    use slabfs::packed::format::{Superblock, parse_index};
+    use slabfs::formats::packed::format::{Superblock, parse_index};
     assert_eq!(fixture("blocked_empty_variable_offset_past_data.bin")[0], 7);
     let name = "blocked_empty_variable_offset_past_data.ncb";
     let file = fixture(name);
@@ -168,7 +168,7 @@ fn blocked_empty_variable_offset_past_data() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/fuzz")
         .join(name);
-    let err = slabfs::dataset::open(&path, cache())
+    let err = slabfs::formats::dataset::open(&path, cache())
         .err()
         .expect("the archive is refused");
     assert!(err.to_string().contains(name), "{err}");

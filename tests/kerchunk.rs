@@ -17,13 +17,13 @@ use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use slabfs::array::ArraySource;
-use slabfs::cache::ChunkCache;
-use slabfs::dataset::{self, Dataset};
 use slabfs::dtype::Endian;
-use slabfs::kerchunk;
-use slabfs::read::read_at;
-use slabfs::store::{ByteRange, Store};
+use slabfs::engine::array::ArraySource;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::dataset::{self, Dataset};
+use slabfs::formats::kerchunk;
+use slabfs::storage::store::{ByteRange, Store};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kerchunk")

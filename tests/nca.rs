@@ -15,11 +15,12 @@ use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::Value;
-use slabfs::cache::ChunkCache;
-use slabfs::dataset::{self, Dataset};
 use slabfs::dtype::{DataType, Endian, swap_in_place};
-use slabfs::nca::{self, NcaError, Options};
-use slabfs::read::read_at;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::Options;
+use slabfs::formats::dataset::{self, Dataset};
+use slabfs::formats::nca::{self, NcaError};
 use slabfs::{ArraySource, Error};
 
 fn root() -> PathBuf {
@@ -367,9 +368,10 @@ fn overlap_and_cycle_errors_are_typed() {
         .skipped
         .remove(0)
     };
-    let kind = |name: &str| match r(name) {
-        Error::Aggregation { source, .. } => *source,
-        other => panic!("{name}: {other}"),
+    let kind = |name: &str| {
+        r(name)
+            .into_source::<NcaError>()
+            .unwrap_or_else(|other| panic!("{name}: {other}"))
     };
     assert!(matches!(kind("overlap.nca.json"), NcaError::Overlap { .. }));
     assert!(matches!(
@@ -730,7 +732,7 @@ fn case(path: &str) -> Case {
 
 /// The `cfa_array` of `var` in the netCDF file `path`, as JSON.
 fn cfa_array(path: &Path, var: &str) -> Value {
-    let f = slabfs::netcdf3::File::open(path).unwrap();
+    let f = slabfs::formats::netcdf3::File::open(path).unwrap();
     let text = f.variable(var).unwrap().attributes["cfa_array"]
         .as_str()
         .unwrap()
@@ -871,11 +873,12 @@ fn cfa04_part_and_reverse_pick_the_right_elements() {
         f64::from_le_bytes(master[o..o + 8].try_into().unwrap())
     };
     let frag = |name: &str, var: &str| -> (Vec<u64>, Vec<f64>) {
-        let f = slabfs::netcdf3::File::open(&root().join("data/cfa04/frag").join(name)).unwrap();
+        let f = slabfs::formats::netcdf3::File::open(&root().join("data/cfa04/frag").join(name))
+            .unwrap();
         let v = f.array(var).unwrap();
         let meta = v.meta();
         let mut raw = vec![0u8; meta.nbytes() as usize];
-        v.read_region(&slabfs::index::Region::whole(&meta.shape), &mut raw)
+        v.read_region(&slabfs::engine::index::Region::whole(&meta.shape), &mut raw)
             .unwrap();
         let vals = raw
             .chunks(meta.item_size())

@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
-use slabfs::cache::ChunkCache;
-use slabfs::dataset;
 use slabfs::dtype::{DataType, Endian};
-use slabfs::read::read_at;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::dataset;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nczarr")
@@ -104,8 +104,11 @@ fn every_variable_of_every_layout_reads_as_netcdf_c_reads_it() {
 #[test]
 fn group_attributes_hide_netcdf_bookkeeping() {
     for store in ["v490.zarr", "v49lower.zarr", "v2.zarr"] {
-        let h = slabfs::zarr::open(&fixtures().join(store), Arc::new(ChunkCache::new(1 << 20)))
-            .unwrap();
+        let h = slabfs::formats::zarr::open(
+            &fixtures().join(store),
+            Arc::new(ChunkCache::new(1 << 20)),
+        )
+        .unwrap();
         let root = h.nodes.iter().find(|n| n.path.is_empty()).unwrap();
         assert_eq!(
             root.attributes.get("title").and_then(Value::as_str),

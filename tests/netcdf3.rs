@@ -15,12 +15,12 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use serde_json::Value;
-use slabfs::array::ArraySource;
-use slabfs::cache::ChunkCache;
-use slabfs::dataset;
 use slabfs::dtype::{DataType, Endian, swap_in_place};
-use slabfs::netcdf3::{self, header, layout::Layout};
-use slabfs::read::read_at;
+use slabfs::engine::array::ArraySource;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::dataset;
+use slabfs::formats::netcdf3::{self, header, layout::Layout};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/netcdf3")

@@ -22,13 +22,13 @@ use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::Value;
-use slabfs::cache::ChunkCache;
-use slabfs::dataset;
 use slabfs::dtype::Endian;
-use slabfs::netcdf3;
-use slabfs::packed::format::{self, Superblock, VarIndex};
-use slabfs::packed::{BlockCodec, PackOptions, pack, unpack};
-use slabfs::read::read_at;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::dataset;
+use slabfs::formats::netcdf3;
+use slabfs::formats::packed::format::{self, Superblock, VarIndex};
+use slabfs::formats::packed::{self, BlockCodec, PackOptions, pack, unpack};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -264,9 +264,9 @@ fn netcdf_libraries_refuse_an_archive_instead_of_misreading_it() {
 
 /// The index of variable `name` of `archive`.
 fn var_index(archive: &Path, name: &str) -> (usize, VarIndex) {
-    let f = netcdf3::File::open(archive).unwrap();
+    let f = packed::open(archive).unwrap();
     let i = f.variables().iter().position(|v| v.name == name).unwrap();
-    (i, f.archive().unwrap().vars[i].clone())
+    (i, packed::archive_of(&f).unwrap().vars[i].clone())
 }
 
 #[test]
@@ -314,8 +314,8 @@ fn a_corrupt_block_fails_only_the_reads_that_touch_it() {
 /// `block` and the index (offsets, CRCs) made consistent again: a forged
 /// archive whose damage only the decompressor can see.
 fn forge_block(archive: &Path, var: usize, k: u64, block: &[u8]) {
-    let f = netcdf3::File::open(archive).unwrap();
-    let arc = f.archive().unwrap();
+    let f = packed::open(archive).unwrap();
+    let arc = packed::archive_of(&f).unwrap();
     let bytes = std::fs::read(archive).unwrap();
     let mut out = bytes[..arc.superblock.data_start() as usize].to_vec();
     let mut vars = arc.vars.clone();

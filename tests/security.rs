@@ -26,10 +26,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use slabfs::cache::ChunkCache;
-use slabfs::dataset::{self, Dataset};
 use slabfs::dtype::Endian;
-use slabfs::read::read_at;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::dataset::{self, Dataset};
 
 /// The secret: 16 bytes that must never be served. As two float64 (a
 /// raw fragment), as a netCDF-3 double variable (stored big-endian, so
@@ -951,7 +951,7 @@ fn reference_cycles_are_clear_errors() {
 /// is a clear error; 16 levels read through.
 #[test]
 fn nesting_deeper_than_the_limit_is_a_clear_error() {
-    assert_eq!(slabfs::nca::fragment::MAX_DEPTH, 16);
+    assert_eq!(slabfs::formats::nca::fragment::MAX_DEPTH, 16);
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().canonicalize().unwrap();
     std::fs::write(d.join("leaf.bin"), 7.5f64.to_le_bytes()).unwrap();
@@ -1577,7 +1577,8 @@ fn nested_fan_out_is_built_once_per_descriptor() {
     }
     let top = d.join("f12.nca.json");
     let vars = within(10, "opening 12 levels of fan-out 4", move || {
-        slabfs::nca::open_json(&top, &slabfs::nca::Options::new(vec![], cache())).unwrap()
+        slabfs::formats::nca::open_json(&top, &slabfs::formats::Options::new(vec![], cache()))
+            .unwrap()
     });
     let errors: Vec<String> = vars.skipped.iter().map(|e| chain(e)).collect();
     assert_eq!(vars.arrays.len(), 1, "{errors:#?}");
@@ -1603,9 +1604,9 @@ fn partitions_of_one_file_share_one_descriptor() {
         "nca_dimensions": "x", "nca_array": {"pdimensions": ["x"], "pshape": [n],
         "Partitions": parts}}}});
     std::fs::write(d.join("flat.nca.json"), doc.to_string()).unwrap();
-    let vars = slabfs::nca::open_json(
+    let vars = slabfs::formats::nca::open_json(
         &d.join("flat.nca.json"),
-        &slabfs::nca::Options::new(vec![], cache()),
+        &slabfs::formats::Options::new(vec![], cache()),
     )
     .unwrap();
     let errors: Vec<String> = vars.skipped.iter().map(|e| chain(e)).collect();

@@ -8,12 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use slabfs::array::ArraySource;
-use slabfs::cache::ChunkCache;
 use slabfs::dtype::Endian;
-use slabfs::read::read_at;
-use slabfs::store::{CountingStore, FsStore};
-use slabfs::zarr::{self, array::ZarrArray};
+use slabfs::engine::array::ArraySource;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::zarr::{self, array::ZarrArray};
+use slabfs::storage::store::{CountingStore, FsStore};
 
 fn store_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr/v3/sharded.zarr")

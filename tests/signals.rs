@@ -385,13 +385,13 @@ fn sigkill_during_reads_leaves_a_stale_mount_that_the_next_mount_recovers() {
 
 mod panics {
     use super::*;
-    use slabfs::array::{ArrayMeta, ArraySource};
-    use slabfs::cache::ChunkCache;
-    use slabfs::dataset::Entry;
     use slabfs::dtype::{DataType, Endian};
+    use slabfs::engine::array::{ArrayMeta, ArraySource};
+    use slabfs::engine::cache::ChunkCache;
+    use slabfs::engine::index::Region;
+    use slabfs::formats::dataset::Entry;
     use slabfs::fs::fuse::FuseFs;
     use slabfs::fs::{FsConfig, SlabFs, Views};
-    use slabfs::index::Region;
 
     /// The log lines of this process (the in-process mount's).
     struct Capture(Mutex<Vec<String>>);

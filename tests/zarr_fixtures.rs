@@ -11,10 +11,10 @@ use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::Value;
-use slabfs::cache::ChunkCache;
-use slabfs::dataset::{self, Dataset};
 use slabfs::dtype::{DataType, Endian, swap_in_place};
-use slabfs::read::read_at;
+use slabfs::engine::cache::ChunkCache;
+use slabfs::engine::read::read_at;
+use slabfs::formats::dataset::{self, Dataset};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr")

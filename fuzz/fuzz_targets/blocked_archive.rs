@@ -20,10 +20,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slabfs::index::checked_num_elements;
-use slabfs::netcdf3::header;
-use slabfs::netcdf3::layout::Layout;
-use slabfs::packed::format::{
+use slabfs::engine::index::checked_num_elements;
+use slabfs::formats::netcdf3::header;
+use slabfs::formats::netcdf3::layout::Layout;
+use slabfs::formats::packed::format::{
     MAX_BLOCK_SIZE, MAX_INDEX_LEN, MIN_BLOCK_SIZE, SUPERBLOCK_LEN, Superblock, VarIndex,
     parse_index,
 };

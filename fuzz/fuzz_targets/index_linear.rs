@@ -17,7 +17,7 @@
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use slabfs::index::linear::{boxes, element_range};
+use slabfs::engine::index::linear::{boxes, element_range};
 
 /// Ranges longer than this are not enumerated element by element.
 const MAX_ELEMENTS: u64 = 4096;

@@ -15,8 +15,8 @@ use std::collections::HashSet;
 
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use slabfs::index::Region;
-use slabfs::index::tiling::{DimTiling, Projection};
+use slabfs::engine::index::Region;
+use slabfs::engine::index::tiling::{DimTiling, Projection};
 
 const MAX_ELEMENTS: u64 = 4096;
 

@@ -15,7 +15,7 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(data) {
-        let _ = slabfs::kerchunk::refs::parse(doc);
+        let _ = slabfs::formats::kerchunk::refs::parse(doc);
     }
     slabfs_fuzz::open_and_probe("kerchunk/data", "fuzz.json", data);
 });

@@ -21,9 +21,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slabfs::index::Region;
-use slabfs::netcdf3::header::{HeaderError, parse};
-use slabfs::netcdf3::layout::{Layout, VarLayout};
+use slabfs::engine::index::Region;
+use slabfs::formats::netcdf3::header::{HeaderError, parse};
+use slabfs::formats::netcdf3::layout::{Layout, VarLayout};
 
 /// Boxes with more elements than this are not checked element by element.
 const MAX_CHECKED: u64 = 4096;

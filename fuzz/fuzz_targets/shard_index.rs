@@ -26,8 +26,8 @@
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 use slabfs::dtype::Endian;
-use slabfs::read::read_at;
-use slabfs::store::MemoryStore;
+use slabfs::engine::read::read_at;
+use slabfs::storage::store::MemoryStore;
 
 const SHAPE: [u64; 2] = [4, 6];
 const FILL: u16 = 0x1234;
@@ -246,7 +246,7 @@ fuzz_target!(|data: &[u8]| {
     let store = MemoryStore::new();
     store.set("zarr.json", meta.to_string());
     store.set("c/0/0", shard.clone());
-    let h = slabfs::zarr::open_store(std::sync::Arc::new(store), slabfs_fuzz::cache())
+    let h = slabfs::formats::zarr::open_store(std::sync::Arc::new(store), slabfs_fuzz::cache())
         .expect("the fixed metadata opens");
     let array = h.nodes[0].array.as_ref().expect("an array");
     let mut got = vec![0u8; (SHAPE[0] * SHAPE[1] * 2) as usize];

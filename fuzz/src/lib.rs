@@ -20,13 +20,13 @@
 //!
 //! [`probe`] reads four small ranges of an opened array (start, middle,
 //! end, the last byte), alternately in native and swapped byte order,
-//! through [`slabfs::read::read_at`], the function a FUSE read calls. A
+//! through [`slabfs::engine::read::read_at`], the function a FUSE read calls. A
 //! read may fail (the input is garbage; a typed error is the right
 //! answer) but must not panic, and when it succeeds it must return exactly
 //! the bytes up to the end of the file (the contract of `read_at`).
 //!
 //! Reading decodes whole chunks, and slabfs accepts chunks of up to
-//! [`slabfs::zarr::array::MAX_CHUNK_BYTES`] (4 GiB): a valid but huge
+//! [`slabfs::formats::zarr::array::MAX_CHUNK_BYTES`] (4 GiB): a valid but huge
 //! chunk shape in fuzzed metadata would then cost gigabytes per input and
 //! stop the fuzzer on its memory limit without revealing anything. Arrays
 //! whose decoded chunk exceeds [`MAX_FUZZ_CHUNK_BYTES`] are opened (that
@@ -36,9 +36,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use slabfs::ArraySource;
-use slabfs::cache::ChunkCache;
+use slabfs::engine::cache::ChunkCache;
 use slabfs::dtype::Endian;
-use slabfs::read::read_at;
+use slabfs::engine::read::read_at;
 
 /// Largest decoded chunk the targets let slabfs decode (see the module
 /// documentation): far above every fixture's, far below the memory limit
@@ -168,7 +168,7 @@ fn copy_dir(from: &Path, to: &Path) {
 pub fn open_and_probe(dir: &str, name: &str, data: &[u8]) {
     let path = scratch().join(dir).join(name);
     std::fs::write(&path, data).expect("write the fuzz input");
-    if let Ok(ds) = slabfs::dataset::open(&path, cache()) {
+    if let Ok(ds) = slabfs::formats::dataset::open(&path, cache()) {
         for entry in &ds.entries {
             probe(entry.array.as_ref());
         }
@@ -177,8 +177,8 @@ pub fn open_and_probe(dir: &str, name: &str, data: &[u8]) {
 
 /// The largest decoded chunk of `array`'s read grid (its inner chunks when
 /// sharded), in bytes, saturating.
-pub fn zarr_chunk_bytes(array: &slabfs::zarr::ZarrArray) -> u64 {
-    use slabfs::index::tiling::DimTiling;
+pub fn zarr_chunk_bytes(array: &slabfs::formats::zarr::ZarrArray) -> u64 {
+    use slabfs::engine::index::tiling::DimTiling;
     let spec = array.spec();
     let largest: Vec<u64> = spec
         .grid
@@ -204,8 +204,8 @@ pub fn zarr_chunk_bytes(array: &slabfs::zarr::ZarrArray) -> u64 {
 /// Open the Zarr store `store` and [`probe`] every array whose chunks are
 /// small enough (judged by its read grid, so sharded arrays with large
 /// shards and small inner chunks are read).
-pub fn open_store_and_probe(store: slabfs::store::MemoryStore) {
-    let Ok(h) = slabfs::zarr::open_store(Arc::new(store), cache()) else {
+pub fn open_store_and_probe(store: slabfs::storage::store::MemoryStore) {
+    let Ok(h) = slabfs::formats::zarr::open_store(Arc::new(store), cache()) else {
         return;
     };
     for node in &h.nodes {

@@ -11,7 +11,7 @@
 //!
 //! # Layout
 //!
-//! The tree mirrors [`crate::dataset::open`]: each entry's path components
+//! The tree mirrors [`crate::formats::dataset::open`]: each entry's path components
 //! become directories and the array is a file at its path, exactly the
 //! paths `slabfs ls` prints. Beside each array `NAME`, depending on
 //! [`Views`] (`--views`, default `raw,json`):
@@ -76,7 +76,7 @@
 //! configured uid/gid; `st_size` is exact (elements x item size, plus the
 //! header for `.npy`), `st_blocks` is the size in 512-byte units; `st_mtime`
 //! is the mount time, or the time a refresh last saw the node change. Reads
-//! are clamped at EOF by [`crate::read::read_at`]; a failed read is
+//! are clamped at EOF by [`crate::engine::read::read_at`]; a failed read is
 //! [`FsError::Read`], carrying the path, offset, size and the library error
 //! (which names the chunk file).
 
@@ -96,12 +96,12 @@ use std::time::{Instant, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::array::{ArraySource, ChangeStamp};
-use crate::cache::{ChunkCache, SharedBytes};
-use crate::dataset::Entry;
 use crate::dtype::Endian;
-use crate::read::{read_at, read_shared_at};
-use crate::readahead::{DEFAULT_MAX_WINDOW, Readahead};
+use crate::engine::array::{ArraySource, ChangeStamp};
+use crate::engine::cache::{ChunkCache, SharedBytes};
+use crate::engine::read::{read_at, read_shared_at};
+use crate::engine::readahead::{DEFAULT_MAX_WINDOW, Readahead};
+use crate::formats::dataset::Entry;
 
 pub use error::{FsError, FsResult};
 pub use stats::Stats;
@@ -1005,10 +1005,10 @@ fn fit(path: &str, value: Vec<u8>, size: u32) -> FsResult<XattrReply> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::array::ArrayMeta;
     use crate::dtype::DataType;
+    use crate::engine::array::ArrayMeta;
+    use crate::engine::index::Region;
     use crate::error::{Error, Result};
-    use crate::index::Region;
 
     /// A 1-D uint16 array whose element i is i (native order); reads of
     /// elements at or past `bad_from` fail like a corrupt chunk.

@@ -41,9 +41,9 @@ use parking_lot::Mutex;
 
 use super::fuse::FuseFs;
 use super::{FsConfig, SlabFs};
-use crate::cache::ChunkCache;
-use crate::dataset;
 use crate::dtype::Endian;
+use crate::engine::cache::ChunkCache;
+use crate::formats::dataset;
 
 pub mod daemon;
 pub mod kernel_readahead;

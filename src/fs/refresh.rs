@@ -2,15 +2,15 @@
 //!
 //! Operators keep mounts alive for months while writers append time steps,
 //! rewrite chunks and add datasets. Every `--refresh` interval (default
-//! 5 s) a thread re-opens the source with [`crate::dataset::open`] and
+//! 5 s) a thread re-opens the source with [`crate::formats::dataset::open`] and
 //! hands the result to [`SlabFs::refresh`], which:
 //!
 //! 1. **Compares** each array path with the tree it serves. An array is
-//!    *unchanged* when its metadata ([`crate::array::ArrayMeta`]: shape,
+//!    *unchanged* when its metadata ([`crate::engine::array::ArrayMeta`]: shape,
 //!    dtype, fill value, attributes...) is equal and its data
 //!    [`ChangeStamp`] is the same (for Zarr: a hash of the name, length,
 //!    mtime, ctime and inode of every file under the array's prefix, see
-//!    [`crate::store::Store::change_stamp`]). An unchanged array keeps its
+//!    [`crate::storage::store::Store::change_stamp`]). An unchanged array keeps its
 //!    existing source object, so its decoded chunks in the cache stay
 //!    valid and nothing is invalidated. A changed array takes the freshly
 //!    opened source (a new cache identity). Paths that appear are added,
@@ -28,12 +28,12 @@
 //!    kernel's invalidation waits for it and then drops that page too, so
 //!    no stale page survives in the page cache or in a `mmap`.
 //! 4. **Forgets** the replaced sources' chunks in the cache
-//!    ([`crate::cache::ChunkCache::forget_source`]) after the
+//!    ([`crate::engine::cache::ChunkCache::forget_source`]) after the
 //!    invalidations, once reads that started on the old tree are done.
 //!
 //! A chunk rewritten in place while it is read is handled a level below:
 //! the store re-reads a file whose identity changed during the read (see
-//! [`crate::store`]), so a read never mixes two versions of one chunk.
+//! [`crate::storage::store`]), so a read never mixes two versions of one chunk.
 //!
 //! # Failures
 //!
@@ -68,9 +68,9 @@ use std::time::{Duration, Instant, SystemTime};
 use parking_lot::{Condvar, Mutex};
 
 use super::{ROOT_INO, SlabFs, Tracked, Tree, name_of, usable_entries};
-use crate::array::{ArraySource, ChangeStamp};
-use crate::cache::{ChunkCache, DEFAULT_BUDGET};
-use crate::dataset::{self, Dataset};
+use crate::engine::array::{ArraySource, ChangeStamp};
+use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
+use crate::formats::dataset::{self, Dataset};
 
 /// What a refresh tells the kernel. The mount passes fuser's `Notifier`
 /// (see [`super::fuse`]); tests record the calls.
@@ -397,14 +397,14 @@ fn refresh_once(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::array::ArrayMeta;
-    use crate::cache::ChunkKey;
-    use crate::dataset::Entry;
     use crate::dtype::DataType;
+    use crate::engine::array::ArrayMeta;
+    use crate::engine::cache::ChunkKey;
+    use crate::engine::index::Region;
     use crate::error::{Error, Result};
+    use crate::formats::dataset::Entry;
     use crate::fs::tests::{config, lookup_path, names, read_all};
     use crate::fs::{FsError, Views};
-    use crate::index::Region;
     use std::ffi::OsStr;
 
     /// A 1-D uint8 array of `n` elements all equal to `value`, with a

@@ -37,8 +37,8 @@ use half::f16;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::array::ArrayMeta;
 use crate::dtype::{DataType, Endian};
+use crate::engine::array::ArrayMeta;
 
 /// Names of the extended attributes of an array file.
 pub const XATTR_SHAPE: &str = "user.slabfs.shape";

@@ -26,7 +26,7 @@
 //! - `errors`: failed requests of every kind by errno name, as the caller's
 //!   syscall saw them (`ENOENT` counts lookups of names that do not exist,
 //!   which shells do all the time; `EIO` is a chunk that cannot be read).
-//! - `cache`: the decoded-chunk cache ([`crate::cache::CacheStats`]).
+//! - `cache`: the decoded-chunk cache ([`crate::engine::cache::CacheStats`]).
 //! - `refresh`: live-refresh passes run, paths added, removed or changed
 //!   that they found, and passes that could not re-open the source.
 //!
@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::cache::ChunkCache;
+use crate::engine::cache::ChunkCache;
 
 /// Errnos the core returns, by name; anything else counts as "other".
 const ERRNOS: [(i32, &str); 8] = [

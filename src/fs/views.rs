@@ -78,8 +78,8 @@
 
 use serde_json::Value;
 
-use crate::array::ArrayMeta;
 use crate::dtype::{DataType, Endian};
+use crate::engine::array::ArrayMeta;
 
 /// Which files each array shows (`--views`, default `raw,json`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -381,7 +381,7 @@ mod tests {
         for rank in 0..40 {
             for extent in [1u64, 9, 10, 12345, 1 << 40] {
                 let shape = vec![extent; rank];
-                if crate::index::checked_num_elements(&shape).is_none_or(|n| n > 1 << 60) {
+                if crate::engine::index::checked_num_elements(&shape).is_none_or(|n| n > 1 << 60) {
                     continue;
                 }
                 let h = npy_header(&meta(&shape, DataType::Float32), Endian::Little);

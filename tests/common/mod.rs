@@ -64,7 +64,7 @@ pub fn check_ranges(
     ranges: usize,
 ) -> Result<(), String> {
     use slabfs::dtype::Endian;
-    use slabfs::read::read_at;
+    use slabfs::engine::read::read_at;
     let mut whole = vec![0u8; expected.len() + 8];
     let n = read_at(a, 0, &mut whole, Endian::Little).map_err(|e| e.to_string())?;
     if whole[..n] != *expected {

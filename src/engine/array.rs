@@ -1,0 +1,139 @@
+//! What every source of array data answers: its metadata, and "fill this
+//! box of my index space".
+//!
+//! Zarr arrays, netCDF variables and aggregations all implement
+//! [`ArraySource`]; the read path ([`crate::engine::read`]) turns a byte range of
+//! the flat file into boxes and asks the source for each. Sources fill
+//! boxes in native byte order; the read path converts once at the end.
+
+use serde_json::{Map, Value};
+
+use crate::dtype::DataType;
+use crate::engine::cache::SharedBytes;
+use crate::engine::index::{Region, checked_num_elements};
+use crate::error::{Error, Result};
+
+/// The facts about an array that the flat view and its sidecars show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArrayMeta {
+    pub shape: Vec<u64>,
+    pub dtype: DataType,
+    /// One element in native byte order.
+    pub fill_value: Vec<u8>,
+    /// One entry per dimension; `None` where unnamed.
+    pub dimension_names: Vec<Option<String>>,
+    pub attributes: Map<String, Value>,
+    /// The shape of the stored chunks (the first chunk for irregular
+    /// grids), for sidecars; `None` for unchunked sources.
+    pub chunk_shape: Option<Vec<u64>>,
+    /// Where the data comes from, for logs and sidecars.
+    pub source: String,
+    /// Elements and bytes of the flat file, checked for overflow.
+    num_elements: u64,
+    nbytes: u64,
+}
+
+impl ArrayMeta {
+    /// Build the metadata, checking that the flat file's size fits a u64
+    /// and that per-dimension facts agree with the rank.
+    pub fn new(
+        source: impl Into<String>,
+        shape: Vec<u64>,
+        dtype: DataType,
+        fill_value: Vec<u8>,
+    ) -> Result<ArrayMeta> {
+        let source = source.into();
+        let num_elements = checked_num_elements(&shape)
+            .ok_or_else(|| Error::metadata(&source, format!("shape {shape:?} overflows")))?;
+        let nbytes = num_elements
+            .checked_mul(dtype.size() as u64)
+            .ok_or_else(|| {
+                Error::metadata(
+                    &source,
+                    format!("shape {shape:?} of {dtype} is more than 2^64 bytes"),
+                )
+            })?;
+        if fill_value.len() != dtype.size() {
+            return Err(Error::metadata(
+                &source,
+                format!("fill value of {} bytes for {dtype}", fill_value.len()),
+            ));
+        }
+        let rank = shape.len();
+        Ok(ArrayMeta {
+            shape,
+            dtype,
+            fill_value,
+            dimension_names: vec![None; rank],
+            attributes: Map::new(),
+            chunk_shape: None,
+            source,
+            num_elements,
+            nbytes,
+        })
+    }
+
+    pub fn rank(&self) -> usize {
+        self.shape.len()
+    }
+
+    pub fn num_elements(&self) -> u64 {
+        self.num_elements
+    }
+
+    /// Size of the flat file in bytes.
+    pub fn nbytes(&self) -> u64 {
+        self.nbytes
+    }
+
+    pub fn item_size(&self) -> usize {
+        self.dtype.size()
+    }
+}
+
+/// What the live refresh ([`crate::fs::refresh`]) asks a source: how to
+/// tell whether its stored data changed, and under which id its decoded
+/// chunks are cached (to drop them when it is replaced).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChangeStamp {
+    /// The cache id of the source's chunks ([`crate::engine::cache::ChunkKey::source`]).
+    pub cache_id: Option<u64>,
+    /// Changes whenever any of the source's files changes; `None` when the
+    /// source cannot tell (then only a metadata change counts as a change).
+    pub data: Option<u64>,
+}
+
+pub trait ArraySource: Send + Sync {
+    fn meta(&self) -> &ArrayMeta;
+
+    /// The source's current [`ChangeStamp`]. May do I/O (a Zarr array
+    /// stats its files); called by the refresh thread, never on a read.
+    fn change_stamp(&self) -> ChangeStamp {
+        ChangeStamp::default()
+    }
+
+    /// Fill `out` with the elements of `region`, C order over the region,
+    /// native byte order. `out.len()` is exactly the region's size in bytes
+    /// and the region lies inside the array.
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()>;
+
+    /// The elements of `region` (C order, native byte order) as a slice of
+    /// one decoded chunk in the cache, when they lie contiguously in one:
+    /// a reply then goes out straight from the chunk instead of through a
+    /// copy into a fresh buffer. `None` when this source cannot serve
+    /// `region` that way (the default); the caller then uses
+    /// [`read_region`](Self::read_region). Decided before any I/O, so
+    /// `None` costs nothing.
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        let _ = region;
+        None
+    }
+
+    /// Decode what reading `region` will need into the shared cache, ahead
+    /// of a read expected soon ([`crate::engine::readahead`]). Runs to completion;
+    /// callers run it in the background. Failures are left for the real
+    /// read to report. Sources without a cache do nothing.
+    fn prefetch(&self, region: &Region) {
+        let _ = region;
+    }
+}

@@ -1,0 +1,28 @@
+//! The engine: format-independent read planning.
+//!
+//! Everything between "the kernel asks for bytes `offset..offset+len` of a
+//! flat file" and "a source, fill this box of your index space":
+//!
+//! - [`array`]: the one trait every format implements,
+//!   [`array::ArraySource`] (metadata, `read_region` of a box into a
+//!   strided destination, lent replies, change stamps, prefetch).
+//! - [`index`]: pure index arithmetic: a linear byte range as a few
+//!   hyperslabs ([`index::linear`]), the projection of a box over a
+//!   rectilinear tiling ([`index::tiling`]: chunk grids, shard grids and
+//!   aggregation partition matrices alike), strided copies
+//!   ([`index::copy`]).
+//! - [`read`]: the read path itself: bytes → boxes → the source → byte
+//!   order of the flat file.
+//! - [`cache`]: decoded chunks under a byte budget, one decode per key,
+//!   the use-once rule, loans of cached chunks to replies.
+//! - [`readahead`]: sequential-read detection and background prefetch.
+//!
+//! May import: [`crate::storage`], [`crate::dtype`], [`crate::error`].
+//! Never a format or a codec: formats plug in through
+//! [`array::ArraySource`] (checked by `tests/layers.rs`).
+
+pub mod array;
+pub mod cache;
+pub mod index;
+pub mod read;
+pub mod readahead;

@@ -1,0 +1,295 @@
+//! Sequential readahead: decode the chunks a sequential reader will ask
+//! for next while it is still busy with the current ones.
+//!
+//! The kernel reads ahead through FUSE by itself, but only a request or
+//! two ahead (its `max_readahead`, 128 KiB to 1 MiB), and a request for the
+//! first bytes of a chunk waits while the whole chunk decodes: with one
+//! reader, decoding and serving alternate and one core idles. This layer
+//! watches each open file's reads. When two reads in a row each start
+//! about where the previous one ended, the stream is sequential and its
+//! window (bytes to have decoded beyond the current read) doubles, from
+//! [`MIN_WINDOW`] up to the maximum; the part of `[end, end + window)` not yet handed out is
+//! passed to [`ArraySource::prefetch`] on the rayon pool, which decodes it
+//! into the shared cache, where the coming reads find it (or wait for it:
+//! the cache runs one decode per chunk). A read elsewhere resets the
+//! window to zero, so random readers cost nothing extra: one read that
+//! happens to land near the previous one (1 in 30 for random reads of a
+//! 256 MiB file with the slack below) is not enough to open a window, two
+//! in a row are (1 in 1000).
+//!
+//! Bounded in every direction: one prefetch in flight per stream (a slow
+//! disk cannot pile up work), a window of at most the maximum (callers
+//! keep it well inside the cache budget, so prefetched chunks are not
+//! evicted before use), and a fixed-size table of streams.
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use lru::LruCache;
+use parking_lot::Mutex;
+
+use crate::engine::array::ArraySource;
+use crate::engine::index::linear::{boxes, element_range};
+
+/// The first window of a stream found sequential.
+pub const MIN_WINDOW: u64 = 2 << 20;
+
+/// Default largest window: 16 chunks of 1 MiB keep two cores busy with
+/// room to spare, and 32 MiB is small beside the default cache budget.
+pub const DEFAULT_MAX_WINDOW: u64 = 32 << 20;
+
+/// How far a read may start from where the previous one ended and still
+/// count as sequential: the kernel issues its readahead requests (up to
+/// 1 MiB each) from several threads, so they arrive slightly out of order.
+const SLACK: u64 = 4 << 20;
+
+/// Reads in a row (the first of them included) that make a stream
+/// sequential: a reader starting anywhere is sequential from its third
+/// read, and a lone read that lands near the previous one is not.
+const SEQUENTIAL_RUN: u32 = 3;
+
+/// Streams remembered at once (open files being read).
+const STREAMS: usize = 256;
+
+struct Stream {
+    /// The furthest end of a read so far.
+    end: u64,
+    /// Reads in a row that continued the stream (the first read counts).
+    run: u32,
+    /// Bytes to keep decoded beyond `end`; 0 = not sequential.
+    window: u64,
+    /// Everything before this offset was handed to a prefetch already.
+    ahead_to: u64,
+    /// A prefetch of this stream is running.
+    busy: Arc<AtomicBool>,
+}
+
+/// The readahead state of all open files.
+pub struct Readahead {
+    streams: Mutex<LruCache<u64, Stream>>,
+    max_window: u64,
+}
+
+impl Readahead {
+    /// Readahead with windows up to `max_window` bytes (0 disables it).
+    pub fn new(max_window: u64) -> Readahead {
+        Readahead {
+            streams: Mutex::new(LruCache::new(NonZeroUsize::new(STREAMS).expect("non-zero"))),
+            max_window,
+        }
+    }
+
+    /// Note a read of `len` bytes at `offset` of `array` by stream `id`
+    /// (e.g. a FUSE file handle), and start prefetching if the stream is
+    /// sequential. Returns at once; the decoding runs on the rayon pool.
+    pub fn on_read(&self, id: u64, array: &Arc<dyn ArraySource>, offset: u64, len: u64) {
+        if self.max_window == 0 || len == 0 {
+            return;
+        }
+        let size = array.meta().nbytes();
+        let end = offset.saturating_add(len).min(size);
+        let (from, to, busy) = {
+            let mut streams = self.streams.lock();
+            let s = streams.get_or_insert_mut(id, || Stream {
+                end: u64::MAX,
+                run: 0,
+                window: 0,
+                ahead_to: 0,
+                busy: Arc::new(AtomicBool::new(false)),
+            });
+            let continues = s.end != u64::MAX && offset.abs_diff(s.end) <= SLACK;
+            s.run = if continues {
+                s.run.saturating_add(1)
+            } else {
+                1
+            };
+            if s.run >= SEQUENTIAL_RUN {
+                // (A small cache budget can make the maximum the smaller.)
+                s.window = (s.window * 2).clamp(MIN_WINDOW.min(self.max_window), self.max_window);
+                s.end = s.end.max(end);
+            } else {
+                s.window = 0;
+                s.end = end;
+                s.ahead_to = end;
+                return;
+            }
+            let from = s.ahead_to.max(s.end);
+            let to = s.end.saturating_add(s.window).min(size);
+            // Wait for at least a quarter window of new work, so a stream
+            // of small reads does not start a prefetch per read.
+            if to <= from || (to < size && to - from < s.window / 4) {
+                return;
+            }
+            if s.busy.swap(true, Ordering::AcqRel) {
+                return;
+            }
+            s.ahead_to = to;
+            (from, to, s.busy.clone())
+        };
+        let array = array.clone();
+        rayon::spawn(move || {
+            // A panic escaping a rayon job aborts the process (rayon's
+            // default), and the decode code a prefetch runs is the read
+            // path's: contain it as the FUSE adapter contains a read's, and
+            // leave the error, if any, to the real read.
+            let run = || prefetch_bytes(array.as_ref(), from, to);
+            if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+                log::error!(
+                    "readahead of {} bytes {from}..{to}: internal error, skipped (please \
+                     report this bug): {}",
+                    array.meta().source,
+                    crate::error::panic_message(panic.as_ref())
+                );
+            }
+            busy.store(false, Ordering::Release);
+        });
+    }
+
+    /// Forget stream `id` (its file was closed).
+    pub fn forget(&self, id: u64) {
+        self.streams.lock().pop(&id);
+    }
+}
+
+/// Decode what reading bytes `[from, to)` of `array` needs.
+pub fn prefetch_bytes(array: &dyn ArraySource, from: u64, to: u64) {
+    let meta = array.meta();
+    let (first, end) = element_range(
+        from,
+        to.saturating_sub(from),
+        meta.item_size() as u64,
+        meta.num_elements(),
+    );
+    for region in boxes(&meta.shape, first, end) {
+        array.prefetch(&region);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DataType;
+    use crate::engine::array::ArrayMeta;
+    use crate::engine::index::Region;
+    use crate::error::Result;
+    use std::time::{Duration, Instant};
+
+    /// Records the element ranges it is asked to prefetch.
+    struct Recorder {
+        meta: ArrayMeta,
+        asked: Mutex<Vec<(u64, u64)>>,
+    }
+
+    impl ArraySource for Recorder {
+        fn meta(&self) -> &ArrayMeta {
+            &self.meta
+        }
+        fn read_region(&self, _: &Region, _: &mut [u8]) -> Result<()> {
+            unreachable!("readahead only prefetches")
+        }
+        fn prefetch(&self, region: &Region) {
+            // 1-d: the region is an element range.
+            let (s, n) = (region.start[0], region.count[0]);
+            self.asked.lock().push((s, s + n));
+        }
+    }
+
+    fn recorder(bytes: u64) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            meta: ArrayMeta::new("t", vec![bytes], DataType::UInt8, vec![0]).unwrap(),
+            asked: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Wait until the background prefetches have recorded `n` ranges.
+    fn asked(r: &Recorder, n: usize) -> Vec<(u64, u64)> {
+        let t = Instant::now();
+        while r.asked.lock().len() < n && t.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        r.asked.lock().clone()
+    }
+
+    const K: u64 = 128 << 10;
+
+    #[test]
+    fn sequential_reads_prefetch_a_growing_window_once() {
+        let r = recorder(256 << 20);
+        let a: Arc<dyn ArraySource> = r.clone();
+        let ra = Readahead::new(8 << 20);
+        // Sequential from the third read on.
+        ra.on_read(1, &a, 0, K);
+        ra.on_read(1, &a, K, K);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(r.asked.lock().is_empty());
+        ra.on_read(1, &a, 2 * K, K);
+        let got = asked(&r, 1);
+        assert_eq!(got, vec![(3 * K, 3 * K + MIN_WINDOW)]);
+        // Reads inside the prefetched range extend it by at least a
+        // quarter window at a time, never prefetching a byte twice.
+        for i in 3..64 {
+            ra.on_read(1, &a, i * K, K);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let got = asked(&r, 2);
+        for w in got.windows(2) {
+            assert_eq!(w[0].1, w[1].0, "gaps or overlaps: {got:?}");
+        }
+        let last = got.last().unwrap();
+        assert!(last.1 <= 64 * K + (8 << 20), "beyond the window: {last:?}");
+        assert!(last.1 > 64 * K + MIN_WINDOW, "window did not grow: {got:?}");
+    }
+
+    #[test]
+    fn a_window_smaller_than_the_minimum_is_honoured() {
+        let r = recorder(64 << 20);
+        let a: Arc<dyn ArraySource> = r.clone();
+        let ra = Readahead::new(K);
+        for i in 0..3 {
+            ra.on_read(4, &a, i * K, K);
+        }
+        assert_eq!(asked(&r, 1), vec![(3 * K, 4 * K)]);
+    }
+
+    #[test]
+    fn random_reads_prefetch_nothing() {
+        let r = recorder(256 << 20);
+        let a: Arc<dyn ArraySource> = r.clone();
+        let ra = Readahead::new(8 << 20);
+        // Including one read right after another (1 in 30 random reads
+        // of a 256 MiB file lands within the slack of the previous one).
+        for off in [
+            100 << 20,
+            7 << 20,
+            (7 << 20) + K,
+            200 << 20,
+            50 << 20,
+            49 << 20,
+        ] {
+            ra.on_read(2, &a, off, K);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(r.asked.lock().is_empty());
+    }
+
+    #[test]
+    fn prefetch_stops_at_the_end_of_the_file() {
+        let r = recorder(3 << 20);
+        let a: Arc<dyn ArraySource> = r.clone();
+        let ra = Readahead::new(8 << 20);
+        ra.on_read(3, &a, 0, K);
+        ra.on_read(3, &a, K, K);
+        ra.on_read(3, &a, 2 * K, K);
+        assert_eq!(asked(&r, 1), vec![(3 * K, 3 * K + MIN_WINDOW)]);
+        ra.on_read(3, &a, 3 * K, K);
+        assert_eq!(
+            asked(&r, 2),
+            vec![(3 * K, 3 * K + MIN_WINDOW), (3 * K + MIN_WINDOW, 3 << 20)]
+        );
+        ra.on_read(3, &a, 4 * K, K);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(r.asked.lock().len(), 2, "nothing left to prefetch");
+    }
+}

@@ -1,0 +1,342 @@
+//! Datasets as the mount shows them: a tree of named arrays.
+//!
+//! `open(SOURCE)` decides what SOURCE is and lists its arrays by the path
+//! each will have in the mount (and in `slabfs ls`):
+//!
+//! - a Zarr store holding a hierarchy: its arrays at their paths inside the
+//!   store (`temp`, `group/sub/temp`);
+//! - a Zarr store that is a single array: one file named after SOURCE's
+//!   last path component;
+//! - a dataset file, a classic netCDF file (netCDF-3: CDF-1, CDF-2, CDF-5)
+//!   or a blocked archive of one ([`crate::formats::packed`], `*.ncb`): its
+//!   variables by name (`temp`);
+//! - a plain directory: every dataset found inside it, recursively, at its
+//!   relative path (`runs/a.zarr/temp`, `runs/b.nc/temp`: a dataset file is
+//!   a directory of its variables). A dataset that fails to open is
+//!   skipped with a warning, never the whole directory.
+//!
+//! - an NCA descriptor (`*.nca.json`, [`crate::formats::nca`]): its variables,
+//!   each assembled from its partitions; inside a directory, a directory
+//!   of its variables like a netCDF file (`runs/agg.nca.json/tas`). NCA
+//!   variables of a netCDF file are assembled the same way.
+//!
+//! - a kerchunk / fsspec references file (JSON, [`crate::formats::kerchunk`]): its
+//!   arrays, read through the references; inside a directory, a
+//!   directory of its arrays (`runs/refs.json/temp`). Recognised by
+//!   content: inside a directory every `*.json` file is looked at, and
+//!   one that is not references (version 1 `{"version": 1, "refs": ...}`
+//!   or a version-0 dict of Zarr keys) is no dataset, silently.
+//!
+//! Every file an aggregation or a references file points to must resolve
+//! under SOURCE (or SOURCE's directory when it is a file), or under one of
+//! the extra roots given to [`open_with_roots`] (`--allow-outside`).
+//!
+//! Dataset files are recognised by content, not name: SOURCE itself is
+//! sniffed whatever its name, and inside a directory every regular file
+//! with a netCDF extension ([`NETCDF_EXTENSIONS`]) is. Sniffing every file
+//! of a directory would open each of them on every listing and refresh;
+//! the extensions keep that to the files that claim to be netCDF. A
+//! netCDF-4 (HDF5) file is reported as skipped, saying why.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::engine::array::ArraySource;
+use crate::engine::cache::ChunkCache;
+use crate::error::{Error, Result};
+use crate::formats::{Options, kerchunk, nca, netcdf, packed, zarr};
+use crate::storage::confine::Roots;
+use crate::storage::files::{self, Files};
+
+/// One array of a dataset and its path in the mount.
+#[derive(Clone)]
+pub struct Entry {
+    pub path: String,
+    pub array: Arc<dyn ArraySource>,
+}
+
+/// The arrays found under a source, sorted by path, and what was skipped.
+#[derive(Default)]
+pub struct Dataset {
+    pub entries: Vec<Entry>,
+    /// Datasets or arrays that could not be opened.
+    pub skipped: Vec<Error>,
+}
+
+impl Dataset {
+    pub fn get(&self, path: &str) -> Option<&Entry> {
+        let path = path.trim_matches('/');
+        self.entries.iter().find(|e| e.path == path)
+    }
+}
+
+/// Directories deeper than this are not searched (symlink loops).
+const MAX_DEPTH: usize = 32;
+
+/// Open `source` (a Zarr store, a netCDF-3 file, an NCA descriptor or a
+/// directory of datasets).
+pub fn open(source: &Path, cache: Arc<ChunkCache>) -> Result<Dataset> {
+    open_with_roots(source, cache, &[])
+}
+
+/// [`open`], letting aggregations also reference files under
+/// `allow_outside` (besides SOURCE).
+pub fn open_with_roots(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+) -> Result<Dataset> {
+    let roots = Roots::new(allowed_roots(source, allow_outside));
+    open_with(source, cache, allow_outside, files::confined(roots))
+}
+
+/// The roots everything read must resolve under: SOURCE if it is a
+/// directory, else its directory (both where the name is and where it
+/// points, when it is a symlink: the operator named it), and the
+/// `--allow-outside` roots.
+fn allowed_roots(source: &Path, allow_outside: &[PathBuf]) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if source.is_dir() {
+        roots.push(source.to_path_buf());
+    } else {
+        for p in [Some(source.to_path_buf()), source.canonicalize().ok()]
+            .into_iter()
+            .flatten()
+        {
+            roots.push(match p.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+                _ => PathBuf::from("."),
+            });
+        }
+    }
+    roots.extend(allow_outside.iter().cloned());
+    roots
+}
+
+/// [`open_with_roots`], reading every data file and store through `files`
+/// (the daemon's is confined to the roots; tests pass one that injects
+/// faults). The walk of a directory SOURCE is confined to the roots
+/// whatever `files` is.
+pub fn open_with(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    files: Arc<dyn Files>,
+) -> Result<Dataset> {
+    let meta = std::fs::metadata(source).map_err(|e| Error::Io {
+        path: source.display().to_string(),
+        source: e,
+    })?;
+    let mut opts = Options::new(allowed_roots(source, allow_outside), cache.clone());
+    opts.files = files;
+    let mut ds = Dataset::default();
+    if meta.is_dir() && zarr::is_store(source) {
+        let name = source
+            .canonicalize()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "array".to_string());
+        add_store(&mut ds, source, "", &name, &opts)?;
+    } else if meta.is_dir() {
+        let roots = Roots::new(opts.roots.clone());
+        walk(&mut ds, source, "", &opts, &roots, 0)?;
+    } else if nca::is_descriptor(source) {
+        add_descriptor(&mut ds, source, "", &opts)?;
+    } else if !add_file(&mut ds, source, "", &opts)? && !add_references(&mut ds, source, "", &opts)?
+    {
+        return Err(Error::metadata(
+            source.display().to_string(),
+            "not a dataset (expected a Zarr store, a netCDF-3 file or a directory of datasets)",
+        ));
+    }
+    ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(ds)
+}
+
+/// Add the arrays of the store at `dir`, under the mount path `prefix`. A
+/// store whose root is an array appears as one file named `root_name`.
+fn add_store(
+    ds: &mut Dataset,
+    dir: &Path,
+    prefix: &str,
+    root_name: &str,
+    opts: &Options,
+) -> Result<()> {
+    let h = zarr::open_store(opts.files.store(dir), opts.cache.clone())?;
+    push_hierarchy(ds, h, prefix, root_name);
+    Ok(())
+}
+
+/// Add the arrays of a Zarr hierarchy under the mount path `prefix` (a
+/// root array is the file `prefix`, or `root_name` at the top).
+fn push_hierarchy(ds: &mut Dataset, h: zarr::Hierarchy, prefix: &str, root_name: &str) {
+    for node in h.nodes {
+        if let Some(array) = node.array {
+            let rel = if node.path.is_empty() {
+                root_name
+            } else {
+                &node.path
+            };
+            let path = if prefix.is_empty() {
+                rel.to_string()
+            } else if node.path.is_empty() {
+                // A single-array store inside a directory: the store's own
+                // directory name is the file name.
+                prefix.to_string()
+            } else {
+                format!("{prefix}/{rel}")
+            };
+            ds.entries.push(Entry { path, array });
+        }
+    }
+    ds.skipped.extend(h.skipped);
+}
+
+/// Add the arrays of the kerchunk references file `file` under `prefix`;
+/// `Ok(false)` when the file holds no references.
+fn add_references(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Result<bool> {
+    let kopts = kerchunk::Options::new(opts.roots.clone());
+    let Some(h) = kerchunk::open(file, &kopts, opts.cache.clone())? else {
+        return Ok(false);
+    };
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+    push_hierarchy(ds, h, prefix, name.as_deref().unwrap_or("array"));
+    Ok(true)
+}
+
+/// File name extensions (case-insensitive) of files sniffed for a dataset
+/// while walking a directory.
+pub const NETCDF_EXTENSIONS: &[&str] = &["nc", "nc3", "nc4", "cdf", "netcdf", packed::EXTENSION];
+
+fn has_dataset_extension(name: &str) -> bool {
+    name.rsplit_once('.').is_some_and(|(stem, ext)| {
+        !stem.is_empty()
+            && NETCDF_EXTENSIONS
+                .iter()
+                .any(|e| ext.eq_ignore_ascii_case(e))
+    })
+}
+
+/// Add the arrays of the dataset file `file` under the mount path `prefix`
+/// (its variables at the root when `prefix` is empty). `Ok(false)` when
+/// the file is no dataset at all.
+fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Result<bool> {
+    let name = file.display().to_string();
+    let kind = netcdf::sniff(file).map_err(|e| Error::Io {
+        path: name.clone(),
+        source: e,
+    })?;
+    match kind {
+        netcdf::Kind::Classic(_) | netcdf::Kind::Packed => {
+            // NCA variables assembled, `nca_private` ones hidden.
+            let nc = Arc::new(netcdf::open(file, opts.files.as_ref(), Some(&opts.cache))?);
+            push_variables(ds, prefix, nca::netcdf::variables(nc, opts));
+            Ok(true)
+        }
+        netcdf::Kind::Hdf5 => Err(Error::metadata(name, netcdf::NETCDF4_UNSUPPORTED)),
+        netcdf::Kind::Other => Ok(false),
+    }
+}
+
+/// Add the variables of an NCA descriptor under `prefix`.
+fn add_descriptor(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Result<()> {
+    push_variables(ds, prefix, nca::open_json(file, opts)?);
+    Ok(())
+}
+
+fn push_variables(ds: &mut Dataset, prefix: &str, vars: nca::Variables) {
+    for (name, array) in vars.arrays {
+        let path = if prefix.is_empty() {
+            name
+        } else {
+            format!("{prefix}/{name}")
+        };
+        ds.entries.push(Entry { path, array });
+    }
+    ds.skipped.extend(vars.skipped);
+}
+
+fn walk(
+    ds: &mut Dataset,
+    dir: &Path,
+    prefix: &str,
+    opts: &Options,
+    roots: &Roots,
+    depth: usize,
+) -> Result<()> {
+    let io_err = |e| Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    };
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .map_err(io_err)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| !n.starts_with('.'))
+        .collect();
+    names.sort();
+    for name in names {
+        let path = dir.join(&name);
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let candidate = path.is_dir()
+            || has_dataset_extension(&name)
+            || kerchunk::has_json_extension(&name)
+            || nca::is_descriptor(&path);
+        if !candidate {
+            continue; // not a dataset by its name: not looked at
+        }
+        // A symlink may lead anywhere: only what resolves under the roots
+        // is a dataset of this mount (devices and FIFOs never are).
+        if let Err(real) = roots.check(&path) {
+            ds.skipped.push(Error::metadata(
+                path.display().to_string(),
+                format!(
+                    "resolves to {}, outside the allowed roots ({}): not shown",
+                    real.display(),
+                    roots.describe()
+                ),
+            ));
+            continue;
+        }
+        if !path.is_dir() {
+            if path.is_file() && nca::is_descriptor(&path) {
+                if let Err(e) = add_descriptor(ds, &path, &rel, opts) {
+                    log::debug!("skipping dataset {}: {e}", path.display());
+                    ds.skipped.push(e);
+                }
+            } else if path.is_file() && has_dataset_extension(&name) {
+                match add_file(ds, &path, &rel, opts) {
+                    Ok(true) => {}
+                    Ok(false) => ds.skipped.push(Error::metadata(
+                        path.display().to_string(),
+                        "not a netCDF file (no CDF or HDF5 magic number)",
+                    )),
+                    Err(e) => {
+                        log::debug!("skipping dataset {}: {e}", path.display());
+                        ds.skipped.push(e);
+                    }
+                }
+            } else if path.is_file() && kerchunk::has_json_extension(&name) {
+                // Ok(false): some other JSON document, not a dataset.
+                if let Err(e) = add_references(ds, &path, &rel, opts) {
+                    log::debug!("skipping dataset {}: {e}", path.display());
+                    ds.skipped.push(e);
+                }
+            }
+            continue;
+        }
+        if zarr::is_store(&path) {
+            if let Err(e) = add_store(ds, &path, &rel, &name, opts) {
+                log::debug!("skipping dataset {}: {e}", path.display());
+                ds.skipped.push(e);
+            }
+        } else if depth < MAX_DEPTH {
+            walk(ds, &path, &rel, opts, roots, depth + 1)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,274 @@
+//! kerchunk / fsspec reference files as datasets.
+//!
+//! A reference file maps Zarr keys to bytes that live elsewhere: inline in
+//! the JSON, or a byte range of another file. kerchunk writes them for
+//! netCDF-3, netCDF-4/HDF5, GRIB... files, so that their chunks can be
+//! read as a Zarr store without the format's library. slabfs reads them
+//! the same way: the references become a [`Store`](crate::storage::store::Store)
+//! ([`RefStore`]) and the ordinary Zarr reader
+//! ([`crate::formats::zarr::open_store`]) does the rest, so every codec, fill value
+//! and dtype rule of Zarr applies unchanged. (kerchunk's HDF5 translator
+//! writes `"compressor": null` with every codec in `filters`, which the
+//! Zarr v2 chain already decodes in reverse filter order.)
+//!
+//! ```text
+//! refs.json ─ load ─ refs::parse ─ key → Ref (inline | [url] | [url, offset, length])
+//!               │        └ template: {{name}} urls, gen expressions
+//!               └ resolve: url → local path, confined to the allowed roots
+//!                   └ RefStore ─ zarr::open_store ─ ZarrArray (chunks through the cache)
+//! ```
+//!
+//! docs/KERCHUNK.md is the user's reference. The decisions:
+//!
+//! - **Recognised by content.** [`load`] answers `None` for a JSON file
+//!   that is not references (another JSON document next to the data):
+//!   version 1 is an object with `"version": 1` and `"refs"`, version 0 a
+//!   bare object whose keys include a Zarr metadata key (`.zgroup`,
+//!   `a/.zarray`, `zarr.json`...). A file that does not even start with
+//!   `{` is not parsed at all.
+//! - **Local files only, confined.** A url is a path relative to the
+//!   references file's directory, an absolute path, or a `file://` url.
+//!   Every target must resolve (symlinks and `..` followed, as
+//!   [`crate::storage::confine`] does for aggregations) under an allowed
+//!   root: by default the directory holding the references file; through
+//!   [`crate::formats::dataset`], the mounted SOURCE plus the extra roots of
+//!   `dataset::open_with_roots` (`--allow-outside`). Another scheme
+//!   (`s3://`, `http://`, `memory://`...) or a file outside is refused
+//!   when the file is loaded: the arrays whose keys hold such a ref do not
+//!   load (reported as skipped, naming the ref), the others do.
+//! - **Missing targets fail reads, not loads.** A target that does not
+//!   exist yet (or is too short for a range) is an error for the reads
+//!   that touch it, naming the file, so the rest of the dataset mounts and
+//!   the live refresh picks the file up when it appears.
+
+pub mod error;
+pub mod refs;
+pub mod store;
+pub mod template;
+
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use error::RefsError;
+pub use store::RefStore;
+
+use crate::engine::cache::ChunkCache;
+use crate::error::{Error, Result};
+use crate::formats::zarr::{self, Hierarchy};
+use crate::storage::confine::Roots;
+use crate::storage::store::Store;
+
+/// Reference files larger than this are refused (kerchunk's JSON for a
+/// few thousand chunks is a megabyte; much larger sets use its Parquet
+/// form, which we do not read).
+pub const MAX_REFS_BYTES: u64 = 256 << 20;
+
+/// How many bytes are looked at to decide whether a file can be JSON at all.
+const SNIFF_BYTES: usize = 512;
+
+/// What a references file may touch.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Every referenced file must resolve under one of these. Empty: the
+    /// directory holding the references file.
+    pub roots: Vec<PathBuf>,
+}
+
+impl Options {
+    pub fn new(roots: Vec<PathBuf>) -> Options {
+        Options { roots }
+    }
+}
+
+/// Whether a directory walk should look inside the file `name` for
+/// references: its name ends in `.json` (any case). Content decides.
+pub fn has_json_extension(name: &str) -> bool {
+    name.rsplit_once('.')
+        .is_some_and(|(stem, ext)| !stem.is_empty() && ext.eq_ignore_ascii_case("json"))
+}
+
+/// Read the references file at `path` into a store; `Ok(None)` when it is
+/// no references file. An error for a file that is unreadable, not JSON,
+/// or references in a form we do not read.
+pub fn load(path: &Path, opts: &Options) -> Result<Option<RefStore>> {
+    let io = |e| Error::Io {
+        path: path.display().to_string(),
+        source: e,
+    };
+    let real = path.canonicalize().map_err(io)?;
+    // O_NONBLOCK: a FIFO where a references file was cannot hang the open
+    // (it is then refused as no regular file).
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&real)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    let err = |source| Error::Format {
+        path: real.display().to_string(),
+        source: Box::new(source),
+    };
+    let mut head = Vec::with_capacity(SNIFF_BYTES);
+    (&mut file)
+        .take(SNIFF_BYTES as u64)
+        .read_to_end(&mut head)
+        .map_err(io)?;
+    if head.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return Ok(None);
+    }
+    if meta.len() > MAX_REFS_BYTES {
+        return Err(Error::TooLarge {
+            path: real.display().to_string(),
+            size: meta.len(),
+            limit: MAX_REFS_BYTES,
+        });
+    }
+    let mut text = head;
+    (&mut file)
+        .take(MAX_REFS_BYTES + 1 - text.len() as u64)
+        .read_to_end(&mut text)
+        .map_err(io)?;
+    let doc: serde_json::Value =
+        serde_json::from_slice(&text).map_err(|e| err(RefsError::Json(Arc::new(e))))?;
+    drop(text);
+    let Some(parsed) = refs::parse(doc).map_err(err)? else {
+        return Ok(None);
+    };
+    let roots = Arc::new(if opts.roots.is_empty() {
+        Roots::new(real.parent().map(Path::to_path_buf))
+    } else {
+        Roots::new(opts.roots.iter().cloned())
+    });
+    let base = real.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let check = roots.clone();
+    Ok(Some(RefStore::new(
+        &real,
+        parsed.refs,
+        roots,
+        move |key, url| resolve(&base, &check, key, url),
+    )))
+}
+
+/// The local path `url` names (relative to `base`, the references file's
+/// directory), if it is a local file under `roots`.
+pub fn resolve(
+    base: &Path,
+    roots: &Roots,
+    key: &str,
+    url: &str,
+) -> std::result::Result<PathBuf, RefsError> {
+    let path = match url.strip_prefix("file://") {
+        // RFC 8089 allows the host "localhost" (file://localhost/a/b).
+        Some(rest) => rest
+            .strip_prefix("localhost")
+            .filter(|r| r.starts_with('/'))
+            .unwrap_or(rest),
+        None if url.contains("://") => {
+            return Err(RefsError::Scheme {
+                key: key.to_string(),
+                url: url.to_string(),
+            });
+        }
+        None => url,
+    };
+    let path = base.join(path); // an absolute `path` replaces `base`
+    roots.check(&path).map_err(|resolved| RefsError::Outside {
+        key: key.to_string(),
+        url: url.to_string(),
+        resolved,
+        roots: roots.describe(),
+    })?;
+    Ok(path)
+}
+
+/// Open the references file at `path` as a Zarr hierarchy; `Ok(None)`
+/// when it is no references file. An array whose keys hold a refused
+/// reference (another scheme, outside the roots, malformed) is moved to
+/// [`Hierarchy::skipped`] with the first such reason.
+pub fn open(path: &Path, opts: &Options, cache: Arc<ChunkCache>) -> Result<Option<Hierarchy>> {
+    let Some(store) = load(path, opts)? else {
+        return Ok(None);
+    };
+    let store = Arc::new(store);
+    let mut h = zarr::open_store(store.clone(), cache)?;
+    let refused: Vec<(&str, &RefsError)> = store.refused().collect();
+    if refused.is_empty() {
+        return Ok(Some(h));
+    }
+    let nodes = std::mem::take(&mut h.nodes);
+    for node in nodes {
+        let prefix = if node.path.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", node.path)
+        };
+        let bad = node
+            .array
+            .as_ref()
+            .and_then(|_| refused.iter().find(|(k, _)| k.starts_with(&prefix)));
+        match bad {
+            Some((_, e)) => {
+                log::debug!("skipping array {:?}: {e}", node.path);
+                h.skipped.push(Error::Format {
+                    path: store.describe(""),
+                    source: Box::new((*e).clone()),
+                });
+            }
+            None => h.nodes.push(node),
+        }
+    }
+    Ok(Some(h))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_local_urls_and_refuses_the_rest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/a.nc"), b"x").unwrap();
+        let roots = Roots::new([root.clone()]);
+        let r = |url: &str| resolve(&root.join("sub"), &roots, "k", url);
+        assert_eq!(r("a.nc").unwrap(), root.join("sub/a.nc"));
+        assert_eq!(r("../sub/a.nc").unwrap(), root.join("sub/../sub/a.nc"));
+        let abs = root.join("sub/a.nc").display().to_string();
+        assert_eq!(r(&abs).unwrap(), root.join("sub/a.nc"));
+        assert_eq!(r(&format!("file://{abs}")).unwrap(), root.join("sub/a.nc"));
+        assert_eq!(
+            r(&format!("file://localhost{abs}")).unwrap(),
+            root.join("sub/a.nc")
+        );
+        // Missing files are fine here (reads will fail), if inside.
+        assert!(r("missing.nc").is_ok());
+        for url in [
+            "s3://b/a.nc",
+            "http://h/a.nc",
+            "memory://a",
+            "simplecache::s3://b/k",
+        ] {
+            assert!(matches!(r(url), Err(RefsError::Scheme { .. })), "{url}");
+        }
+        for url in ["../../x.nc", "/etc/passwd", "file:///etc/passwd"] {
+            let e = r(url).unwrap_err();
+            assert!(matches!(e, RefsError::Outside { .. }), "{url}: {e}");
+            assert!(e.to_string().contains(url), "{e}");
+        }
+    }
+
+    #[test]
+    fn json_extension() {
+        assert!(has_json_extension("refs.json"));
+        assert!(has_json_extension("a.b.JSON"));
+        assert!(!has_json_extension(".json"));
+        assert!(!has_json_extension("refs.nc"));
+        assert!(!has_json_extension("json"));
+    }
+}

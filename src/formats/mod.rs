@@ -1,0 +1,76 @@
+//! Formats: each one turns files into [`ArraySource`]s.
+//!
+//! One folder per format, each implementing
+//! [`crate::engine::array::ArraySource`] for its arrays and reading its
+//! bytes through [`crate::storage`] and its chunks through [`crate::codec`]
+//! and the engine's cache:
+//!
+//! - [`zarr`]: Zarr v2 and v3 stores (sharding, rectilinear grids, NCZarr);
+//! - [`netcdf3`]: classic netCDF files (CDF-1, CDF-2, CDF-5);
+//! - [`packed`]: blocked-compressed archives of netCDF-3 files, built on
+//!   [`netcdf3`] (it reads the classic header and serves the variables
+//!   from compressed blocks);
+//! - [`nca`]: aggregations (NCA descriptors, CF-1.13 and CFA-0.4 netCDF
+//!   files) whose partitions are arrays of any other format;
+//! - [`kerchunk`]: kerchunk / fsspec references into other files.
+//!
+//! Two modules sit above the formats and choose between them:
+//! [`netcdf`] opens a netCDF-family file by its magic number (classic or
+//! blocked archive), and [`dataset`] finds every dataset under a mount's
+//! source. A new format lands in its own folder here and is chosen in
+//! those two places.
+//!
+//! May import: the engine, the codecs, storage and the base modules, and
+//! one format another only downwards (`packed` and `nca` use `netcdf3`;
+//! `nca` and `kerchunk` use `zarr`); never [`crate::fs`] (checked by
+//! `tests/layers.rs`).
+//!
+//! [`ArraySource`]: crate::engine::array::ArraySource
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::engine::cache::ChunkCache;
+use crate::storage::confine::Roots;
+use crate::storage::files::{self, Files};
+
+pub mod dataset;
+pub mod kerchunk;
+pub mod nca;
+pub mod netcdf;
+pub mod netcdf3;
+pub mod packed;
+pub mod zarr;
+
+/// How the formats open what a source references: the files seam, the
+/// shared chunk cache and the confinement roots. One set for every format
+/// a mount opens (aggregations pass it on to their fragments).
+#[derive(Clone)]
+pub struct Options {
+    /// Every referenced file must resolve under one of these. Empty: the
+    /// directory holding the file being opened.
+    pub roots: Vec<PathBuf>,
+    /// The chunk cache Zarr arrays and blocked archives read through.
+    pub cache: Arc<ChunkCache>,
+    /// How data files and stores are opened ([`crate::storage::files`]).
+    pub files: Arc<dyn Files>,
+}
+
+impl Options {
+    pub fn new(roots: Vec<PathBuf>, cache: Arc<ChunkCache>) -> Options {
+        Options {
+            roots,
+            cache,
+            files: files::os(),
+        }
+    }
+
+    /// The confinement roots for references made by the file at `file`.
+    pub fn roots_for(&self, file: &Path) -> Arc<Roots> {
+        if self.roots.is_empty() {
+            Arc::new(Roots::new(file.parent().map(Path::to_path_buf)))
+        } else {
+            Arc::new(Roots::new(self.roots.iter().cloned()))
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The master array: an [`ArraySource`] over a partition matrix.
+//!
+//! The partition matrix is a rectilinear tiling of the master's index
+//! space, so a read is projected over it with the same code that projects
+//! reads over chunk grids ([`crate::engine::index::tiling`]). The tiling is built
+//! from the partitions' `location`s rather than trusted from `index` and
+//! `pshape`: along each dimension the cuts are every partition boundary
+//! (plus 0 and the extent), and each cell of the resulting grid belongs to
+//! at most one partition. For the hyperrectangular matrices the seed
+//! describes this is exactly the partition matrix (one cell per
+//! partition); for descriptors whose partitions are not aligned it is a
+//! finer grid whose cells still each come from one partition, so such
+//! descriptors read correctly too.
+//!
+//! Building the cell map is where two kinds of broken descriptors are
+//! caught: a cell claimed by two partitions is an overlap (a load error
+//! naming both); a cell claimed by none is a hole, which reads as the
+//! master's fill value (like a missing Zarr chunk). The map costs one
+//! `u32` per cell and is bounded ([`MAX_CELLS`]).
+//!
+//! A read projects its box over the cells; each piece is read from its
+//! partition ([`Partition::read`]) or filled, in parallel when there are
+//! several, each written straight into its place in the caller's buffer
+//! ([`SharedDest`]), exactly as Zarr chunks are.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::descriptor::MasterSpec;
+use super::error::NcaError;
+use super::fragment::Context;
+use super::partition::{MasterFacts, Partition};
+use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
+use crate::engine::index::Region;
+use crate::engine::index::copy::SharedDest;
+use crate::engine::index::tiling::{DimTiling, Piece, Projection};
+use crate::error::Result;
+
+/// Cell grids larger than this are refused: partitions so misaligned that
+/// their boundaries cut the master into more cells than this are not a
+/// real aggregation.
+pub const MAX_CELLS: u64 = 1 << 24;
+
+/// No partition covers the cell.
+const HOLE: u32 = u32::MAX;
+
+pub struct Aggregation {
+    meta: ArrayMeta,
+    tiling: Vec<DimTiling>,
+    /// Cells per dimension.
+    grid: Vec<u64>,
+    /// Partition of each cell (row-major over `grid`), or [`HOLE`].
+    cells: Vec<u32>,
+    partitions: Vec<Partition>,
+    /// The descriptor (or NCA netCDF file) this master was read from.
+    descriptor: std::path::PathBuf,
+}
+
+impl std::fmt::Debug for Aggregation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Aggregation")
+            .field("source", &self.meta.source)
+            .field("shape", &self.meta.shape)
+            .field("partitions", &self.partitions.len())
+            .finish()
+    }
+}
+
+impl Aggregation {
+    /// Build the master `spec` (named `name`, `"descriptor: variable"`),
+    /// opening partitions against `ctx`. Errors are load errors.
+    pub fn new(spec: MasterSpec, name: &str, ctx: Arc<Context>) -> Result<Aggregation> {
+        let err = |e: NcaError| e.at(name);
+        let rank = spec.shape.len();
+        let (tiling, grid) = cuts(&spec).map_err(err)?;
+        let ncells = grid.iter().product::<u64>();
+        let mut cells = vec![HOLE; ncells as usize];
+        // Claim every partition's cells; a cell claimed twice is an overlap.
+        let strides = crate::engine::index::c_strides(&grid);
+        for (i, p) in spec.array.partitions.iter().enumerate() {
+            let ranges: Vec<(u64, u64)> = (0..rank)
+                .map(|d| {
+                    let (a, b) = p.location[d];
+                    let t = &tiling[d];
+                    (t.tile_of(a), t.tile_of(b - 1) + 1)
+                })
+                .collect();
+            let n: u64 = ranges.iter().map(|(a, b)| b - a).product();
+            for k in 0..n {
+                let mut rem = k;
+                let mut lin = 0;
+                let mut at = vec![0u64; rank];
+                for d in (0..rank).rev() {
+                    let (a, b) = ranges[d];
+                    let c = a + rem % (b - a);
+                    rem /= b - a;
+                    lin += c * strides[d];
+                    at[d] = tiling[d].tile_start(c);
+                }
+                let cell = &mut cells[lin as usize];
+                if *cell != HOLE {
+                    return Err(err(NcaError::Overlap {
+                        first: spec.array.partitions[*cell as usize].label.clone(),
+                        second: p.label.clone(),
+                        at,
+                    }));
+                }
+                *cell = i as u32;
+            }
+        }
+        let holes = cells.iter().filter(|&&c| c == HOLE).count();
+        if holes > 0 {
+            log::info!(
+                "{name}: {holes} of {ncells} cells have no partition: they read as the fill value"
+            );
+        }
+        let facts = Arc::new(MasterFacts {
+            name: name.to_string(),
+            dims: spec.dims.clone(),
+            directions: spec.array.directions.clone(),
+            dtype: spec.dtype.clone(),
+            fill: spec.fill.clone(),
+            units: spec.units.clone(),
+            calendar: spec.calendar.clone(),
+        });
+        let descriptor = ctx.file.clone();
+        let mut partitions = Vec::with_capacity(spec.array.partitions.len());
+        for p in spec.array.partitions {
+            partitions.push(Partition::new(p, ctx.clone(), facts.clone()).map_err(err)?);
+        }
+        let mut meta = ArrayMeta::new(name, spec.shape, spec.dtype, spec.fill)?;
+        meta.dimension_names = spec.dims.into_iter().map(Some).collect();
+        meta.attributes = spec.attributes;
+        Ok(Aggregation {
+            meta,
+            tiling,
+            grid,
+            cells,
+            partitions,
+            descriptor,
+        })
+    }
+
+    /// The number of partitions.
+    pub fn num_partitions(&self) -> usize {
+        self.partitions.len()
+    }
+
+    /// # Safety
+    /// Concurrent calls must be for different pieces of one projection.
+    unsafe fn read_piece(&self, piece: &Piece, dest: &SharedDest<'_>) -> Result<()> {
+        let lin: u64 = piece
+            .tile
+            .iter()
+            .zip(crate::engine::index::c_strides(&self.grid))
+            .map(|(t, s)| t * s)
+            .sum();
+        let cell = self.cells[lin as usize];
+        if cell == HOLE {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { dest.fill_region(&piece.box_start, &piece.count, &self.meta.fill_value) };
+            return Ok(());
+        }
+        let p = &self.partitions[cell as usize];
+        // The piece relative to the partition's location.
+        let start: Vec<u64> = (0..piece.tile.len())
+            .map(|d| {
+                self.tiling[d].tile_start(piece.tile[d]) + piece.tile_start[d]
+                    - p.spec.location[d].0
+            })
+            .collect();
+        // SAFETY: forwarded from this function's contract.
+        unsafe { p.read(&start, &piece.count, dest, &piece.box_start) }
+    }
+}
+
+/// The cuts of every dimension: 0, each partition boundary, the extent.
+fn cuts(spec: &MasterSpec) -> Result<(Vec<DimTiling>, Vec<u64>), NcaError> {
+    let mut tiling = Vec::with_capacity(spec.shape.len());
+    let mut grid = Vec::with_capacity(spec.shape.len());
+    let mut total: u64 = 1;
+    for (d, &extent) in spec.shape.iter().enumerate() {
+        let mut ends: Vec<u64> = spec
+            .array
+            .partitions
+            .iter()
+            .flat_map(|p| [p.location[d].0, p.location[d].1])
+            .chain([extent])
+            .filter(|&e| e > 0)
+            .collect();
+        ends.sort_unstable();
+        ends.dedup();
+        total = total.saturating_mul(ends.len() as u64);
+        grid.push(ends.len() as u64);
+        tiling.push(DimTiling::Explicit(ends));
+    }
+    if total > MAX_CELLS {
+        return Err(NcaError::invalid(
+            "nca_array.Partitions",
+            format!(
+                "partition boundaries cut the master into {total} cells, more than {MAX_CELLS}: \
+                 the partitions are not a partition matrix"
+            ),
+        ));
+    }
+    Ok((tiling, grid))
+}
+
+impl ArraySource for Aggregation {
+    fn meta(&self) -> &ArrayMeta {
+        &self.meta
+    }
+
+    /// A hash of the descriptor file's stamp and every partition's: any
+    /// fragment rewritten, replaced or appearing changes it (then the
+    /// refresh swaps in the freshly opened aggregation, whose Zarr
+    /// fragments have new cache identities). No cache of its own.
+    fn change_stamp(&self) -> ChangeStamp {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut known = super::file_stamp(&self.descriptor).map(|s| s.hash(&mut h));
+        for p in &self.partitions {
+            known = known.and(p.change_stamp().map(|s| s.hash(&mut h)));
+        }
+        ChangeStamp {
+            cache_id: None,
+            data: known.map(|()| h.finish()),
+        }
+    }
+
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        if region.num_elements() == 0 {
+            return Ok(());
+        }
+        let pieces: Vec<Piece> = Projection::new(&self.tiling, region).pieces().collect();
+        let dest = SharedDest::new(out, &region.count);
+        // SAFETY: the pieces of one projection partition the region, so
+        // their destination sub-boxes are disjoint.
+        let read = |p: &Piece| unsafe { self.read_piece(p, &dest) };
+        if pieces.len() > 1 {
+            pieces.par_iter().try_for_each(read)
+        } else {
+            pieces.iter().try_for_each(read)
+        }
+    }
+}

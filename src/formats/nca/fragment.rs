@@ -1,0 +1,494 @@
+//! Finding and opening the sub-array a partition refers to.
+//!
+//! A partition's `data` names a file (relative to the descriptor, absent =
+//! the NCA file itself), a format and, for netCDF and nested descriptors,
+//! a variable. [`Context::target`] turns that into a [`Target`]: the path
+//! resolved and confined ([`crate::storage::confine`]), the format settled (for a
+//! JSON descriptor without `format`, sniffed from the file: a `.json`
+//! name is a nested descriptor, a directory a Zarr store, `CDF` magic a
+//! netCDF file). [`Context::open`] then opens it as an
+//! [`ArraySource`]:
+//!
+//! - netCDF: [`crate::formats::netcdf3::File`], shared by every partition of one
+//!   load that names the same file; a variable carrying `nca_array` (or
+//!   CF-1.13 `aggregated_data`, or CFA-0.4 `cfa_array`) is a nested
+//!   aggregation;
+//! - raw: [`super::raw::RawArray`];
+//! - zarr: the store's array (through the shared chunk cache);
+//! - nca: a variable of another `*.nca.json` descriptor.
+//!
+//! Nested aggregations carry the chain of (descriptor, variable) pairs
+//! being built: meeting a pair already on the chain is a cycle, a chain
+//! longer than [`MAX_DEPTH`] is refused; both are errors, never a stack
+//! overflow.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+
+use super::descriptor::{Format, PartitionSpec};
+use super::error::NcaError;
+use crate::engine::array::ArraySource;
+use crate::engine::cache::ChunkCache;
+use crate::error::{Error, Result};
+use crate::formats::{netcdf, netcdf3};
+use crate::storage::confine::{self, Roots};
+use crate::storage::files::{Files, ReadAt};
+
+/// Aggregations nested deeper than this are refused.
+pub const MAX_DEPTH: usize = 16;
+
+/// What one aggregation's partitions are opened against: the descriptor
+/// they were read from and the shared resources of the load.
+pub struct Context {
+    pub roots: Arc<Roots>,
+    pub cache: Arc<ChunkCache>,
+    /// How fragment files and stores are opened.
+    pub files: Arc<dyn Files>,
+    /// The NCA file (descriptor) itself, canonical.
+    pub file: PathBuf,
+    /// Its netCDF form, when it is a netCDF file.
+    pub netcdf: Option<Arc<netcdf3::File>>,
+    /// The (descriptor, variable) pairs being built, outermost first,
+    /// this aggregation included.
+    pub chain: Vec<(PathBuf, String)>,
+    /// What this load has opened and built, shared with the contexts of
+    /// nested aggregations.
+    opened: Shared,
+}
+
+/// A context's handle on its load's [`LoadShared`]: the outermost context
+/// owns it, nested ones only refer to it. The memo keeps the nested
+/// aggregations it built, and each holds its context: were that a strong
+/// reference, the cycle would keep the whole load, open files included,
+/// alive forever (one more each time a refresh re-opens the source).
+enum Shared {
+    Owner(Arc<LoadShared>),
+    Nested(Weak<LoadShared>),
+}
+
+/// What one load opens, shared by all its contexts (nested ones too): each
+/// file opened once and each nested aggregation or Zarr fragment built
+/// once, however many partitions name it. Without this, a descriptor
+/// whose partitions all nest the same descriptor builds it once per
+/// partition at every level (4 partitions, 8 levels: 65536 builds and as
+/// many open files), and 30000 partitions of one raw file hold 30000
+/// descriptors.
+#[derive(Default)]
+struct LoadShared {
+    netcdf: Mutex<HashMap<PathBuf, Arc<netcdf3::File>>>,
+    raw: Mutex<HashMap<PathBuf, Arc<dyn ReadAt>>>,
+    built: Mutex<HashMap<(PathBuf, String), Opened>>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("file", &self.file)
+            .field("chain", &self.chain)
+            .finish()
+    }
+}
+
+/// A partition's sub-array, located.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub format: Format,
+    /// Resolved and confined.
+    pub path: PathBuf,
+    /// Whether `path` is the NCA file itself.
+    pub is_self: bool,
+    pub ncvar: Option<String>,
+}
+
+/// What [`Context::open`] found.
+#[derive(Clone)]
+pub enum Opened {
+    /// A plain netCDF variable: CF packing and missing values apply.
+    NetCdf(Arc<dyn ArraySource>),
+    /// A nested aggregation: its fill value means missing.
+    Nested(Arc<dyn ArraySource>),
+    /// Raw or Zarr: values as stored.
+    Plain(Arc<dyn ArraySource>),
+}
+
+impl Opened {
+    pub fn source(&self) -> &Arc<dyn ArraySource> {
+        match self {
+            Opened::NetCdf(s) | Opened::Nested(s) | Opened::Plain(s) => s,
+        }
+    }
+}
+
+impl Context {
+    pub fn new(
+        roots: Arc<Roots>,
+        cache: Arc<ChunkCache>,
+        files: Arc<dyn Files>,
+        file: PathBuf,
+        netcdf: Option<Arc<netcdf3::File>>,
+        chain: Vec<(PathBuf, String)>,
+    ) -> Context {
+        Context {
+            roots,
+            cache,
+            files,
+            file,
+            netcdf,
+            chain,
+            opened: Shared::Owner(Arc::default()),
+        }
+    }
+
+    /// The load's memo; a fresh, unshared one if the outermost aggregation
+    /// is gone (nothing can read through this context then anyway).
+    fn shared(&self) -> Arc<LoadShared> {
+        match &self.opened {
+            Shared::Owner(s) => s.clone(),
+            Shared::Nested(w) => w.upgrade().unwrap_or_default(),
+        }
+    }
+
+    /// The descriptor's directory, which relative `file`s are relative to.
+    fn base_dir(&self) -> &Path {
+        self.file.parent().unwrap_or(Path::new("/"))
+    }
+
+    /// Locate the sub-array of `spec` (see the module doc). Errors are
+    /// load errors: confinement, a format that cannot be settled.
+    pub fn target(&self, spec: &PartitionSpec) -> Result<Target, NcaError> {
+        let own_format = if self.netcdf.is_some() {
+            Format::NetCdf
+        } else {
+            Format::Nca
+        };
+        if spec.format == Some(Format::Constant) {
+            return Ok(Target {
+                format: Format::Constant,
+                path: self.file.clone(),
+                is_self: true,
+                ncvar: None,
+            });
+        }
+        let (path, is_self) = match &spec.data.file {
+            None => (self.file.clone(), true),
+            Some(f) => {
+                // URIs as CF-1.13 and CFA-0.4 fragments take them: file://
+                // is a path, other schemes are refused here, not taken
+                // for relative file names.
+                let f = &super::cf::uri_path(f)
+                    .map_err(|d| NcaError::invalid(format!("{}.data.file", spec.label), d))?;
+                let p = confine::reference(self.base_dir(), f);
+                let real = self.roots.check(&p).map_err(|real| NcaError::OutsideRoot {
+                    partition: spec.label.clone(),
+                    path: format!("{f} (resolves to {})", real.display()),
+                    roots: self.roots.describe(),
+                })?;
+                let is_self = real == self.file;
+                (real, is_self)
+            }
+        };
+        let format = match spec.format {
+            Some(f) => f,
+            None if is_self => own_format,
+            None if own_format == Format::NetCdf => Format::NetCdf,
+            None => sniff(&path).ok_or_else(|| {
+                NcaError::invalid(
+                    format!("{}.format", spec.label),
+                    format!(
+                        "absent, and {} is not recognisably netCDF, Zarr or a descriptor: \
+                         say which",
+                        path.display()
+                    ),
+                )
+            })?,
+        };
+        if is_self && format != own_format {
+            return Err(NcaError::invalid(
+                format!("{}.data.file", spec.label),
+                "a partition in the descriptor file itself must be of the descriptor's format",
+            ));
+        }
+        if format == Format::NetCdf
+            && (spec.data.scale_factor.is_some() || spec.data.add_offset.is_some())
+        {
+            return Err(NcaError::invalid(
+                format!("{}.data", spec.label),
+                "scale_factor/add_offset are for non-netCDF partitions: a netCDF \
+                 variable's own attributes say how it is packed",
+            ));
+        }
+        if matches!(format, Format::NetCdf | Format::Nca) && spec.data.ncvar.is_none() {
+            return Err(NcaError::Missing(format!("{}.data.ncvar", spec.label)));
+        }
+        if format == Format::Raw && (spec.data.shape.is_none() || spec.data.dtype.is_none()) {
+            return Err(NcaError::Missing(format!(
+                "{}.data.shape and .dtype (raw partitions need both)",
+                spec.label
+            )));
+        }
+        Ok(Target {
+            format,
+            path,
+            is_self,
+            ncvar: spec.data.ncvar.clone(),
+        })
+    }
+
+    /// Open `target` for the partition `spec`. Errors name the file;
+    /// nested descriptors are checked for cycles and depth. Nested
+    /// aggregations and Zarr fragments are built once per load.
+    pub fn open(&self, spec: &PartitionSpec, target: &Target) -> Result<Opened> {
+        let memo = matches!(target.format, Format::Nca | Format::Zarr | Format::NetCdf);
+        let key = (
+            target.path.clone(),
+            target.ncvar.clone().unwrap_or_default(),
+        );
+        let shared = self.shared();
+        if memo && let Some(o) = shared.built.lock().get(&key) {
+            return Ok(o.clone());
+        }
+        let opened = self.open_uncached(spec, target)?;
+        if memo {
+            shared.built.lock().insert(key, opened.clone());
+        }
+        Ok(opened)
+    }
+
+    fn open_uncached(&self, spec: &PartitionSpec, target: &Target) -> Result<Opened> {
+        // The file may have been replaced by a symlink since load.
+        if !target.is_self && self.roots.check(&target.path).is_err() {
+            return Err(Error::metadata(
+                target.path.display().to_string(),
+                format!(
+                    "now resolves outside the allowed roots ({})",
+                    self.roots.describe()
+                ),
+            ));
+        }
+        match target.format {
+            Format::NetCdf => {
+                let file = match (&self.netcdf, target.is_self) {
+                    (Some(nc), true) => nc.clone(),
+                    _ => self.netcdf_file(&target.path)?,
+                };
+                let var = target.ncvar.as_deref().unwrap_or_default();
+                let v = file.variable(var).ok_or_else(|| {
+                    Error::NotFound(format!("{}: variable {var}", target.path.display()))
+                })?;
+                if v.attributes.contains_key("nca_array") {
+                    let ctx = self.nested(&target.path, var, Some(file.clone()))?;
+                    let agg = super::netcdf::aggregation(&file, var, Arc::new(ctx))?;
+                    return Ok(Opened::Nested(agg));
+                }
+                if super::cf::is_aggregation_variable(v) {
+                    let ctx = self.nested(&target.path, var, Some(file.clone()))?;
+                    let agg = super::cf::aggregation(&file, var, Arc::new(ctx))?;
+                    return Ok(Opened::Nested(agg));
+                }
+                if super::cfa04::is_cfa_variable(v) {
+                    let ctx = self.nested(&target.path, var, Some(file.clone()))?;
+                    let agg = super::cfa04::aggregation(&file, var, Arc::new(ctx))?;
+                    return Ok(Opened::Nested(agg));
+                }
+                Ok(Opened::NetCdf(file.array(var)?))
+            }
+            Format::Raw => {
+                let (dtype, order) = spec.data.dtype.clone().expect("checked by target()");
+                let shape = spec.data.shape.clone().expect("checked by target()");
+                let raw = super::raw::RawArray::open(
+                    self.raw_file(&target.path)?,
+                    &target.path,
+                    spec.data.file_offset.unwrap_or(0),
+                    shape,
+                    dtype,
+                    order,
+                )?;
+                Ok(Opened::Plain(Arc::new(raw)))
+            }
+            Format::Zarr => {
+                if !target.path.is_dir() {
+                    return Err(Error::Io {
+                        path: target.path.display().to_string(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "no Zarr store (directory) here",
+                        ),
+                    });
+                }
+                let store = self.files.store(&target.path);
+                let h = crate::formats::zarr::open_store(store, self.cache.clone())?;
+                let want = target.ncvar.as_deref().unwrap_or("").trim_matches('/');
+                let node = h
+                    .nodes
+                    .into_iter()
+                    .find(|n| n.path == want && n.array.is_some())
+                    .ok_or_else(|| {
+                        Error::NotFound(format!("{}: Zarr array {:?}", target.path.display(), want))
+                    })?;
+                let array: Arc<dyn ArraySource> = node.array.expect("filtered");
+                Ok(Opened::Plain(array))
+            }
+            Format::Constant => {
+                let (dtype, _) = spec.data.dtype.clone().expect("set with the value");
+                let value = spec.data.value.clone().expect("set by the builder");
+                let c = super::constant::Constant::new(&self.file, spec.extents(), dtype, value)?;
+                Ok(Opened::Plain(Arc::new(c)))
+            }
+            Format::Nca => {
+                let var = target.ncvar.as_deref().unwrap_or_default();
+                let ctx = self.nested(&target.path, var, None)?;
+                let agg = super::json_variable(&target.path, var, ctx)?;
+                Ok(Opened::Nested(agg))
+            }
+        }
+    }
+
+    /// The context of a nested aggregation `var` of `file`.
+    fn nested(
+        &self,
+        file: &Path,
+        var: &str,
+        netcdf: Option<Arc<netcdf3::File>>,
+    ) -> Result<Context> {
+        let here = self
+            .chain
+            .last()
+            .map(|(f, v)| format!("{}: {v}", f.display()))
+            .unwrap_or_default();
+        let pair = (file.to_path_buf(), var.to_string());
+        if self.chain.contains(&pair) {
+            let chain: Vec<String> = self
+                .chain
+                .iter()
+                .chain(std::iter::once(&pair))
+                .map(|(f, v)| format!("{} variable {v}", f.display()))
+                .collect();
+            return Err(NcaError::Cycle(chain.join(" -> ")).at(here));
+        }
+        if self.chain.len() >= MAX_DEPTH {
+            return Err(NcaError::TooDeep(MAX_DEPTH).at(here));
+        }
+        let mut chain = self.chain.clone();
+        chain.push(pair);
+        let mut ctx = Context::new(
+            self.roots.clone(),
+            self.cache.clone(),
+            self.files.clone(),
+            file.to_path_buf(),
+            netcdf,
+            chain,
+        );
+        ctx.opened = Shared::Nested(match &self.opened {
+            Shared::Owner(s) => Arc::downgrade(s),
+            Shared::Nested(w) => w.clone(),
+        });
+        Ok(ctx)
+    }
+
+    /// The raw file at `path`, opened once per load.
+    fn raw_file(&self, path: &Path) -> Result<Arc<dyn ReadAt>> {
+        let shared = self.shared();
+        if let Some(f) = shared.raw.lock().get(path) {
+            return Ok(f.clone());
+        }
+        let f = self.files.open(path).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        shared.raw.lock().insert(path.to_path_buf(), f.clone());
+        Ok(f)
+    }
+
+    /// The netCDF file at `path`, opened once per load.
+    fn netcdf_file(&self, path: &Path) -> Result<Arc<netcdf3::File>> {
+        let shared = self.shared();
+        if let Some(f) = shared.netcdf.lock().get(path) {
+            return Ok(f.clone());
+        }
+        let f = Arc::new(netcdf::open(path, self.files.as_ref(), Some(&self.cache))?);
+        shared.netcdf.lock().insert(path.to_path_buf(), f.clone());
+        Ok(f)
+    }
+}
+
+/// Guess the format of an existing file for a JSON descriptor's partition
+/// without `format`. `None`: cannot tell (or the file does not exist).
+fn sniff(path: &Path) -> Option<Format> {
+    if !path.exists() {
+        // A missing fragment is a read error, not a load error: guess from
+        // the name so the rest of the array still loads.
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        return match ext.as_str() {
+            "nc" | "nc3" | "cdf" => Some(Format::NetCdf),
+            "zarr" => Some(Format::Zarr),
+            "json" => Some(Format::Nca),
+            _ => None,
+        };
+    }
+    if path.is_dir() {
+        return crate::formats::zarr::is_store(path).then_some(Format::Zarr);
+    }
+    if path.extension().is_some_and(|e| e == "json") {
+        return Some(Format::Nca);
+    }
+    match netcdf::sniff(path) {
+        Ok(netcdf::Kind::Classic(_)) | Ok(netcdf::Kind::Hdf5) => Some(Format::NetCdf),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::files::OsFiles;
+    use crate::storage::store::Store;
+
+    /// The real files, remembering a weak handle on each one opened.
+    #[derive(Debug, Default)]
+    struct Watched(Mutex<Vec<(PathBuf, Weak<dyn ReadAt>)>>);
+
+    impl Files for Watched {
+        fn open(&self, path: &Path) -> std::io::Result<Arc<dyn ReadAt>> {
+            let f = OsFiles::unconfined().open(path)?;
+            self.0.lock().push((path.to_path_buf(), Arc::downgrade(&f)));
+            Ok(f)
+        }
+        fn store(&self, root: &Path) -> Arc<dyn Store> {
+            OsFiles::unconfined().store(root)
+        }
+    }
+
+    /// Regression (found by tests/soak.rs: every refresh pass leaked the
+    /// open files of a nested aggregation): a load's shared memo holds the
+    /// nested aggregations it built, which hold their contexts, which must
+    /// not hold the memo in turn, or nothing of the load is ever freed.
+    #[test]
+    fn a_dropped_nested_aggregation_frees_its_files() {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nca/data/nested.nca.json");
+        let watched = Arc::new(Watched::default());
+        let mut opts = crate::formats::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20)));
+        opts.files = watched.clone();
+        let vars = super::super::open_json(&path, &opts).unwrap();
+        assert!(vars.skipped.is_empty(), "{:?}", vars.skipped);
+        let (name, tas) = &vars.arrays[0];
+        assert_eq!(name, "tas");
+        // Read it all, so every partition is resolved and its files open.
+        let mut buf = vec![0u8; tas.meta().nbytes() as usize];
+        crate::engine::read::read_at(tas.as_ref(), 0, &mut buf, crate::dtype::Endian::NATIVE)
+            .unwrap();
+        assert!(!watched.0.lock().is_empty(), "no file opened through Files");
+        drop(vars);
+        let open: Vec<_> = watched
+            .0
+            .lock()
+            .iter()
+            .filter(|(_, w)| w.strong_count() > 0)
+            .map(|(p, _)| p.clone())
+            .collect();
+        assert!(open.is_empty(), "still open after the drop: {open:?}");
+    }
+}

@@ -1,0 +1,164 @@
+//! NCA and CF-1.13 aggregations: master arrays stitched from sub-arrays
+//! in other files, served as one flat file and conformed on the fly.
+//!
+//! The convention is the NCA proposal (netCDF aggregate, v0.1): a master
+//! array is cut into a hyperrectangular matrix of *partitions*, each of
+//! which refers to (part of) a *sub-array* stored elsewhere, possibly with
+//! its dimensions in another order, running the other way, with extra or
+//! missing size-1 dimensions, in other units or another dtype, or packed.
+//! docs/AGGREGATION.md is the user's reference; this is how it is built:
+//!
+//! CF-1.13 aggregation variables ([`cf`]: `aggregated_dimensions` /
+//! `aggregated_data`) are read into the same model, one partition per
+//! fragment; so are the legacy CFA-0.4 variables ([`cfa04`]:
+//! `cf_role = "cfa_variable"`, `cfa_array`), whose inclusive locations
+//! and `part` ranges are converted to the model's half-open ones.
+//!
+//! ```text
+//! *.nca.json ──┐                       descriptor: JSON / attributes → MasterSpec
+//! NCA netCDF ──┤                       cf: CF-1.13 map / uris / identifiers → MasterSpec
+//! CF-1.13 ─────┤                       cfa04: CFA-0.4 cfa_array (inclusive) → MasterSpec
+//! CFA-0.4 ─────┴─ open ─ Aggregation ─ aggregate: partition matrix as a tiling,
+//!                          │                      overlap check, holes = fill
+//!                          └ Partition ─ partition: geometry (part, order, direction,
+//!                              │                    size-1 dims), gather, fast path
+//!                              ├ convert: missing values, packing, units, dtype
+//!                              │   └ units: the supported unit subset
+//!                              └ fragment: locate (confine) and open the sub-array
+//!                                  ├ netcdf3::File / raw::RawArray / zarr / nested
+//!                                  │   / constant (CF unique_values)
+//!                                  └ storage::confine: every file under an allowed root
+//! ```
+//!
+//! Nothing is materialised whole: a read of the master is projected over
+//! the partition matrix with the chunk-grid code, and each partition
+//! reads only the box of its sub-array that the read needs, through the
+//! sub-array's own [`ArraySource`] (Zarr chunks through the shared cache,
+//! netCDF with positioned reads). Partitions of one read are read in
+//! parallel.
+//!
+//! Errors: a malformed descriptor, an overlap, a reference outside the
+//! allowed roots, a fragment that does not match its partition, units
+//! that cannot be converted, a cycle of nested descriptors: the variable
+//! does not load ([`crate::Error::Format`] wrapping an
+//! [`NcaError`]), the other variables of the file still do. A fragment
+//! file that does not exist: the variable loads, and reads that touch it
+//! fail (EIO at the mount) naming the file, until it appears.
+
+pub mod aggregate;
+pub mod cf;
+pub mod cfa04;
+
+pub mod constant;
+pub mod convert;
+pub mod descriptor;
+pub mod error;
+pub mod fragment;
+pub mod netcdf;
+pub mod part;
+pub mod partition;
+pub mod raw;
+pub mod units;
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use aggregate::Aggregation;
+pub use error::NcaError;
+
+use crate::engine::array::ArraySource;
+use crate::error::{Error, Result};
+use crate::formats::Options;
+use fragment::Context;
+
+/// Descriptor files larger than this are refused (a real one with a
+/// million partitions is a few hundred MB; ours are kilobytes).
+pub const MAX_DESCRIPTOR_BYTES: u64 = 256 << 20;
+
+/// The variables of a descriptor or NCA file, by name.
+#[derive(Default)]
+pub struct Variables {
+    pub arrays: Vec<(String, Arc<dyn ArraySource>)>,
+    /// Variables that could not be built, with why.
+    pub skipped: Vec<Error>,
+}
+
+/// Whether `path` names a JSON descriptor (`*.nca.json`).
+pub fn is_descriptor(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".nca.json"))
+}
+
+/// Read and parse the descriptor at `path`.
+fn read_descriptor(path: &Path) -> Result<serde_json::Value> {
+    let name = path.display().to_string();
+    let io = |e| Error::Io {
+        path: name.clone(),
+        source: e,
+    };
+    let len = std::fs::metadata(path).map_err(io)?.len();
+    if len > MAX_DESCRIPTOR_BYTES {
+        return Err(Error::TooLarge {
+            path: name,
+            size: len,
+            limit: MAX_DESCRIPTOR_BYTES,
+        });
+    }
+    let text = std::fs::read_to_string(path).map_err(io)?;
+    descriptor::parse_json(&text).map_err(|e| e.at(&name))
+}
+
+/// Open the JSON descriptor at `path`: every variable it defines, each
+/// assembled from its partitions. `Err` when the descriptor as a whole
+/// cannot be read or parsed; a variable that fails is in `skipped`.
+pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
+    let real = path.canonicalize().map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    let doc = read_descriptor(&real)?;
+    let name = real.display().to_string();
+    let masters = descriptor::json_masters(&doc).map_err(|e| e.at(&name))?;
+    let roots = opts.roots_for(&real);
+    let mut out = Variables::default();
+    for (var, spec) in masters {
+        let vname = format!("{name}: {var}");
+        let built = spec.map_err(|e| e.at(&vname)).and_then(|spec| {
+            let ctx = Context::new(
+                roots.clone(),
+                opts.cache.clone(),
+                opts.files.clone(),
+                real.clone(),
+                None,
+                vec![(real.clone(), var.clone())],
+            );
+            Aggregation::new(spec, &vname, Arc::new(ctx))
+        });
+        match built {
+            Ok(a) => out.arrays.push((var, Arc::new(a))),
+            Err(e) => {
+                log::warn!("skipping a variable: {e}");
+                out.skipped.push(e);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The variable `var` of the descriptor at `path` (canonical), for a
+/// nested aggregation opened under `ctx`.
+pub(crate) fn json_variable(path: &Path, var: &str, ctx: Context) -> Result<Arc<dyn ArraySource>> {
+    let doc = read_descriptor(path)?;
+    let name = format!("{}: {var}", path.display());
+    let masters = descriptor::json_masters(&doc).map_err(|e| e.at(&name))?;
+    let spec = masters
+        .into_iter()
+        .find(|(v, _)| v == var)
+        .ok_or_else(|| Error::NotFound(name.clone()))?
+        .1
+        .map_err(|e| e.at(&name))?;
+    Ok(Arc::new(Aggregation::new(spec, &name, Arc::new(ctx))?))
+}
+
+pub(crate) use crate::storage::files::file_stamp;

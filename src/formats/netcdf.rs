@@ -1,0 +1,101 @@
+//! The netCDF family by its magic number: which reader opens a file.
+//!
+//! A file named `*.nc` may be a classic netCDF file (`CDF\x01`, `\x02`,
+//! `\x05`: [`netcdf3`]), a blocked archive of one (`SLABNC3\0`:
+//! [`packed`]), or netCDF-4, which is HDF5 (`\x89HDF`). The readers do not
+//! know about each other (an archive is built on the classic reader, not
+//! the reverse); this module is the one place that looks at the first
+//! bytes and chooses, for dataset discovery ([`super::dataset`]) and for
+//! aggregations whose fragments are netCDF files ([`super::nca`]).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::engine::cache::ChunkCache;
+use crate::error::{Error, Result};
+use crate::formats::netcdf3::{self, Format};
+use crate::formats::packed;
+use crate::storage::files::{Files, OsFiles, ReadAt};
+
+/// What the first bytes of a file say it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `CDF\x01`, `CDF\x02` or `CDF\x05`.
+    Classic(Format),
+    /// `\x89HDF`: HDF5, which netCDF-4 files are.
+    Hdf5,
+    /// `SLABNC3\0`: a blocked-compressed archive ([`packed`]).
+    Packed,
+    Other,
+}
+
+/// What slabfs says about a netCDF-4 (HDF5) file.
+pub const NETCDF4_UNSUPPORTED: &str = "netCDF-4 (HDF5) file: netCDF-4 is not supported directly; \
+     convert it with `nccopy -k nc5 IN OUT` or to Zarr";
+
+/// Sniff the magic number of the file at `path`.
+pub fn sniff(path: &Path) -> std::io::Result<Kind> {
+    kind_of(OsFiles::unconfined().open(path)?.as_ref())
+}
+
+/// The kind of the open file `file`, from its first 8 bytes.
+pub fn kind_of(file: &dyn ReadAt) -> std::io::Result<Kind> {
+    let mut magic = [0u8; 8];
+    let n = file.size()?.min(magic.len() as u64) as usize;
+    file.read_exact_at(&mut magic[..n], 0)?;
+    let magic = &magic[..n];
+    Ok(match Format::from_magic(&magic[..n.min(4)]) {
+        Some(format) => Kind::Classic(format),
+        None if magic.starts_with(b"\x89HDF") => Kind::Hdf5,
+        None if magic == packed::MAGIC => Kind::Packed,
+        None => Kind::Other,
+    })
+}
+
+/// Open the netCDF file `path` through `files`: a classic file, or a
+/// blocked archive of one whose blocks decode through `cache` (a private
+/// cache when `None`). A netCDF-4 file is an error saying so.
+pub fn open(
+    path: &Path,
+    files: &dyn Files,
+    cache: Option<&Arc<ChunkCache>>,
+) -> Result<netcdf3::File> {
+    let name = path.display().to_string();
+    let io = |source| Error::Io {
+        path: name.clone(),
+        source,
+    };
+    let file = files.open(path).map_err(io)?;
+    match kind_of(file.as_ref()).map_err(io)? {
+        Kind::Packed => packed::reader::open_file(name, file, cache),
+        Kind::Hdf5 => Err(Error::metadata(name, NETCDF4_UNSUPPORTED)),
+        // Not a classic file either: the classic reader says what is wrong.
+        Kind::Classic(_) | Kind::Other => netcdf3::File::from_reader(name, file),
+    }
+}
+
+/// [`open`] unconfined with a private cache (`slabfs cat`, tests).
+pub fn open_path(path: &Path) -> Result<netcdf3::File> {
+    open(path, &OsFiles::unconfined(), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sniffing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let check = |bytes: &[u8], want: Kind| {
+            let p = tmp.path().join("f");
+            std::fs::write(&p, bytes).unwrap();
+            assert_eq!(sniff(&p).unwrap(), want);
+        };
+        check(b"CDF\x02rest", Kind::Classic(Format::Offset64));
+        check(b"\x89HDF\r\n\x1a\n", Kind::Hdf5);
+        check(b"SLABNC3\0rest", Kind::Packed);
+        check(b"SLABNC3", Kind::Other);
+        check(b"CD", Kind::Other);
+        check(b"CDF\x03", Kind::Other);
+    }
+}

@@ -1,0 +1,159 @@
+//! A netCDF-3 variable as an [`ArraySource`]: positioned reads of exactly
+//! the bytes a box needs, then one byte swap to native order.
+//!
+//! `read_region` asks [`VarLayout::runs`] for the file runs of the box and
+//! [`coalesce`]s them into windows. A window of one run is read straight
+//! into its slice of the output buffer (`pread`, no copy); a window of
+//! several runs separated by small gaps is read once into a scratch buffer
+//! and its runs copied out. Runs come in C order over the box, so the
+//! output is filled front to back. Reads go through the one `File` the
+//! dataset opened, shared by every variable; no chunk cache is involved:
+//! the data is stored uncompressed and the kernel's page cache already
+//! holds what was read recently.
+
+use std::sync::Arc;
+
+use super::layout::{VarLayout, coalesce};
+use crate::dtype::swap_in_place;
+use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
+use crate::engine::index::Region;
+use crate::error::{Error, Result};
+use crate::storage::files::ReadAt;
+
+/// Runs separated by at most this many bytes are read with one call: one
+/// page, about what a system call costs in copying time, and what the page
+/// cache reads anyway.
+pub const MAX_GAP: u64 = 4096;
+
+/// A window of several runs is at most this long, bounding the scratch
+/// buffer of one read.
+pub const MAX_WINDOW: u64 = 4 << 20;
+
+/// The open file a dataset's variables read from.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub path: String,
+    pub file: Arc<dyn ReadAt>,
+}
+
+/// One variable of an open netCDF-3 file.
+pub struct Netcdf3Array {
+    meta: ArrayMeta,
+    name: String,
+    layout: VarLayout,
+    shared: Arc<Shared>,
+}
+
+impl Netcdf3Array {
+    pub(crate) fn new(
+        meta: ArrayMeta,
+        name: String,
+        layout: VarLayout,
+        shared: Arc<Shared>,
+    ) -> Netcdf3Array {
+        Netcdf3Array {
+            meta,
+            name,
+            layout,
+            shared,
+        }
+    }
+
+    /// Read `buf.len()` bytes at `offset`, with errors naming the file and
+    /// the variable.
+    fn pread(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.shared.file.read_exact_at(buf, offset).map_err(|e| {
+            let end = offset + buf.len() as u64;
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                let size = self
+                    .shared
+                    .file
+                    .size()
+                    .map_or_else(|_| "unknown".to_string(), |n| n.to_string());
+                Error::metadata(
+                    &self.shared.path,
+                    format!(
+                        "variable {:?}: bytes {offset}..{end} lie past the end of the file \
+                         ({size} bytes): the file is truncated",
+                        self.name
+                    ),
+                )
+            } else {
+                Error::Io {
+                    path: format!(
+                        "{} (variable {:?}, bytes {offset}..{end})",
+                        self.shared.path, self.name
+                    ),
+                    source: e,
+                }
+            }
+        })
+    }
+}
+
+impl std::fmt::Debug for Netcdf3Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Netcdf3Array")
+            .field("file", &self.shared.path)
+            .field("name", &self.name)
+            .field("layout", &self.layout)
+            .finish()
+    }
+}
+
+impl ArraySource for Netcdf3Array {
+    fn meta(&self) -> &ArrayMeta {
+        &self.meta
+    }
+
+    /// The file's identity and modification times: a rewrite in place or
+    /// a replacement by rename changes it. Nothing is cached by slabfs, so
+    /// there is no cache id.
+    fn change_stamp(&self) -> ChangeStamp {
+        let data = crate::storage::files::file_stamp(std::path::Path::new(&self.shared.path));
+        if data.is_none() {
+            log::warn!("{}: cannot check for changes", self.shared.path);
+        }
+        ChangeStamp {
+            cache_id: None,
+            data,
+        }
+    }
+
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        let mut pos = 0usize;
+        let mut windows = 0usize;
+        let mut scratch = Vec::new();
+        for w in coalesce(self.layout.runs(region), MAX_GAP, MAX_WINDOW) {
+            windows += 1;
+            if let [run] = w.runs[..] {
+                let len = run.len as usize;
+                self.pread(&mut out[pos..pos + len], run.offset)?;
+                pos += len;
+                continue;
+            }
+            scratch.resize(w.len as usize, 0);
+            self.pread(&mut scratch, w.offset)?;
+            for run in &w.runs {
+                let at = (run.offset - w.offset) as usize;
+                let len = run.len as usize;
+                out[pos..pos + len].copy_from_slice(&scratch[at..at + len]);
+                pos += len;
+            }
+        }
+        debug_assert_eq!(pos, out.len(), "runs cover the region");
+        log::debug!(
+            "netcdf3 read: file={} variable={} start={:?} count={:?} bytes={} reads={windows}",
+            self.shared.path,
+            self.name,
+            region.start,
+            region.count,
+            out.len()
+        );
+        // netCDF-3 data is big-endian on disk.
+        if cfg!(target_endian = "little") {
+            swap_in_place(out, self.meta.dtype.swap_unit());
+        }
+        Ok(())
+    }
+}

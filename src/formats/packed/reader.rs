@@ -1,0 +1,491 @@
+//! Reading an archive: open it from its superblock, header and index, and
+//! serve each variable through the same machinery as a Zarr array.
+//!
+//! A variable's data is one linear byte stream cut into blocks, which is
+//! exactly a one-dimensional Zarr array of the variable's elements chunked
+//! by the block (big-endian `bytes`, optionally `shuffle`, then zstd or
+//! zlib). So each variable
+//! is a [`ZarrArray`] of shape `[elements]` over a [`BlockStore`] whose
+//! key `i` is block `i`: the shared chunk cache, parallel decoding of the
+//! blocks of a large read, decoding whole blocks straight into the reply,
+//! the sequential prefetcher and the use-once rule all apply unchanged.
+//! The last block is shorter than the others, so the grid lists its cut
+//! explicitly ([`DimTiling::Explicit`]) unless the data fills it.
+//!
+//! [`Reshaped`] shows that 1-D array with the variable's real shape: a box
+//! of the N-D array is a set of runs of the linear stream (one run when the
+//! box covers whole rows), each read from the 1-D array.
+//!
+//! The store checks each block's CRC-32C before it is decompressed, and the
+//! decompressor is bounded by the block's known size, so a damaged block
+//! fails the reads that touch it (an error naming the file, the variable
+//! and the block) and nothing else.
+
+use std::sync::Arc;
+
+use super::format::{BlockCodec, FormatError, SUPERBLOCK_LEN, Superblock, VarIndex, parse_index};
+use crate::codec::{CodecError, v2_chain};
+use crate::dtype::Endian;
+use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
+use crate::engine::cache::{ChunkCache, SharedBytes};
+use crate::engine::index::tiling::DimTiling;
+use crate::engine::index::{Region, c_strides, checked_num_elements, contiguous_run};
+use crate::error::{Error, Result};
+use crate::formats::netcdf3;
+use crate::formats::netcdf3::header::{self, Header, NumRecs};
+use crate::formats::netcdf3::layout::Layout;
+use crate::formats::netcdf3::{HeaderError, MAX_HEADER_BYTES};
+use crate::formats::zarr::ZarrArray;
+use crate::formats::zarr::array::{ArraySpec, ChunkKeyEncoding};
+use crate::storage::files::{ReadAt, file_stamp};
+use crate::storage::store::Store;
+
+/// An open archive, shared by its variables.
+#[derive(Debug)]
+pub struct Archive {
+    pub path: String,
+    file: Arc<dyn ReadAt>,
+    pub superblock: Superblock,
+    /// The embedded classic header, as stored.
+    pub header_bytes: Vec<u8>,
+    /// Per variable, in header order.
+    pub vars: Vec<VarIndex>,
+}
+
+impl Archive {
+    /// Read `buf.len()` bytes at `offset`; errors name the file and `what`.
+    pub fn pread(&self, buf: &mut [u8], offset: u64, what: &str) -> Result<()> {
+        self.file.read_exact_at(buf, offset).map_err(|e| {
+            let end = offset + buf.len() as u64;
+            let source = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("bytes {offset}..{end} lie past the end of the file: it is truncated"),
+                )
+            } else {
+                e
+            };
+            Error::Io {
+                path: format!("{} ({what})", self.path),
+                source,
+            }
+        })
+    }
+
+    /// The compressed bytes of block `i` of variable `var`, checked against
+    /// the index's CRC-32C. `name` is the variable's, for errors.
+    pub fn block(&self, var: usize, i: u64, name: &str) -> Result<Vec<u8>> {
+        let v = &self.vars[var];
+        let (a, b) = v.block_range(i);
+        let what = format!("variable {name:?} block {i}, bytes {a}..{b}");
+        let mut buf = vec![0u8; (b - a) as usize];
+        self.pread(&mut buf, a, &what)?;
+        let computed = crc32c::crc32c(&buf);
+        let stored = v.crcs[i as usize];
+        if computed != stored {
+            return Err(Error::Chunk {
+                path: format!("{} (variable {name:?})", self.path),
+                chunk: format!("block {i} (bytes {a}..{b})"),
+                source: CodecError::corrupt(
+                    "crc32c",
+                    format!(
+                        "checksum mismatch (index says {stored:#010x}, block has {computed:#010x})"
+                    ),
+                )
+                .into(),
+            });
+        }
+        Ok(buf)
+    }
+}
+
+/// Open the archive `path` (already opened as `file`): its superblock,
+/// embedded header and index. Returns the header and its layout (relative
+/// to the original classic file) for [`crate::formats::netcdf3::File`].
+pub fn open(path: &str, file: Arc<dyn ReadAt>) -> Result<(Archive, Header, Layout)> {
+    let io = |source| Error::Io {
+        path: path.to_string(),
+        source,
+    };
+    let bad = |e: FormatError| Error::metadata(path, format!("blocked archive: {e}"));
+    let file_len = file.size().map_err(io)?;
+    let mut sb_bytes = [0u8; SUPERBLOCK_LEN as usize];
+    let n = (file_len.min(SUPERBLOCK_LEN)) as usize;
+    file.read_exact_at(&mut sb_bytes[..n], 0).map_err(io)?;
+    let superblock = Superblock::parse(&sb_bytes[..n], file_len).map_err(bad)?;
+    if superblock.header_len > MAX_HEADER_BYTES {
+        return Err(Error::TooLarge {
+            path: format!("{path} (embedded netCDF header)"),
+            size: superblock.header_len,
+            limit: MAX_HEADER_BYTES,
+        });
+    }
+    let mut archive = Archive {
+        path: path.to_string(),
+        file,
+        superblock,
+        header_bytes: vec![0u8; superblock.header_len as usize],
+        vars: Vec::new(),
+    };
+    let mut header_bytes = std::mem::take(&mut archive.header_bytes);
+    archive.pread(
+        &mut header_bytes,
+        superblock.header_offset,
+        "embedded header",
+    )?;
+    let header = match header::parse(&header_bytes, superblock.classic_len) {
+        Ok(h) => h,
+        Err(HeaderError::Short { needed, .. }) => {
+            return Err(Error::metadata(
+                path,
+                format!(
+                    "blocked archive: the embedded header is {} bytes but needs {needed}",
+                    superblock.header_len
+                ),
+            ));
+        }
+        Err(e) => {
+            return Err(Error::metadata(
+                path,
+                format!("blocked archive: embedded header: {e}"),
+            ));
+        }
+    };
+    if header.numrecs == NumRecs::Streaming {
+        return Err(Error::metadata(
+            path,
+            "blocked archive: the embedded header has no record count (streaming numrecs)",
+        ));
+    }
+    let layout = Layout::new(&header, superblock.classic_len)
+        .map_err(|d| Error::metadata(path, format!("blocked archive: {d}")))?;
+    let data_lens = layout
+        .vars
+        .iter()
+        .map(|v| {
+            checked_num_elements(&v.shape)
+                .and_then(|n| n.checked_mul(v.item))
+                .ok_or_else(|| Error::metadata(path, "a variable's size overflows"))
+        })
+        .collect::<Result<Vec<u64>>>()?;
+    let mut index = vec![0u8; superblock.index_len as usize + 4];
+    archive.pread(&mut index, superblock.index_offset, "block index")?;
+    archive.vars = parse_index(
+        &index,
+        &data_lens,
+        superblock.data_start(),
+        superblock.index_offset,
+    )
+    .map_err(bad)?;
+    archive.header_bytes = header_bytes;
+    Ok((archive, header, layout))
+}
+
+/// The cache of an archive opened without a shared one (`slabfs cat`,
+/// `unpack`, tests): enough for a few blocks being read at once.
+const PRIVATE_CACHE_BYTES: usize = 64 << 20;
+
+/// An archive as the body of the netCDF-3 file it stands for: its
+/// variables read from compressed blocks through `cache`.
+struct ArchiveBody {
+    archive: Arc<Archive>,
+    cache: Arc<ChunkCache>,
+}
+
+impl std::fmt::Debug for ArchiveBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ArchiveBody").field(&self.archive).finish()
+    }
+}
+
+impl netcdf3::Body for ArchiveBody {
+    fn array(&self, index: usize, name: &str, meta: ArrayMeta) -> Result<Arc<dyn ArraySource>> {
+        array(&self.archive, index, name, meta, self.cache.clone())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The archive `name` (already opened as `file`) as the classic netCDF-3
+/// file it stands for: the same header, dimensions and variables, the
+/// data decoded from blocks through `cache` (a private one when `None`).
+pub fn open_file(
+    name: String,
+    file: Arc<dyn ReadAt>,
+    cache: Option<&Arc<ChunkCache>>,
+) -> Result<netcdf3::File> {
+    let (archive, header, layout) = open(&name, file.clone())?;
+    let cache = cache
+        .cloned()
+        .unwrap_or_else(|| Arc::new(ChunkCache::new(PRIVATE_CACHE_BYTES)));
+    let body = ArchiveBody {
+        archive: Arc::new(archive),
+        cache,
+    };
+    netcdf3::File::with_body(name, file, header, layout, Arc::new(body))
+}
+
+/// The archive behind `file`, when it was opened from one.
+pub fn archive_of(file: &netcdf3::File) -> Option<&Arc<Archive>> {
+    let body = file.body()?.as_any().downcast_ref::<ArchiveBody>()?;
+    Some(&body.archive)
+}
+
+/// Variable `var` (named `name`) of `archive` as an array source with the
+/// metadata `meta` (its N-D shape, type, attributes...).
+pub fn array(
+    archive: &Arc<Archive>,
+    var: usize,
+    name: &str,
+    meta: ArrayMeta,
+    cache: Arc<ChunkCache>,
+) -> Result<Arc<dyn ArraySource>> {
+    let v = &archive.vars[var];
+    let item = meta.item_size() as u64;
+    let elements = meta.num_elements();
+    let block_elems = v.block_size / item;
+    let grid = if elements % block_elems == 0 {
+        DimTiling::Regular(block_elems)
+    } else {
+        let mut ends: Vec<u64> = (1..v.nblocks()).map(|i| i * block_elems).collect();
+        ends.push(elements);
+        DimTiling::Explicit(ends)
+    };
+    let compressor = match v.codec {
+        BlockCodec::Zstd => serde_json::json!({"id": "zstd", "level": v.level}),
+        BlockCodec::Deflate => serde_json::json!({"id": "zlib", "level": v.level}),
+    };
+    let source = format!("{} (variable {name:?})", archive.path);
+    let filters: Vec<serde_json::Value> = match v.shuffle && item > 1 {
+        true => vec![serde_json::json!({"id": "shuffle", "elementsize": item})],
+        false => Vec::new(),
+    };
+    let chain = v2_chain(1, false, Endian::Big, &filters, Some(&compressor))
+        .map_err(|e| Error::metadata(&source, e.to_string()))?;
+    let mut flat = ArrayMeta::new(
+        source.clone(),
+        vec![elements],
+        meta.dtype.clone(),
+        meta.fill_value.clone(),
+    )?;
+    flat.chunk_shape = Some(vec![block_elems]);
+    let spec = ArraySpec {
+        meta: flat,
+        grid: vec![grid],
+        keys: ChunkKeyEncoding::V2 { separator: '.' },
+        codec_names: chain.names().into_iter().map(String::from).collect(),
+        chain,
+        sharding: None,
+    };
+    let store = Arc::new(BlockStore {
+        archive: archive.clone(),
+        var,
+        name: name.to_string(),
+    });
+    let inner = ZarrArray::new(spec, store, "", cache)?;
+    Ok(Arc::new(Reshaped { meta, inner }))
+}
+
+/// The blocks of one variable as a key-value store: key `i` is block `i`.
+#[derive(Debug)]
+struct BlockStore {
+    archive: Arc<Archive>,
+    var: usize,
+    name: String,
+}
+
+impl Store for BlockStore {
+    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let v = &self.archive.vars[self.var];
+        let Some(i) = key.parse::<u64>().ok().filter(|&i| i < v.nblocks()) else {
+            return Ok(None);
+        };
+        let (a, b) = v.block_range(i);
+        if b - a > limit {
+            return Err(Error::TooLarge {
+                path: self.describe(key),
+                size: b - a,
+                limit,
+            });
+        }
+        self.archive.block(self.var, i, &self.name).map(Some)
+    }
+
+    fn list_dir(&self, _dir: &str) -> Result<Vec<(String, bool)>> {
+        Ok(Vec::new())
+    }
+
+    fn describe(&self, key: &str) -> String {
+        format!(
+            "{} (variable {:?} block {key})",
+            self.archive.path, self.name
+        )
+    }
+
+    /// The archive file's identity and times: archives are replaced whole
+    /// (pack writes a new file and renames it), never edited.
+    fn change_stamp(&self, _prefix: &str) -> Result<Option<u64>> {
+        Ok(file_stamp(std::path::Path::new(&self.archive.path)))
+    }
+}
+
+/// A one-dimensional source shown with another shape of the same number of
+/// elements (row-major on both sides).
+pub struct Reshaped<A> {
+    meta: ArrayMeta,
+    inner: A,
+}
+
+impl<A> Reshaped<A> {
+    /// For each contiguous run of `region` in the row-major order of
+    /// `shape`: its first linear element and length, in order.
+    fn runs(&self, region: &Region, mut f: impl FnMut(u64, u64) -> Result<()>) -> Result<()> {
+        let shape = &self.meta.shape;
+        let rank = shape.len();
+        if region.num_elements() == 0 {
+            return Ok(());
+        }
+        if rank == 0 {
+            return f(0, 1);
+        }
+        // Dimensions `j..` form one run: all after `j` are covered whole.
+        let mut j = rank - 1;
+        while j > 0 && region.start[j] == 0 && region.count[j] == shape[j] {
+            j -= 1;
+        }
+        let strides = c_strides(shape);
+        let run = region.count[j] * strides[j];
+        let mut idx = vec![0u64; j];
+        loop {
+            let first: u64 = (0..j)
+                .map(|d| (region.start[d] + idx[d]) * strides[d])
+                .sum::<u64>()
+                + region.start[j] * strides[j];
+            f(first, run)?;
+            // Odometer over the outer dimensions `..j`.
+            let mut d = j;
+            loop {
+                if d == 0 {
+                    return Ok(());
+                }
+                d -= 1;
+                idx[d] += 1;
+                if idx[d] < region.count[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+    }
+}
+
+impl<A: ArraySource> ArraySource for Reshaped<A> {
+    fn meta(&self) -> &ArrayMeta {
+        &self.meta
+    }
+
+    fn change_stamp(&self) -> ChangeStamp {
+        self.inner.change_stamp()
+    }
+
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        let item = self.meta.item_size();
+        let mut pos = 0usize;
+        self.runs(region, |first, len| {
+            let n = len as usize * item;
+            let r = Region {
+                start: vec![first],
+                count: vec![len],
+            };
+            self.inner.read_region(&r, &mut out[pos..pos + n])?;
+            pos += n;
+            Ok(())
+        })
+    }
+
+    /// A region that is one run of the flat order is one range of the
+    /// inner source.
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        let (first, len) = contiguous_run(&self.meta.shape, &region.start, &region.count)?;
+        self.inner.read_shared(&Region {
+            start: vec![first],
+            count: vec![len],
+        })
+    }
+
+    fn prefetch(&self, region: &Region) {
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        let _ = self.runs(region, |first, len| {
+            lo = lo.min(first);
+            hi = hi.max(first + len);
+            Ok(())
+        });
+        if lo < hi {
+            self.inner.prefetch(&Region {
+                start: vec![lo],
+                count: vec![hi - lo],
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DataType;
+    use proptest::prelude::*;
+
+    /// A 1-D source whose element `i` is `i` as a u32.
+    struct Counting(ArrayMeta);
+
+    impl ArraySource for Counting {
+        fn meta(&self) -> &ArrayMeta {
+            &self.0
+        }
+        fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+            for (k, chunk) in out.chunks_exact_mut(4).enumerate() {
+                chunk.copy_from_slice(&((region.start[0] + k as u64) as u32).to_ne_bytes());
+            }
+            Ok(())
+        }
+    }
+
+    proptest! {
+        /// Every element of a box of the reshaped view is the linear index
+        /// a brute-force row-major walk gives.
+        #[test]
+        fn reshaped_boxes_match_row_major_walk(
+            shape in proptest::collection::vec(1u64..5, 0..4),
+            seed in any::<u64>(),
+        ) {
+            let n: u64 = shape.iter().product();
+            let flat = ArrayMeta::new("t", vec![n], DataType::UInt32, vec![0; 4]).unwrap();
+            let meta = ArrayMeta::new("t", shape.clone(), DataType::UInt32, vec![0; 4]).unwrap();
+            let r = Reshaped { meta, inner: Counting(flat) };
+            let mut s = seed;
+            let mut next = |m: u64| { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); (s >> 33) % m };
+            let start: Vec<u64> = shape.iter().map(|&e| next(e)).collect();
+            let count: Vec<u64> = shape.iter().zip(&start).map(|(&e, &a)| 1 + next(e - a)).collect();
+            let region = Region { start: start.clone(), count: count.clone() };
+            let mut out = vec![0u8; region.num_elements() as usize * 4];
+            r.read_region(&region, &mut out).unwrap();
+            // Brute force: walk the box in C order.
+            let strides = c_strides(&shape);
+            let mut want = Vec::new();
+            let total = region.num_elements();
+            for k in 0..total {
+                let mut rem = k;
+                let mut lin = 0;
+                for d in (0..shape.len()).rev() {
+                    let i = rem % count[d];
+                    rem /= count[d];
+                    lin += (start[d] + i) * strides[d];
+                }
+                want.extend((lin as u32).to_ne_bytes());
+            }
+            prop_assert_eq!(out, want);
+        }
+    }
+}

@@ -1,0 +1,515 @@
+//! A Zarr array as an [`ArraySource`].
+//!
+//! Reading a box: project it over the chunk grid, fetch the decoded chunks
+//! it touches (in parallel, through the shared cache), and copy each
+//! piece into place; a chunk that does not exist is filled with the fill
+//! value without touching any other chunk.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::shard::Sharding;
+use crate::codec::{ChunkRepr, CodecChain};
+use crate::engine::array::{ArrayMeta, ArraySource};
+use crate::engine::cache::{ChunkCache, ChunkKey, SharedBytes, next_source_id};
+use crate::engine::index::copy::SharedDest;
+use crate::engine::index::tiling::{DimTiling, Piece, Projection};
+use crate::engine::index::{Region, contiguous_run};
+use crate::error::{Error, Result};
+use crate::storage::store::Store;
+
+/// How chunk coordinates become store keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkKeyEncoding {
+    /// Zarr v2 style: `1.23.45` (`0` for a 0-d array).
+    V2 { separator: char },
+    /// Zarr v3 `default`: `c/1/23/45` (`c` for a 0-d array).
+    Default { separator: char },
+}
+
+impl ChunkKeyEncoding {
+    pub fn key(&self, coords: &[u64]) -> String {
+        let join = |sep: char| {
+            coords
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(&sep.to_string())
+        };
+        match *self {
+            ChunkKeyEncoding::V2 { .. } if coords.is_empty() => "0".to_string(),
+            ChunkKeyEncoding::V2 { separator } => join(separator),
+            ChunkKeyEncoding::Default { .. } if coords.is_empty() => "c".to_string(),
+            ChunkKeyEncoding::Default { separator } => format!("c{separator}{}", join(separator)),
+        }
+    }
+}
+
+/// Everything metadata parsing yields about an array.
+#[derive(Debug)]
+pub struct ArraySpec {
+    pub meta: ArrayMeta,
+    pub grid: Vec<DimTiling>,
+    pub keys: ChunkKeyEncoding,
+    pub chain: CodecChain,
+    /// The codec names, outermost last, for sidecars.
+    pub codec_names: Vec<String>,
+    /// For sharded arrays, how leaf chunks are found in shards; `grid`
+    /// and `chain` are then those of the leaf chunks.
+    pub sharding: Option<Sharding>,
+}
+
+/// Largest decoded chunk slabfs accepts: a chunk is decoded whole into
+/// memory, so a chunk shape beyond this is refused at open time rather
+/// than exhausting memory on the first read.
+pub const MAX_CHUNK_BYTES: u64 = 4 << 30;
+
+pub struct ZarrArray {
+    spec: ArraySpec,
+    store: Arc<dyn Store>,
+    /// Key prefix of the array inside its store: "" or "path/to/array/".
+    prefix: String,
+    cache: Arc<ChunkCache>,
+    id: u64,
+    version: u64,
+}
+
+impl std::fmt::Debug for ZarrArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZarrArray")
+            .field("source", &self.spec.meta.source)
+            .field("shape", &self.spec.meta.shape)
+            .finish()
+    }
+}
+
+impl ZarrArray {
+    /// Check the spec's grid and codecs against its shape, and build the
+    /// array. `path` is the array's path inside the store ("" for root).
+    pub fn new(
+        spec: ArraySpec,
+        store: Arc<dyn Store>,
+        path: &str,
+        cache: Arc<ChunkCache>,
+    ) -> Result<ZarrArray> {
+        let meta = &spec.meta;
+        let src = &meta.source;
+        if spec.grid.len() != meta.rank() {
+            return Err(Error::metadata(
+                src,
+                format!(
+                    "chunk grid of rank {} for an array of rank {}",
+                    spec.grid.len(),
+                    meta.rank()
+                ),
+            ));
+        }
+        for (d, (t, &extent)) in spec.grid.iter().zip(&meta.shape).enumerate() {
+            if !t.covers(extent) {
+                return Err(Error::metadata(
+                    src,
+                    format!("chunk grid does not cover dimension {d}"),
+                ));
+            }
+        }
+        let prefix = if path.is_empty() {
+            String::new()
+        } else {
+            format!("{}/", path.trim_matches('/'))
+        };
+        let array = ZarrArray {
+            spec,
+            store,
+            prefix,
+            cache,
+            id: next_source_id(),
+            version: 0,
+        };
+        // Every chunk of a regular grid has the first chunk's shape; for
+        // explicit grids check the largest tile per dimension.
+        let largest: Vec<u64> = array
+            .spec
+            .grid
+            .iter()
+            .zip(&array.spec.meta.shape)
+            .map(|(t, &extent)| match t {
+                DimTiling::Regular(s) => *s,
+                DimTiling::Explicit(_) => (0..t.num_tiles(extent))
+                    .map(|i| t.tile_len(i))
+                    .max()
+                    .unwrap_or(1),
+            })
+            .collect();
+        let repr = ChunkRepr {
+            shape: largest,
+            dtype: array.spec.meta.dtype.clone(),
+            fill: array.spec.meta.fill_value.clone(),
+        };
+        match repr.nbytes() {
+            Some(n) if n as u64 <= MAX_CHUNK_BYTES => {}
+            _ => {
+                return Err(Error::metadata(
+                    src_of(&array),
+                    format!(
+                        "chunk shape {:?} is larger than the {} GiB limit",
+                        repr.shape,
+                        MAX_CHUNK_BYTES >> 30
+                    ),
+                ));
+            }
+        }
+        array
+            .spec
+            .chain
+            .validate(&repr)
+            .map_err(|e| Error::metadata(src_of(&array), e.to_string()))?;
+        Ok(array)
+    }
+
+    pub fn spec(&self) -> &ArraySpec {
+        &self.spec
+    }
+
+    fn chunk_repr(&self, tile: &[u64]) -> ChunkRepr {
+        ChunkRepr {
+            shape: self.chunk_shape(tile),
+            dtype: self.spec.meta.dtype.clone(),
+            fill: self.spec.meta.fill_value.clone(),
+        }
+    }
+
+    /// The stored (decoded) shape of chunk `tile`, overhang included.
+    fn chunk_shape(&self, tile: &[u64]) -> Vec<u64> {
+        self.spec
+            .grid
+            .iter()
+            .zip(tile)
+            .map(|(g, &t)| g.tile_len(t))
+            .collect()
+    }
+
+    /// Store key of chunk `tile`.
+    pub fn chunk_key(&self, tile: &[u64]) -> String {
+        format!("{}{}", self.prefix, self.spec.keys.key(tile))
+    }
+
+    /// The key of the stored object holding chunk `tile`: its shard's
+    /// for sharded arrays.
+    fn storage_key(&self, tile: &[u64]) -> String {
+        match &self.spec.sharding {
+            Some(s) => self.chunk_key(&s.shard_of(tile)),
+            None => self.chunk_key(tile),
+        }
+    }
+
+    /// The decoded chunk `tile`, `None` if it is not stored.
+    fn key(&self, tile: &[u64]) -> ChunkKey {
+        ChunkKey {
+            source: self.id,
+            version: self.version,
+            coords: tile.into(),
+        }
+    }
+
+    /// Bytes of chunk `tile` inside the array (an edge chunk overhangs).
+    fn useful_bytes(&self, tile: &[u64]) -> usize {
+        let elements: u64 = self
+            .spec
+            .grid
+            .iter()
+            .zip(tile)
+            .zip(&self.spec.meta.shape)
+            .map(|((g, &t), &extent)| g.tile_len(t).min(extent - g.tile_start(t)))
+            .product();
+        elements as usize * self.spec.meta.item_size()
+    }
+
+    fn load_chunk(&self, tile: &[u64]) -> Result<Option<Vec<u8>>> {
+        let Some(raw) = self.fetch(tile)? else {
+            return Ok(None);
+        };
+        let repr = self.chunk_repr(tile);
+        let err = |source| self.chunk_error(tile, source);
+        // Straight into a recycled buffer when the chain allows.
+        let mut buf = self
+            .cache
+            .take_buffer(repr.nbytes().expect("checked at open"));
+        match self.spec.chain.decode_into(&raw, &repr, &mut buf) {
+            Some(done) => done.map(|()| Some(buf)).map_err(err),
+            None => {
+                self.cache.give_back(buf);
+                self.spec.chain.decode(raw, &repr).map(Some).map_err(err)
+            }
+        }
+    }
+
+    /// The stored bytes of chunk `tile`, `None` if it is not stored.
+    fn fetch(&self, tile: &[u64]) -> Result<Option<Vec<u8>>> {
+        let nbytes = self.chunk_repr(tile).nbytes().expect("checked at open") as u64;
+        // No codec expands data by more than 2x; a bigger file is not a
+        // chunk of this array.
+        let limit = nbytes.saturating_mul(2).saturating_add(1 << 20);
+        if let Some(sharding) = &self.spec.sharding {
+            let key = self.chunk_key(&sharding.shard_of(tile));
+            return sharding.fetch(
+                self.store.as_ref(),
+                &key,
+                tile,
+                &self.cache,
+                self.version,
+                limit,
+            );
+        }
+        let key = self.chunk_key(tile);
+        let raw = self.store.get(&key, limit)?;
+        match &raw {
+            None => log::debug!(
+                "{}: chunk {tile:?} missing, fill value",
+                self.store.describe(&key)
+            ),
+            Some(raw) => log::debug!(
+                "{}: decoding chunk {tile:?} ({} bytes)",
+                self.store.describe(&key),
+                raw.len()
+            ),
+        }
+        Ok(raw)
+    }
+
+    /// The error for chunk `tile` failing to decode. A sharded chunk may
+    /// have been read from where a damaged index pointed, so its indexes
+    /// are dropped from the cache and read again next time
+    /// ([`Sharding::forget_indexes`]).
+    fn chunk_error(&self, tile: &[u64], source: crate::codec::CodecError) -> Error {
+        if let Some(s) = &self.spec.sharding {
+            s.forget_indexes(tile, &self.cache, self.version);
+        }
+        Error::Chunk {
+            path: self.store.describe(&self.storage_key(tile)),
+            chunk: format!("{tile:?}"),
+            source: source.into(),
+        }
+    }
+
+    /// Put one piece of a read into place. `many` is true when the read
+    /// spans several chunks (so this runs on a rayon worker).
+    ///
+    /// # Safety
+    /// Concurrent calls must be for different pieces of one projection
+    /// (their destination sub-boxes are then disjoint).
+    unsafe fn read_piece(&self, piece: &Piece, dest: &SharedDest<'_>, many: bool) -> Result<()> {
+        let item = self.spec.meta.item_size();
+        let shape = self.chunk_shape(&piece.tile);
+        let copy = |data: &[u8]| {
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                dest.copy_region(
+                    data,
+                    &shape,
+                    &piece.tile_start,
+                    &piece.box_start,
+                    &piece.count,
+                    item,
+                )
+            }
+        };
+        let fill = || {
+            // SAFETY: forwarded from this function's contract.
+            unsafe { dest.fill_region(&piece.box_start, &piece.count, &self.spec.meta.fill_value) }
+        };
+        // A chunk a multi-chunk read covers whole is used once: decode it
+        // straight into place, bypassing the cache (see ChunkCache::peek).
+        // A chunk read piecemeal goes through the cache.
+        let key = self.key(&piece.tile);
+        if !(many && piece.count == shape) {
+            let chunk = self
+                .cache
+                .get_or_load(&key, || self.load_chunk(&piece.tile))?;
+            match chunk {
+                Some(data) => {
+                    copy(&data);
+                    // Let go of it first, so a chunk now wholly served can
+                    // hand its buffer back.
+                    drop(data);
+                    let bytes = piece.count.iter().product::<u64>() as usize * item;
+                    self.cache
+                        .served(&key, bytes, self.useful_bytes(&piece.tile));
+                }
+                None => fill(),
+            }
+            return Ok(());
+        }
+        if let Some(data) = self.cache.peek(&key) {
+            copy(&data);
+            return Ok(());
+        }
+        let Some(raw) = self.fetch(&piece.tile)? else {
+            fill();
+            return Ok(());
+        };
+        let repr = self.chunk_repr(&piece.tile);
+        let chain = &self.spec.chain;
+        let err = |e| self.chunk_error(&piece.tile, e);
+        // Contiguous in the destination (the chunk spans the read's
+        // trailing dimensions): decode right into it.
+        // SAFETY: forwarded from this function's contract; the slice is
+        // dropped before returning.
+        if let Some(slot) = unsafe { dest.contiguous(&piece.box_start, &piece.count, item) }
+            && let Some(done) = chain.decode_into(&raw, &repr, slot)
+        {
+            return done.map_err(err);
+        }
+        // Otherwise into this thread's scratch buffer, then into place.
+        let nbytes = repr.nbytes().expect("checked at open");
+        SCRATCH.with(|cell| {
+            let mut scratch = cell.borrow_mut();
+            scratch.resize(nbytes, 0);
+            let result = match chain.decode_into(&raw, &repr, &mut scratch[..nbytes]) {
+                Some(done) => done.map(|()| copy(&scratch[..nbytes])),
+                None => chain.decode(raw, &repr).map(|data| copy(&data)),
+            };
+            if scratch.capacity() > MAX_SCRATCH {
+                *scratch = Vec::new();
+            }
+            result.map_err(err)
+        })
+    }
+}
+
+thread_local! {
+    /// Where a worker decodes a chunk that is then copied into a strided
+    /// destination: reused, so a scan allocates (and page-faults in) no
+    /// new memory per chunk.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A thread keeps its scratch buffer between reads up to this size; a
+/// larger chunk's buffer is freed after use, so idle threads never pin
+/// more than this.
+const MAX_SCRATCH: usize = 64 << 20;
+
+fn src_of(a: &ZarrArray) -> String {
+    a.spec.meta.source.clone()
+}
+
+impl ArraySource for ZarrArray {
+    fn meta(&self) -> &ArrayMeta {
+        &self.spec.meta
+    }
+
+    /// The store's stamp of every file under the array's prefix (its
+    /// metadata and chunks); `None` if they cannot be listed right now.
+    fn change_stamp(&self) -> crate::engine::array::ChangeStamp {
+        let data = self
+            .store
+            .change_stamp(&self.prefix)
+            .map_err(|e| log::warn!("{}: cannot check for changes: {e}", self.spec.meta.source))
+            .ok()
+            .flatten();
+        crate::engine::array::ChangeStamp {
+            cache_id: Some(self.id),
+            data,
+        }
+    }
+
+    fn prefetch(&self, region: &Region) {
+        let tiles: Vec<Vec<u64>> = Projection::new(&self.spec.grid, region)
+            .pieces()
+            .map(|p| p.tile)
+            .collect();
+        tiles.par_iter().for_each(|tile| {
+            self.cache
+                .prefetch(&self.key(tile), || self.load_chunk(tile));
+        });
+    }
+
+    /// A region inside one chunk whose elements are consecutive in it
+    /// (the chunk spans the region's trailing dimensions, as a row-chunked
+    /// array's chunks do for the kernel's page-aligned requests): the
+    /// chunk through the cache as [`read_region`](Self::read_region) would
+    /// get it, the region's range of it lent instead of copied. A missing
+    /// chunk is its fill value.
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        let projection = Projection::new(&self.spec.grid, region);
+        let mut pieces = projection.pieces();
+        let piece = pieces.next()?;
+        if pieces.next().is_some() {
+            return None;
+        }
+        let shape = self.chunk_shape(&piece.tile);
+        let (first, len) = contiguous_run(&shape, &piece.tile_start, &piece.count)?;
+        let item = self.spec.meta.item_size();
+        let key = self.key(&piece.tile);
+        let chunk = match self
+            .cache
+            .get_or_load(&key, || self.load_chunk(&piece.tile))
+        {
+            Ok(chunk) => chunk,
+            Err(e) => return Some(Err(e)),
+        };
+        let Some(data) = chunk else {
+            return Some(Ok(SharedBytes::owned(
+                self.spec.meta.fill_value.repeat(len as usize),
+            )));
+        };
+        let range = first as usize * item..(first + len) as usize * item;
+        let useful = self.useful_bytes(&piece.tile);
+        // A decoded chunk is exactly its shape's size (the codec chain
+        // checks), so the range is inside it.
+        let len = data.len();
+        Some(
+            SharedBytes::served(data, range.clone(), self.cache.clone(), key, useful).ok_or_else(
+                || Error::Metadata {
+                    path: self.store.describe(&self.storage_key(&piece.tile)),
+                    detail: format!(
+                        "chunk {:?} decoded to {len} bytes, short of bytes {range:?}",
+                        piece.tile
+                    ),
+                },
+            ),
+        )
+    }
+
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        let pieces: Vec<Piece> = Projection::new(&self.spec.grid, region).pieces().collect();
+        let dest = SharedDest::new(out, &region.count);
+        // The chunks of a large read are decoded in parallel, each copied
+        // into place by the thread that decoded it (while it is still in
+        // that core's cache); a read inside one chunk stays on this thread.
+        // SAFETY: the pieces of one projection partition the region, so
+        // their destination sub-boxes are disjoint.
+        let read = |p: &Piece| unsafe { self.read_piece(p, &dest, pieces.len() > 1) };
+        // Pieces of chunks already decoded are only copies: not worth
+        // waking the pool for.
+        let all_cached = || {
+            pieces
+                .iter()
+                .all(|p| self.cache.contains(&self.key(&p.tile)))
+        };
+        if pieces.len() > 1 && !all_cached() {
+            pieces.par_iter().try_for_each(read)
+        } else {
+            pieces.iter().try_for_each(read)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_keys() {
+        let v2 = ChunkKeyEncoding::V2 { separator: '.' };
+        assert_eq!(v2.key(&[1, 23, 45]), "1.23.45");
+        assert_eq!(v2.key(&[]), "0");
+        let v2s = ChunkKeyEncoding::V2 { separator: '/' };
+        assert_eq!(v2s.key(&[1, 2]), "1/2");
+        let d = ChunkKeyEncoding::Default { separator: '/' };
+        assert_eq!(d.key(&[1, 23, 45]), "c/1/23/45");
+        assert_eq!(d.key(&[]), "c");
+        let dd = ChunkKeyEncoding::Default { separator: '.' };
+        assert_eq!(dd.key(&[0, 1]), "c.0.1");
+    }
+}

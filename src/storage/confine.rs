@@ -1,0 +1,316 @@
+//! Confinement: which files a dataset may read.
+//!
+//! An aggregation or a references file names files by path, and whoever wrote the descriptor
+//! is not necessarily trusted with the whole machine: a mount of
+//! `/data/shared` must not serve `/etc/shadow` because a descriptor there
+//! says `"file": "../../etc/shadow"` or points a symlink at it. So every
+//! referenced file is resolved the way the kernel will resolve it (the
+//! deepest existing ancestor canonicalised, which follows symlinks and
+//! `..`, the rest applied lexically) and must lie under one of the
+//! allowed roots (canonicalised too). By default the root is the mounted
+//! SOURCE (the directory holding the descriptor when one is opened
+//! directly); `--allow-outside` adds more.
+//!
+//! A file that does not exist yet is resolved through its deepest
+//! existing ancestor, so a reference outside the roots is refused even
+//! when its target is missing. The check runs again when a missing
+//! fragment is opened later (a symlink may have appeared in between).
+//!
+//! Being under a root is not enough: only regular files and directories
+//! on ordinary file systems are ever data. A device (`/dev/zero` never
+//! ends, `/dev/urandom` is not data), a FIFO (opening one blocks until a
+//! writer comes, hanging the read) or a socket, and anything on the
+//! kernel's pseudo file systems (`/proc/self/environ` is the daemon's
+//! environment; sysfs, debugfs, cgroup...), are refused even when an
+//! allowed root covers them (`--allow-outside /` included).
+//!
+//! [`Roots::open`] is the race-free way to read a checked file: it opens
+//! without blocking, then checks the file it actually got (its type, and
+//! its path through `/proc/self/fd`), so a symlink or FIFO swapped in
+//! between the check and the open is caught too. docs/SECURITY.md states
+//! the guarantees and the tests that back them.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+
+/// The directories an aggregation may read from, canonicalised.
+#[derive(Debug, Clone, Default)]
+pub struct Roots(Vec<PathBuf>);
+
+impl Roots {
+    /// Canonicalise `roots`; a root that does not exist is dropped (it
+    /// cannot contain anything) with a warning.
+    pub fn new(roots: impl IntoIterator<Item = PathBuf>) -> Roots {
+        Roots(
+            roots
+                .into_iter()
+                // "" is what `Path::parent` gives for a bare file name.
+                .map(|r| {
+                    if r.as_os_str().is_empty() {
+                        PathBuf::from(".")
+                    } else {
+                        r
+                    }
+                })
+                .filter_map(|r| match r.canonicalize() {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        log::warn!("allowed root {}: {e}; ignored", r.display());
+                        None
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    /// Where `path` really points, if that is under a root and is not
+    /// special (see the module doc; a path that does not exist is not).
+    pub fn check(&self, path: &Path) -> Result<PathBuf, PathBuf> {
+        let real = resolve(path);
+        if self.0.iter().any(|r| real.starts_with(r)) && special(&real).is_none() {
+            Ok(real)
+        } else {
+            Err(real)
+        }
+    }
+
+    /// The roots, for messages (which say "outside the allowed roots
+    /// (...)", so the rule for special files is spelled out too).
+    pub fn describe(&self) -> String {
+        let roots = if self.0.is_empty() {
+            "none".to_string()
+        } else {
+            self.0
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        format!("{roots}; devices, FIFOs, sockets and /proc, /sys files never are")
+    }
+
+    /// Open the file `path` for reading if [`Roots::check`] admits it,
+    /// without the races of checking a path and then opening it: the
+    /// open does not block (`O_NONBLOCK`: a FIFO swapped in after the
+    /// check cannot hang it), and the file actually opened must be a
+    /// regular file whose path (`/proc/self/fd`) is admitted as well.
+    /// A refusal is a `PermissionDenied` error saying why.
+    pub fn open(&self, path: &Path) -> io::Result<File> {
+        let real = self.check(path).map_err(|r| self.refused(&r))?;
+        self.open_checked(&real)
+    }
+
+    /// [`Roots::open`] of `real`, which [`Roots::check`] returned: for
+    /// callers that have checked already (to word their own error).
+    pub fn open_checked(&self, real: &Path) -> io::Result<File> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(real)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(self.refused(real));
+        }
+        use std::os::fd::AsRawFd;
+        // What the descriptor really is. Without /proc (no way to ask),
+        // the check of the path above stands.
+        if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+            let opened = match opened.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+                Some(s) => PathBuf::from(s),
+                None => opened,
+            };
+            // Another file than the one checked: a component was swapped.
+            if opened != real
+                && (!self.0.iter().any(|r| opened.starts_with(r)) || special(&opened).is_some())
+            {
+                return Err(self.refused(&opened));
+            }
+        }
+        Ok(file)
+    }
+
+    fn refused(&self, real: &Path) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "resolves to {}, outside the allowed roots ({})",
+                real.display(),
+                self.describe()
+            ),
+        )
+    }
+}
+
+/// Why the existing file `real` (canonical) can never be read as data,
+/// if it cannot: a device, FIFO or socket, or a file of one of the
+/// kernel's pseudo file systems. `None` also for a path that does not
+/// exist (reading it will fail on its own; it is checked again then).
+pub fn special(real: &Path) -> Option<&'static str> {
+    let meta = std::fs::metadata(real).ok()?;
+    let ft = meta.file_type();
+    if ft.is_char_device() || ft.is_block_device() {
+        return Some("a device");
+    }
+    if ft.is_fifo() {
+        return Some("a FIFO");
+    }
+    if ft.is_socket() {
+        return Some("a socket");
+    }
+    // /proc and /sys by their usual places, and by file system type
+    // wherever they (or their kin) are mounted.
+    if real.starts_with("/proc") || real.starts_with("/sys") {
+        return Some("a kernel pseudo file");
+    }
+    let c = std::ffi::CString::new(real.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a plain struct
+    // the call fills in.
+    let st = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        if libc::statfs(c.as_ptr(), &mut st) != 0 {
+            return None;
+        }
+        st
+    };
+    // <linux/magic.h>: proc, sysfs, debugfs, tracefs, securityfs,
+    // cgroup, cgroup2, bpf, configfs, efivarfs, pstore.
+    // The magics are 32-bit; `f_type`'s width differs between targets.
+    const PSEUDO: [u32; 11] = [
+        0x9fa0,
+        0x6265_6572,
+        0x6462_6720,
+        0x7472_6163,
+        0x7363_6673,
+        0x0027_e0eb,
+        0x6367_7270,
+        0xcafe_4a11,
+        0x6265_6570,
+        0xde5e_81e4,
+        0x6165_676c,
+    ];
+    PSEUDO
+        .contains(&(st.f_type as u32))
+        .then_some("a kernel pseudo file")
+}
+
+/// Resolve `path` as the kernel would: canonicalise its deepest existing
+/// ancestor, then apply the remaining components lexically.
+pub fn resolve(path: &Path) -> PathBuf {
+    if let Ok(c) = path.canonicalize() {
+        return c;
+    }
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    // Find the deepest existing ancestor.
+    let comps: Vec<Component> = absolute.components().collect();
+    let mut base = PathBuf::new();
+    let mut rest = comps.len();
+    for k in (0..=comps.len()).rev() {
+        let candidate: PathBuf = comps[..k].iter().collect();
+        if let Ok(c) = candidate.canonicalize() {
+            base = c;
+            rest = k;
+            break;
+        }
+    }
+    for c in &comps[rest..] {
+        match c {
+            Component::ParentDir => {
+                base.pop();
+            }
+            Component::CurDir => {}
+            Component::Normal(n) => base.push(n),
+            Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    base
+}
+
+/// The path a descriptor's `file` names: relative to the descriptor's
+/// directory, or absolute; a `file://` URI is accepted as its path.
+pub fn reference(base_dir: &Path, file: &str) -> PathBuf {
+    let file = file.strip_prefix("file://").unwrap_or(file);
+    let p = Path::new(file);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base_dir.join(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dotdot_and_symlinks_are_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::write(tmp.path().join("secret"), b"x").unwrap();
+        std::fs::write(root.join("sub/ok"), b"x").unwrap();
+        std::os::unix::fs::symlink(tmp.path().join("secret"), root.join("link")).unwrap();
+        let roots = Roots::new([root.clone()]);
+        assert!(roots.check(&root.join("sub/../sub/ok")).is_ok());
+        assert!(roots.check(&root.join("sub/../../secret")).is_err());
+        assert!(roots.check(&root.join("link")).is_err());
+        // Missing files resolve through their existing ancestors.
+        assert!(roots.check(&root.join("sub/missing.nc")).is_ok());
+        assert!(roots.check(&root.join("nope/../../x/missing.nc")).is_err());
+        assert!(roots.check(&root.join("nope/deeper/../missing.nc")).is_ok());
+        assert_eq!(
+            reference(Path::new("/a/b"), "file:///c/d.nc"),
+            PathBuf::from("/c/d.nc")
+        );
+        assert_eq!(
+            reference(Path::new("/a/b"), "d.nc"),
+            PathBuf::from("/a/b/d.nc")
+        );
+    }
+
+    /// Regression: devices, FIFOs and /proc files were admitted when a
+    /// root covered them (`--allow-outside /`), and opening a FIFO hangs.
+    #[test]
+    fn special_files_are_refused_under_any_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().canonicalize().unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        std::fs::write(dir.join("plain"), b"x").unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+        let roots = Roots::new([PathBuf::from("/")]);
+        for p in [
+            Path::new("/dev/zero"),
+            Path::new("/dev/null"),
+            Path::new("/proc/self/environ"),
+            Path::new("/proc/self/fd"),
+            Path::new("/sys/kernel"),
+            &fifo,
+            &dir.join("zero"),
+        ] {
+            assert!(roots.check(p).is_err(), "{}", p.display());
+            let e = roots.open(p).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{}", p.display());
+        }
+        assert!(roots.describe().contains("/proc"));
+        assert!(roots.check(&dir.join("plain")).is_ok());
+        assert!(roots.check(&dir).is_ok());
+        assert!(roots.check(&dir.join("missing")).is_ok());
+        let mut f = roots.open(&dir.join("plain")).unwrap();
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut f, &mut s).unwrap();
+        assert_eq!(s, "x");
+        // A directory is not a file to read.
+        assert!(roots.open(&dir).is_err());
+        // Outside the roots, even a plain file.
+        let narrow = Roots::new([dir.join("sub")]);
+        assert!(narrow.open(&dir.join("plain")).is_err());
+    }
+}

@@ -1,0 +1,26 @@
+//! Storage: where bytes come from.
+//!
+//! The bottom layer of the read path. It owns how a file or a key is
+//! opened and read, and nothing about what the bytes mean:
+//!
+//! - [`files`]: the seam every data read goes through. [`files::Files`]
+//!   opens single files for positioned reads ([`files::ReadAt`]: netCDF-3
+//!   files, blocked archives, raw fragments) and key-value stores
+//!   ([`store::Store`]: Zarr hierarchies).
+//! - [`store`]: the key-value [`store::Store`] trait and its directory,
+//!   in-memory and counting implementations.
+//! - [`confine`]: which files may be opened at all (under an allowed root,
+//!   regular files only), checked race-free at open.
+//! - [`faults`]: wrappers of both seams that inject I/O errors, short
+//!   reads, delays and flipped bytes, for tests.
+//!
+//! Object stores (S3, GCS, Azure, HTTP) join here as more implementations
+//! of the same two traits, so formats never learn where their bytes live.
+//!
+//! May import: [`crate::error`] and nothing else of the crate (checked by
+//! `tests/layers.rs`).
+
+pub mod confine;
+pub mod faults;
+pub mod files;
+pub mod store;
