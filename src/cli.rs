@@ -162,9 +162,14 @@ pub struct MountArgs {
     #[arg(long, help_heading = "Access")]
     pub allow_other: bool,
     /// Detach once the mount is live (exit 0), or exit 1 with the reason
-    /// if mounting failed. Logs keep going to stderr.
+    /// if mounting failed. Once live the daemon holds none of the caller's
+    /// descriptors: its log goes to --log-file, else to the system log
+    /// (/dev/log, the journal).
     #[arg(long, help_heading = "Daemon")]
     pub daemon: bool,
+    /// Append the log to PATH instead of writing it to stderr.
+    #[arg(long, value_name = "PATH", help_heading = "Daemon")]
+    pub log_file: Option<PathBuf>,
     /// Threads serving FUSE requests [default: the number of CPU cores].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..), help_heading = "Daemon")]
     pub threads: Option<u16>,
@@ -394,6 +399,24 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
 /// it exits with `fail_code` when the mount failed (mount(8) expects 32
 /// from its helpers).
 pub fn mount(args: &MountArgs, prog: &str, fail_code: i32) -> anyhow_free::Result<()> {
+    if args.daemon {
+        // First, before this process opens anything of its own.
+        daemon::close_inherited()?;
+    }
+    let log_file = match &args.log_file {
+        None => None,
+        Some(path) => {
+            let file =
+                open_log_file(path).map_err(|e| format!("--log-file {}: {e}", path.display()))?;
+            if slabfs::logging::log_to_file(file.try_clone()?).is_err() {
+                log::warn!(
+                    "a log file was already set; not logging to {}",
+                    path.display()
+                );
+            }
+            Some(file)
+        }
+    };
     let mut cfg = args.mount_config();
     let systemd = match SdNotify::from_env() {
         None => None,
@@ -407,7 +430,20 @@ pub fn mount(args: &MountArgs, prog: &str, fail_code: i32) -> anyhow_free::Resul
         // The daemon moves to `/`: relative paths must not change meaning.
         cfg.source = std::path::absolute(&cfg.source)?;
         cfg.mountpoint = std::path::absolute(&cfg.mountpoint)?;
-        match daemon::detach()? {
+        let output = match log_file {
+            Some(file) => daemon::Output::File(file),
+            // systemd's journal stream: nobody waits for it to close.
+            None if crate::stderr_is_journal() => daemon::Output::Keep,
+            None => daemon::Output::syslog().unwrap_or_else(|e| {
+                eprintln!(
+                    "{prog}: warning: no system log ({}: {e}): once mounted, the daemon's log is \
+                     discarded; give --log-file PATH to keep it",
+                    daemon::SYSLOG_SOCKET
+                );
+                daemon::Output::Discard
+            }),
+        };
+        match daemon::detach(output)? {
             Detached::Child(pipe) => Some(pipe),
             Detached::Parent(Ok(())) => std::process::exit(0),
             Detached::Parent(Err(reason)) => {
@@ -425,6 +461,17 @@ pub fn mount(args: &MountArgs, prog: &str, fail_code: i32) -> anyhow_free::Resul
         Err(e) if ready.failed(&e) => std::process::exit(fail_code),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Open (create) `path` for appending log lines; readable by the owner's
+/// group, as system logs are.
+fn open_log_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::File::options()
+        .append(true)
+        .create(true)
+        .mode(0o640)
+        .open(path)
 }
 
 /// The names of the subcommands (and `help`), which a mount helper's

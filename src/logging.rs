@@ -14,10 +14,25 @@
 //! appears and then once an hour, and a new or changed one at once. Lines
 //! logged outside loads (reads, errors of requests) are never held back.
 //! Memory is bounded: at most [`MAX_REMEMBERED`] lines are remembered.
+//!
+//! # Where lines go
+//!
+//! The binary's logger writes each formatted line, in one write, to
+//! [`Sink`]: stderr, or the file given with `--log-file`
+//! ([`log_to_file`]). A daemon that detaches (`--daemon`) gives its
+//! caller's stderr back once the mount is live and points its own stderr
+//! at that file or at the system log (`fs::mount::daemon`); with the
+//! system log, lines carry a syslog header instead of a timestamp
+//! ([`use_syslog_format`], [`syslog_format`]).
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io::Write;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use log::{Log, Metadata, Record};
@@ -117,6 +132,72 @@ impl<L: Log> Log for Dedup<L> {
     }
 }
 
+/// The file log lines go to instead of stderr (`--log-file`).
+static LOG_FILE: OnceLock<File> = OnceLock::new();
+
+/// Whether lines are formatted for the system log.
+static SYSLOG: AtomicBool = AtomicBool::new(false);
+
+/// Send every log line to `file` (opened for appending) from now on.
+/// Once per process; a second call is an error.
+pub fn log_to_file(file: File) -> Result<(), File> {
+    LOG_FILE.set(file)
+}
+
+/// The descriptor of the log file, if there is one (a daemon keeps it
+/// when it closes what it inherited).
+pub fn log_file_fd() -> Option<RawFd> {
+    LOG_FILE.get().map(AsRawFd::as_raw_fd)
+}
+
+/// Format lines for the system log from now on (stderr has become the
+/// `/dev/log` socket).
+pub fn use_syslog_format() {
+    SYSLOG.store(true, Ordering::SeqCst);
+}
+
+/// Whether lines are to be formatted for the system log.
+pub fn syslog_format() -> bool {
+    SYSLOG.load(Ordering::SeqCst)
+}
+
+/// The syslog header of a line at `level` from this process:
+/// `<PRIORITY>slabfs[PID]: ` with the `daemon` facility (RFC 3164 without
+/// the timestamp, which syslog daemons and journald add on receipt).
+pub fn syslog_header(level: log::Level) -> String {
+    const LOG_DAEMON: u8 = 3 << 3;
+    let severity = match level {
+        log::Level::Error => 3,
+        log::Level::Warn => 4,
+        log::Level::Info => 6,
+        log::Level::Debug | log::Level::Trace => 7,
+    };
+    format!(
+        "<{}>slabfs[{}]: ",
+        LOG_DAEMON | severity,
+        std::process::id()
+    )
+}
+
+/// Where the binary's logger writes: the log file if one was given, else
+/// stderr. Each formatted line arrives in one `write_all` and leaves in
+/// one `write` (a datagram, when stderr is the syslog socket).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Sink;
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match LOG_FILE.get() {
+            Some(mut f) => f.write(buf),
+            None => std::io::stderr().write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +276,22 @@ mod tests {
         let r = std::panic::catch_unwind(|| loading(|| panic!("load failed")));
         assert!(r.is_err());
         assert!(!LOADING.with(Cell::get));
+    }
+
+    #[test]
+    fn syslog_headers_carry_the_daemon_facility_and_severity() {
+        let pid = std::process::id();
+        assert_eq!(
+            syslog_header(log::Level::Error),
+            format!("<27>slabfs[{pid}]: ")
+        );
+        assert_eq!(
+            syslog_header(log::Level::Info),
+            format!("<30>slabfs[{pid}]: ")
+        );
+        assert_eq!(
+            syslog_header(log::Level::Trace),
+            format!("<31>slabfs[{pid}]: ")
+        );
     }
 }

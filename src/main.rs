@@ -4,10 +4,12 @@
 //! `mount.fuse` runs it, `slabfs SOURCE DIR -o OPTIONS`), it is a mount(8)
 //! helper instead: see [`cli::helper`].
 //!
-//! Logs go to stderr. Under systemd (`$JOURNAL_STREAM` names stderr) each
-//! line starts with its syslog priority (`<3>` error ... `<7>` debug) and
-//! carries no timestamp, so the journal files it at the right level
-//! (`journalctl -p warning`) and stamps it itself.
+//! Logs go to stderr, or to `--log-file`. Under systemd (`$JOURNAL_STREAM`
+//! names stderr) each line starts with its syslog priority (`<3>` error ...
+//! `<7>` debug) and carries no timestamp, so the journal files it at the
+//! right level (`journalctl -p warning`) and stamps it itself. A `--daemon`
+//! without a log file logs to the system log once live, with a syslog
+//! header (`<30>slabfs[PID]: ...`, see `slabfs::logging`).
 
 mod cli;
 
@@ -40,7 +42,11 @@ fn main() {
         }
         _ => cli.log_level.as_str(),
     };
-    init_logging(level);
+    // A daemon or a log file: lines go through slabfs::logging::Sink,
+    // which can follow stderr to a file or the system log.
+    let detaching =
+        matches!(&cli.command, cli::Command::Mount(m) if m.daemon || m.log_file.is_some());
+    init_logging(level, detaching);
     if let Err(e) = cli::run(cli) {
         // A closed pipe (`slabfs cat ... | head`) is not an error worth a message.
         if let Some(io) = e.downcast_ref::<std::io::Error>()
@@ -71,7 +77,7 @@ fn mount_helper(argv: &[OsString]) -> i32 {
     };
     // Quieter than `slabfs mount` by default: mount(8) is often run from a
     // terminal, which the daemon keeps as its stderr. `-v` gives info.
-    init_logging(inv.log_level.as_deref().unwrap_or("warn"));
+    init_logging(inv.log_level.as_deref().unwrap_or("warn"), true);
     for opt in &inv.ignored {
         log::warn!("ignoring unknown option {opt:?} (-s)");
     }
@@ -87,9 +93,17 @@ fn mount_helper(argv: &[OsString]) -> i32 {
     }
 }
 
-fn init_logging(level: &str) {
+/// Install the logger at `level` (`RUST_LOG` overrides). `detaching`:
+/// write through [`slabfs::logging::Sink`] (a log file, or a stderr that
+/// becomes the system log), without colours.
+fn init_logging(level: &str, detaching: bool) {
     let mut builder = env_logger::Builder::new();
     builder.parse_filters(level).parse_env("RUST_LOG");
+    if detaching {
+        builder
+            .target(env_logger::Target::Pipe(Box::new(slabfs::logging::Sink)))
+            .write_style(env_logger::WriteStyle::Never);
+    }
     if stderr_is_journal() {
         builder.format(|buf, record| {
             let priority = match record.level() {
@@ -99,6 +113,21 @@ fn init_logging(level: &str) {
                 log::Level::Debug | log::Level::Trace => 7,
             };
             writeln!(buf, "<{priority}>{}: {}", record.target(), record.args())
+        });
+    } else if detaching {
+        builder.format(|buf, record| {
+            if slabfs::logging::syslog_format() {
+                let header = slabfs::logging::syslog_header(record.level());
+                return writeln!(buf, "{header}{}: {}", record.target(), record.args());
+            }
+            writeln!(
+                buf,
+                "[{} {:<5} {}] {}",
+                buf.timestamp_millis(),
+                record.level(),
+                record.target(),
+                record.args()
+            )
         });
     } else {
         builder.format_timestamp_millis();

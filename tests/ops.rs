@@ -77,8 +77,8 @@ impl Scratch {
         self.base.join("log")
     }
 
-    /// A file for a daemon's stderr. Never a pipe: the daemon keeps
-    /// stderr open, so a pipe would not close until the unmount.
+    /// A file for a daemon's stderr (and, given with `--log-file`, its log
+    /// once it is live).
     fn log_file(&self) -> File {
         OpenOptions::new()
             .create(true)
@@ -314,7 +314,9 @@ fn daemon_returns_only_once_the_mount_is_live() {
     // to `/`.
     let status = s.run(
         Command::new(SLABFS)
-            .args(["mount", "--daemon", "basic.zarr"])
+            .args(["mount", "--daemon", "--log-file"])
+            .arg(s.log_path())
+            .arg("basic.zarr")
             .arg(&s.mnt)
             .current_dir(source().parent().unwrap()),
     );
@@ -344,6 +346,142 @@ fn daemon_returns_only_once_the_mount_is_live() {
         log.contains("mounted ") && log.contains("unmounted "),
         "{log}"
     );
+}
+
+/// Run `cmd` as a caller that captures its output through pipes would
+/// (Python's `subprocess.run(..., capture_output=True)`, `$(...)`, cron):
+/// wait for the exit *and* for both pipes to close. `None` if that took
+/// longer than `limit` (the pipes are then still held by someone).
+fn run_with_pipes(cmd: &mut Command, limit: Duration) -> Option<std::process::Output> {
+    let child = cmd
+        .env_remove("RUST_LOG")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("JOURNAL_STREAM")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output().unwrap()));
+    rx.recv_timeout(limit).ok()
+}
+
+/// Regression (issue 16, item 1): a detached daemon kept the caller's
+/// stdout/stderr pipes, so a caller waiting for them to close never
+/// returned. Once live it must hold none of the caller's descriptors
+/// (an inherited extra one included) and log to --log-file.
+#[test]
+fn daemon_with_captured_output_returns_and_logs_to_the_log_file() {
+    let s = Scratch::new();
+    let log = s.base.join("daemon.log");
+    let held = s.base.join("held-by-caller");
+    // The caller also lets it inherit descriptor 7 (as flock(1) or a
+    // shell's redirection would).
+    let script = r#"exec 7>"$HELD"; exec "$SLABFS" mount --daemon --log-file "$LOG" "$SRC" "$MNT""#;
+    let out = run_with_pipes(
+        Command::new("sh")
+            .args(["-c", script])
+            .env("HELD", &held)
+            .env("SLABFS", SLABFS)
+            .env("LOG", &log)
+            .env("SRC", source())
+            .env("MNT", &s.mnt),
+        Duration::from_secs(10),
+    )
+    .expect("the caller's pipes did not close within 10 s: the daemon holds them");
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        text()
+    );
+    check_serving(&s.mnt, &text());
+    let pids = daemons(&s.mnt);
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    let mut fds: Vec<(String, PathBuf)> = std::fs::read_dir(format!("/proc/{}/fd", pids[0]))
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let target = std::fs::read_link(e.path()).unwrap_or_default();
+            (e.file_name().to_string_lossy().into_owned(), target)
+        })
+        .collect();
+    fds.sort();
+    for (fd, target) in &fds {
+        assert!(
+            !target.to_string_lossy().contains("pipe:") && target != &held,
+            "descriptor {fd} -> {} is the caller's: {fds:?}",
+            target.display()
+        );
+    }
+    for fd in ["0", "1"] {
+        assert!(
+            fds.contains(&(fd.to_string(), PathBuf::from("/dev/null"))),
+            "{fds:?}"
+        );
+    }
+    assert!(fds.contains(&("2".to_string(), log.clone())), "{fds:?}");
+    assert!(text().contains("mounted "), "{}", text());
+    s.unmount_and_wait();
+    assert!(text().contains("unmounted "), "{}", text());
+    // Nothing was written to the caller's pipes on success.
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+}
+
+/// Without --log-file the daemon's log goes to the system log once live:
+/// `/dev/log` receives `<PRI>slabfs[PID]: ...` datagrams. Needs a machine
+/// without a system logger of its own (CI's), since the test plays it.
+#[test]
+fn daemon_without_a_log_file_logs_to_the_system_log() {
+    let dev_log = Path::new("/dev/log");
+    if !is_root() || dev_log.exists() {
+        eprintln!("skipped: needs root and no system logger at /dev/log to stand in for");
+        return;
+    }
+    let syslog = UnixDatagram::bind(dev_log).unwrap();
+    struct Unlink<'a>(&'a Path);
+    impl Drop for Unlink<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(self.0);
+        }
+    }
+    let _unlink = Unlink(dev_log);
+    syslog
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let s = Scratch::new();
+    let out = run_with_pipes(
+        Command::new(SLABFS)
+            .args(["mount", "--daemon"])
+            .arg(source())
+            .arg(&s.mnt),
+        Duration::from_secs(10),
+    )
+    .expect("the caller's pipes did not close within 10 s");
+    assert!(out.status.success(), "{out:?}");
+    let pid = daemons(&s.mnt)[0];
+    s.unmount_and_wait();
+    // Other tests' daemons may log here too: keep this one's lines.
+    let mine = format!("slabfs[{pid}]: ");
+    let mut lines = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + TIMEOUT;
+    while Instant::now() < deadline {
+        match syslog.recv(&mut buf) {
+            Ok(n) => {
+                let line = String::from_utf8_lossy(&buf[..n]).into_owned();
+                if line.contains(&mine) {
+                    lines.push(line);
+                }
+            }
+            Err(_) if lines.iter().any(|l| l.contains("unmounted ")) => break,
+            Err(_) => {}
+        }
+    }
+    let want = format!("<30>slabfs[{pid}]: slabfs::fs::mount: unmounted ");
+    assert!(lines.iter().any(|l| l.starts_with(&want)), "{lines:#?}");
 }
 
 #[test]

@@ -34,7 +34,7 @@
 //! `views=raw+json+npy+hdr` (`+` separates views, since commas separate
 //! options), `refresh=SECONDS`, `uid=N`, `gid=N`, `threads=N`,
 //! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]`, `allow_other`, and
-//! `log_level=LEVEL`. `ro` is
+//! `log_level=LEVEL`, `log_file=PATH`. `ro` is
 //! accepted (the mount is always read-only); `rw` is refused with a
 //! message, since mount(8) adds it whenever `ro` is missing and a mount
 //! that claims to be writable would mislead. Generic options that make
@@ -212,7 +212,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                         return Err(format!(
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
                              cache_size=, byte_order=, views=, refresh=, uid=, gid=, threads=, \
-                             read_ahead_kb=, allow_outside=, log_level=; -s ignores unknown ones)"
+                             read_ahead_kb=, allow_outside=, log_level=, log_file=; -s ignores unknown ones)"
                         ));
                     }
                     OptError::Bad(msg) => return Err(format!("option {opt:?}: {msg}")),
@@ -273,6 +273,7 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
             .allow_outside
             .extend(need()?.split(':').filter(|p| !p.is_empty()).map(Into::into)),
         "log_level" => inv.log_level = Some(need()?.to_string()),
+        "log_file" => a.log_file = Some(need()?.into()),
         // x-systemd.* and comment= normally never reach a helper; systemd
         // and older mount(8) versions may still pass them.
         _ if key.starts_with("x-") || key.starts_with("X-") || key == "comment" => {}
@@ -391,6 +392,12 @@ mod tests {
         let inv = parse_ok(&["/d", "/m", "-o", "ro", "-o", "log_level=debug", "-sfv"]);
         assert_eq!(inv.log_level.as_deref(), Some("debug"));
         assert!(inv.fake);
+        let inv = parse_ok(&["/d", "/m", "-o", "ro,log_file=/var/log/slabfs.log"]);
+        assert_eq!(
+            inv.args.log_file.as_deref(),
+            Some(Path::new("/var/log/slabfs.log"))
+        );
+        assert!(parse_err(&["/d", "/m", "-o", "ro,log_file"]).contains("needs a value"));
     }
 
     #[test]

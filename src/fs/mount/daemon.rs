@@ -14,10 +14,26 @@
 //! without writing (killed, or a signal before the mount was live) the
 //! parent sees end-of-file and reports how the child ended.
 //!
-//! stderr is kept: logs keep going wherever the caller sent them (a
-//! terminal, a file given with `2>>`, the journal under systemd). Because
-//! the daemon holds it open, a caller that captures stderr through a pipe
-//! and waits for it to close would wait until the unmount: give it a file.
+//! # The caller's descriptors
+//!
+//! Once the mount is live the daemon holds nothing of its caller's, so a
+//! caller that captures the output through pipes and waits for them to
+//! close (`out=$(slabfs mount --daemon ...)`, cron, Python's
+//! `subprocess.run(..., capture_output=True)`, Ansible) returns at once:
+//!
+//! - descriptors above stderr that the caller let it inherit are closed
+//!   before anything else is opened ([`close_inherited`]);
+//! - stdin and stdout point at `/dev/null` from the fork on;
+//! - stderr is kept until the mount is live, so whatever goes wrong while
+//!   mounting is seen; then, just before the parent is released, it is
+//!   pointed at the daemon's [`Output`]: the `--log-file`, else the system
+//!   log (`/dev/log`, which the journal reads), else `/dev/null` when there
+//!   is no system log (the caller was warned before detaching). The one
+//!   exception is a stderr that is systemd's journal stream: no caller
+//!   waits on it, so it is kept.
+//!
+//! A failure before the mount is live goes through the pipe and the
+//! parent prints it on the caller's stderr (exit 1).
 //!
 //! # Why fork first
 //!
@@ -30,7 +46,77 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+
+/// The system log's socket, where syslog(3) writes.
+pub const SYSLOG_SOCKET: &str = "/dev/log";
+
+/// Where the daemon's stderr, and with it its log, goes once the mount is
+/// live (see the module doc).
+#[derive(Debug)]
+pub enum Output {
+    /// Keep stderr: it is systemd's journal stream.
+    Keep,
+    /// The `--log-file`, opened for appending.
+    File(File),
+    /// The system log's socket: lines are formatted for it
+    /// ([`crate::logging::use_syslog_format`]).
+    Syslog(UnixDatagram),
+    /// Nowhere: there is no system log and no log file.
+    Discard,
+}
+
+impl Output {
+    /// The system log, or why there is none.
+    pub fn syslog() -> io::Result<Output> {
+        let sock = UnixDatagram::unbound()?;
+        sock.connect(SYSLOG_SOCKET)?;
+        Ok(Output::Syslog(sock))
+    }
+
+    /// Point stderr at this output.
+    fn install(self) -> io::Result<()> {
+        let target = match self {
+            Output::Keep => return Ok(()),
+            Output::File(f) => OwnedFd::from(f),
+            Output::Syslog(s) => {
+                crate::logging::use_syslog_format();
+                OwnedFd::from(s)
+            }
+            Output::Discard => OwnedFd::from(File::options().write(true).open("/dev/null")?),
+        };
+        // SAFETY: both descriptors are open; dup2 replaces stderr
+        // atomically and `target` (a descriptor of our own) is closed
+        // when dropped, leaving the copy on 2.
+        if unsafe { libc::dup2(target.as_raw_fd(), libc::STDERR_FILENO) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// Close every descriptor above stderr: what the caller let this process
+/// inherit (a lock held by `flock(1)`, a shell's extra pipe). Call it
+/// first, before anything of the process's own is opened. Returns how
+/// many were closed.
+pub fn close_inherited() -> io::Result<usize> {
+    let fds: Vec<RawFd> = std::fs::read_dir(Path::new("/proc/self/fd"))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|&fd| fd > libc::STDERR_FILENO)
+        .collect();
+    let mut closed = 0;
+    for fd in fds {
+        // SAFETY: nothing in this process owns these descriptors (it has
+        // opened none yet); the one read_dir used is already closed, and
+        // closing it again only fails with EBADF.
+        if unsafe { libc::close(fd) } == 0 {
+            closed += 1;
+        }
+    }
+    Ok(closed)
+}
 
 /// What [`detach`] returns in each process.
 #[derive(Debug)]
@@ -41,16 +127,31 @@ pub enum Detached {
     Parent(Result<(), String>),
 }
 
-/// The child's end of the pipe to the waiting parent. Reporting consumes
-/// it; dropping it unreported makes the parent report that the daemon
-/// ended before the mount was live.
+/// The child's end of the pipe to the waiting parent, and where its
+/// stderr goes once live. Reporting consumes it; dropping it unreported
+/// makes the parent report that the daemon ended before the mount was
+/// live.
 #[derive(Debug)]
-pub struct ReadyPipe(File);
+pub struct ReadyPipe {
+    pipe: File,
+    output: Output,
+}
 
 impl ReadyPipe {
-    /// Tell the parent the mount is live.
+    /// Give the caller's stderr back (pointing it at the [`Output`]),
+    /// then tell the parent the mount is live.
     pub fn ready(self) {
-        self.send(&encode(&Ok(())));
+        let ReadyPipe { pipe, output } = self;
+        let where_to = format!("{output:?}");
+        if let Err(e) = output.install() {
+            // Still the caller's stderr: the line reaches them.
+            log::warn!("could not redirect stderr to {where_to}: {e}");
+        }
+        ReadyPipe {
+            pipe,
+            output: Output::Keep,
+        }
+        .send(&encode(&Ok(())));
     }
 
     /// Tell the parent mounting failed, and why.
@@ -61,15 +162,16 @@ impl ReadyPipe {
     fn send(mut self, msg: &[u8]) {
         // The parent may have been killed meanwhile (EPIPE): nothing then
         // waits for the report, and the mount itself is unaffected.
-        if let Err(e) = self.0.write_all(msg) {
+        if let Err(e) = self.pipe.write_all(msg) {
             log::warn!("could not report to the waiting parent process: {e}");
         }
     }
 }
 
-/// Fork into a waiting parent and a daemon child (see the module doc).
-/// Call it before any thread exists.
-pub fn detach() -> io::Result<Detached> {
+/// Fork into a waiting parent and a daemon child (see the module doc);
+/// the child's stderr goes to `output` once the mount is live. Call it
+/// before any thread exists.
+pub fn detach(output: Output) -> io::Result<Detached> {
     let threads = thread_count()?;
     if threads != 1 {
         return Err(io::Error::other(format!(
@@ -90,7 +192,10 @@ pub fn detach() -> io::Result<Detached> {
         -1 => Err(io::Error::last_os_error()),
         0 => {
             drop(read);
-            let pipe = ReadyPipe(File::from(write));
+            let pipe = ReadyPipe {
+                pipe: File::from(write),
+                output,
+            };
             if let Err(e) = become_daemon() {
                 pipe.failed(&format!("detaching: {e}"));
                 std::process::exit(1);
@@ -208,7 +313,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || rx.recv());
         assert!(thread_count().unwrap() > 1);
-        let err = detach().unwrap_err();
+        let err = detach(Output::Keep).unwrap_err();
         assert!(
             err.to_string().contains("threads are already running"),
             "{err}"
