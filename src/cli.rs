@@ -21,6 +21,7 @@ use slabfs::fs::mount::daemon::{self, Detached};
 use slabfs::fs::mount::notify::SdNotify;
 use slabfs::fs::mount::{MountConfig, Readiness};
 use slabfs::fs::views::Views;
+use slabfs::storage::descriptors;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -231,6 +232,12 @@ pub struct Common {
     /// (by default only files under SOURCE); repeatable.
     #[arg(long, value_name = "PATH")]
     pub allow_outside: Vec<PathBuf>,
+    /// Data files (netCDF-3 files, blocked archives, raw fragments) kept
+    /// open at once; the others are opened again when read [default: half
+    /// the open-file limit, which slabfs raises to the hard limit, at most
+    /// 4096].
+    #[arg(long, value_name = "N")]
+    pub max_open_files: Option<usize>,
 }
 
 /// Parse `--views`: a comma-separated list of view names, each at most
@@ -296,8 +303,32 @@ fn cache(common: &Common) -> Arc<ChunkCache> {
     ))
 }
 
+/// Raise the soft open-file limit to the hard one (as daemons that hold
+/// many files do) and size the cache of open data files from it, or from
+/// `--max-open-files`.
+fn size_descriptor_cache(common: &Common) {
+    let limits = match descriptors::raise_nofile_limit() {
+        Ok((soft, hard)) => format!("open-file limit {soft} (hard {hard})"),
+        Err(e) => {
+            log::warn!("could not raise the open-file limit: {e}");
+            "open-file limit unknown".to_string()
+        }
+    };
+    let n = common
+        .max_open_files
+        .unwrap_or_else(descriptors::default_capacity);
+    descriptors::global().set_capacity(n);
+    log::debug!(
+        "keeping at most {} data files open ({limits})",
+        descriptors::global().capacity()
+    );
+}
+
 /// Run a parsed command; errors are reported by `main`.
 pub fn run(cli: Cli) -> anyhow_free::Result<()> {
+    if let Command::Ls { common, .. } | Command::Cat { common, .. } = &cli.command {
+        size_descriptor_cache(common);
+    }
     match cli.command {
         Command::Ls { source, common } => {
             let ds = dataset::open_with_roots(&source, cache(&common), &common.allow_outside)?;
@@ -417,6 +448,7 @@ pub fn mount(args: &MountArgs, prog: &str, fail_code: i32) -> anyhow_free::Resul
             Some(file)
         }
     };
+    size_descriptor_cache(&args.common);
     let mut cfg = args.mount_config();
     let systemd = match SdNotify::from_env() {
         None => None,

@@ -105,10 +105,12 @@ impl Roots {
     /// [`Roots::open`] of `real`, which [`Roots::check`] returned: for
     /// callers that have checked already (to word their own error).
     pub fn open_checked(&self, real: &Path) -> io::Result<File> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(real)?;
+        let file = super::descriptors::open_retrying(|| {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                .open(real)
+        })?;
         let meta = file.metadata()?;
         if !meta.is_file() {
             return Err(self.refused(real));

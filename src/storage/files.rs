@@ -29,6 +29,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::storage::confine::Roots;
+use crate::storage::descriptors::CachedFile;
 use crate::storage::store::{FsStore, Store};
 
 /// A file read with positioned reads, shared by the threads of a source.
@@ -80,11 +81,10 @@ impl OsFiles {
 }
 
 impl Files for OsFiles {
+    /// A [`CachedFile`]: a descriptor borrowed from the process's bounded
+    /// cache for each read ([`crate::storage::descriptors`]).
     fn open(&self, path: &Path) -> io::Result<Arc<dyn ReadAt>> {
-        Ok(match &self.roots {
-            Some(roots) => Arc::new(roots.open(path)?),
-            None => Arc::new(std::fs::File::open(path)?),
-        })
+        Ok(Arc::new(CachedFile::open(path, self.roots.clone())?))
     }
 
     fn store(&self, root: &Path) -> Arc<dyn Store> {

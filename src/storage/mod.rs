@@ -11,6 +11,8 @@
 //!   in-memory and counting implementations.
 //! - [`confine`]: which files may be opened at all (under an allowed root,
 //!   regular files only), checked race-free at open.
+//! - [`descriptors`]: the bounded cache of open data files, so an archive
+//!   of any size mounts at an ordinary descriptor limit.
 //! - [`faults`]: wrappers of both seams that inject I/O errors, short
 //!   reads, delays and flipped bytes, for tests.
 //!
@@ -21,6 +23,7 @@
 //! `tests/layers.rs`).
 
 pub mod confine;
+pub mod descriptors;
 pub mod faults;
 pub mod files;
 pub mod store;

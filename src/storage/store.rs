@@ -180,17 +180,19 @@ impl FsStore {
         }
         let opened = match &self.roots {
             Some(roots) => roots.open(path),
-            None => std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-                .open(path)
-                .and_then(|f| match f.metadata()?.is_file() {
-                    true => Ok(f),
-                    false => Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "not a regular file",
-                    )),
-                }),
+            None => super::descriptors::open_retrying(|| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+                    .open(path)
+                    .and_then(|f| match f.metadata()?.is_file() {
+                        true => Ok(f),
+                        false => Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            "not a regular file",
+                        )),
+                    })
+            }),
         };
         match opened {
             Ok(f) => Ok(Some(f)),
