@@ -953,42 +953,245 @@ mod tests {
             "index_location": location}}])
     }
 
+    fn bytes() -> Value {
+        json!([{"name": "bytes", "configuration": {"endian": "little"}}])
+    }
+
+    /// `list` with `codec` added at its end (`front` false) or start.
+    fn with(mut list: Value, codec: Value, front: bool) -> Value {
+        let a = list.as_array_mut().unwrap();
+        if front {
+            a.insert(0, codec);
+        } else {
+            a.push(codec);
+        }
+        list
+    }
+
+    fn indexed(s: &Sharding) -> &Indexed {
+        match &s.mode {
+            Mode::Indexed(ix) => ix,
+            Mode::Whole => panic!("decoded whole"),
+        }
+    }
+
     #[test]
     fn parses_levels_and_index_size() {
-        let bytes = json!([{"name": "bytes", "configuration": {"endian": "little"}}]);
-        let c = parse_codecs(&sharded(&[2, 5], "end", bytes.clone()), Some(&[4, 10])).unwrap();
+        let u16 = &DataType::UInt16;
+        let c = parse_codecs(&sharded(&[2, 5], "end", bytes()), Some(&[4, 10]), u16).unwrap();
         let s = c.sharding.unwrap();
-        assert_eq!(s.leaf_shape(), &[2, 5]);
+        assert_eq!(s.read_shape().unwrap(), [2, 5]);
         // 2x2 inner chunks, 16 bytes each, plus the crc32c.
-        assert_eq!(s.levels[0].index_len, 4 * 16 + 4);
+        assert_eq!(indexed(&s).levels[0].index_len, 4 * 16 + 4);
         assert_eq!(c.names, ["sharding_indexed", "bytes"]);
 
-        let nested = sharded(&[2, 5], "start", sharded(&[1, 5], "end", bytes.clone()));
-        let c = parse_codecs(&nested, Some(&[4, 10])).unwrap();
+        let nested = sharded(&[2, 5], "start", sharded(&[1, 5], "end", bytes()));
+        let c = parse_codecs(&nested, Some(&[4, 10]), u16).unwrap();
         let s = c.sharding.unwrap();
-        assert_eq!(s.levels.len(), 2);
-        assert_eq!(s.leaf_shape(), &[1, 5]);
+        let ix = indexed(&s);
+        assert_eq!(ix.levels.len(), 2);
+        assert_eq!(s.read_shape().unwrap(), [1, 5]);
         assert_eq!(s.shard_of(&[3, 1]), vec![0, 0]);
         assert_eq!(s.shard_of(&[4, 1]), vec![1, 0]);
         assert_eq!(s.shard_of(&[4, 2]), vec![1, 1]);
-        assert_eq!(s.block_of(1, &[3, 1]), vec![1, 1]);
+        assert_eq!(ix.block_of(1, &[3, 1]), vec![1, 1]);
+    }
+
+    /// A transpose before the sharding codec: the inner chunk shape is of
+    /// the transposed shard (the spec's decoded representation the
+    /// sharding codec gets; zarrs' "effective subchunk shape",
+    /// zarr-python's `TransposeCodec.resolve_metadata`), so the array is
+    /// read by its inverse permutation, and a tile of the array is found
+    /// at the permuted position of the permuted shard.
+    #[test]
+    fn a_transpose_before_sharding_permutes_the_inner_grid() {
+        let t = json!({"name": "transpose", "configuration": {"order": [2, 0, 1]}});
+        // Shards (4, 12, 6) stored as (6, 4, 12), inner chunks (2, 2, 3)
+        // of that: (2, 3, 2) of the array.
+        let list = with(sharded(&[2, 2, 3], "end", bytes()), t.clone(), true);
+        let c = parse_codecs(&list, Some(&[4, 12, 6]), &DataType::Float32).unwrap();
+        assert_eq!(c.names, ["transpose", "sharding_indexed", "bytes"]);
+        assert_eq!(c.chain.names(), ["transpose", "bytes"]);
+        let s = c.sharding.unwrap();
+        assert_eq!(s.read_shape().unwrap(), [2, 3, 2]);
+        let ix = indexed(&s);
+        assert_eq!(ix.order, [2, 0, 1]);
+        assert_eq!(ix.levels[0].block, [6, 4, 12]);
+        // Array tile (3, 5, 4) covers elements (6.., 15.., 8..): shard
+        // (1, 1, 1); stored tile (4, 3, 5).
+        assert_eq!(s.shard_of(&[3, 5, 4]), [1, 1, 1]);
+        assert_eq!(ix.stored_tile(&[3, 5, 4]), [4, 3, 5]);
+        assert_eq!(ix.block_of(0, &[4, 3, 5]), [1, 1, 1]);
+        // Two transposes compose: [1, 0] then [1, 0] is the identity.
+        let t10 = json!({"name": "transpose", "configuration": {"order": [1, 0]}});
+        let list = with(sharded(&[2, 5], "end", bytes()), t10.clone(), true);
+        let list = with(list, t10, true);
+        let c = parse_codecs(&list, Some(&[4, 10]), &DataType::Float32).unwrap();
+        assert_eq!(indexed(c.sharding.as_ref().unwrap()).order, [0, 1]);
+        // The inner shape must divide the transposed shard: (2, 5) does
+        // not divide (10, 4).
+        let list = with(
+            sharded(&[2, 5], "end", bytes()),
+            json!({"name": "transpose", "configuration": {"order": [1, 0]}}),
+            true,
+        );
+        let err = parse_codecs(&list, Some(&[4, 10]), &DataType::Float32).unwrap_err();
+        assert!(err.contains("[10, 4]"), "{err}");
+        let bad = with(sharded(&[2, 5], "end", bytes()), t, true);
+        assert!(parse_codecs(&bad, Some(&[4, 10]), &DataType::Float32).is_err());
+    }
+
+    /// A 2x2 shard of 1x2 `u16` inner chunks, the index at `location`:
+    /// inner chunk (0, 0) = [1, 2], (1, 0) empty, (0, 1) = [3, 4], (1, 1)
+    /// = [5, 6], stored out of order.
+    fn shard_bytes(location: IndexLocation) -> Vec<u8> {
+        shard_with_first_entry(location, None)
+    }
+
+    /// [`shard_bytes`] with the first index entry replaced (checksum
+    /// kept valid).
+    fn shard_with_first_entry(location: IndexLocation, first: Option<(u64, u64)>) -> Vec<u8> {
+        let body: Vec<u8> = [3u16, 4, 1, 2, 5, 6]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let index_len = 4 * 16 + 4;
+        let base = match location {
+            IndexLocation::Start => index_len,
+            IndexLocation::End => 0,
+        };
+        let entries = [
+            first.unwrap_or((base + 4, 4)),
+            (base, 4),
+            (EMPTY, EMPTY),
+            (base + 8, 4),
+        ];
+        let mut index: Vec<u8> = entries
+            .iter()
+            .flat_map(|&(o, n)| [o.to_le_bytes(), n.to_le_bytes()].concat())
+            .collect();
+        let crc = crc32c::crc32c(&index);
+        index.extend(crc.to_le_bytes());
+        match location {
+            IndexLocation::Start => [index, body].concat(),
+            IndexLocation::End => [body, index].concat(),
+        }
+    }
+
+    fn zstd_frame(data: &[u8]) -> Vec<u8> {
+        ::zstd::bulk::compress(data, 1).unwrap()
+    }
+
+    #[test]
+    fn shards_compressed_whole_decode_with_their_index_at_either_end() {
+        let zstd = json!({"name": "zstd", "configuration": {"level": 1}});
+        let repr = ChunkRepr {
+            shape: vec![2, 4],
+            dtype: DataType::UInt16,
+            fill: 9u16.to_ne_bytes().to_vec(),
+        };
+        let want: Vec<u8> = [1u16, 2, 3, 4, 9, 9, 5, 6]
+            .iter()
+            .flat_map(|v| v.to_ne_bytes())
+            .collect();
+        for (name, location) in [("start", IndexLocation::Start), ("end", IndexLocation::End)] {
+            let list = with(sharded(&[1, 2], name, bytes()), zstd.clone(), false);
+            let c = parse_codecs(&list, Some(&[2, 4]), &DataType::UInt16).unwrap();
+            assert!(matches!(c.sharding.as_ref().unwrap().mode, Mode::Whole));
+            assert!(c.sharding.unwrap().read_shape().is_none());
+            assert_eq!(c.names, ["sharding_indexed", "bytes", "zstd"]);
+            c.chain.validate(&repr).unwrap();
+            let stored = zstd_frame(&shard_bytes(location));
+            assert_eq!(c.chain.decode(stored, &repr).unwrap(), want, "{name}");
+        }
+    }
+
+    /// A damaged shard is an error of its decode, never a panic or wrong
+    /// bytes: a bad compressed stream, a checksum mismatch of the index,
+    /// an entry pointing out of the shard, a shard too short for its
+    /// index, and a decompression bomb, stopped at the shard's worst-case
+    /// size known from the metadata.
+    #[test]
+    fn damaged_and_oversized_shards_are_errors() {
+        let zstd = json!({"name": "zstd", "configuration": {"level": 1}});
+        let list = with(sharded(&[1, 2], "end", bytes()), zstd, false);
+        let c = parse_codecs(&list, Some(&[2, 4]), &DataType::UInt16).unwrap();
+        let repr = ChunkRepr {
+            shape: vec![2, 4],
+            dtype: DataType::UInt16,
+            fill: vec![0; 2],
+        };
+        let good = shard_bytes(IndexLocation::End);
+        let err = |stored: Vec<u8>| c.chain.decode(stored, &repr).unwrap_err().to_string();
+
+        let mut frame = zstd_frame(&good);
+        let n = frame.len();
+        frame.truncate(n - 3);
+        assert!(err(frame).contains("zstd"));
+        let mut bad_crc = good.clone();
+        let n = bad_crc.len();
+        bad_crc[n - 10] ^= 1;
+        assert!(err(zstd_frame(&bad_crc)).contains("crc32c"));
+        let end = IndexLocation::End;
+        let outside = shard_with_first_entry(end, Some((100, 4)));
+        assert!(err(zstd_frame(&outside)).contains("outside"));
+        let overflow = shard_with_first_entry(end, Some((u64::MAX - 1, 4)));
+        assert!(err(zstd_frame(&overflow)).contains("outside"));
+        assert!(err(zstd_frame(&good[..40])).contains("cannot hold"));
+
+        // The worst case: index (68 bytes) + 4 inner chunks of 4 bytes.
+        let Mode::Whole = c.sharding.as_ref().unwrap().mode else {
+            panic!("indexed");
+        };
+        assert_eq!(
+            c.sharding.as_ref().unwrap().stored_limit,
+            Some(2 * 84 + (64 << 10))
+        );
+        let bomb = zstd_frame(&vec![0u8; 1 << 20]);
+        let e = err(bomb);
+        assert!(e.contains("exceeds the expected 84 bytes"), "{e}");
+    }
+
+    #[test]
+    fn a_sharded_inner_chunk_compressed_whole_is_the_leaf() {
+        // Shards (4, 10) of inner shards (2, 5), each [sharding(1, 5), gzip]:
+        // the outer level reads inner shards one by one, each decoded whole.
+        let gzip = json!({"name": "gzip", "configuration": {"level": 1}});
+        let inner = with(sharded(&[1, 5], "end", bytes()), gzip, false);
+        let list = sharded(&[2, 5], "end", inner);
+        let c = parse_codecs(&list, Some(&[4, 10]), &DataType::UInt16).unwrap();
+        let s = c.sharding.unwrap();
+        assert_eq!(s.read_shape().unwrap(), [2, 5]);
+        assert_eq!(indexed(&s).levels.len(), 1);
+        assert!(s.stored_limit.is_some());
+        assert_eq!(
+            c.names,
+            ["sharding_indexed", "sharding_indexed", "bytes", "gzip"]
+        );
+        assert_eq!(c.chain.names(), ["sharding_indexed"]);
     }
 
     #[test]
     fn refuses_what_it_cannot_read() {
-        let bytes = json!([{"name": "bytes", "configuration": {"endian": "little"}}]);
-        let err = |list: Value, shape: Option<&[u64]>| parse_codecs(&list, shape).unwrap_err();
-        assert!(err(sharded(&[3, 5], "end", bytes.clone()), Some(&[4, 10])).contains("divide"));
-        assert!(err(sharded(&[2, 5], "middle", bytes.clone()), Some(&[4, 10])).contains("start"));
-        assert!(err(sharded(&[2, 5], "end", bytes.clone()), None).contains("regular"));
-        let mut with_gzip = sharded(&[2, 5], "end", bytes.clone());
-        with_gzip
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"name": "gzip", "configuration": {"level": 1}}));
-        assert!(err(with_gzip, Some(&[4, 10])).contains("combined"));
+        let u16 = &DataType::UInt16;
+        let err = |list: Value, shape: Option<&[u64]>| parse_codecs(&list, shape, u16).unwrap_err();
+        assert!(err(sharded(&[3, 5], "end", bytes()), Some(&[4, 10])).contains("divide"));
+        assert!(err(sharded(&[2, 5], "middle", bytes()), Some(&[4, 10])).contains("start"));
+        assert!(err(sharded(&[2, 5], "end", bytes()), None).contains("regular"));
+        let gzip = json!({"name": "gzip", "configuration": {"level": 1}});
+        // Codecs of the wrong family around the sharding codec.
+        let err_gzip_first = err(
+            with(sharded(&[2, 5], "end", bytes()), gzip.clone(), true),
+            Some(&[4, 10]),
+        );
+        assert!(
+            err_gzip_first.contains("not an array->array"),
+            "{err_gzip_first}"
+        );
+        let two = with(sharded(&[2, 5], "end", bytes()), bytes()[0].clone(), false);
+        assert!(err(two, Some(&[4, 10])).contains("not a bytes->bytes"));
         let compressed_index = json!([{"name": "sharding_indexed", "configuration": {
-            "chunk_shape": [2, 5], "codecs": bytes,
+            "chunk_shape": [2, 5], "codecs": bytes(),
             "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
                              {"name": "zstd", "configuration": {"level": 1}}]}}]);
         assert!(err(compressed_index, Some(&[4, 10])).contains("fixed"));
