@@ -31,10 +31,48 @@
 //! transit decodes without complaint, and keeping it would make a
 //! transient fault a permanent one.
 //!
-//! Not supported, with a clear error at open: sharding combined with other
-//! codecs at the same level (array->array codecs before it, or a
-//! compressor around the whole shard), sharding over a rectilinear grid,
-//! and index codecs whose output size is not fixed (the spec requires it).
+//! # Sharding inside a longer codec list
+//!
+//! The sharding codec is an array->bytes codec like any other, so a list
+//! may put array->array codecs before it and bytes->bytes codecs after it
+//! (zarr-python writes `[sharding_indexed, zstd]` for
+//! `serializer=ShardingCodec(...)` with its default compressors, and
+//! `[transpose, sharding_indexed]` for a transpose filter):
+//!
+//! - **Transposes before it, nothing after**: still read by inner chunks.
+//!   The sharding codec gets the *transposed* shard (the spec's decoded
+//!   representation after the array->array codecs; zarr-python's
+//!   `TransposeCodec.resolve_metadata`, zarrs' "effective subchunk
+//!   shape"), so `chunk_shape` and the index are in the stored axis
+//!   order: the array is read by chunks of `chunk_shape` permuted back,
+//!   an array tile is looked up at its permuted position (`Indexed`:
+//!   a transpose of the whole array maps its shard grid onto the stored
+//!   one, so the index arithmetic is unchanged), and the leaf chain is
+//!   the transposes followed by the inner codecs. (zarr-python checks at
+//!   creation that `chunk_shape` divides the *untransposed* shard too, so
+//!   what it writes satisfies both.)
+//! - **Bytes->bytes codecs after it, or other array->array codecs before
+//!   it** (a compressor around the whole shard, a numcodecs filter over
+//!   it): a shard can only be decoded whole, by `WholeShard`, an
+//!   array->bytes codec of the chain, and the array is read by its shards
+//!   (`Mode::Whole`). The decoded shard is then the cache unit: one
+//!   fetch and one decode per shard however many readers ask, its real
+//!   size against the cache budget, the use-once rule counting its bytes
+//!   inside the array (an overhanging shard's fewer). A shard is at most
+//!   as large as a chunk may be ([`MAX_CHUNK_BYTES`]); one larger than the
+//!   cache budget is decoded for each read that needs it.
+//!
+//! The worst-case size of a whole shard follows from the metadata (index
+//! plus every inner chunk at its largest: its fixed size, or twice its
+//! decoded size plus `INNER_HEADROOM` when compressed), and each codec
+//! after the sharding codec may produce at most that much, so a
+//! decompression bomb costs one bounded buffer and an error. Nested
+//! levels are read by index while their lists are a sharding codec
+//! alone; a level below with a longer list is the leaf, decoded whole.
+//!
+//! Not supported, with a clear error at open: sharding over a rectilinear
+//! grid, and index codecs whose output size is not fixed (the spec
+//! requires it).
 
 use serde_json::Value;
 
@@ -248,9 +286,9 @@ pub struct Codecs {
 /// grid's chunk shape when the grid is regular (sharding needs it).
 ///
 /// A sharding codec alone, or after transposes only, is read by inner
-/// chunks ([`Mode::Indexed`]); with bytes->bytes codecs after it (the
+/// chunks (`Mode::Indexed`); with bytes->bytes codecs after it (the
 /// shard compressed as a whole) or other array->array codecs before it,
-/// by whole shards ([`Mode::Whole`]).
+/// by whole shards (`Mode::Whole`).
 pub fn parse_codecs(
     list: &Value,
     chunk_shape: Option<&[u64]>,
@@ -531,7 +569,7 @@ impl WholeShard {
 
     /// The decoded index of shards of `shard` and its stored size.
     fn index(&self, shard: &ChunkRepr) -> Result<(ChunkRepr, u64), CodecError> {
-        index_layout(&self.inner, &self.index_chain, &shard.shape).map_err(|e| CodecError::Chain(e))
+        index_layout(&self.inner, &self.index_chain, &shard.shape).map_err(CodecError::Chain)
     }
 }
 
@@ -669,6 +707,11 @@ impl Sharding {
         }
     }
 
+    /// Whether shards are decoded whole (the array is read by its shards).
+    pub fn decodes_whole(&self) -> bool {
+        matches!(self.mode, Mode::Whole)
+    }
+
     /// The shard (chunk of the stored grid) holding read unit `tile`.
     pub fn shard_of(&self, tile: &[u64]) -> Vec<u64> {
         match &self.mode {
@@ -729,7 +772,7 @@ impl Sharding {
     }
 
     /// Drop the cached indexes on the way to read unit `tile` (see
-    /// [`Indexed::forget_indexes`]); nothing for shards decoded whole,
+    /// `Indexed::forget_indexes`); nothing for shards decoded whole,
     /// whose indexes are never kept apart from the shard.
     pub fn forget_indexes(&self, tile: &[u64], cache: &ChunkCache, version: u64) {
         if let Mode::Indexed(ix) = &self.mode {
