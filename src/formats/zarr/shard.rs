@@ -752,7 +752,7 @@ impl Sharding {
     ) -> Result<Option<Vec<u8>>> {
         let limit = self.stored_limit.map_or(limit, |l| l.max(limit));
         match &self.mode {
-            Mode::Indexed(ix) => ix.fetch(store, key, &ix.stored_tile(tile), cache, version, limit),
+            Mode::Indexed(ix) => ix.fetch(store, key, tile, cache, version, limit),
             Mode::Whole => {
                 let raw = store.get(key, limit)?;
                 match &raw {
@@ -776,7 +776,7 @@ impl Sharding {
     /// whose indexes are never kept apart from the shard.
     pub fn forget_indexes(&self, tile: &[u64], cache: &ChunkCache, version: u64) {
         if let Mode::Indexed(ix) = &self.mode {
-            ix.forget_indexes(&ix.stored_tile(tile), cache, version);
+            ix.forget_indexes(tile, cache, version);
         }
     }
 }
@@ -802,8 +802,8 @@ impl Indexed {
             .collect()
     }
 
-    /// The stored bytes of leaf chunk `tile` of the shard stored under
-    /// `key`, `None` if the shard or the chunk is empty. Reads each level's
+    /// The stored bytes of leaf chunk `tile` (of the array's grid) of the
+    /// shard stored under `key`, `None` if the shard or the chunk is empty. Reads each level's
     /// index (cached under `version`) and then exactly the chunk's bytes.
     /// `limit` caps the chunk's stored size. On failure the indexes on
     /// the way are dropped from the cache ([`Indexed::forget_indexes`]).
@@ -816,7 +816,8 @@ impl Indexed {
         version: u64,
         limit: u64,
     ) -> Result<Option<Vec<u8>>> {
-        let r = self.fetch_through_indexes(store, key, tile, cache, version, limit);
+        let stored = self.stored_tile(tile);
+        let r = self.fetch_through_indexes(store, key, &stored, tile, cache, version, limit);
         if r.is_err() {
             self.forget_indexes(tile, cache, version);
         }
@@ -830,20 +831,25 @@ impl Indexed {
     /// would turn one transient fault into a shard that fails until the
     /// cache evicts it. The next read of the shard reads its index again.
     fn forget_indexes(&self, tile: &[u64], cache: &ChunkCache, version: u64) {
+        let stored = self.stored_tile(tile);
         for (l, level) in self.levels.iter().enumerate() {
             cache.forget(&ChunkKey {
                 source: level.cache_id,
                 version,
-                coords: self.block_of(l, tile).into(),
+                coords: self.block_of(l, &stored).into(),
             });
         }
     }
 
+    /// [`Indexed::fetch`] of leaf `tile` in the stored order; `shown` is
+    /// the same tile in the array's order, for messages.
+    #[allow(clippy::too_many_arguments)]
     fn fetch_through_indexes(
         &self,
         store: &dyn Store,
         key: &str,
         tile: &[u64],
+        shown: &[u64],
         cache: &ChunkCache,
         version: u64,
         limit: u64,
@@ -851,7 +857,7 @@ impl Indexed {
         let leaf = self.leaf_shape();
         let corrupt = |detail: String| Error::Chunk {
             path: store.describe(key),
-            chunk: format!("{tile:?}"),
+            chunk: format!("{shown:?}"),
             source: CodecError::corrupt(NAME, detail).into(),
         };
         // The byte range of the current block inside the stored value;
@@ -886,7 +892,7 @@ impl Indexed {
             let (offset, nbytes) = (entry(0), entry(1));
             if offset == EMPTY && nbytes == EMPTY {
                 log::debug!(
-                    "{}: inner chunk {tile:?} is empty, fill value",
+                    "{}: inner chunk {shown:?} is empty, fill value",
                     store.describe(key)
                 );
                 return Ok(None);
@@ -913,7 +919,7 @@ impl Indexed {
             });
         }
         log::debug!(
-            "{}: inner chunk {tile:?} at bytes {offset}..{}",
+            "{}: inner chunk {shown:?} at bytes {offset}..{}",
             store.describe(key),
             offset + len
         );
