@@ -164,6 +164,20 @@ impl ZarrArray {
             .chain
             .validate(&repr)
             .map_err(|e| Error::metadata(src_of(&array), e.to_string()))?;
+        // A shard decoded whole that the cache cannot keep is decoded
+        // again by every read that needs a part of it: readable, but slow.
+        if let Some(s) = &array.spec.sharding
+            && s.decodes_whole()
+            && repr.nbytes().is_some_and(|n| n > array.cache.budget())
+        {
+            log::warn!(
+                "{}: its shards of {:?} are compressed whole and larger than the {}-byte cache; \
+                 every read decodes a whole shard (a larger --cache-size helps)",
+                array.spec.meta.source,
+                repr.shape,
+                array.cache.budget()
+            );
+        }
         Ok(array)
     }
 

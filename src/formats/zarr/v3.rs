@@ -66,16 +66,17 @@ pub fn parse_array(source: &str, doc: &Value) -> Result<ArraySpec> {
             DimTiling::Explicit(_) => None,
         })
         .collect();
-    let codecs = shard::parse_codecs(field(source, o, "codecs")?, shard_shape.as_deref())
+    let codecs = shard::parse_codecs(field(source, o, "codecs")?, shard_shape.as_deref(), &dtype)
         .map_err(&meta_err)?;
     let chunk_shape: Vec<u64> = grid.iter().map(|g| g.tile_len(0)).collect();
-    // A sharded array is read by its innermost chunks (see `shard`).
-    let grid = match &codecs.sharding {
-        Some(s) => s
-            .leaf_shape()
-            .iter()
-            .map(|&n| DimTiling::Regular(n))
-            .collect(),
+    // A sharded array is read by its innermost chunks, unless its shards
+    // are decoded whole (see `shard`).
+    let grid = match codecs
+        .sharding
+        .as_ref()
+        .and_then(shard::Sharding::read_shape)
+    {
+        Some(leaf) => leaf.into_iter().map(DimTiling::Regular).collect(),
         None => grid,
     };
 
