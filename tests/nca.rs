@@ -1084,3 +1084,53 @@ fn cfa04_files_written_by_cf_python_3_13_read_back() {
         assert_eq!(got, want, "slabfs cat {file}");
     }
 }
+
+/// Issue 16, item 6: a descriptor written from an NCA file carries the
+/// seed's global `Conventions` ("CF" and "NCA") at its top level. It loads,
+/// and serves what the reference assembled for the same descriptor
+/// without it; an unknown top-level key is still refused, naming the key.
+#[test]
+fn a_top_level_conventions_is_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = root().join("data/mixed.nca.json");
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&src).unwrap()).unwrap();
+    // Fragments stay where they are: absolute paths under the fixture root.
+    for var in doc["variables"].as_object_mut().unwrap().values_mut() {
+        for p in var["nca_array"]["Partitions"].as_array_mut().unwrap() {
+            if let Some(f) = p["data"]["file"].as_str() {
+                let abs = root().join("data").join(f).display().to_string();
+                p["data"]["file"] = Value::from(abs);
+            }
+        }
+    }
+    doc["Conventions"] = Value::from("CF-1.6 NCA");
+    let path = tmp.path().join("conv.nca.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let opts = Options::new(vec![root(), tmp.path().to_path_buf()], cache());
+    let vars = match nca::open_json(&path, &opts) {
+        Ok(v) => v,
+        Err(e) => panic!("refused whole: {}", chain(&e)),
+    };
+    let skipped: Vec<String> = vars.skipped.iter().map(chain).collect();
+    assert!(skipped.is_empty(), "{skipped:#?}");
+    let want = cases()
+        .into_iter()
+        .find(|c| c.path == "mixed.nca.json/tas")
+        .unwrap();
+    let (name, a) = &vars.arrays[0];
+    assert_eq!(name, "tas");
+    assert_eq!(a.meta().shape, want.shape);
+    let got = read_le(a.as_ref(), 0, want.expected.len(), Endian::Little).unwrap();
+    same(&got, &want.expected, &want.dtype, want.rtol).unwrap();
+
+    doc["title"] = Value::from("a global attribute out of place");
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let e = match nca::open_json(&path, &opts) {
+        Ok(_) => panic!("an unknown top-level key was accepted"),
+        Err(e) => chain(&e),
+    };
+    assert!(
+        e.contains("conv.nca.json") && e.contains("the descriptor.title") && e.contains("unknown"),
+        "{e}"
+    );
+}
