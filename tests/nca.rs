@@ -1134,3 +1134,68 @@ fn a_top_level_conventions_is_accepted() {
         "{e}"
     );
 }
+
+/// Issue 16, item 7, seen from an aggregation: a fragment's `ncvar` finds
+/// what netCDF-C finds in a classic file, whose names may be NUL-padded
+/// (`yy\0` is `yy`) or unfit for a file name (`a/b`, which the mount does
+/// not show but a partition may read). Values: netCDF4-python's read
+/// (tests/fixtures/netcdf3/names/manifest.json).
+#[test]
+fn fragments_are_found_by_the_names_netcdf_c_reads() {
+    let names = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/netcdf3/names");
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(names.join("manifest.json")).unwrap()).unwrap();
+    let values = |file: &str, var: &str| -> Vec<f64> {
+        let f = m
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["file"] == file)
+            .unwrap();
+        let v = f["variables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == var)
+            .unwrap();
+        let mut out = Vec::new();
+        for x in v["values"].as_array().unwrap() {
+            match x {
+                Value::Array(row) => out.extend(row.iter().map(|y| y.as_f64().unwrap())),
+                y => out.push(y.as_f64().unwrap()),
+            }
+        }
+        out
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let file = |f: &str| names.join(f).display().to_string();
+    let doc = serde_json::json!({
+        "Conventions": "CF-1.6 NCA",
+        "dimensions": {"t": 2, "x": 3, "y": 2},
+        "variables": {
+            "yy": {"dtype": "float64", "nca_dimensions": "t x", "nca_array": {
+                "pdimensions": ["t"], "pshape": [1], "Partitions": [
+                    {"index": [0], "location": [[0, 2], [0, 3]],
+                     "data": {"file": file("nul_padded_classic.nc"), "ncvar": "yy"}}]}},
+            "slash": {"dtype": "float64", "nca_dimensions": "y", "nca_array": {
+                "pdimensions": ["y"], "pshape": [1], "Partitions": [
+                    {"index": [0], "location": [[0, 2]],
+                     "data": {"file": file("unshowable_names.nc"), "ncvar": "a/b"}}]}}
+        }
+    });
+    let path = tmp.path().join("names.nca.json");
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let opts = Options::new(vec![names.clone(), tmp.path().to_path_buf()], cache());
+    let vars = nca::open_json(&path, &opts).unwrap();
+    let skipped: Vec<String> = vars.skipped.iter().map(chain).collect();
+    assert!(skipped.is_empty(), "{skipped:#?}");
+    for (name, file, var) in [
+        ("yy", "nul_padded_classic.nc", "yy"),
+        ("slash", "unshowable_names.nc", "a/b"),
+    ] {
+        let a = &vars.arrays.iter().find(|(n, _)| n == name).unwrap().1;
+        let want = f64_bytes(&values(file, var));
+        let got = read_le(a.as_ref(), 0, want.len(), Endian::Little).unwrap();
+        assert_eq!(got, want, "{name}");
+    }
+}

@@ -62,8 +62,11 @@
 //! `variables` dict ends the same way. A variable not shown keeps its place
 //! in the layout (record variables share the records) and is reported by
 //! [`File::skipped`], naming the file, its index and its name's bytes.
-//! Dimension and attribute names are metadata, never file names: they are
-//! kept whatever they hold.
+//! Looking a variable up by name ([`File::variable`], a fragment's
+//! `ncvar`) finds what netCDF-C's `nc_inq_varid` finds, shown or not: the
+//! last variable of that name, never an empty name. Dimension and
+//! attribute names are metadata, never file names: they are kept whatever
+//! they hold.
 
 pub mod header;
 pub mod layout;
@@ -71,6 +74,7 @@ pub mod types;
 pub mod variable;
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -167,6 +171,8 @@ pub struct File {
     dimensions: Vec<Dimension>,
     global_attributes: Map<String, Value>,
     variables: Vec<Variable>,
+    /// Name → index in `variables`, as netCDF-C's lookup finds it.
+    by_name: HashMap<String, usize>,
 }
 
 impl File {
@@ -236,11 +242,15 @@ impl File {
             })
             .collect();
         let mut variables = Vec::with_capacity(header.vars.len());
-        // The last variable of each showable name (netCDF-C's lookup).
-        let mut last = std::collections::HashMap::new();
+        // What a name finds: netCDF-C's hash map, filled in header order,
+        // later entries overwriting earlier ones, empty names never added
+        // (v1h_get_NC_vararray, NC_hashmapadd).
+        let mut by_name = HashMap::new();
         for (i, v) in header.vars.iter().enumerate() {
-            if unshowable(&v.raw_name).is_none() {
-                last.insert(v.name.as_str(), i);
+            if let Ok(n) = std::str::from_utf8(header::c_name(&v.raw_name))
+                && !n.is_empty()
+            {
+                by_name.insert(n.to_string(), i);
             }
         }
         for (i, (v, l)) in header.vars.iter().zip(layout.vars).enumerate() {
@@ -250,10 +260,11 @@ impl File {
                     "variable {i} (name bytes b\"{bytes}\") cannot be a file of the mount: \
                      {why}; not shown"
                 )),
-                None if last[v.name.as_str()] != i => Some(format!(
+                // A showable name is UTF-8 and not empty: it is in the map.
+                None if by_name[&v.name] != i => Some(format!(
                     "variable {i} (name bytes b\"{bytes}\"): variable {} has the same name \
                      (netCDF-C's lookup finds that one); not shown",
-                    last[v.name.as_str()]
+                    by_name[&v.name]
                 )),
                 None => None,
             };
@@ -289,6 +300,7 @@ impl File {
             numrecs: layout.numrecs,
             dimensions,
             variables,
+            by_name,
             header,
         })
     }
@@ -330,12 +342,12 @@ impl File {
         &self.variables
     }
 
-    /// The variable the name `name` finds (as netCDF-C's lookup does);
-    /// never one that is not shown.
+    /// The variable the name `name` finds, as netCDF-C's lookup does: the
+    /// last of that name. It may be one the mount does not show (a `/` in
+    /// a name is no obstacle to a fragment's `ncvar`), never an earlier
+    /// one of two with one name.
     pub fn variable(&self, name: &str) -> Option<&Variable> {
-        self.variables
-            .iter()
-            .find(|v| v.name == name && v.not_shown.is_none())
+        self.by_name.get(name).map(|&i| &self.variables[i])
     }
 
     /// The variables the mount does not show, each as an error naming the
@@ -639,7 +651,11 @@ mod tests {
         let a = f.array("ok").unwrap();
         crate::engine::read::read_at(a.as_ref(), 0, &mut out, Endian::Big).unwrap();
         assert_eq!(out, [0, 6, 0, 16]);
-        assert!(matches!(f.array("a/b"), Err(Error::NotFound(_))));
+        // By name, as netCDF-C finds them: `a/b` too, never the empty name.
+        let a = f.array("a/b").unwrap();
+        crate::engine::read::read_at(a.as_ref(), 0, &mut out, Endian::Big).unwrap();
+        assert_eq!(out, [0, 2, 0, 12]);
+        assert!(matches!(f.array(""), Err(Error::NotFound(_))));
         // By index, every variable reads (a byte copy of the file).
         let a = f.array_at(0).unwrap();
         crate::engine::read::read_at(a.as_ref(), 0, &mut out, Endian::Big).unwrap();
