@@ -12,7 +12,10 @@
 //!
 //! Keys are strict: an unknown key in the parameters, a partition or its
 //! `data` is an error, because a misspelt `dimensions` or `directions`
-//! would otherwise silently give a differently arranged array. The seed's
+//! would otherwise silently give a differently arranged array. At the top
+//! level, beside `dimensions`, `variables` and `attributes`, only the
+//! global `Conventions` the seed gives every NCA file is accepted
+//! ([`global_attributes`]). The seed's
 //! examples use Python literals (single quotes); real descriptors must be
 //! strict JSON, and the error says so.
 
