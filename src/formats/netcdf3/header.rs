@@ -39,11 +39,12 @@
 //! (`NC_findattr`). So a name is its bytes **up to the first NUL**, and
 //! NULs inside the declared length are padding. netCDF-C writes such
 //! names itself: renaming to a shorter name outside define mode keeps the
-//! old length and pads with NULs (`set_NC_string`; netCDF-C 4.10 still
-//! does this for attributes, and its old `nctest` did it for the variable
-//! `yy`). Reading does **not** check the name (`NC_check_name`, the
-//! character rules, and NFC normalization apply when a name is defined or
-//! looked up, never to what a header holds), so [`parse`] accepts any
+//! old length and pads with NULs (`set_NC_string`, from `NC3_rename_var`
+//! and the attribute rename; its own `nctest` leaves the variable `yy`
+//! stored as `yy\0` so). Reading does **not** check the name
+//! (`NC_check_name`, the character rules, and NFC normalization apply when
+//! a name is defined or looked up, never to what a header holds), so
+//! [`parse`] accepts any
 //! bytes: [`Dim::name`] and [`Attr::name`] are the bytes before the first
 //! NUL (lossily decoded if not UTF-8), and a variable keeps its raw bytes
 //! too ([`Var::raw_name`]) so that [`super::File`] can decide which names
