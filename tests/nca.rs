@@ -1084,3 +1084,118 @@ fn cfa04_files_written_by_cf_python_3_13_read_back() {
         assert_eq!(got, want, "slabfs cat {file}");
     }
 }
+
+/// Issue 16, item 6: a descriptor written from an NCA file carries the
+/// seed's global `Conventions` ("CF" and "NCA") at its top level. It loads,
+/// and serves what the reference assembled for the same descriptor
+/// without it; an unknown top-level key is still refused, naming the key.
+#[test]
+fn a_top_level_conventions_is_accepted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = root().join("data/mixed.nca.json");
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(&src).unwrap()).unwrap();
+    // Fragments stay where they are: absolute paths under the fixture root.
+    for var in doc["variables"].as_object_mut().unwrap().values_mut() {
+        for p in var["nca_array"]["Partitions"].as_array_mut().unwrap() {
+            if let Some(f) = p["data"]["file"].as_str() {
+                let abs = root().join("data").join(f).display().to_string();
+                p["data"]["file"] = Value::from(abs);
+            }
+        }
+    }
+    doc["Conventions"] = Value::from("CF-1.6 NCA");
+    let path = tmp.path().join("conv.nca.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let opts = Options::new(vec![root(), tmp.path().to_path_buf()], cache());
+    let vars = match nca::open_json(&path, &opts) {
+        Ok(v) => v,
+        Err(e) => panic!("refused whole: {}", chain(&e)),
+    };
+    let skipped: Vec<String> = vars.skipped.iter().map(chain).collect();
+    assert!(skipped.is_empty(), "{skipped:#?}");
+    let want = cases()
+        .into_iter()
+        .find(|c| c.path == "mixed.nca.json/tas")
+        .unwrap();
+    let (name, a) = &vars.arrays[0];
+    assert_eq!(name, "tas");
+    assert_eq!(a.meta().shape, want.shape);
+    let got = read_le(a.as_ref(), 0, want.expected.len(), Endian::Little).unwrap();
+    same(&got, &want.expected, &want.dtype, want.rtol).unwrap();
+
+    doc["title"] = Value::from("a global attribute out of place");
+    std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+    let e = match nca::open_json(&path, &opts) {
+        Ok(_) => panic!("an unknown top-level key was accepted"),
+        Err(e) => chain(&e),
+    };
+    assert!(
+        e.contains("conv.nca.json") && e.contains("the descriptor.title") && e.contains("unknown"),
+        "{e}"
+    );
+}
+
+/// Issue 16, item 7, seen from an aggregation: a fragment's `ncvar` finds
+/// what netCDF-C finds in a classic file, whose names may be NUL-padded
+/// (`yy\0` is `yy`) or unfit for a file name (`a/b`, which the mount does
+/// not show but a partition may read). Values: netCDF4-python's read
+/// (tests/fixtures/netcdf3/names/manifest.json).
+#[test]
+fn fragments_are_found_by_the_names_netcdf_c_reads() {
+    let names = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/netcdf3/names");
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(names.join("manifest.json")).unwrap()).unwrap();
+    let values = |file: &str, var: &str| -> Vec<f64> {
+        let f = m
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["file"] == file)
+            .unwrap();
+        let v = f["variables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == var)
+            .unwrap();
+        let mut out = Vec::new();
+        for x in v["values"].as_array().unwrap() {
+            match x {
+                Value::Array(row) => out.extend(row.iter().map(|y| y.as_f64().unwrap())),
+                y => out.push(y.as_f64().unwrap()),
+            }
+        }
+        out
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let file = |f: &str| names.join(f).display().to_string();
+    let doc = serde_json::json!({
+        "Conventions": "CF-1.6 NCA",
+        "dimensions": {"t": 2, "x": 3, "y": 2},
+        "variables": {
+            "yy": {"dtype": "float64", "nca_dimensions": "t x", "nca_array": {
+                "pdimensions": ["t"], "pshape": [1], "Partitions": [
+                    {"index": [0], "location": [[0, 2], [0, 3]],
+                     "data": {"file": file("nul_padded_classic.nc"), "ncvar": "yy"}}]}},
+            "slash": {"dtype": "float64", "nca_dimensions": "y", "nca_array": {
+                "pdimensions": ["y"], "pshape": [1], "Partitions": [
+                    {"index": [0], "location": [[0, 2]],
+                     "data": {"file": file("unshowable_names.nc"), "ncvar": "a/b"}}]}}
+        }
+    });
+    let path = tmp.path().join("names.nca.json");
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let opts = Options::new(vec![names.clone(), tmp.path().to_path_buf()], cache());
+    let vars = nca::open_json(&path, &opts).unwrap();
+    let skipped: Vec<String> = vars.skipped.iter().map(chain).collect();
+    assert!(skipped.is_empty(), "{skipped:#?}");
+    for (name, file, var) in [
+        ("yy", "nul_padded_classic.nc", "yy"),
+        ("slash", "unshowable_names.nc", "a/b"),
+    ] {
+        let a = &vars.arrays.iter().find(|(n, _)| n == name).unwrap().1;
+        let want = f64_bytes(&values(file, var));
+        let got = read_le(a.as_ref(), 0, want.len(), Endian::Little).unwrap();
+        assert_eq!(got, want, "{name}");
+    }
+}

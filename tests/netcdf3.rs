@@ -532,11 +532,15 @@ fn hostile_headers_are_clear_errors() {
     let n = b.len();
     b[n - 7 - 8..n - 7].copy_from_slice(&(1u64 << 40).to_be_bytes());
     check(&b, "past the end of the file");
-    // Non-UTF-8 names.
+    // A dimension name that is not UTF-8 is no reason to refuse the file
+    // (netCDF-C reads any name): it is kept, lossily.
     let mut b = std::fs::read(data_dir().join("single_record_byte.nc")).unwrap();
     let at = b.windows(2).position(|w| w == b"t\0").unwrap();
     b[at] = 0xff;
-    check(&b, "not valid UTF-8");
+    std::fs::write(&p, &b).unwrap();
+    let ds = dataset::open(&p, cache()).unwrap();
+    let m = ds.entries[0].array.meta();
+    assert_eq!(m.dimension_names, [Some("\u{fffd}".to_string())]);
     // An empty file is no dataset; opened as netCDF it is too short.
     check(b"", "not a dataset");
     let err = netcdf3::File::open(&p).unwrap_err().to_string();
@@ -597,4 +601,150 @@ proptest! {
         std::fs::write(&p, &bytes).unwrap();
         open_and_read(&p);
     }
+}
+
+// ---------------------------------------------------------------- names
+
+/// tests/fixtures/netcdf3/names (its generate.py): names netCDF-C reads
+/// but no writer defines on purpose.
+fn names_dir() -> PathBuf {
+    fixtures().join("names")
+}
+
+/// Values as netCDF4-python listed them, as little-endian bytes of `dtype`.
+fn values_bytes(values: &Value, dtype: &str) -> Vec<u8> {
+    fn flat<'a>(v: &'a Value, out: &mut Vec<&'a Value>) {
+        match v {
+            Value::Array(a) => a.iter().for_each(|x| flat(x, out)),
+            x => out.push(x),
+        }
+    }
+    let mut xs = Vec::new();
+    flat(values, &mut xs);
+    let mut out = Vec::new();
+    for x in xs {
+        match dtype {
+            "|i1" => out.push(x.as_i64().unwrap() as i8 as u8),
+            "<i2" => out.extend((x.as_i64().unwrap() as i16).to_le_bytes()),
+            "<i4" => out.extend((x.as_i64().unwrap() as i32).to_le_bytes()),
+            "<f4" => out.extend((x.as_f64().unwrap() as f32).to_le_bytes()),
+            "<f8" => out.extend(x.as_f64().unwrap().to_le_bytes()),
+            other => panic!("no conversion for {other}"),
+        }
+    }
+    out
+}
+
+/// Whether the mount can show a variable of this name as a file.
+fn can_be_a_file_name(name: &str) -> bool {
+    !(name.is_empty() || name == "." || name == ".." || name.contains('/'))
+}
+
+/// Issue 16, item 7: a classic file netCDF-C reads is never refused whole
+/// for a name. Names are read as netCDF-C reads them (the bytes before the
+/// first NUL: `yy\0` is `yy`, `units\0` is `units`); every variable
+/// netCDF4-python lists under a name that can be a file name is shown with
+/// its values, dimensions and attributes; the others are skipped with a
+/// message naming the file and the variable; of two variables named alike
+/// the one netCDF-C's lookup finds (the last) is shown.
+#[test]
+fn names_read_as_netcdf_c_reads_them() {
+    let raw = std::fs::read(names_dir().join("manifest.json")).unwrap();
+    let manifest: Value = serde_json::from_slice(&raw).unwrap();
+    let mut failures = Vec::new();
+    for file in manifest.as_array().unwrap() {
+        let path = names_dir().join(file["file"].as_str().unwrap());
+        let shown_path = path.display().to_string();
+        let ds = match dataset::open(&path, cache()) {
+            Ok(ds) => ds,
+            Err(e) => {
+                failures.push(format!("{shown_path}: refused whole: {e}"));
+                continue;
+            }
+        };
+        let nc = netcdf3::File::open(&path).unwrap();
+        let dims: Vec<&str> = nc.dimensions().iter().map(|d| d.name.as_str()).collect();
+        let want_dims: Vec<&str> = file["dimensions"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        if dims != want_dims {
+            failures.push(format!("{shown_path}: dimensions {dims:?}"));
+        }
+        if !json_eq(
+            &Value::Object(nc.global_attributes().clone()),
+            &file["attributes"],
+        ) {
+            failures.push(format!(
+                "{shown_path}: global attributes {:?}",
+                nc.global_attributes()
+            ));
+        }
+        let vars = file["variables"].as_array().unwrap();
+        let mut want_paths: Vec<&str> = vars
+            .iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .filter(|n| can_be_a_file_name(n))
+            .collect();
+        want_paths.sort();
+        let paths: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
+        if paths != want_paths {
+            failures.push(format!("{shown_path}: shows {paths:?}, not {want_paths:?}"));
+        }
+        let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
+        for var in vars {
+            let name = var["name"].as_str().unwrap();
+            if !can_be_a_file_name(name) {
+                let id = format!("variable {}", var["varid"]);
+                if !skipped
+                    .iter()
+                    .any(|s| s.contains(&shown_path) && s.contains(&id))
+                {
+                    failures.push(format!("{shown_path}: {id} ({name:?}) not reported"));
+                }
+                continue;
+            }
+            let Some(entry) = ds.get(name) else {
+                continue;
+            };
+            let m = entry.array.meta();
+            let want_dims: Vec<Option<String>> = var["dimensions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| Some(d.as_str().unwrap().to_string()))
+                .collect();
+            if m.dimension_names != want_dims
+                || m.shape != shape_of(&var["shape"])
+                || m.dtype.numpy_typestr(Endian::Little) != var["dtype"]
+                || !json_eq(&Value::Object(m.attributes.clone()), &var["attributes"])
+                || !json_eq(&fill_json(&m.dtype, &m.fill_value), &var["fill_value"])
+            {
+                failures.push(format!("{shown_path}: {name}: metadata {m:?} vs {var}"));
+            }
+            let want = values_bytes(&var["values"], var["dtype"].as_str().unwrap());
+            if let Err(e) = check_bytes(entry.array.as_ref(), &want) {
+                failures.push(format!("{shown_path}: {name}: {e}"));
+            }
+        }
+        if file["file"] == "unshowable_names.nc" {
+            // The first of the two `dup` (varid 5; the dict holds the last).
+            if !skipped.iter().any(|s| s.contains("variable 5")) {
+                failures.push(format!("{shown_path}: first dup not reported: {skipped:?}"));
+            }
+            if skipped.len() != 6 {
+                failures.push(format!("{shown_path}: skipped {skipped:#?}"));
+            }
+        } else if !skipped.is_empty() {
+            failures.push(format!("{shown_path}: skipped {skipped:#?}"));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

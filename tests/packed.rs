@@ -605,3 +605,28 @@ fn mounted_archives_serve_every_variable_and_eio_on_a_corrupt_block() {
     drop(f);
     m.stop();
 }
+
+/// Files whose names netCDF-C reads but the mount cannot all show
+/// (tests/fixtures/netcdf3/names): an archive still holds every variable,
+/// each its own (two variables named alike included), and unpacks to the
+/// original bytes.
+#[test]
+fn pack_keeps_variables_the_mount_does_not_show() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = repo().join("tests/fixtures/netcdf3/names");
+    for name in [
+        "unshowable_names.nc",
+        "nul_padded_classic.nc",
+        "nul_padded_offset64.nc",
+    ] {
+        let orig = dir.join(name);
+        let archive = tmp.path().join(format!("{name}.ncb"));
+        let back = tmp.path().join(name);
+        pack(&orig, &archive, &opts(64, BlockCodec::Zstd, true)).unwrap();
+        unpack(&archive, &back).unwrap();
+        assert!(
+            std::fs::read(&orig).unwrap() == std::fs::read(&back).unwrap(),
+            "{name}: unpacked bytes differ"
+        );
+    }
+}

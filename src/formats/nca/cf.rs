@@ -67,7 +67,7 @@ pub fn is_aggregation_variable(v: &Variable) -> bool {
 pub fn definition_variables(file: &netcdf3::File) -> BTreeSet<String> {
     file.variables()
         .iter()
-        .filter(|v| is_aggregation_variable(v))
+        .filter(|v| v.not_shown.is_none() && is_aggregation_variable(v))
         .filter_map(|v| v.attributes.get("aggregated_data")?.as_str().map(features))
         .flat_map(|f| f.ok().unwrap_or_default())
         .map(|(_, var)| var)

@@ -12,7 +12,10 @@
 //!
 //! Keys are strict: an unknown key in the parameters, a partition or its
 //! `data` is an error, because a misspelt `dimensions` or `directions`
-//! would otherwise silently give a differently arranged array. The seed's
+//! would otherwise silently give a differently arranged array. At the top
+//! level, beside `dimensions`, `variables` and `attributes`, only the
+//! global `Conventions` the seed gives every NCA file is accepted
+//! ([`global_attributes`]). The seed's
 //! examples use Python literals (single quotes); real descriptors must be
 //! strict JSON, and the error says so.
 
@@ -595,17 +598,98 @@ pub fn default_fill(dtype: &DataType) -> Vec<u8> {
     }
 }
 
+/// Top-level keys of a descriptor.
+const TOP_LEVEL_KEYS: &[&str] = &["dimensions", "variables", "attributes", "Conventions"];
+
+/// The global attributes of a parsed `*.nca.json` document: its
+/// `attributes` object, with a top-level `Conventions` folded in, and a
+/// note to log when the two spellings of `Conventions` disagreed.
+///
+/// The seed has an NCA file carry "CF" and "NCA" in its global
+/// conventions attribute, so a descriptor written from one naturally says
+/// `"Conventions": "CF-1.6 NCA"` beside `dimensions`; it means the same as
+/// `attributes.Conventions`. When both are given and differ, nothing is
+/// dropped: the value is `attributes.Conventions` followed by the
+/// top-level names it lacks (both are blank- or comma-separated lists of
+/// convention names, CF section 2.6.1), and the note says so.
+#[allow(clippy::type_complexity)]
+pub fn global_attributes(doc: &Value) -> Result<(Map<String, Value>, Option<String>), NcaError> {
+    let o = obj(doc, "the descriptor")?;
+    check_top_level_keys(o)?;
+    let mut attrs = match o.get("attributes") {
+        Some(a) => obj(a, "attributes")?.clone(),
+        None => Map::new(),
+    };
+    let Some(top) = o.get("Conventions") else {
+        return Ok((attrs, None));
+    };
+    let top = str_of(top, "Conventions")?;
+    let note = match attrs.get("Conventions") {
+        None => {
+            attrs.insert("Conventions".into(), Value::from(top));
+            None
+        }
+        Some(Value::String(inner)) if inner == top => None,
+        Some(Value::String(inner)) => {
+            let words = |s: &str| -> Vec<String> {
+                s.split(|c: char| c == ',' || c.is_whitespace())
+                    .filter(|w| !w.is_empty())
+                    .map(String::from)
+                    .collect()
+            };
+            let mut merged = words(inner);
+            for w in words(top) {
+                if !merged.contains(&w) {
+                    merged.push(w);
+                }
+            }
+            let merged = merged.join(" ");
+            let note = format!(
+                "Conventions {top:?} and attributes.Conventions {inner:?} differ; \
+                 using {merged:?}"
+            );
+            attrs.insert("Conventions".into(), Value::from(merged));
+            Some(note)
+        }
+        Some(other) => {
+            return Err(NcaError::invalid(
+                "attributes.Conventions",
+                format!(
+                    "{} is not a string, and Conventions {top:?} is also given",
+                    brief(other)
+                ),
+            ));
+        }
+    };
+    Ok((attrs, note))
+}
+
+/// Only [`TOP_LEVEL_KEYS`] at the top: a misspelt `variables` must not
+/// read as an empty descriptor.
+fn check_top_level_keys(o: &Map<String, Value>) -> Result<(), NcaError> {
+    for k in o.keys() {
+        if !TOP_LEVEL_KEYS.contains(&k.as_str()) {
+            return Err(NcaError::invalid(
+                format!("the descriptor.{k}"),
+                format!(
+                    "unknown top-level key (expected one of {}; other global attributes go \
+                     under \"attributes\")",
+                    TOP_LEVEL_KEYS.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The masters of a parsed `*.nca.json` document, one per variable, each
 /// as a result (a broken variable does not hide the others). `Err` if the
-/// document as a whole is malformed.
+/// document as a whole is malformed (including its global attributes,
+/// [`global_attributes`]).
 #[allow(clippy::type_complexity)]
 pub fn json_masters(doc: &Value) -> Result<Vec<(String, Result<MasterSpec, NcaError>)>, NcaError> {
+    global_attributes(doc)?;
     let o = obj(doc, "the descriptor")?;
-    check_keys(
-        o,
-        &["dimensions", "variables", "attributes"],
-        "the descriptor",
-    )?;
     let dims_obj = obj(
         o.get("dimensions")
             .ok_or_else(|| NcaError::Missing("dimensions".into()))?,
@@ -614,9 +698,6 @@ pub fn json_masters(doc: &Value) -> Result<Vec<(String, Result<MasterSpec, NcaEr
     let mut dims = BTreeMap::new();
     for (k, v) in dims_obj {
         dims.insert(k.clone(), u64_of(v, &format!("dimensions.{k}"))?);
-    }
-    if let Some(a) = o.get("attributes") {
-        obj(a, "attributes")?;
     }
     let vars = obj(
         o.get("variables")
@@ -776,6 +857,83 @@ mod tests {
         assert!(json_masters(&json!({"variables": {}})).is_err());
         let e = parse_json("{'a': 1}").unwrap_err().to_string();
         assert!(e.contains("strict JSON"), "{e}");
+    }
+
+    /// Issue 16, item 6: the seed's global `Conventions` at the top level.
+    #[test]
+    fn top_level_conventions_is_a_global_attribute() {
+        let plain = doc(json!([part(0, json!([[0, 4], [0, 3]]))]));
+        let mut d = plain.clone();
+        d["Conventions"] = json!("CF-1.6 NCA");
+        assert_eq!(one(&d).unwrap(), one(&plain).unwrap());
+        let (attrs, note) = global_attributes(&d).unwrap();
+        assert_eq!(attrs["Conventions"], json!("CF-1.6 NCA"));
+        assert_eq!(note, None);
+        // Said twice alike: one value, nothing to note.
+        d["attributes"] = json!({"Conventions": "CF-1.6 NCA", "title": "t"});
+        let (attrs, note) = global_attributes(&d).unwrap();
+        assert_eq!(
+            attrs,
+            *json!({"Conventions": "CF-1.6 NCA", "title": "t"})
+                .as_object()
+                .unwrap()
+        );
+        assert_eq!(note, None);
+        // Differently: both kept, attributes' names first, and a note.
+        d["attributes"] = json!({"Conventions": "CF-1.8, ACDD-1.3"});
+        let (attrs, note) = global_attributes(&d).unwrap();
+        assert_eq!(attrs["Conventions"], json!("CF-1.8 ACDD-1.3 CF-1.6 NCA"));
+        let note = note.unwrap();
+        assert!(
+            note.contains("\"CF-1.6 NCA\"") && note.contains("ACDD-1.3"),
+            "{note}"
+        );
+        assert!(json_masters(&d).unwrap()[0].1.is_ok());
+        // Not a string; or beside a non-string attributes.Conventions.
+        d["Conventions"] = json!(["CF-1.6", "NCA"]);
+        let e = json_masters(&d).unwrap_err().to_string();
+        assert!(
+            e.contains("Conventions") && e.contains("not a string"),
+            "{e}"
+        );
+        d["Conventions"] = json!("CF-1.6 NCA");
+        d["attributes"] = json!({"Conventions": 3});
+        let e = json_masters(&d).unwrap_err().to_string();
+        assert!(e.contains("attributes.Conventions"), "{e}");
+    }
+
+    /// Strict elsewhere: other top-level keys, and every key inside
+    /// `nca_array`, its partitions and their `data`.
+    #[test]
+    fn unknown_keys_are_named() {
+        let plain = doc(json!([part(0, json!([[0, 4], [0, 3]]))]));
+        for key in ["conventions", "title", "variable"] {
+            let mut d = plain.clone();
+            d[key] = json!("x");
+            let e = json_masters(&d).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("the descriptor.{key}")) && e.contains("unknown top-level key"),
+                "{e}"
+            );
+            assert!(e.contains("\"attributes\""), "{e}");
+        }
+        let mut d = plain.clone();
+        d["Conventions"] = json!("CF-1.6 NCA");
+        d["variables"]["v"]["nca_array"]["Conventions"] = json!("CF-1.6 NCA");
+        let e = one(&d).unwrap_err().to_string();
+        assert!(e.contains("nca_array.Conventions: unknown key"), "{e}");
+        let mut d = plain.clone();
+        d["variables"]["v"]["nca_array"]["pdimension"] = json!(["t"]);
+        assert!(
+            one(&d)
+                .unwrap_err()
+                .to_string()
+                .contains("nca_array.pdimension")
+        );
+        let mut d = plain;
+        d["variables"]["v"]["nca_array"]["Partitions"][0]["data"]["ncvars"] = json!("v");
+        let e = one(&d).unwrap_err().to_string();
+        assert!(e.contains("Partitions[0].data.ncvars: unknown key"), "{e}");
     }
 
     #[test]

@@ -120,6 +120,10 @@ pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
     let doc = read_descriptor(&real)?;
     let name = real.display().to_string();
     let masters = descriptor::json_masters(&doc).map_err(|e| e.at(&name))?;
+    // Global attributes are not shown; a disagreement is still worth a line.
+    if let Ok((_, Some(note))) = descriptor::global_attributes(&doc) {
+        log::warn!("{name}: {note}");
+    }
     let roots = opts.roots_for(&real);
     let mut out = Variables::default();
     for (var, spec) in masters {

@@ -56,7 +56,14 @@ pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
     let roots = opts.roots_for(&real);
     let mut out = Variables::default();
     let definitions = super::cf::definition_variables(&file);
+    for e in file.skipped() {
+        log::warn!("skipping a variable: {e}");
+        out.skipped.push(e);
+    }
     for v in file.variables() {
+        if v.not_shown.is_some() {
+            continue;
+        }
         if is_private(v) || super::cfa04::is_private(v) || definitions.contains(&v.name) {
             continue;
         }

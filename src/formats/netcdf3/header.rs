@@ -11,7 +11,7 @@
 //! dim       = name dim_length                  dim_length 0: the record dimension
 //! attr      = name nc_type nelems [values] pad-to-4
 //! var       = name nelems [dimid ...] vatt_list nc_type vsize begin
-//! name      = nelems bytes pad-to-4            UTF-8
+//! name      = nelems bytes pad-to-4            UTF-8, NUL-padded (below)
 //! ```
 //!
 //! Tags and `nc_type` are 4 bytes. Every other integer (`numrecs`, list
@@ -27,6 +27,28 @@
 //! and nothing is ever preallocated from a count. The parser knows only the
 //! grammar; whether the pieces fit together (dimension ids, the record
 //! dimension, data offsets) is [`super::layout`]'s job.
+//!
+//! # Names, as netCDF-C reads them
+//!
+//! netCDF-C reads a name's `nelems` bytes into a NUL-terminated C string
+//! (`v1h_get_NC_string` in `libsrc/v1hpg.c`, `new_NC_string` in
+//! `libdispatch/dstring.c`) and from then on uses it as one: the name
+//! lookups hash `strlen(cp)` bytes (`v1h_get_NC_vararray`,
+//! `v1h_get_NC_dimarray`), `nc_inq_varname` copies with `strncpy`
+//! (`NC3_inq_var`), attribute lookup compares `strlen` bytes
+//! (`NC_findattr`). So a name is its bytes **up to the first NUL**, and
+//! NULs inside the declared length are padding. netCDF-C writes such
+//! names itself: renaming to a shorter name outside define mode keeps the
+//! old length and pads with NULs (`set_NC_string`, from `NC3_rename_var`
+//! and the attribute rename; its own `nctest` leaves the variable `yy`
+//! stored as `yy\0` so). Reading does **not** check the name
+//! (`NC_check_name`, the character rules, and NFC normalization apply when
+//! a name is defined or looked up, never to what a header holds), so
+//! [`parse`] accepts any
+//! bytes: [`Dim::name`] and [`Attr::name`] are the bytes before the first
+//! NUL (lossily decoded if not UTF-8), and a variable keeps its raw bytes
+//! too ([`Var::raw_name`]) so that [`super::File`] can decide which names
+//! the mount can show.
 
 use serde_json::{Map, Value};
 
@@ -107,19 +129,39 @@ impl Attr {
     }
 }
 
-/// The attributes as a JSON object, in header order for duplicates (the
-/// last one wins; netCDF libraries never write duplicates).
+/// The attributes as a JSON object. Of two attributes with one name the
+/// first wins, as in netCDF-C, whose `NC_findattr` returns the first match
+/// (netCDF libraries never write duplicates, but NUL padding can make
+/// two names equal).
 pub fn attrs_json(attrs: &[Attr]) -> Map<String, Value> {
-    attrs
-        .iter()
-        .map(|a| (a.name.clone(), a.to_json()))
-        .collect()
+    let mut out = Map::new();
+    for a in attrs {
+        if !out.contains_key(&a.name) {
+            out.insert(a.name.clone(), a.to_json());
+        }
+    }
+    out
+}
+
+/// A name as netCDF-C reads it: the declared bytes up to the first NUL
+/// (see the module doc).
+pub fn c_name(raw: &[u8]) -> &[u8] {
+    raw.iter().position(|&b| b == 0).map_or(raw, |n| &raw[..n])
+}
+
+/// [`c_name`] as text; bytes that are not UTF-8 become U+FFFD.
+fn c_name_lossy(raw: &[u8]) -> String {
+    String::from_utf8_lossy(c_name(raw)).into_owned()
 }
 
 /// A variable as declared.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Var {
+    /// The name as netCDF-C reads it: [`c_name`] of [`Var::raw_name`],
+    /// lossily decoded if it is not UTF-8.
     pub name: String,
+    /// The name's bytes as declared, NUL padding included.
+    pub raw_name: Vec<u8>,
     /// Indices into [`Header::dims`], outermost first.
     pub dimids: Vec<u64>,
     pub attrs: Vec<Attr>,
@@ -199,7 +241,7 @@ pub fn parse(bytes: &[u8], file_len: u64) -> Result<Header, HeaderError> {
 
     let mut dims = Vec::new();
     for i in 0..c.list(NC_DIMENSION, "dimension", 2 * w)? {
-        let name = c.name(&format!("dimension {i}"))?;
+        let name = c_name_lossy(&c.name(&format!("dimension {i}"))?);
         let len = c.size(&format!("length of dimension {name:?}"))?;
         dims.push(Dim { name, len });
     }
@@ -209,13 +251,8 @@ pub fn parse(bytes: &[u8], file_len: u64) -> Result<Header, HeaderError> {
     // name, ndims, an empty attribute list, nc_type, vsize, begin.
     let min_var = 3 * w + 8 + 4 + format.offset_width();
     for i in 0..c.list(NC_VARIABLE, "variable", min_var)? {
-        let name = c.name(&format!("variable {i}"))?;
-        check_path_safe(&name)?;
-        if vars.iter().any(|v| v.name == name) {
-            return Err(HeaderError::Invalid(format!(
-                "two variables are named {name:?}"
-            )));
-        }
+        let raw_name = c.name(&format!("variable {i}"))?;
+        let name = c_name_lossy(&raw_name);
         let what = format!("variable {name:?}");
         let ndims = c.count(&format!("dimension ids of {what}"), w)?;
         let mut dimids = Vec::new();
@@ -228,6 +265,7 @@ pub fn parse(bytes: &[u8], file_len: u64) -> Result<Header, HeaderError> {
         let begin = c.uint(format.offset_width(), &format!("begin of {what}"))?;
         vars.push(Var {
             name,
+            raw_name,
             dimids,
             attrs,
             nc_type,
@@ -243,22 +281,6 @@ pub fn parse(bytes: &[u8], file_len: u64) -> Result<Header, HeaderError> {
         vars,
         len: c.pos,
     })
-}
-
-/// Variable names become file names in the mount: reject those no netCDF
-/// library writes and no file system path can hold.
-fn check_path_safe(name: &str) -> Result<(), HeaderError> {
-    if name.is_empty()
-        || name == "."
-        || name == ".."
-        || name.contains('/')
-        || name.chars().any(char::is_control)
-    {
-        return Err(HeaderError::Invalid(format!(
-            "invalid variable name {name:?}"
-        )));
-    }
-    Ok(())
 }
 
 fn pad4(n: u64) -> u64 {
@@ -333,16 +355,11 @@ impl<'a> Cursor<'a> {
         Ok(n)
     }
 
-    fn name(&mut self, what: &str) -> Result<String, HeaderError> {
+    /// A name's declared bytes, NULs included (see the module doc).
+    fn name(&mut self, what: &str) -> Result<Vec<u8>, HeaderError> {
         let len = self.count(&format!("name bytes of {what}"), 1)?;
         let raw = self.take(pad4(len), &format!("name of {what}"))?;
-        let raw = &raw[..len as usize];
-        String::from_utf8(raw.to_vec()).map_err(|_| {
-            HeaderError::Invalid(format!(
-                "name of {what} is not valid UTF-8: {:?}",
-                String::from_utf8_lossy(raw)
-            ))
-        })
+        Ok(raw[..len as usize].to_vec())
     }
 
     fn nc_type(&mut self, what: &str) -> Result<NcType, HeaderError> {
@@ -360,7 +377,7 @@ impl<'a> Cursor<'a> {
         let w = self.format.size_width();
         let mut attrs = Vec::new();
         for i in 0..self.list(NC_ATTRIBUTE, what, 2 * w + 4)? {
-            let name = self.name(&format!("{what} {i}"))?;
+            let name = c_name_lossy(&self.name(&format!("{what} {i}"))?);
             let desc = format!("{what} {name:?}");
             let nc_type = self.nc_type(&desc)?;
             let count = self.count(&format!("values of {desc}"), nc_type.size() as u64)?;
@@ -554,6 +571,35 @@ pub(crate) mod tests {
         );
     }
 
+    /// netCDF-C checks no name when reading (only `nc_def_*` and renames
+    /// call `NC_check_name`), so no name makes a header malformed: names
+    /// are the bytes before the first NUL, and whether a variable can be
+    /// shown is the file's business ([`super::super::File`]).
+    #[test]
+    fn any_name_parses() {
+        for (raw, name) in [
+            (&b"\xffbad"[..], "\u{fffd}bad"),
+            (b"a/b", "a/b"),
+            (b"..", ".."),
+            (b"", ""),
+            (b"tab\there", "tab\there"),
+            (b"yy\0", "yy"),
+            (b"m\0m", "m"),
+        ] {
+            let mut w = Writer::new(Format::Classic, 0);
+            w.u32(NC_DIMENSION).size(1).name(raw).size(3);
+            w.u32(NC_ATTRIBUTE).size(1).name(raw).u32(2).name(b"t");
+            w.u32(NC_VARIABLE).size(2);
+            for v in [raw, raw] {
+                w.name(v).size(0).absent().u32(5).size(0).offset(100);
+            }
+            let h = parse(&w.buf, 4096).unwrap();
+            assert_eq!(h.dims[0].name, name);
+            assert_eq!(h.attrs[0].name, name);
+            assert_eq!((&h.vars[1].name[..], &h.vars[1].raw_name[..]), (name, raw));
+        }
+    }
+
     #[test]
     fn bad_headers() {
         let bad = |w: &Writer, want: &str| {
@@ -567,22 +613,6 @@ pub(crate) mod tests {
         let mut w = Writer::new(Format::Classic, 0);
         w.dims(&[]).absent().vars(&[("v", &[], 7, 100)]);
         bad(&w, "type code 7 at byte");
-
-        let mut w = Writer::new(Format::Classic, 0);
-        w.dims(&[]).absent();
-        w.u32(NC_VARIABLE).size(1).name(b"\xffbad");
-        bad(&w, "not valid UTF-8");
-
-        for name in ["a/b", "..", "", "tab\there"] {
-            let mut w = Writer::new(Format::Classic, 0);
-            w.dims(&[]).absent().vars(&[(name, &[], 5, 100)]);
-            bad(&w, "invalid variable name");
-        }
-        let mut w = Writer::new(Format::Classic, 0);
-        w.dims(&[])
-            .absent()
-            .vars(&[("v", &[], 5, 100), ("v", &[], 5, 104)]);
-        bad(&w, "two variables are named \"v\"");
 
         assert!(matches!(
             parse(b"HDF\x01xxxx", 8),

@@ -47,6 +47,26 @@
 //! record slices read through rather than split into many calls
 //! ([`variable`]). A file shorter than its header implies gives an error
 //! naming the file and variable for reads past its end; the rest reads.
+//!
+//! # Names
+//!
+//! Names are read as netCDF-C reads them, the bytes before the first NUL
+//! ([`header`]), and netCDF-C checks nothing else when reading: a header
+//! may hold any name. Each variable becomes a file of the mount, so a
+//! variable is **not shown** (its file's other variables are) when its
+//! name cannot be a file name: not UTF-8, empty, `.` or `..`, or
+//! containing `/` (which would make a directory). Of two variables with
+//! one name, the last is shown: netCDF-C's name lookup is a hash map
+//! filled in header order, later entries overwriting earlier ones
+//! (`v1h_get_NC_vararray`, `NC_hashmapadd`), and netCDF4-python's
+//! `variables` dict ends the same way. A variable not shown keeps its place
+//! in the layout (record variables share the records) and is reported by
+//! [`File::skipped`], naming the file, its index and its name's bytes.
+//! Looking a variable up by name ([`File::variable`], a fragment's
+//! `ncvar`) finds what netCDF-C's `nc_inq_varid` finds, shown or not: the
+//! last variable of that name, never an empty name. Dimension and
+//! attribute names are metadata, never file names: they are kept whatever
+//! they hold.
 
 pub mod header;
 pub mod layout;
@@ -54,6 +74,7 @@ pub mod types;
 pub mod variable;
 
 use std::any::Any;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -87,7 +108,13 @@ pub struct Dimension {
 /// A variable of a file, as its sidecar describes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Variable {
+    /// As netCDF-C reads it (see the module doc).
     pub name: String,
+    /// Its position in the header.
+    pub index: usize,
+    /// Why the mount cannot show it (see the module doc); `None` for
+    /// almost every variable.
+    pub not_shown: Option<String>,
     /// Dimension names, outermost first (empty for scalars).
     pub dimensions: Vec<String>,
     /// The record dimension's length is the number of records.
@@ -144,6 +171,8 @@ pub struct File {
     dimensions: Vec<Dimension>,
     global_attributes: Map<String, Value>,
     variables: Vec<Variable>,
+    /// Name → index in `variables`, as netCDF-C's lookup finds it.
+    by_name: HashMap<String, usize>,
 }
 
 impl File {
@@ -213,9 +242,36 @@ impl File {
             })
             .collect();
         let mut variables = Vec::with_capacity(header.vars.len());
-        for (v, l) in header.vars.iter().zip(layout.vars) {
+        // What a name finds: netCDF-C's hash map, filled in header order,
+        // later entries overwriting earlier ones, empty names never added
+        // (v1h_get_NC_vararray, NC_hashmapadd).
+        let mut by_name = HashMap::new();
+        for (i, v) in header.vars.iter().enumerate() {
+            if let Ok(n) = std::str::from_utf8(header::c_name(&v.raw_name))
+                && !n.is_empty()
+            {
+                by_name.insert(n.to_string(), i);
+            }
+        }
+        for (i, (v, l)) in header.vars.iter().zip(layout.vars).enumerate() {
+            let bytes = v.raw_name.escape_ascii();
+            let not_shown = match unshowable(&v.raw_name) {
+                Some(why) => Some(format!(
+                    "variable {i} (name bytes b\"{bytes}\") cannot be a file of the mount: \
+                     {why}; not shown"
+                )),
+                // A showable name is UTF-8 and not empty: it is in the map.
+                None if by_name[&v.name] != i => Some(format!(
+                    "variable {i} (name bytes b\"{bytes}\"): variable {} has the same name \
+                     (netCDF-C's lookup finds that one); not shown",
+                    by_name[&v.name]
+                )),
+                None => None,
+            };
             variables.push(Variable {
                 name: v.name.clone(),
+                index: i,
+                not_shown,
                 dimensions: v
                     .dimids
                     .iter()
@@ -244,6 +300,7 @@ impl File {
             numrecs: layout.numrecs,
             dimensions,
             variables,
+            by_name,
             header,
         })
     }
@@ -279,13 +336,28 @@ impl File {
         &self.global_attributes
     }
 
-    /// The variables in header order.
+    /// Every variable in header order, those the mount does not show
+    /// included ([`Variable::not_shown`]).
     pub fn variables(&self) -> &[Variable] {
         &self.variables
     }
 
+    /// The variable the name `name` finds, as netCDF-C's lookup does: the
+    /// last of that name. It may be one the mount does not show (a `/` in
+    /// a name is no obstacle to a fragment's `ncvar`), never an earlier
+    /// one of two with one name.
     pub fn variable(&self, name: &str) -> Option<&Variable> {
-        self.variables.iter().find(|v| v.name == name)
+        self.by_name.get(name).map(|&i| &self.variables[i])
+    }
+
+    /// The variables the mount does not show, each as an error naming the
+    /// file and saying why.
+    pub fn skipped(&self) -> Vec<Error> {
+        self.variables
+            .iter()
+            .filter_map(|v| v.not_shown.as_ref())
+            .map(|why| Error::metadata(&self.shared.path, why))
+            .collect()
     }
 
     /// The parsed header, with attribute types, for callers that need more
@@ -294,14 +366,23 @@ impl File {
         &self.header
     }
 
-    /// The variable `name` as an array source reading from this file.
+    /// The variable `name` finds ([`File::variable`]) as an array source
+    /// reading from this file.
     pub fn array(&self, name: &str) -> Result<Arc<dyn ArraySource>> {
-        let (index, v) = self
-            .variables
-            .iter()
-            .enumerate()
-            .find(|(_, v)| v.name == name)
+        let v = self
+            .variable(name)
             .ok_or_else(|| Error::NotFound(format!("{}: {name}", self.shared.path)))?;
+        self.array_at(v.index)
+    }
+
+    /// Variable number `index` of the header as an array source, shown or
+    /// not (a byte-for-byte copy of the file needs them all).
+    pub fn array_at(&self, index: usize) -> Result<Arc<dyn ArraySource>> {
+        let v = self
+            .variables
+            .get(index)
+            .ok_or_else(|| Error::NotFound(format!("{}: variable {index}", self.shared.path)))?;
+        let name = &v.name;
         let mut meta = ArrayMeta::new(
             self.shared.path.clone(),
             v.shape.clone(),
@@ -320,6 +401,18 @@ impl File {
             ))),
             Storage::Body(body) => body.array(index, &v.name, meta),
         }
+    }
+}
+
+/// Why a variable whose name has the declared bytes `raw` cannot be a
+/// file of the mount, if it cannot (see the module doc).
+fn unshowable(raw: &[u8]) -> Option<&'static str> {
+    match std::str::from_utf8(header::c_name(raw)) {
+        Err(_) => Some("its name is not UTF-8"),
+        Ok("") => Some("its name is empty"),
+        Ok("." | "..") => Some("its name is `.` or `..`"),
+        Ok(n) if n.contains('/') => Some("its name contains '/'"),
+        Ok(_) => None,
     }
 }
 
@@ -428,6 +521,145 @@ mod tests {
         b.read_region(&Region::whole(&[2]), &mut out).unwrap();
         assert_eq!(out, [0xff, 0xfe]);
         assert!(matches!(f.array("nope"), Err(Error::NotFound(_))));
+    }
+
+    /// An attribute by its raw name and value bytes.
+    type Attr<'a> = (&'a [u8], &'a [u8]);
+
+    /// A CDF-2 file with fixed `short` variables of 2 elements over `x`,
+    /// named by their raw bytes, each with attributes given by raw names
+    /// (NC_CHAR values), and the data `[i, 10 + i]` for variable `i`.
+    fn named(vars: &[(&[u8], &[Attr<'_>])], dim: &[u8]) -> Vec<u8> {
+        let mut w = Writer::new(Format::Offset64, 0);
+        w.u32(0x0A).size(1).name(dim).size(2);
+        w.absent();
+        w.u32(0x0B).size(vars.len() as u64);
+        let mut begins = Vec::new();
+        for (name, attrs) in vars {
+            w.name(name).size(1).size(0);
+            if attrs.is_empty() {
+                w.absent();
+            } else {
+                w.u32(0x0C).size(attrs.len() as u64);
+                for (n, v) in *attrs {
+                    w.name(n);
+                    if n.starts_with(b"_FillValue") {
+                        w.u32(3).size(1).buf.extend(*v);
+                        w.pad();
+                    } else {
+                        w.u32(2).name(v);
+                    }
+                }
+            }
+            w.u32(3).size(4);
+            begins.push(w.buf.len());
+            w.offset(0);
+        }
+        for (i, at) in begins.into_iter().enumerate() {
+            let begin = w.buf.len() as u64;
+            w.buf[at..at + 8].copy_from_slice(&begin.to_be_bytes());
+            w.buf.extend((i as i16).to_be_bytes());
+            w.buf.extend((10 + i as i16).to_be_bytes());
+        }
+        w.buf
+    }
+
+    fn open_bytes(bytes: &[u8]) -> (tempfile::TempDir, File) {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("n.nc");
+        std::fs::write(&p, bytes).unwrap();
+        let f = File::open(&p).unwrap();
+        (tmp, f)
+    }
+
+    /// NUL padding in names is padding, as netCDF-C reads it: netCDF-C
+    /// itself leaves `units\0` behind when it renames `unitsx` to `units`
+    /// outside define mode, and `_FillValue\0\0` is the fill value.
+    #[test]
+    fn nul_padded_names_are_what_netcdf_c_reads() {
+        let fill = (-5i16).to_be_bytes();
+        let bytes = named(
+            &[(
+                b"yy\0",
+                &[
+                    (b"units\0", b"K"),
+                    (b"_FillValue\0\0", &fill),
+                    (b"units", b"second"),
+                ],
+            )],
+            b"x\0\0",
+        );
+        let (_tmp, f) = open_bytes(&bytes);
+        assert_eq!(f.dimensions()[0].name, "x");
+        let v = f.variable("yy").expect("yy");
+        assert_eq!(v.dimensions, ["x"]);
+        // Two attributes named `units`: the first wins (`NC_findattr`).
+        assert_eq!(
+            Value::Object(v.attributes.clone()),
+            serde_json::json!({"units": "K", "_FillValue": -5})
+        );
+        assert_eq!(v.fill_value, (-5i16).to_ne_bytes());
+        let a = f.array("yy").unwrap();
+        let mut out = [0u8; 4];
+        crate::engine::read::read_at(a.as_ref(), 0, &mut out, Endian::Big).unwrap();
+        assert_eq!(out, [0, 0, 0, 10]);
+        assert!(f.skipped().is_empty());
+    }
+
+    /// A name that cannot be a file name hides its variable, not the file;
+    /// dimension names that are not UTF-8 are kept, lossily.
+    #[test]
+    fn unshowable_names_skip_one_variable() {
+        let none: &[Attr] = &[];
+        let bytes = named(
+            &[
+                (b"ok", none),
+                (b"bad\xff", none),
+                (b"a/b", none),
+                (b"\0\0", none),
+                (b"..", none),
+                (b"tab\there", none),
+                (b"ok\0", none),
+            ],
+            b"x\xfe",
+        );
+        let (_tmp, f) = open_bytes(&bytes);
+        assert_eq!(f.dimensions()[0].name, "x\u{fffd}");
+        let shown: Vec<(&str, usize)> = f
+            .variables()
+            .iter()
+            .filter(|v| v.not_shown.is_none())
+            .map(|v| (v.name.as_str(), v.index))
+            .collect();
+        // A tab is a legal (if unkind) file name; netCDF-C reads it.
+        assert_eq!(shown, [("tab\there", 5), ("ok", 6)]);
+        let skipped: Vec<String> = f.skipped().iter().map(|e| e.to_string()).collect();
+        let path = f.path().to_string();
+        let want = [
+            r#"variable 0 (name bytes b"ok"): variable 6 has the same name"#,
+            r#"variable 1 (name bytes b"bad\xff") cannot be a file of the mount: its name is not UTF-8"#,
+            r#"variable 2 (name bytes b"a/b") cannot be a file of the mount: its name contains '/'"#,
+            r#"variable 3 (name bytes b"\x00\x00") cannot be a file of the mount: its name is empty"#,
+            r#"variable 4 (name bytes b"..") cannot be a file of the mount: its name is `.` or `..`"#,
+        ];
+        assert_eq!(skipped.len(), want.len(), "{skipped:#?}");
+        for (s, w) in skipped.iter().zip(want) {
+            assert!(s.starts_with(&path) && s.contains(w), "{s}\nlacks {w}");
+        }
+        // `ok` is the last of that name, with its own data.
+        let mut out = [0u8; 4];
+        let a = f.array("ok").unwrap();
+        crate::engine::read::read_at(a.as_ref(), 0, &mut out, Endian::Big).unwrap();
+        assert_eq!(out, [0, 6, 0, 16]);
+        // By name, as netCDF-C finds them: `a/b` too, never the empty name.
+        let a = f.array("a/b").unwrap();
+        crate::engine::read::read_at(a.as_ref(), 0, &mut out, Endian::Big).unwrap();
+        assert_eq!(out, [0, 2, 0, 12]);
+        assert!(matches!(f.array(""), Err(Error::NotFound(_))));
+        // By index, every variable reads (a byte copy of the file).
+        let a = f.array_at(0).unwrap();
+        crate::engine::read::read_at(a.as_ref(), 0, &mut out, Endian::Big).unwrap();
+        assert_eq!(out, [0, 0, 0, 10]);
     }
 
     #[test]

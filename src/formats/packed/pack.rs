@@ -140,7 +140,7 @@ pub fn pack(input: &Path, output: &Path, opts: &PackOptions) -> Result<PackStats
     let batch = rayon::current_num_threads() * BATCH_PER_THREAD;
     let mut index = Vec::with_capacity(file.variables().len());
     for v in file.variables() {
-        let array = file.array(&v.name)?;
+        let array = file.array_at(v.index)?;
         let data_len = array.meta().nbytes();
         let item = array.meta().item_size();
         let shuffle = opts.shuffle && item > 1;

@@ -61,7 +61,7 @@ pub fn unpack(input: &Path, output: &Path) -> Result<UnpackStats> {
     let record_vars = file.variables().iter().filter(|v| v.is_record).count();
     let mut buf = Vec::new();
     for v in file.variables() {
-        let array = file.array(&v.name)?;
+        let array = file.array_at(v.index)?;
         let data_len = array.meta().nbytes();
         // A record variable's stream is its records' slabs back to back.
         let slab = if v.is_record {
