@@ -45,7 +45,10 @@
 //! `decode_ints` in zfp's `src/template/decode.c`) plus a few header bits,
 //! or the mode's `minbits` if larger (fixed rate). A stream shorter than
 //! its `minbits` allow is corrupt; otherwise zfp decodes from a
-//! word-aligned copy zero-padded to that bound, so no read can leave it.
+//! word-aligned copy zero-padded to that bound, so no read can leave it,
+//! and a stream whose blocks went on into the padding (zfp tells how many
+//! words it read) is corrupt too: zfpy itself would have read past its
+//! buffer.
 //! The padding is at most about four times the chunk's decoded size. The
 //! output buffer is exactly the chunk, whose count the header must match
 //! before anything is allocated for it.
@@ -360,7 +363,8 @@ mod ffi {
         let natural = u128::from(max_block_bits(head.ndims, intprec));
         let minbits = u128::from(head.minbits);
         let available = encoded.len() as u128 * 8;
-        if minbits > natural && u128::from(head.bits) + blocks * minbits > available {
+        // zfp writes at least minbits per block (fixed rate: exactly).
+        if u128::from(head.bits) + blocks * minbits > available {
             return Err(CodecError::corrupt(
                 NAME,
                 format!(
@@ -395,6 +399,17 @@ mod ffi {
         drop(stream);
         if consumed == 0 {
             return Err(CodecError::corrupt(NAME, "zfp failed to decompress"));
+        }
+        // zfp reports the whole words it read; a stream that ends before
+        // its blocks do had zfp read the zero padding.
+        if consumed > encoded.len().next_multiple_of(8) {
+            return Err(CodecError::corrupt(
+                NAME,
+                format!(
+                    "{} bytes end before the blocks do ({consumed} bytes read)",
+                    encoded.len()
+                ),
+            ));
         }
         let mut bytes: Vec<u8> = out.iter().flat_map(|w| w.to_ne_bytes()).collect();
         bytes.truncate(n * size);
