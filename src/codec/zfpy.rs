@@ -175,6 +175,7 @@ pub fn max_block_bits(dims: u32, intprec: u64) -> u64 {
 
 #[cfg(feature = "zfp")]
 mod ffi {
+    use std::marker::PhantomData;
     use std::os::raw::{c_int, c_uint, c_void};
 
     use zfp_sys_cc as z;
@@ -198,32 +199,39 @@ mod ffi {
         minbits: u64,
     }
 
-    /// A bit stream, zfp stream and field over `words`, freed on drop.
-    struct Stream {
+    /// A bit stream, zfp stream and field over the words it borrows,
+    /// freed on drop.
+    struct Stream<'a> {
         bits: *mut z::bitstream,
         zfp: *mut z::zfp_stream,
         field: *mut z::zfp_field,
+        _words: PhantomData<&'a mut [u64]>,
     }
 
-    impl Stream {
-        /// Open zfp over `words`, which must outlive the stream and hold
-        /// every bit zfp will read.
-        fn open(words: &mut [u64]) -> Result<Stream, CodecError> {
+    impl<'a> Stream<'a> {
+        /// Open zfp over `words`, which must hold every bit zfp will read
+        /// (the borrow keeps them alive and unmoved while the stream is).
+        fn open(words: &'a mut [u64]) -> Result<Stream<'a>, CodecError> {
             // SAFETY: `words` is a live, writable, 8-byte aligned buffer of
             // exactly this many bytes; the stream only points into it and
             // the caller keeps it alive (and unmoved) while the stream is.
             let bits =
                 unsafe { z::stream_open(words.as_mut_ptr().cast::<c_void>(), words.len() * 8) };
-            // SAFETY: `bits` is checked for null before use; zfp_stream_open
-            // only stores it.
             let zfp = if bits.is_null() {
                 std::ptr::null_mut()
             } else {
+                // SAFETY: `bits` is a bit stream zfp just made; the zfp
+                // stream only stores it.
                 unsafe { z::zfp_stream_open(bits) }
             };
             // SAFETY: allocation only.
             let field = unsafe { z::zfp_field_alloc() };
-            let s = Stream { bits, zfp, field };
+            let s = Stream {
+                bits,
+                zfp,
+                field,
+                _words: PhantomData,
+            };
             if s.bits.is_null() || s.zfp.is_null() || s.field.is_null() {
                 return Err(CodecError::corrupt(
                     NAME,
@@ -278,7 +286,7 @@ mod ffi {
         }
     }
 
-    impl Drop for Stream {
+    impl Drop for Stream<'_> {
         fn drop(&mut self) {
             // SAFETY: each pointer came from its zfp constructor (or is
             // null, which is skipped) and is freed once, here.
