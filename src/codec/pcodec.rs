@@ -312,11 +312,42 @@ mod tests {
         assert!(codec().validate(&repr(DataType::Int16, &[5])).is_ok());
     }
 
+    /// A file of several pco chunks (numcodecs' writer makes one per
+    /// 2^18 numbers), with a lying size hint.
+    fn two_chunks(a: &[u16], b: &[u16], hint: usize) -> Vec<u8> {
+        let config = pco::ChunkConfig::default();
+        let file = pco::standalone::FileCompressor::default().with_n_hint(hint);
+        let mut dst = file.write_header(Vec::new()).unwrap();
+        for part in [a, b] {
+            let mut chunk = file.chunk_compressor(part, &config).unwrap();
+            dst = chunk.write(dst).unwrap();
+        }
+        file.write_footer(dst).unwrap()
+    }
+
+    #[test]
+    fn several_chunks_fill_one_array_chunk() {
+        let a: Vec<u16> = (0..300).collect();
+        let b: Vec<u16> = (0..200).map(|i| 60_000 - i * 7).collect();
+        let enc = two_chunks(&a, &b, usize::MAX >> 8);
+        let out = codec()
+            .decode(enc.clone(), &repr(DataType::UInt16, &[20, 25]))
+            .unwrap();
+        let want: Vec<u8> = a.iter().chain(&b).flat_map(|x| x.to_ne_bytes()).collect();
+        assert_eq!(out, want);
+        // The second chunk overflows a 400-number array chunk: refused
+        // before it is decoded.
+        let e = codec()
+            .decode(enc, &repr(DataType::UInt16, &[400]))
+            .unwrap_err();
+        assert!(matches!(e, CodecError::TooLarge { .. }), "{e}");
+    }
+
     #[test]
     fn damaged_streams_are_errors() {
-        let v: Vec<f64> = (0..3000).map(|i| (i as f64 * 0.01).sin()).collect();
+        let v: Vec<f64> = (0..600).map(|i| (i as f64 * 0.01).sin()).collect();
         let enc = compress(&v);
-        let r = repr(DataType::Float64, &[3000]);
+        let r = repr(DataType::Float64, &[600]);
         for cut in [0, 1, 4, 10, enc.len() / 2, enc.len() - 1] {
             assert!(
                 codec().decode(enc[..cut].to_vec(), &r).is_err(),

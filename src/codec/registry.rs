@@ -398,6 +398,45 @@ mod tests {
     }
 
     #[test]
+    fn array_encoding_compressors_take_the_place_of_bytes() {
+        use crate::dtype::Endian;
+        let pcodec = json!({"id": "pcodec", "level": 8});
+        // Not a bytes->bytes codec: only a compressor.
+        assert!(matches!(from_v2(&pcodec), Err(CodecError::Chain(_))));
+        assert!(matches!(
+            from_v2_compressor(&pcodec),
+            Ok(Codec::ArrayToBytes(_))
+        ));
+        let chain = super::super::v2_chain(
+            2,
+            true,
+            Endian::Big,
+            &[json!({"id": "delta", "dtype": "<i4"})],
+            Some(&pcodec),
+        )
+        .unwrap();
+        assert_eq!(chain.names(), ["transpose", "delta", "pcodec"]);
+        // A filter that works on bytes cannot come before it.
+        let e = super::super::v2_chain(
+            1,
+            false,
+            Endian::Little,
+            &[json!({"id": "shuffle", "elementsize": 4})],
+            Some(&pcodec),
+        )
+        .unwrap_err();
+        assert!(matches!(e, CodecError::Chain(_)), "{e}");
+        // numcodecs cannot write zfpy in F order.
+        let zfpy = json!({"id": "zfpy", "mode": 4, "tolerance": 0.1});
+        let e = super::super::v2_chain(2, true, Endian::Little, &[], Some(&zfpy)).unwrap_err();
+        assert!(matches!(e, CodecError::Config { .. }), "{e}");
+        assert!(
+            !super::zfpy::AVAILABLE || e.to_string().contains("order"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn lookups() {
         assert_eq!(by_id("lz4").unwrap().name(), "lz4");
         assert_eq!(by_v3_name("numcodecs.lz4").unwrap().name(), "lz4");
