@@ -89,7 +89,12 @@ fn mount_helper(argv: &[OsString]) -> i32 {
 
 fn init_logging(level: &str) {
     let mut builder = env_logger::Builder::new();
-    builder.parse_filters(level).parse_env("RUST_LOG");
+    // notify logs at info and warn what is routine for it (the watch of
+    // a deleted directory, gone already); RUST_LOG can still ask for it.
+    builder
+        .parse_filters(level)
+        .filter_module("notify", log::LevelFilter::Error)
+        .parse_env("RUST_LOG");
     if stderr_is_journal() {
         builder.format(|buf, record| {
             let priority = match record.level() {

@@ -62,15 +62,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{RecvTimeoutError, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use parking_lot::{Condvar, Mutex};
-
+use super::watch::{self, Seen};
 use super::{ROOT_INO, SlabFs, Tracked, Tree, name_of, usable_entries};
 use crate::engine::array::{ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
 use crate::formats::dataset::{self, Dataset};
+use crate::formats::kerchunk;
+use crate::storage::confine::Roots;
 
 /// What a refresh tells the kernel. The mount passes fuser's `Notifier`
 /// (see [`super::fuse`]); tests record the calls.
@@ -122,12 +125,33 @@ impl SlabFs {
     /// source, telling the kernel what changed through `inval`. See the
     /// module docs.
     pub fn refresh(&self, ds: &Dataset, inval: &dyn Invalidate) -> Changes {
+        self.apply(None, ds, inval)
+    }
+
+    /// [`SlabFs::refresh`] of part of the tree: `ds` is a fresh load of
+    /// the mount paths `units` only ([`dataset::open_entry`] of each), and
+    /// replaces what the tree has at and under them; every other array
+    /// stays as it is, without being looked at.
+    pub fn refresh_under(&self, units: &[String], ds: &Dataset, inval: &dyn Invalidate) -> Changes {
+        self.apply(Some(units), ds, inval)
+    }
+
+    fn apply(&self, units: Option<&[String]>, ds: &Dataset, inval: &dyn Invalidate) -> Changes {
         let _one_at_a_time = self.refresh_lock.lock();
         let old = self.tree();
+        let units: Option<BTreeSet<&str>> = units.map(|u| u.iter().map(String::as_str).collect());
+        let in_scope = |path: &str| match &units {
+            None => true,
+            Some(units) => under_any(path, units),
+        };
         let mut changes = Changes::default();
         let mut stale: Vec<ChangeStamp> = Vec::new();
         let mut arrays: BTreeMap<String, Tracked> = BTreeMap::new();
         for (path, array) in usable_entries(&ds.entries, false) {
+            if !in_scope(&path) {
+                log::debug!("refresh: {path} is outside the re-loaded paths; ignored");
+                continue;
+            }
             let stamp = array.change_stamp();
             let tracked = match old.arrays.get(&path) {
                 Some(t) if unchanged(t, array.as_ref(), &stamp) => t.clone(),
@@ -147,7 +171,9 @@ impl SlabFs {
             if arrays.contains_key(path) {
                 continue;
             }
-            if !ds.skipped.is_empty() && Path::new(&t.array.meta().source).exists() {
+            if !in_scope(path) {
+                arrays.insert(path.clone(), t.clone());
+            } else if !ds.skipped.is_empty() && Path::new(&t.array.meta().source).exists() {
                 changes.kept.push(path.clone());
                 arrays.insert(path.clone(), t.clone());
             } else {
@@ -173,6 +199,20 @@ impl SlabFs {
             }
         }
         changes
+    }
+}
+
+/// Whether the mount path `path` is one of `units` or under one.
+fn under_any(path: &str, units: &BTreeSet<&str>) -> bool {
+    let mut p = path;
+    loop {
+        if units.contains(p) {
+            return true;
+        }
+        match p.rsplit_once('/') {
+            Some((parent, _)) => p = parent,
+            None => return false,
+        }
     }
 }
 
@@ -251,10 +291,49 @@ fn describe(c: &Changes) -> String {
     parts.join("; ")
 }
 
+/// How the refresh thread finds changes (`slabfs mount` flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefreshConfig {
+    /// Walk the whole source this often when changes are not watched
+    /// (`--refresh`).
+    pub every: Duration,
+    /// Watch a directory source with inotify when it can be (`--watch`).
+    pub watch: bool,
+    /// While watching, walk the whole source this often anyway, a safety
+    /// net (`--rescan`); `None` = never.
+    pub rescan: Option<Duration>,
+    /// Most directories watched (`--max-watches`); `None` = half of
+    /// `fs.inotify.max_user_watches`.
+    pub max_watches: Option<usize>,
+}
+
+impl RefreshConfig {
+    /// Periodic walks every `every`, nothing watched (the behaviour before
+    /// watching existed).
+    pub fn walk_every(every: Duration) -> RefreshConfig {
+        RefreshConfig {
+            every,
+            watch: false,
+            rescan: None,
+            max_watches: None,
+        }
+    }
+}
+
+/// Changes seen within this long of the first are re-loaded together: a
+/// writer's burst (a Zarr array's chunks, a netCDF file written in pieces)
+/// costs one re-load, and a new file shows well within a second.
+const SETTLE: Duration = Duration::from_millis(250);
+
+/// "Never", for a walk that is not due: a year (Instant + it cannot
+/// overflow).
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// The refresh thread. Dropping it (or [`Refresher::stop`]) stops it and
 /// waits for a refresh in progress to finish.
 pub struct Refresher {
-    stop: Arc<(Mutex<bool>, Condvar)>,
+    stop: Arc<AtomicBool>,
+    wake: SyncSender<Seen>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -264,134 +343,385 @@ impl Refresher {
 
 impl Drop for Refresher {
     fn drop(&mut self) {
-        *self.stop.0.lock() = true;
-        self.stop.1.notify_all();
+        self.stop.store(true, Ordering::SeqCst);
+        // Full: the thread is busy and looks at the flag before waiting.
+        let _ = self.wake.try_send(Seen::Wake);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-/// Start refreshing `fs` from `source` every `every`. `known_skipped` are
+/// Start refreshing `fs` from `source` as `cfg` says. `known_skipped` are
 /// the messages of what the mount already reported as not shown, so they
 /// are not warned about again.
 pub fn spawn(
     fs: Arc<SlabFs>,
     source: PathBuf,
-    every: Duration,
+    cfg: RefreshConfig,
     inval: Box<dyn Invalidate>,
     known_skipped: Vec<String>,
     allow_outside: Vec<PathBuf>,
 ) -> io::Result<Refresher> {
-    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let stop = Arc::new(AtomicBool::new(false));
     let cache = fs
         .cache()
         .cloned()
         .unwrap_or_else(|| Arc::new(ChunkCache::new(DEFAULT_BUDGET)));
-    fs.stats().set_refresh_interval(Some(every));
+    fs.stats().set_refresh_interval(Some(cfg.every));
+    let channel = watch::Channel::new();
+    let wake = channel.tx.clone();
     let thread = {
         let stop = stop.clone();
         std::thread::Builder::new()
             .name("slabfs-refresh".into())
             .spawn(move || {
-                let mut warned: BTreeSet<String> = known_skipped.into_iter().collect();
-                loop {
-                    {
-                        let mut stopped = stop.0.lock();
-                        if !*stopped {
-                            stop.1.wait_for(&mut stopped, every);
-                        }
-                        if *stopped {
-                            return;
-                        }
-                    }
-                    // A panic (a bug; re-opening parses whatever the
-                    // source holds now) must not end the refreshes for the
-                    // rest of the mount's life: log it, try again later.
-                    let pass = || {
-                        refresh_once(
-                            &fs,
-                            &source,
-                            &allow_outside,
-                            &cache,
-                            inval.as_ref(),
-                            &mut warned,
-                        )
-                    };
-                    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(pass))
-                    {
-                        fs.stats().record_refresh_failure();
-                        log::error!(
-                            "refresh of {}: internal error, keeping the previous state (please \
-                             report this bug): {}",
-                            source.display(),
-                            crate::error::panic_message(panic.as_ref())
-                        );
-                    }
-                }
+                let mut pass = Pass {
+                    fs: &fs,
+                    source: &source,
+                    allow_outside: &allow_outside,
+                    cache: &cache,
+                    inval: inval.as_ref(),
+                    warned: known_skipped.into_iter().collect(),
+                };
+                run(&mut pass, &cfg, &channel, &stop);
             })?
     };
     Ok(Refresher {
         stop,
+        wake,
         thread: Some(thread),
     })
 }
 
-/// One pass: re-open, apply, log. `warned` holds the failure messages
-/// already logged, so a persistent failure is reported once, not every
-/// interval.
-fn refresh_once(
-    fs: &SlabFs,
-    source: &Path,
-    allow_outside: &[PathBuf],
-    cache: &Arc<ChunkCache>,
-    inval: &dyn Invalidate,
-    warned: &mut BTreeSet<String>,
-) {
-    let started = Instant::now();
-    // What the loaders log is logged once an hour, not every pass
-    // (crate::logging).
-    let opened =
-        crate::logging::loading(|| dataset::open_with_roots(source, cache.clone(), allow_outside));
-    let ds = match opened {
-        Ok(ds) => ds,
-        Err(e) => {
-            fs.stats().record_refresh_failure();
-            let msg = e.to_string();
-            if warned.insert(msg.clone()) {
-                log::warn!(
-                    "refresh of {}: {msg}; still serving the previous tree",
-                    source.display()
+/// What a refresh pass works with.
+struct Pass<'a> {
+    fs: &'a SlabFs,
+    source: &'a Path,
+    allow_outside: &'a [PathBuf],
+    cache: &'a Arc<ChunkCache>,
+    inval: &'a dyn Invalidate,
+    /// The failure messages already logged, so a persistent failure is
+    /// reported once, not every pass.
+    warned: BTreeSet<String>,
+}
+
+impl Pass<'_> {
+    /// Run `f` (a pass). A panic (a bug; re-opening parses whatever the
+    /// source holds now) must not end the refreshes for the rest of the
+    /// mount's life: log it, try again later.
+    fn guarded(&mut self, f: impl FnOnce(&mut Self)) {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self)));
+        if let Err(panic) = r {
+            self.fs.stats().record_refresh_failure();
+            log::error!(
+                "refresh of {}: internal error, keeping the previous state (please report this \
+                 bug): {}",
+                self.source.display(),
+                crate::error::panic_message(panic.as_ref())
+            );
+        }
+    }
+}
+
+/// The refresh thread's loop: watch if it can, walk when it must.
+fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicBool) {
+    let source = pass.source;
+    let roots = Roots::new(
+        std::iter::once(source.to_path_buf())
+            .chain(pass.allow_outside.iter().cloned())
+            .collect::<Vec<_>>(),
+    );
+    let mut watcher = None;
+    if cfg.watch && source.is_dir() {
+        let started = Instant::now();
+        let watched = watch::Watcher::new(ch.tx.clone(), ch.lost.clone(), cfg.max_watches)
+            .and_then(|mut w| w.watch_tree(source, &roots, 0).map(|()| w));
+        match watched {
+            Ok(w) => {
+                log::info!(
+                    "watching {} for changes: {} directories in {:?}",
+                    source.display(),
+                    w.len(),
+                    started.elapsed()
                 );
+                pass.fs.stats().set_watching(Some(w.len()));
+                watcher = Some(w);
             }
-            return;
+            Err(why) => not_watching(source, &why, cfg.every),
+        }
+    }
+    // Whatever changed between the mount's load and the watches being in
+    // place was not seen: one walk now catches it.
+    let mut walk_due = watcher.is_some();
+    let period = |watching: bool| {
+        if watching {
+            cfg.rescan.unwrap_or(NEVER)
+        } else {
+            cfg.every
         }
     };
-    let now: BTreeSet<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
-    for msg in now.difference(warned) {
-        log::warn!("not shown: {msg}");
-    }
-    *warned = now;
-    let changes = fs.refresh(&ds, inval);
-    fs.stats().record_refresh(changes.count());
-    if !changes.kept.is_empty() {
-        log::debug!(
-            "refresh: kept {} (their dataset failed to open)",
-            list(&changes.kept)
-        );
-    }
-    if !changes.is_empty() {
-        log::info!(
-            "refresh of {} in {:?}: {}{}",
-            source.display(),
-            started.elapsed(),
-            describe(&changes),
-            match changes.failed_invalidations {
-                0 => String::new(),
-                n => format!(" ({n} kernel cache invalidations failed)"),
+    let mut next_walk = Instant::now() + period(watcher.is_some());
+    let mut dirty: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut dirty_since: Option<Instant> = None;
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        if !walk_due {
+            let until = match dirty_since {
+                Some(t) => next_walk.min(t + SETTLE),
+                None => next_walk,
+            };
+            let seen = ch
+                .rx
+                .recv_timeout(until.saturating_duration_since(Instant::now()));
+            if stop.load(Ordering::SeqCst) {
+                return;
             }
-        );
+            match seen {
+                Ok(Seen::Changed { path, dir, gone }) => {
+                    if let Some(w) = &mut watcher {
+                        if gone {
+                            w.forget(&path);
+                        }
+                        let depth = path
+                            .strip_prefix(source)
+                            .map_or(0, |r| r.components().count());
+                        if dir && let Err(why) = w.watch_tree(&path, &roots, depth) {
+                            not_watching(source, &why, cfg.every);
+                            watcher = None;
+                            walk_due = true;
+                        }
+                    }
+                    dirty.insert(path);
+                    dirty_since.get_or_insert_with(Instant::now);
+                }
+                Ok(Seen::Failed(why)) => {
+                    if watcher.take().is_some() {
+                        not_watching(source, &watch::Unwatchable(why), cfg.every);
+                        walk_due = true;
+                    }
+                }
+                Ok(Seen::Wake) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        if ch.lost.swap(false, Ordering::Relaxed) && watcher.is_some() {
+            log::info!(
+                "refresh of {}: change events were lost (too many at once); walking everything",
+                source.display()
+            );
+            walk_due = true;
+        }
+        let now = Instant::now();
+        if walk_due || now >= next_walk {
+            pass.guarded(|p| p.walk());
+            if let Some(w) = &mut watcher {
+                // Directories whose creation was lost with the events.
+                if let Err(why) = w.watch_tree(source, &roots, 0) {
+                    not_watching(source, &why, cfg.every);
+                    watcher = None;
+                }
+            }
+            match &watcher {
+                Some(w) => pass.fs.stats().set_watching(Some(w.len())),
+                None => pass.fs.stats().set_watching(None),
+            }
+            walk_due = false;
+            dirty.clear();
+            dirty_since = None;
+            next_walk = Instant::now() + period(watcher.is_some());
+        } else if dirty_since.is_some_and(|t| now >= t + SETTLE) {
+            let paths = std::mem::take(&mut dirty);
+            dirty_since = None;
+            pass.guarded(|p| p.reload(&paths));
+            if let Some(w) = &watcher {
+                pass.fs.stats().set_watching(Some(w.len()));
+            }
+        }
     }
+}
+
+/// Say, once, why the source is walked periodically instead.
+fn not_watching(source: &Path, why: &watch::Unwatchable, every: Duration) {
+    log::warn!(
+        "not watching {} for changes: {why}; walking it every {} s instead",
+        source.display(),
+        every.as_secs_f64()
+    );
+}
+
+impl Pass<'_> {
+    /// A full pass: re-open the whole source, apply, log.
+    fn walk(&mut self) {
+        let started = Instant::now();
+        let (fs, source) = (self.fs, self.source);
+        fs.stats().record_full_walk();
+        // What the loaders log is logged once an hour, not every pass
+        // (crate::logging).
+        let opened = crate::logging::loading(|| {
+            dataset::open_with_roots(source, self.cache.clone(), self.allow_outside)
+        });
+        let ds = match opened {
+            Ok(ds) => ds,
+            Err(e) => {
+                fs.stats().record_refresh_failure();
+                let msg = e.to_string();
+                if self.warned.insert(msg.clone()) {
+                    log::warn!(
+                        "refresh of {}: {msg}; still serving the previous tree",
+                        source.display()
+                    );
+                }
+                return;
+            }
+        };
+        let now: BTreeSet<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
+        for msg in now.difference(&self.warned) {
+            log::warn!("not shown: {msg}");
+        }
+        self.warned = now;
+        let changes = fs.refresh(&ds, self.inval);
+        self.done(&changes, started);
+    }
+
+    /// A partial pass: re-load the datasets at or around `paths` (absolute
+    /// paths the watcher saw change), apply, log.
+    fn reload(&mut self, paths: &BTreeSet<PathBuf>) {
+        let started = Instant::now();
+        let (fs, source) = (self.fs, self.source);
+        let mut units: BTreeSet<String> = paths.iter().filter_map(|p| unit_of(source, p)).collect();
+        if units.contains("") || crate::formats::zarr::is_store(source) {
+            // The source itself changed, or it is one dataset.
+            return self.walk();
+        }
+        if units.is_empty() {
+            return; // only hidden names changed
+        }
+        units.extend(reference_units(&fs.tree(), source));
+        // Outermost only: a re-loaded directory covers what is under it.
+        let mut outer: BTreeSet<&str> = BTreeSet::new();
+        for u in &units {
+            if !under_any(u, &outer) {
+                outer.insert(u);
+            }
+        }
+        let mut ds = Dataset::default();
+        let mut loaded: Vec<String> = Vec::new();
+        for u in outer {
+            let part = crate::logging::loading(|| {
+                dataset::open_entry(source, u, self.cache.clone(), self.allow_outside)
+            });
+            match part {
+                Ok(part) => {
+                    ds.entries.extend(part.entries);
+                    ds.skipped.extend(part.skipped);
+                    loaded.push(u.to_string());
+                }
+                Err(e) => {
+                    // Its arrays stay as they were (left out of `loaded`).
+                    fs.stats().record_refresh_failure();
+                    let msg = e.to_string();
+                    if self.warned.insert(msg.clone()) {
+                        log::warn!("refresh of {}: {msg}; still serving its previous state", u);
+                    }
+                }
+            }
+        }
+        for e in &ds.skipped {
+            let msg = e.to_string();
+            if self.warned.insert(msg.clone()) {
+                log::warn!("not shown: {msg}");
+            }
+        }
+        let changes = fs.refresh_under(&loaded, &ds, self.inval);
+        self.done(&changes, started);
+    }
+
+    fn done(&self, changes: &Changes, started: Instant) {
+        self.fs.stats().record_refresh(changes.count());
+        if !changes.kept.is_empty() {
+            log::debug!(
+                "refresh: kept {} (their dataset failed to open)",
+                list(&changes.kept)
+            );
+        }
+        if !changes.is_empty() {
+            log::info!(
+                "refresh of {} in {:?}: {}{}",
+                self.source.display(),
+                started.elapsed(),
+                describe(changes),
+                match changes.failed_invalidations {
+                    0 => String::new(),
+                    n => format!(" ({n} kernel cache invalidations failed)"),
+                }
+            );
+        }
+    }
+}
+
+/// Zarr metadata keys: a directory gains or loses its being a store with
+/// them.
+const ZARR_METADATA: [&str; 5] = ["zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"];
+
+/// The mount path whose re-load covers a change at `path` (absolute, under
+/// the directory `source`), the way the dataset walk would meet it: the
+/// outermost Zarr store above it, or the file or directory itself. A Zarr
+/// metadata key outside any store re-loads its whole directory (which may
+/// have become, or stopped being, a store). `Some("")`: the source itself;
+/// `None`: nothing the walk looks at (a hidden name, too deep, not UTF-8,
+/// outside the source).
+fn unit_of(source: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(source).ok()?;
+    let comps: Vec<&str> = rel
+        .components()
+        .map(|c| c.as_os_str().to_str())
+        .collect::<Option<_>>()?;
+    let mut prefix = String::new();
+    for (i, c) in comps.iter().enumerate() {
+        if i + 1 == comps.len() && ZARR_METADATA.contains(c) {
+            return Some(prefix);
+        }
+        if c.starts_with('.') || i > watch::MAX_DEPTH {
+            return None;
+        }
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(c);
+        let here = source.join(&prefix);
+        if !here.is_dir() || crate::formats::zarr::is_store(&here) {
+            return Some(prefix);
+        }
+    }
+    Some(prefix)
+}
+
+/// The mount paths of the reference files in `tree` (NCA descriptors,
+/// kerchunk references: `*.json` files, each a directory of its arrays in
+/// the mount). Their fragments may be anywhere under the roots, so every
+/// partial pass re-loads them too, and their change stamps (which cover
+/// the fragments' files) tell whether they changed.
+fn reference_units(tree: &Tree, source: &Path) -> BTreeSet<String> {
+    let mut candidates: BTreeSet<&str> = BTreeSet::new();
+    for path in tree.arrays.keys() {
+        let mut end = 0;
+        for c in path.split('/') {
+            end += c.len();
+            if kerchunk::has_json_extension(c) {
+                candidates.insert(&path[..end]);
+                break;
+            }
+            end += 1;
+        }
+    }
+    candidates
+        .into_iter()
+        .filter(|p| source.join(p).is_file())
+        .map(str::to_string)
+        .collect()
 }
 
 #[cfg(test)]
@@ -804,7 +1134,7 @@ mod tests {
         let refresher = spawn(
             fs.clone(),
             dir.path().to_path_buf(),
-            Duration::from_millis(20),
+            RefreshConfig::walk_every(Duration::from_millis(20)),
             Box::new(Shared(rec.clone())),
             Vec::new(),
             Vec::new(),
