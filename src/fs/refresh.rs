@@ -735,6 +735,7 @@ mod tests {
     use crate::formats::dataset::Entry;
     use crate::fs::tests::{config, lookup_path, names, read_all};
     use crate::fs::{FsError, Views};
+    use parking_lot::Mutex;
     use std::ffi::OsStr;
 
     /// A 1-D uint8 array of `n` elements all equal to `value`, with a
@@ -1169,5 +1170,193 @@ mod tests {
                 .unwrap(),
             runs
         );
+    }
+
+    /// A partial refresh replaces what is at and under its units only:
+    /// arrays elsewhere stay, even though the load does not mention them.
+    #[test]
+    fn refresh_under_touches_only_its_units() {
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let fs = SlabFs::new(
+            &[
+                entry("a/x.nc/v", fake(4, 1, 1, 1, "a/x")),
+                entry("a/y.nc/v", fake(4, 2, 2, 2, "a/y")),
+                entry("b.zarr/t", fake(4, 3, 3, 3, "b")),
+                entry("b.zarr2/t", fake(4, 4, 4, 4, "b2")),
+            ],
+            config(Views::default()),
+        )
+        .with_cache(cache.clone());
+        let y = ino(&fs, "a/y.nc/v");
+        let b2 = ino(&fs, "b.zarr2/t");
+        let mtime_b2 = fs.getattr(b2).unwrap().mtime;
+        cache_chunk(&cache, 1);
+        cache_chunk(&cache, 4);
+        let rec = Recorder::default();
+        // a/x.nc rewritten, b.zarr gone (nothing loaded for it), a new
+        // file; a/y.nc and b.zarr2 not re-loaded.
+        let units = ["a/x.nc".to_string(), "b.zarr".into(), "a/z.nc".into()];
+        let changes = fs.refresh_under(
+            &units,
+            &ds(vec![
+                entry("a/x.nc/v", fake(4, 9, 10, 11, "a/x")),
+                entry("a/z.nc/v", fake(4, 5, 5, 12, "a/z")),
+                // Outside every unit: ignored.
+                entry("c/w", fake(4, 6, 6, 13, "c")),
+            ]),
+            &rec,
+        );
+        assert_eq!(changes.changed, ["a/x.nc/v"]);
+        assert_eq!(changes.added, ["a/z.nc/v"]);
+        assert_eq!(changes.removed, ["b.zarr/t"]);
+        assert_eq!(read_all(&fs, "a/x.nc/v"), vec![9u8; 4]);
+        assert_eq!(read_all(&fs, "a/z.nc/v"), vec![5u8; 4]);
+        assert!(lookup_path(&fs, "b.zarr").is_err());
+        assert!(lookup_path(&fs, "c").is_err());
+        // Untouched: same inodes, same bytes, same mtime, same cache.
+        assert_eq!((ino(&fs, "a/y.nc/v"), ino(&fs, "b.zarr2/t")), (y, b2));
+        assert_eq!(read_all(&fs, "a/y.nc/v"), vec![2u8; 4]);
+        assert_eq!(fs.getattr(b2).unwrap().mtime, mtime_b2);
+        assert_eq!(cache.stats().entries, 1, "only x's chunk forgotten");
+        // Nothing new in a unit: nothing happens.
+        let tree = fs.tree();
+        let same = fs.refresh_under(
+            &["a/y.nc".to_string()],
+            &ds(vec![entry("a/y.nc/v", fake(4, 7, 2, 14, "a/y"))]),
+            &rec,
+        );
+        assert!(same.is_empty(), "{same:?}");
+        assert!(Arc::ptr_eq(&tree, &fs.tree()));
+    }
+
+    #[test]
+    fn units_follow_the_walk() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path();
+        let store = src.join("runs/s.zarr");
+        std::fs::create_dir_all(store.join("t/c/0")).unwrap();
+        std::fs::write(store.join("zarr.json"), "{}").unwrap();
+        std::fs::write(store.join("t/zarr.json"), "{}").unwrap();
+        std::fs::create_dir_all(src.join("runs/plain/deeper")).unwrap();
+        std::fs::create_dir_all(src.join(".hidden")).unwrap();
+        let unit = |rel: &str| unit_of(src, &src.join(rel));
+        // Inside a store: the outermost store.
+        assert_eq!(unit("runs/s.zarr/t/c/0/1").as_deref(), Some("runs/s.zarr"));
+        assert_eq!(
+            unit("runs/s.zarr/t/zarr.json").as_deref(),
+            Some("runs/s.zarr")
+        );
+        // A file, new or gone, in plain directories: itself.
+        assert_eq!(unit("runs/plain/x.nc").as_deref(), Some("runs/plain/x.nc"));
+        assert_eq!(unit("runs/gone/x.nc").as_deref(), Some("runs/gone"));
+        // A plain directory itself: all of it.
+        assert_eq!(
+            unit("runs/plain/deeper").as_deref(),
+            Some("runs/plain/deeper")
+        );
+        // Zarr metadata appearing or vanishing in a plain directory: the
+        // directory (it may have become or stopped being a store).
+        assert_eq!(unit("runs/plain/zarr.json").as_deref(), Some("runs/plain"));
+        assert_eq!(unit("runs/plain/.zarray").as_deref(), Some("runs/plain"));
+        assert_eq!(unit("zarr.json").as_deref(), Some(""));
+        // Hidden names are never walked; the source itself.
+        assert_eq!(unit(".hidden/x.nc"), None);
+        assert_eq!(unit("runs/.tmp.nc"), None);
+        assert_eq!(unit("").as_deref(), Some(""));
+        assert_eq!(unit_of(src, Path::new("/elsewhere/x.nc")), None);
+    }
+
+    #[test]
+    fn reference_files_are_found_in_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path();
+        std::fs::create_dir_all(src.join("aggs")).unwrap();
+        std::fs::write(src.join("aggs/t.nca.json"), "{}").unwrap();
+        std::fs::write(src.join("refs.json"), "{}").unwrap();
+        std::fs::create_dir_all(src.join("s.zarr/a.json")).unwrap();
+        let fs = SlabFs::new(
+            &[
+                entry("aggs/t.nca.json/tas", fake(1, 1, 1, 1, "t")),
+                entry("aggs/t.nca.json/pr", fake(1, 1, 1, 2, "t")),
+                entry("refs.json/g/x", fake(1, 1, 1, 3, "r")),
+                // A store's array named like a JSON file is no reference file.
+                entry("s.zarr/a.json/b", fake(1, 1, 1, 4, "s")),
+                entry("d/x.nc/v", fake(1, 1, 1, 5, "x")),
+            ],
+            config(Views::default()),
+        );
+        let units: Vec<String> = reference_units(&fs.tree(), src).into_iter().collect();
+        assert_eq!(units, ["aggs/t.nca.json", "refs.json"]);
+    }
+
+    /// The thread with a real inotify watch: a change is picked up with
+    /// the periodic walk an hour away, by re-loading only what changed.
+    #[test]
+    fn refresher_thread_watches_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().canonicalize().unwrap();
+        if watch::local_fs(&src).is_err() {
+            eprintln!("skipped: {} cannot be watched", src.display());
+            return;
+        }
+        let zarr_json = |shape: u64| {
+            format!(
+                r#"{{"zarr_format":3,"node_type":"array","shape":[{shape}],"data_type":"uint8",
+                "chunk_grid":{{"name":"regular","configuration":{{"chunk_shape":[4]}}}},
+                "chunk_key_encoding":{{"name":"default"}},"fill_value":7,
+                "codecs":[{{"name":"bytes"}}]}}"#
+            )
+        };
+        std::fs::create_dir_all(src.join("d/a.zarr")).unwrap();
+        std::fs::write(src.join("d/a.zarr/zarr.json"), zarr_json(4)).unwrap();
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let opened = dataset::open(&src, cache.clone()).unwrap();
+        let fs = Arc::new(SlabFs::new(&opened.entries, config(Views::default())).with_cache(cache));
+        let refresher = spawn(
+            fs.clone(),
+            src.clone(),
+            RefreshConfig {
+                every: Duration::from_secs(3600),
+                watch: true,
+                rescan: None,
+                max_watches: None,
+            },
+            Box::new(Recorder::default()),
+            Vec::new(),
+            Vec::new(),
+        )
+        .unwrap();
+        let refresh = |key: &str| fs.stats().to_json(None)["refresh"][key].clone();
+        let wait = |what: &str, done: &dyn Fn() -> bool| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !done() {
+                assert!(
+                    Instant::now() < deadline,
+                    "{what}: {}",
+                    fs.stats().to_json(None)
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
+        wait("watching and caught up", &|| {
+            refresh("watching") == true && refresh("walks") == 1
+        });
+        // A new store in a new directory, a chunk of the old one.
+        std::fs::create_dir_all(src.join("e/b.zarr")).unwrap();
+        std::fs::write(src.join("e/b.zarr/zarr.json"), zarr_json(2)).unwrap();
+        std::fs::create_dir_all(src.join("d/a.zarr/c")).unwrap();
+        std::fs::write(src.join("d/a.zarr/c/0"), [1u8, 2, 3, 4]).unwrap();
+        wait("new store and chunk", &|| {
+            lookup_path(&fs, "e/b.zarr").is_ok() && read_all(&fs, "d/a.zarr") == [1, 2, 3, 4]
+        });
+        assert_eq!(read_all(&fs, "e/b.zarr"), [7, 7]);
+        // The new directory is watched: a change inside it shows too.
+        std::fs::write(src.join("e/b.zarr/zarr.json"), zarr_json(3)).unwrap();
+        wait("grown", &|| read_all(&fs, "e/b.zarr") == [7, 7, 7]);
+        std::fs::remove_dir_all(src.join("d")).unwrap();
+        wait("removed", &|| lookup_path(&fs, "d").is_err());
+        assert_eq!(refresh("walks"), 1, "no walk but the first");
+        assert!(refresh("runs").as_u64().unwrap() >= 4);
+        drop(refresher);
     }
 }
