@@ -27,7 +27,13 @@ byte layout with NumPy so 100,000 files take seconds. Then, for each
      `.slabfs/stats` refresh counters;
   5. `fusermount3 -u MNT`, and the daemon must exit 0.
 
-Prints a Markdown table and writes the numbers to DATA-DIR/results.json.
+--kind zarr makes N single-array Zarr v2 stores instead (a directory with
+`.zarray` and one chunk file each): they hold no descriptor open, so they
+reach 100,000 datasets under any descriptor limit, and each is one
+directory, hence one inotify watch.
+
+Prints a Markdown table and writes the numbers to
+DATA-DIR/results-KIND.json.
 """
 
 from __future__ import annotations
@@ -66,7 +72,21 @@ def netcdf3_bytes(values: np.ndarray) -> bytes:
     return head + var + i4(begin) + values.astype(">f4").tobytes()
 
 
-def make_archive(root: str, n: int) -> None:
+ZARRAY = json.dumps(
+    {
+        "zarr_format": 2,
+        "shape": [NELEMS],
+        "chunks": [NELEMS],
+        "dtype": "<f4",
+        "compressor": None,
+        "fill_value": 0,
+        "order": "C",
+        "filters": None,
+    }
+)
+
+
+def make_archive(root: str, n: int, kind: str) -> None:
     done = os.path.join(root, ".complete")
     if os.path.exists(done):
         return
@@ -77,18 +97,30 @@ def make_archive(root: str, n: int) -> None:
         d = os.path.join(root, f"d{i // PER_DIR:03d}")
         if i % PER_DIR == 0:
             os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, f"f{i:06d}.nc"), "wb") as f:
-            f.write(netcdf3_bytes(base + i))
+        if kind == "netcdf":
+            with open(os.path.join(d, f"f{i:06d}.nc"), "wb") as f:
+                f.write(netcdf3_bytes(base + i))
+        else:
+            store = os.path.join(d, f"s{i:06d}.zarr")
+            os.mkdir(store)
+            with open(os.path.join(store, ".zarray"), "w") as f:
+                f.write(ZARRAY)
+            with open(os.path.join(store, "0"), "wb") as f:
+                f.write((base + i).astype("<f4").tobytes())
     open(done, "w").close()
     print(f"made {n} files in {time.time() - t0:.1f} s", file=sys.stderr)
 
 
-def listed(mnt: str) -> int:
+def listed(mnt: str, kind: str) -> int:
+    """The arrays a full walk of the mount lists."""
     count = 0
     for _, dirs, files in os.walk(mnt):
         if ".slabfs" in dirs:
             dirs.remove(".slabfs")
-        count += sum(1 for f in files if f == "v")
+        if kind == "netcdf":
+            count += sum(1 for f in files if f == "v")
+        else:
+            count += sum(1 for f in files if f.endswith(".zarr"))
     return count
 
 
@@ -110,7 +142,8 @@ def status(pid: int) -> dict[str, int]:
 
 def run_one(binary: str, data: str, mnt: str, n: int, args: argparse.Namespace) -> dict:
     os.makedirs(mnt, exist_ok=True)
-    log = open(os.path.join(args.data_dir, f"daemon-{n}-{os.path.basename(binary)}.log"), "w")
+    log_name = f"daemon-{args.kind}-{n}-{os.path.basename(binary)}.log"
+    log = open(os.path.join(args.data_dir, log_name), "w")
 
     def limits() -> None:
         # Raising the hard limit needs CAP_SYS_RESOURCE; without it, the
@@ -137,7 +170,7 @@ def run_one(binary: str, data: str, mnt: str, n: int, args: argparse.Namespace) 
             if p.poll() is not None:
                 raise RuntimeError(f"{binary} exited with {p.returncode}; see {log.name}")
             try:
-                got = listed(mnt) if os.path.ismount(mnt) else 0
+                got = listed(mnt, args.kind) if os.path.ismount(mnt) else 0
             except OSError:
                 got = 0
             if got == n:
@@ -156,6 +189,7 @@ def run_one(binary: str, data: str, mnt: str, n: int, args: argparse.Namespace) 
             stats = json.load(f)
         return {
             "files": n,
+            "kind": args.kind,
             "binary": binary,
             "mount_s": round(mount_s, 2),
             "idle_cpu_pct": round(100.0 * (c1 - c0) / hz / (w1 - w0), 2),
@@ -183,6 +217,13 @@ def main() -> None:
         default=[],
         help="LABEL=PATH of a slabfs binary; repeatable [default: after=target/release/slabfs]",
     )
+    ap.add_argument(
+        "--kind",
+        choices=["netcdf", "zarr"],
+        default="netcdf",
+        help="netcdf: N CDF-1 files; zarr: N single-array Zarr v2 stores "
+        "(a directory with .zarray and one chunk file each)",
+    )
     ap.add_argument("--data-dir", default="/tmp/slabfs-archive")
     ap.add_argument("--idle", type=float, default=60.0, help="seconds of idle CPU sampling")
     ap.add_argument("--settle", type=float, default=5.0, help="seconds after the listing")
@@ -194,16 +235,17 @@ def main() -> None:
     os.makedirs(args.data_dir, exist_ok=True)
     results = []
     for n in args.files:
-        data = os.path.join(args.data_dir, f"archive-{n}")
-        make_archive(data, n)
+        data = os.path.join(args.data_dir, f"{args.kind}-{n}")
+        make_archive(data, n, args.kind)
         for label, binary in binaries:
             r = run_one(os.path.abspath(binary), data, os.path.join(args.data_dir, "mnt"), n, args)
             r["label"] = label
             results.append(r)
             print(json.dumps(r), file=sys.stderr)
-    with open(os.path.join(args.data_dir, "results.json"), "w") as f:
+    with open(os.path.join(args.data_dir, f"results-{args.kind}.json"), "w") as f:
         json.dump(results, f, indent=1)
-    print("| files | binary | mount to full listing (s) | idle CPU (% of a core) | RSS (MiB) | peak RSS (MiB) | refresh passes |")
+    print(f"{args.kind}, {' '.join(args.extra) or 'default flags'}:\n")
+    print("| datasets | binary | mount to full listing (s) | idle CPU (% of a core) | RSS (MiB) | peak RSS (MiB) | refresh passes |")
     print("| ---: | --- | ---: | ---: | ---: | ---: | ---: |")
     for r in results:
         runs = (r["refresh"] or {}).get("runs")
