@@ -80,7 +80,8 @@
 //!   their fragments' files, so an unchanged one stays as it was. NCA
 //!   variables inside netCDF files are re-loaded when their own file
 //!   changes, and otherwise by the safety-net walk.
-//! - Events arriving within [`SETTLE`] of the first are handled together.
+//! - Events arriving within [`SETTLE`] of the first are handled together;
+//!   more than [`MAX_DIRTY`] changed paths at once make one full walk.
 //! - A full walk still runs: once when the watches are in place (changes
 //!   between the mount's load and the watches), after lost events (the
 //!   kernel's queue overflowed, or ours), every `--rescan` (a safety net:
@@ -356,6 +357,10 @@ impl RefreshConfig {
 /// costs one re-load, and a new file shows well within a second.
 const SETTLE: Duration = Duration::from_millis(250);
 
+/// More changed paths than this waiting for one pass (a tree copied in, an
+/// archive unpacked): one full walk instead, so the set stays small.
+const MAX_DIRTY: usize = 10_000;
+
 /// "Never", for a walk that is not due: a year (Instant + it cannot
 /// overflow).
 const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -527,6 +532,9 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
                     }
                     dirty.insert(path);
                     dirty_since.get_or_insert_with(Instant::now);
+                    if dirty.len() > MAX_DIRTY {
+                        walk_due = true;
+                    }
                 }
                 Ok(Seen::Failed(why)) => {
                     if watcher.take().is_some() {
