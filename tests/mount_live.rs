@@ -334,8 +334,12 @@ fn watched_changes_show_without_any_walk() {
     // Periodic walks an hour apart, no safety net: only the watcher (and
     // the one catch-up walk at start) can explain what follows.
     let m = Mount::start(&root, &["--refresh", "3600", "--rescan", "0"]);
+    // Watching, and the catch-up walk done (counted in `walks` when it
+    // starts, in `runs` when it ends).
     wait_for(&m, "watching", WATCH_DEADLINE, || {
-        refresh_stat(&m, "watching") == true && refresh_stat(&m, "walks") == 1
+        refresh_stat(&m, "watching") == true
+            && refresh_stat(&m, "walks") == 1
+            && refresh_stat(&m, "runs").as_u64() >= Some(1)
     });
     assert_eq!(std::fs::read(m.path("runs/a.nc/v")).unwrap(), nc_bytes(1.0));
     assert!(std::fs::read(m.path("s.zarr/x")).unwrap() == before["x"]);

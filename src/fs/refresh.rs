@@ -1378,7 +1378,7 @@ mod tests {
             }
         };
         wait("watching and caught up", &|| {
-            refresh("watching") == true && refresh("walks") == 1
+            refresh("watching") == true && refresh("walks") == 1 && refresh("runs") == 1
         });
         // A new store in a new directory, a chunk of the old one.
         std::fs::create_dir_all(src.join("e/b.zarr")).unwrap();
@@ -1397,5 +1397,48 @@ mod tests {
         assert_eq!(refresh("walks"), 1, "no walk but the first");
         assert!(refresh("runs").as_u64().unwrap() >= 4);
         drop(refresher);
+    }
+
+    /// `dataset::open_entry` of a path is exactly what the whole walk finds
+    /// under it, on the project's fixtures (netCDF, Zarr, NCA, kerchunk,
+    /// bad files among them), and the entries of the top level add up to
+    /// the whole walk.
+    #[test]
+    fn open_entry_is_the_walk_under_that_path() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let whole = dataset::open(&src, cache.clone()).unwrap();
+        let all: Vec<&str> = whole.entries.iter().map(|e| e.path.as_str()).collect();
+        assert!(all.len() > 100, "{}", all.len());
+        let mut rels: BTreeSet<String> = BTreeSet::new();
+        for p in &all {
+            let mut parts = p.split('/');
+            let first = parts.next().unwrap().to_string();
+            if let Some(second) = parts.next() {
+                rels.insert(format!("{first}/{second}"));
+            }
+            rels.insert(first);
+        }
+        let mut union: Vec<String> = Vec::new();
+        for rel in &rels {
+            let part = dataset::open_entry(&src, rel, cache.clone(), &[]).unwrap();
+            let got: Vec<&str> = part.entries.iter().map(|e| e.path.as_str()).collect();
+            let want: Vec<&str> = all
+                .iter()
+                .copied()
+                .filter(|p| *p == rel || p.starts_with(&format!("{rel}/")))
+                .collect();
+            assert_eq!(got, want, "{rel}");
+            if !rel.contains('/') {
+                union.extend(got.iter().map(|p| p.to_string()));
+            }
+        }
+        union.sort();
+        assert_eq!(union, all);
+        // Gone, hidden: nothing.
+        for rel in ["no/such.nc", ".hidden", "netcdf3/.x.nc"] {
+            let part = dataset::open_entry(&src, rel, cache.clone(), &[]).unwrap();
+            assert!(part.entries.is_empty() && part.skipped.is_empty(), "{rel}");
+        }
     }
 }
