@@ -1441,4 +1441,84 @@ mod tests {
             assert!(part.entries.is_empty() && part.skipped.is_empty(), "{rel}");
         }
     }
+
+    /// A fragment changed: the references file that points into it is
+    /// re-loaded with it (watched, no walk), so the kernel is told to drop
+    /// its cached pages (the bytes themselves are read from the fragment
+    /// at each uncached read, so only the invalidation shows the re-load).
+    #[test]
+    fn watched_fragment_change_reaches_the_references_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().canonicalize().unwrap();
+        if watch::local_fs(&src).is_err() {
+            eprintln!("skipped: {} cannot be watched", src.display());
+            return;
+        }
+        let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kerchunk/data");
+        std::fs::create_dir(src.join("refs")).unwrap();
+        for name in ["classic.json", "classic.nc"] {
+            std::fs::copy(data.join(name), src.join("refs").join(name)).unwrap();
+        }
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let opened = dataset::open(&src, cache.clone()).unwrap();
+        let fs = Arc::new(SlabFs::new(&opened.entries, config(Views::default())).with_cache(cache));
+        let before = read_all(&fs, "refs/classic.json/scale");
+        assert_eq!(before, read_all(&fs, "refs/classic.nc/scale"));
+        let refs_scale = ino(&fs, "refs/classic.json/scale");
+        let rec: Arc<Recorder> = Arc::new(Recorder::default());
+        struct Shared(Arc<Recorder>);
+        impl Invalidate for Shared {
+            fn inode(&self, ino: u64) -> io::Result<()> {
+                self.0.inode(ino)
+            }
+            fn entry(&self, parent: u64, name: &str) -> io::Result<()> {
+                self.0.entry(parent, name)
+            }
+        }
+        let refresher = spawn(
+            fs.clone(),
+            src.clone(),
+            RefreshConfig {
+                every: Duration::from_secs(3600),
+                watch: true,
+                rescan: None,
+                max_watches: None,
+            },
+            Box::new(Shared(rec.clone())),
+            Vec::new(),
+            Vec::new(),
+        )
+        .unwrap();
+        let refresh = |key: &str| fs.stats().to_json(None)["refresh"][key].clone();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while refresh("runs") != 1 {
+            assert!(Instant::now() < deadline, "no catch-up walk");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(rec.take().is_empty(), "nothing changed yet");
+        // Rewrite `scale`'s 8 bytes in the netCDF file, in place.
+        let nc = src.join("refs/classic.nc");
+        let mut bytes = std::fs::read(&nc).unwrap();
+        for b in &mut bytes[712..720] {
+            *b ^= 0x11;
+        }
+        std::fs::write(&nc, &bytes).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut calls = Vec::new();
+        while !calls.contains(&Call::Inode(refs_scale)) {
+            assert!(
+                Instant::now() < deadline,
+                "references file not re-loaded: {calls:?}; {}",
+                fs.stats().to_json(None)
+            );
+            std::thread::sleep(Duration::from_millis(10));
+            calls.extend(rec.take());
+        }
+        assert_eq!(ino(&fs, "refs/classic.json/scale"), refs_scale);
+        let netcdf = read_all(&fs, "refs/classic.nc/scale");
+        assert_ne!(netcdf, before);
+        assert_eq!(read_all(&fs, "refs/classic.json/scale"), netcdf);
+        assert_eq!(refresh("walks"), 1, "found by a walk");
+        drop(refresher);
+    }
 }
