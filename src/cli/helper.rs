@@ -32,7 +32,8 @@
 //! `-o` options map onto `slabfs mount` flags, parsed by the same
 //! functions: `cache_size=SIZE`, `byte_order=native|little|big`,
 //! `views=raw+json+npy+hdr` (`+` separates views, since commas separate
-//! options), `refresh=SECONDS`, `uid=N`, `gid=N`, `threads=N`,
+//! options), `refresh=SECONDS`, `watch=inotify|walk`, `rescan=SECONDS`,
+//! `max_watches=N`, `uid=N`, `gid=N`, `threads=N`,
 //! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]`, `allow_other`, and
 //! `log_level=LEVEL`, `log_file=PATH`. `ro` is
 //! accepted (the mount is always read-only); `rw` is refused with a
@@ -47,7 +48,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
-use super::{ByteOrder, Cli, Command, MountArgs, parse_size, parse_views};
+use super::{ByteOrder, Cli, Command, MountArgs, WatchMode, parse_size, parse_views};
 use clap::{Parser, ValueEnum};
 
 /// Names under which slabfs acts as a mount helper (argv[0]'s file name).
@@ -211,7 +212,8 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                     OptError::Unknown => {
                         return Err(format!(
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
-                             cache_size=, byte_order=, views=, refresh=, uid=, gid=, threads=, \
+                             cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
+                             max_watches=, uid=, gid=, threads=, \
                              read_ahead_kb=, allow_outside=, log_level=, log_file=; -s ignores unknown ones)"
                         ));
                     }
@@ -257,6 +259,12 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
         }
         "views" => a.views = parse_views(&need()?.replace('+', ",")).map_err(bad)?,
         "refresh" => a.refresh = number(need()?)?,
+        "watch" => {
+            a.watch = WatchMode::from_str(need()?, false)
+                .map_err(|_| bad("choose inotify or walk".into()))?;
+        }
+        "rescan" => a.rescan = number(need()?)?,
+        "max_watches" => a.max_watches = Some(number(need()?)?),
         "uid" => a.uid = Some(number(need()?)?),
         "gid" => a.gid = Some(number(need()?)?),
         "threads" => {
