@@ -35,6 +35,7 @@ use crate::storage::confine::Roots;
 use crate::storage::files::{self, Files};
 
 pub mod dataset;
+pub mod hdf5;
 pub mod kerchunk;
 pub mod nca;
 pub mod netcdf;
