@@ -336,7 +336,7 @@ fn walk(
                     Ok(true) => {}
                     Ok(false) => ds.skipped.push(Error::metadata(
                         path.display().to_string(),
-                        "not a netCDF or HDF5 file (no CDF or HDF5 magic number)",
+                        "not a netCDF file (no CDF or HDF5 magic number)",
                     )),
                     Err(e) => {
                         log::debug!("skipping dataset {}: {e}", path.display());

@@ -92,7 +92,9 @@ pub fn array(
             (grid, Kind::Inline(data), Vec::new(), None)
         }
         Storage::Contiguous { addr } => {
-            let row_bytes: u64 = shape.iter().skip(1).product::<u64>() * item;
+            // Saturating: with a zero-length first dimension the rest may be
+            // anything (no byte is ever read then).
+            let row_bytes: u64 = shape.iter().skip(1).fold(item, |a, &e| a.saturating_mul(e));
             let mut grid: Vec<DimTiling> = whole.iter().map(|&e| DimTiling::Regular(e)).collect();
             let mut rows_per_tile = 1;
             if rank > 0 && shape[0] > 0 && row_bytes > 0 {
@@ -287,8 +289,13 @@ impl Store for H5Store {
                     return Ok(None);
                 }
                 let n = (*rows_per_tile).min(rows - first);
-                self.read(key, addr + first * row_bytes, n * row_bytes, limit)
-                    .map(Some)
+                self.read(
+                    key,
+                    addr.saturating_add(first.saturating_mul(*row_bytes)),
+                    n * row_bytes,
+                    limit,
+                )
+                .map(Some)
             }
             Kind::Inline(data) => Ok(Some(data.clone())),
         }

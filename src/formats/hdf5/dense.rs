@@ -100,6 +100,7 @@ fn btree_records(f: &H5File, addr: u64, what: &str, out: &mut Vec<(u8, Vec<u8>)>
         what: &bwhat,
         kind,
         rec_size,
+        max_records: leaf_max,
         max_nrec_size,
         cum_size,
         seen: HashSet::new(),
@@ -113,6 +114,8 @@ struct Tree<'a> {
     what: &'a str,
     kind: u8,
     rec_size: u64,
+    /// No node holds more records than a leaf can.
+    max_records: u64,
     max_nrec_size: u64,
     cum_size: Vec<u64>,
     seen: HashSet<u64>,
@@ -125,6 +128,12 @@ impl Tree<'_> {
         let nwhat = format!("{}: node at {addr:#x}", self.what);
         if !self.seen.insert(addr) {
             return Err(Hdf5Error::corrupt(&nwhat, "B-tree nodes form a cycle"));
+        }
+        if n > self.max_records {
+            return Err(Hdf5Error::corrupt(
+                &nwhat,
+                format!("{n} records, more than a node holds"),
+            ));
         }
         let o = f.sizeof_addr as u64;
         let ptr = o
@@ -254,7 +263,9 @@ impl Heap {
         if r == 0 {
             self.start
         } else {
-            self.start.checked_shl((r - 1) as u32).unwrap_or(u64::MAX)
+            1u64.checked_shl((r - 1) as u32)
+                .and_then(|p| self.start.checked_mul(p))
+                .unwrap_or(u64::MAX)
         }
     }
 
@@ -354,14 +365,21 @@ impl Heap {
                 format!("heap offset {offset} lies in a block never allocated"),
             ));
         }
-        let child_base = base + row_start + col * bsize;
+        let child_base = base
+            .saturating_add(row_start)
+            .saturating_add(col.saturating_mul(bsize));
         if r < self.max_direct_rows {
             Ok((child, offset - child_base))
         } else {
             // A child indirect block spanning `bsize * width` bytes: its
             // rows are those whose cumulated size reaches that.
             let log2 = |x: u64| 63 - x.leading_zeros() as u64;
-            let child_rows = log2(bsize) - log2(self.start * self.width) + 1;
+            let child_rows = self
+                .start
+                .checked_mul(self.width)
+                .and_then(|w| log2(bsize).checked_sub(log2(w)))
+                .ok_or_else(|| Hdf5Error::corrupt(&iwhat, "child indirect block too small"))?
+                + 1;
             self.locate(f, child, child_rows, child_base, offset, depth + 1, what)
         }
     }

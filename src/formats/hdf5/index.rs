@@ -188,7 +188,11 @@ impl ChunkWalk<'_, '_> {
                 format!("node type {kind} in a chunk index"),
             ));
         }
-        let body = f.read(addr + head, entries * (key_len + o) + key_len, &what)?;
+        let body = f.read(
+            addr.saturating_add(head),
+            entries * (key_len + o) + key_len,
+            &what,
+        )?;
         let mut c = f.cursor(&body, &what);
         for _ in 0..entries {
             let size = c.u32()? as u64;
@@ -405,7 +409,7 @@ fn group_node(
             format!("node type {kind} in a group"),
         ));
     }
-    let body = f.read(addr + head, entries * (l + o) + l, &nwhat)?;
+    let body = f.read(addr.saturating_add(head), entries * (l + o) + l, &nwhat)?;
     let mut c = f.cursor(&body, &nwhat);
     for _ in 0..entries {
         c.length()?; // key: heap offset of the largest name below
@@ -436,7 +440,7 @@ fn symbol_node(
     c.skip(2)?;
     let n = c.u16()? as u64;
     let entry = 2 * o + 24;
-    let body = f.read(addr + 8, n * entry, &nwhat)?;
+    let body = f.read(addr.saturating_add(8), n * entry, &nwhat)?;
     let mut c = f.cursor(&body, &nwhat);
     for _ in 0..n {
         let name_off = c.addr()?;

@@ -58,7 +58,7 @@ pub fn superblock(
         sizeof_addr: 8,
         sizeof_len: 8,
     };
-    let what = "superblock";
+    let what = "HDF5 superblock";
     // The largest superblock (version 1 with 8-byte fields) is under 128
     // bytes; a smaller file is read whole and the cursor finds the end.
     let avail = len.saturating_sub(base).min(128);
@@ -113,10 +113,7 @@ pub fn superblock(
             root
         }
         v => {
-            return Err(Hdf5Error::unsupported(
-                what,
-                format!("superblock version {v}"),
-            ));
+            return Err(Hdf5Error::unsupported(what, format!("version {v}")));
         }
     };
     if f.undefined(root) {
@@ -207,7 +204,7 @@ pub fn object_header(f: &H5File, addr: u64, what: &str) -> H5Result<Vec<Message>
         }
         c.skip(1 + 2 + 4)?; // reserved, number of messages, reference count
         let size = c.u32()? as u64;
-        let body = f.read(addr + 16, size, &what)?;
+        let body = f.read(addr.saturating_add(16), size, &what)?;
         v1_messages(f, &body, &what, &mut messages, &mut pending)?;
         let mut chunks = 1;
         while let Some((a, n)) = pending.pop() {

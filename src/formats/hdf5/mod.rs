@@ -349,8 +349,22 @@ fn build(file: &Arc<FileRef>, nodes: Vec<Node>, cache: Arc<ChunkCache>, out: &mu
             }
         }
     }
-    let mut phony: HashMap<(String, u64), String> = HashMap::new();
-    for p in parsed {
+    // Which datasets are netCDF variables: not the hidden dimension
+    // scales of dimensions without coordinates.
+    let parsed: Vec<Parsed> = parsed
+        .into_iter()
+        .filter(|p| {
+            !p.attr("NAME")
+                .and_then(string_value)
+                .is_some_and(|s| s.starts_with(NOT_A_VARIABLE))
+        })
+        .collect();
+    let mut dims: Vec<Vec<Option<String>>> = parsed
+        .iter()
+        .map(|p| named_dimensions(f, p, &mut heap, &scale_by_addr, &scale_by_id))
+        .collect();
+    phony_dimensions(f, &parsed, &mut dims, scale_by_addr.len());
+    for (p, dims) in parsed.into_iter().zip(dims) {
         let path = p.node.path.clone();
         if let Some(e) = &p.dense_error {
             // Shown without some of its attributes, a variable could be
@@ -358,21 +372,7 @@ fn build(file: &Arc<FileRef>, nodes: Vec<Node>, cache: Arc<ChunkCache>, out: &mu
             skip(out, &path, e.clone());
             continue;
         }
-        if p.attr("NAME")
-            .and_then(string_value)
-            .is_some_and(|s| s.starts_with(NOT_A_VARIABLE))
-        {
-            continue; // a netCDF dimension without a coordinate variable
-        }
-        match dataset(
-            file,
-            &p,
-            &mut heap,
-            &scale_by_addr,
-            &scale_by_id,
-            &mut phony,
-            cache.clone(),
-        ) {
+        match dataset(file, &p, &mut heap, dims, cache.clone()) {
             Ok(a) => out
                 .arrays
                 .push((path.trim_start_matches('/').to_string(), a)),
@@ -403,14 +403,11 @@ fn base_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn dataset(
     file: &Arc<FileRef>,
     p: &Parsed,
     heap: &mut GlobalHeap,
-    scale_by_addr: &HashMap<u64, String>,
-    scale_by_id: &HashMap<i64, String>,
-    phony: &mut HashMap<(String, u64), String>,
+    dims: Vec<Option<String>>,
     cache: Arc<ChunkCache>,
 ) -> std::result::Result<Arc<dyn ArraySource>, DatasetError> {
     let f = &file.f;
@@ -466,10 +463,7 @@ fn dataset(
     let shape = space.dims.clone();
     let source = format!("{} (dataset {what})", file.path);
     let mut meta = ArrayMeta::new(source.clone(), shape.clone(), dtype, fill)?;
-    meta.dimension_names = dimension_names(f, p, heap, scale_by_addr, scale_by_id, phony)
-        .into_iter()
-        .map(Some)
-        .collect();
+    meta.dimension_names = dims;
     meta.attributes = attributes(f, p, heap);
     let nbytes = meta.nbytes();
     let layout = meta::layout(f, &need(meta::MSG_LAYOUT, "data layout")?.data, what)?;
@@ -593,29 +587,37 @@ fn flat_type(t: &H5Type) -> Option<(DataType, Endian)> {
     })
 }
 
-/// Dimension names: the scale's own name for a coordinate variable's
-/// first dimension, `_Netcdf4Coordinates` ids, `DIMENSION_LIST`
-/// references, else `phony_dim_N` shared by equal lengths in a group.
-fn dimension_names(
+/// The dataspace of a dataset: (extent, unlimited) per dimension.
+fn extents(f: &H5File, p: &Parsed) -> Option<Vec<(u64, bool)>> {
+    let m = p
+        .node
+        .messages
+        .iter()
+        .find(|m| m.kind == meta::MSG_DATASPACE)?;
+    let space = meta::dataspace(f, &m.data, &p.node.path).ok()?;
+    let max = space.max.unwrap_or_else(|| space.dims.clone());
+    Some(
+        space
+            .dims
+            .iter()
+            .zip(max)
+            .map(|(&d, m)| (d, f.undefined(m) || m == u64::MAX))
+            .collect(),
+    )
+}
+
+/// The dimension names netCDF-4 records: the scale's own name for a
+/// coordinate variable's first dimension, `_Netcdf4Coordinates` ids,
+/// `DIMENSION_LIST` references. `None` where there is none.
+fn named_dimensions(
     f: &H5File,
     p: &Parsed,
     heap: &mut GlobalHeap,
     scale_by_addr: &HashMap<u64, String>,
     scale_by_id: &HashMap<i64, String>,
-    phony: &mut HashMap<(String, u64), String>,
-) -> Vec<String> {
+) -> Vec<Option<String>> {
     let what = &p.node.path;
-    let shape = match p
-        .node
-        .messages
-        .iter()
-        .find(|m| m.kind == meta::MSG_DATASPACE)
-        .and_then(|m| meta::dataspace(f, &m.data, what).ok())
-    {
-        Some(s) => s.dims,
-        None => return Vec::new(),
-    };
-    let rank = shape.len();
+    let rank = extents(f, p).map_or(0, |e| e.len());
     let mut names: Vec<Option<String>> = vec![None; rank];
     if let Some(ids) = p.attr("_Netcdf4Coordinates").and_then(int_values) {
         for (d, id) in ids.iter().enumerate().take(rank) {
@@ -637,23 +639,65 @@ fn dimension_names(
     if rank >= 1 && names[0].is_none() && scale_by_addr.contains_key(&p.node.addr) {
         names[0] = Some(base_name(what).to_string());
     }
-    let next = phony.len();
-    let mut fresh = next;
     names
-        .into_iter()
-        .zip(&shape)
-        .map(|(n, &len)| {
-            n.unwrap_or_else(|| {
-                phony
-                    .entry((p.node.group.clone(), len))
-                    .or_insert_with(|| {
-                        fresh += 1;
-                        format!("phony_dim_{}", fresh - 1)
-                    })
-                    .clone()
-            })
-        })
-        .collect()
+}
+
+/// Name the dimensions left unnamed as netcdf-c does for datasets without
+/// dimension scales (`libhdf5/hdf5open.c`): each group's subgroups first,
+/// then its own datasets in order; a dimension reuses a phony dimension of
+/// its group with the same length and unlimitedness that this dataset
+/// does not already use, else gets a new `phony_dim_N`, `N` counting every
+/// dimension of the file (the real ones, `first`, come first).
+fn phony_dimensions(f: &H5File, parsed: &[Parsed], dims: &mut [Vec<Option<String>>], first: usize) {
+    // Datasets by group, and each group's subgroups, in walk order.
+    let mut by_group: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, p) in parsed.iter().enumerate() {
+        by_group.entry(p.node.group.as_str()).or_default().push(i);
+    }
+    let mut groups: Vec<&str> = by_group.keys().copied().collect();
+    // Post-order: a group after everything below it (`/a/b` before `/a`,
+    // `/a/...` before `/b`). Ancestors of groups without datasets do not
+    // matter: they have no datasets to number.
+    groups.sort_by(|a, b| {
+        let (sa, sb) = (
+            a.split('/').collect::<Vec<_>>(),
+            b.split('/').collect::<Vec<_>>(),
+        );
+        for (x, y) in sa.iter().zip(&sb) {
+            if x != y {
+                return x.cmp(y);
+            }
+        }
+        sb.len().cmp(&sa.len())
+    });
+    let mut next = first;
+    // (group, length, unlimited) → the phony dimensions created so far.
+    let mut made: HashMap<(&str, u64, bool), Vec<String>> = HashMap::new();
+    for g in groups {
+        for &i in &by_group[g] {
+            let Some(ext) = extents(f, &parsed[i]) else {
+                continue;
+            };
+            let mut used: Vec<String> = Vec::new();
+            for (d, &(len, unlimited)) in ext.iter().enumerate() {
+                if dims[i][d].is_some() {
+                    continue;
+                }
+                let list = made.entry((g, len, unlimited)).or_default();
+                let name = match list.iter().find(|n| !used.contains(n)) {
+                    Some(n) => n.clone(),
+                    None => {
+                        let n = format!("phony_dim_{next}");
+                        next += 1;
+                        list.push(n.clone());
+                        n
+                    }
+                };
+                used.push(name.clone());
+                dims[i][d] = Some(name);
+            }
+        }
+    }
 }
 
 /// The first object each element of a `DIMENSION_LIST` refers to.
