@@ -54,7 +54,12 @@ pub fn objects(f: &H5File, heap: u64, btree: u64, what: &str) -> H5Result<Vec<Ve
 }
 
 /// Every record of the v2 B-tree at `addr`, with the tree's record type.
-fn btree_records(f: &H5File, addr: u64, what: &str, out: &mut Vec<(u8, Vec<u8>)>) -> H5Result<()> {
+pub fn btree_records(
+    f: &H5File,
+    addr: u64,
+    what: &str,
+    out: &mut Vec<(u8, Vec<u8>)>,
+) -> H5Result<()> {
     let bwhat = format!("{what}: v2 B-tree at {addr:#x}");
     let o = f.sizeof_addr as u64;
     let l = f.sizeof_len as u64;

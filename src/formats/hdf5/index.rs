@@ -82,6 +82,9 @@ pub struct Geometry<'a> {
     pub chunk_nbytes: u64,
     /// Whether the dataset has a filter pipeline.
     pub filtered: bool,
+    /// The unlimited dimension, when there is exactly one (how an
+    /// extensible array orders its chunks).
+    pub unlimited: Option<usize>,
 }
 
 impl Geometry<'_> {
@@ -140,18 +143,15 @@ pub fn chunks(f: &H5File, index: &ChunkIndex, g: &Geometry, what: &str) -> H5Res
                 fixed_array(f, addr, g, &grid, &mut map, what)?;
             }
         }
-        ChunkIndex::ExtensibleArray { .. } => {
-            return Err(Hdf5Error::unsupported(
-                what,
-                "chunk index \"extensible array\" (HDF5 1.10+ format with an unlimited dimension)",
-            ));
+        ChunkIndex::ExtensibleArray { addr } => {
+            if !undefined(addr) {
+                extensible_array(f, addr, g, &grid, &mut map, what)?;
+            }
         }
-        ChunkIndex::BTreeV2 { .. } => {
-            return Err(Hdf5Error::unsupported(
-                what,
-                "chunk index \"version 2 B-tree\" (HDF5 1.10+ format with several unlimited \
-                 dimensions)",
-            ));
+        ChunkIndex::BTreeV2 { addr } => {
+            if !undefined(addr) {
+                btree_v2(f, addr, g, &grid, max_chunks, &mut map, what)?;
+            }
         }
     }
     Ok(Chunks::Map(map))
@@ -353,6 +353,255 @@ fn fixed_array(
                 },
             );
         }
+    }
+    Ok(())
+}
+
+/// An extensible array index (spec VII.C, `H5EA*.c`): a header ("EAHD")
+/// and an index block ("EAIB") holding the first elements inline, then the
+/// addresses of data blocks ("EADB") and of secondary blocks ("EASB")
+/// that hold more data block addresses; blocks double in size as the
+/// array grows. Element `i` is the chunk whose coordinates, with the
+/// unlimited dimension moved first, have row-major index `i` over the
+/// maximum grid.
+fn extensible_array(
+    f: &H5File,
+    addr: u64,
+    g: &Geometry,
+    grid: &[u64],
+    map: &mut HashMap<Vec<u64>, ChunkLoc>,
+    what: &str,
+) -> H5Result<()> {
+    let what = format!("{what}: extensible array header at {addr:#x}");
+    let o = f.sizeof_addr as u64;
+    let l = f.sizeof_len as u64;
+    let hdr = f.read(addr, 12 + 6 * l + o + 4, &what)?;
+    check_checksum(&hdr, &what)?;
+    let mut c = f.cursor(&hdr, &what);
+    c.signature(b"EAHD")?;
+    c.skip(1)?;
+    let client = c.u8()?;
+    let elmt = c.u8()? as u64;
+    let max_bits = c.u8()? as u64;
+    let idx_elmts = c.u8()? as u64;
+    let dblk_min = c.u8()? as u64;
+    let sblk_min_ptrs = c.u8()? as u64;
+    let page_bits = c.u8()? as u64;
+    c.skip(4 * l as usize)?; // statistics
+    let max_idx_set = c.length()?;
+    c.length()?; // number of elements
+    let iblock = c.addr()?;
+    let filtered = client == 1;
+    let pow2 = |x: u64| x.is_power_of_two();
+    if elmt < if filtered { o + 5 } else { o }
+        || elmt > o + 12
+        || !(1..=64).contains(&max_bits)
+        || !pow2(dblk_min)
+        || !pow2(sblk_min_ptrs)
+        || page_bits >= 64
+    {
+        return Err(Hdf5Error::corrupt(
+            &what,
+            format!(
+                "element size {elmt}, {max_bits} index bits, data blocks of at least \
+                 {dblk_min}, {sblk_min_ptrs} pointers per super block"
+            ),
+        ));
+    }
+    if f.undefined(iblock) {
+        return Ok(());
+    }
+    let log2 = |x: u64| 63 - x.max(1).leading_zeros() as u64;
+    let off_size = max_bits.div_ceil(8);
+    // The super blocks' geometry (H5EA__hdr_init).
+    let nsblks = 1 + max_bits.saturating_sub(log2(dblk_min));
+    let mut sblk = Vec::new(); // (data blocks, elements per data block, first index)
+    let mut start = 0u64;
+    for u in 0..nsblks {
+        let ndblks = 1u64 << (u / 2);
+        let per = (1u64 << u.div_ceil(2)).saturating_mul(dblk_min);
+        sblk.push((ndblks, per, start));
+        start = start.saturating_add(ndblks.saturating_mul(per));
+    }
+    let ib_sblks = (2 * log2(sblk_min_ptrs)).min(nsblks);
+    let ndblk_addrs = 2 * (sblk_min_ptrs - 1);
+    let nsblk_addrs = nsblks - ib_sblks;
+    let iwhat = format!("{what}: index block at {iblock:#x}");
+    let size = 6 + o + idx_elmts * elmt + (ndblk_addrs + nsblk_addrs) * o + 4;
+    let buf = f.read(iblock, size, &iwhat)?;
+    check_checksum(&buf, &iwhat)?;
+    let mut c = f.cursor(&buf, &iwhat);
+    c.signature(b"EAIB")?;
+    c.skip(2 + o as usize)?;
+    // The unlimited dimension first, then the others in order, each over
+    // its maximum extent.
+    let rank = g.shape.len();
+    let unlim = g.unlimited.unwrap_or(0);
+    let order: Vec<usize> = std::iter::once(unlim)
+        .chain((0..rank).filter(|&d| d != unlim))
+        .collect();
+    let down: Vec<u64> = order
+        .iter()
+        .enumerate()
+        .map(|(k, &d)| {
+            if k == 0 {
+                u64::MAX
+            } else {
+                g.layout_shape[d].div_ceil(g.chunk[d])
+            }
+        })
+        .collect();
+    let mut put = |i: u64, bytes: &[u8], what: &str| -> H5Result<()> {
+        let mut c = f.cursor(bytes, what);
+        let a = c.addr()?;
+        let (size, mask) = if filtered {
+            (c.uint((elmt - o - 4) as usize)?, c.u32()?)
+        } else {
+            (g.chunk_nbytes, 0)
+        };
+        if f.undefined(a) || i >= max_idx_set {
+            return Ok(());
+        }
+        let swizzled = unlinear(i, &down);
+        let mut coords = vec![0; rank];
+        for (k, &d) in order.iter().enumerate() {
+            coords[d] = swizzled[k];
+        }
+        if coords.iter().zip(grid).all(|(&x, &n)| x < n) {
+            map.insert(
+                coords,
+                ChunkLoc {
+                    addr: a,
+                    size,
+                    mask,
+                },
+            );
+        }
+        Ok(())
+    };
+    for i in 0..idx_elmts {
+        put(i, c.bytes(elmt as usize)?, &iwhat)?;
+    }
+    let dblk_addrs = (0..ndblk_addrs)
+        .map(|_| c.addr())
+        .collect::<H5Result<Vec<_>>>()?;
+    let sblk_addrs = (0..nsblk_addrs)
+        .map(|_| c.addr())
+        .collect::<H5Result<Vec<_>>>()?;
+    let page = 1u64 << page_bits;
+    let mut data_block = |a: u64, first: u64, n: u64| -> H5Result<()> {
+        if f.undefined(a) || first >= max_idx_set {
+            return Ok(());
+        }
+        let dwhat = format!("{what}: data block at {a:#x}");
+        if n > page {
+            return Err(Hdf5Error::unsupported(
+                &dwhat,
+                format!("a paged data block ({n} chunks, pages of {page})"),
+            ));
+        }
+        let buf = f.read(a, 6 + o + off_size + n * elmt + 4, &dwhat)?;
+        check_checksum(&buf, &dwhat)?;
+        let mut c = f.cursor(&buf, &dwhat);
+        c.signature(b"EADB")?;
+        c.skip((2 + o + off_size) as usize)?;
+        for k in 0..n {
+            put(idx_elmts + first + k, c.bytes(elmt as usize)?, &dwhat)?;
+        }
+        Ok(())
+    };
+    for (u, &(ndblks, per, first)) in sblk.iter().enumerate().take(ib_sblks as usize) {
+        let base: u64 = sblk[..u].iter().map(|s| s.0).sum();
+        for k in 0..ndblks {
+            let a = dblk_addrs
+                .get((base + k) as usize)
+                .copied()
+                .ok_or_else(|| Hdf5Error::corrupt(&iwhat, "too few data block addresses"))?;
+            data_block(a, first + k * per, per)?;
+        }
+    }
+    for (s, &a) in sblk_addrs.iter().enumerate() {
+        let u = ib_sblks as usize + s;
+        let (ndblks, per, first) = sblk[u];
+        if f.undefined(a) || idx_elmts + first >= max_idx_set {
+            continue;
+        }
+        let swhat = format!("{what}: secondary block at {a:#x}");
+        if per > page {
+            return Err(Hdf5Error::unsupported(
+                &swhat,
+                format!("paged data blocks ({per} chunks, pages of {page})"),
+            ));
+        }
+        let buf = f.read(a, 6 + o + off_size + ndblks * o + 4, &swhat)?;
+        check_checksum(&buf, &swhat)?;
+        let mut c = f.cursor(&buf, &swhat);
+        c.signature(b"EASB")?;
+        c.skip((2 + o + off_size) as usize)?;
+        for k in 0..ndblks {
+            let d = c.addr()?;
+            data_block(d, first + k * per, per)?;
+        }
+    }
+    Ok(())
+}
+
+/// A version 2 B-tree chunk index (`H5Dbtree2.c`): records of type 10
+/// (address, chunk coordinates) or 11 (address, stored size, filter mask,
+/// chunk coordinates), the coordinates in chunks, 8 bytes each.
+fn btree_v2(
+    f: &H5File,
+    addr: u64,
+    g: &Geometry,
+    grid: &[u64],
+    max_chunks: u64,
+    map: &mut HashMap<Vec<u64>, ChunkLoc>,
+    what: &str,
+) -> H5Result<()> {
+    let mut records = Vec::new();
+    super::dense::btree_records(f, addr, what, &mut records)?;
+    let rank = g.shape.len();
+    let o = f.sizeof_addr as usize;
+    for (kind, rec) in records {
+        let mut c = f.cursor(&rec, what);
+        let a = c.addr()?;
+        let (size, mask) = match kind {
+            10 => (g.chunk_nbytes, 0),
+            11 => {
+                let n = rec
+                    .len()
+                    .checked_sub(o + 4 + 8 * rank)
+                    .filter(|&n| (1..=8).contains(&n));
+                let n = n.ok_or_else(|| {
+                    Hdf5Error::corrupt(what, format!("chunk records of {} bytes", rec.len()))
+                })?;
+                (c.uint(n)?, c.u32()?)
+            }
+            k => {
+                return Err(Hdf5Error::corrupt(
+                    what,
+                    format!("v2 B-tree of record type {k} as a chunk index"),
+                ));
+            }
+        };
+        let coords = (0..rank).map(|_| c.u64()).collect::<H5Result<Vec<_>>>()?;
+        if f.undefined(a) || coords.iter().zip(grid).any(|(&x, &n)| x >= n) {
+            continue;
+        }
+        if map.len() as u64 >= max_chunks {
+            return Err(Hdf5Error::corrupt(
+                what,
+                format!("more chunks than the grid's {max_chunks}"),
+            ));
+        }
+        map.insert(
+            coords,
+            ChunkLoc {
+                addr: a,
+                size,
+                mask,
+            },
+        );
     }
     Ok(())
 }

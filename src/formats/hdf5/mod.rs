@@ -10,12 +10,14 @@
 //! ```text
 //! find_signature (0, 512, 1024...) ─ meta::superblock (v0-v3)
 //!   └ walk groups: meta::object_header (v1/v2, continuations)
-//!       ├ symbol table (v1 B-tree + local heap)   ┐ index::symbol_table_group
-//!       └ link messages (compact links)           ┘
+//!       ├ symbol table (v1 B-tree + local heap)   index::symbol_table_group
+//!       ├ link messages (compact links)
+//!       └ link info → dense links                 dense (fractal heap + v2 B-tree)
 //!   └ each dataset: dataspace, datatype, fill value, layout, filters,
 //!     attributes (compact; variable-length strings and DIMENSION_LIST
 //!     through the global heap)
-//!       └ index::chunks (v1 B-tree, single chunk, implicit, fixed array)
+//!       └ index::chunks (v1 B-tree, single chunk, implicit, fixed array,
+//!         extensible array, v2 B-tree)
 //!           └ array::array ─ ZarrArray over an H5Store (key i.j.k → range)
 //! ```
 //!
@@ -36,24 +38,30 @@
 //!
 //! # What it reads (milestone 1)
 //!
-//! Superblocks 0 to 3; object headers 1 and 2 with continuation blocks
-//! (version 2 checksums verified); groups by symbol table and by link
-//! messages; compact attributes of integer, float and string types
-//! (fixed- and variable-length); datatypes integer and IEEE float of either
-//! byte order and fixed-length strings (as `|S<n>`); layouts compact,
-//! contiguous and chunked with the v1 B-tree, single-chunk, implicit and
-//! fixed-array indexes; any filter the codec registry has an HDF5 id for.
+//! Superblocks 0 to 3 (signature at 0 or after a user block); object
+//! headers 1 and 2 with continuation blocks (every version 2 checksum
+//! verified); groups by symbol table, by link messages and in dense
+//! storage; attributes compact and dense, of integer, float and string
+//! types (fixed- and variable-length); datasets of integers and IEEE
+//! floats of either byte order and fixed-length strings (as `|S<n>`);
+//! layouts compact, contiguous and chunked with every chunk index HDF5
+//! writes (v1 B-tree, single chunk, implicit, fixed array, extensible
+//! array, v2 B-tree); every filter the codec registry has an HDF5 id for
+//! (deflate, shuffle, fletcher32, zstd, bzip2, blosc...).
 //!
-//! Skipped, each with one line naming the object and why (never failing
-//! the file): dense link storage of a group and dense attribute storage of
-//! a dataset (fractal heap), the extensible-array and v2 B-tree chunk
-//! indexes, types a flat file cannot carry (variable-length, compound,
-//! enum, reference, opaque, array, bitfield, time), null dataspaces,
-//! virtual datasets, soft and external links, and filters without a codec.
-//! A chunk whose filter mask says a filter was skipped fails its reads
-//! (EIO with a message), as does any chunk whose bytes lie past the end of
-//! the file.
-//!
+//! Skipped, each with one line naming the file, the object and why, never
+//! failing the file: types a flat file cannot carry (variable-length,
+//! compound, enum, reference, opaque, array, bitfield, time), null
+//! dataspaces, virtual datasets, layout messages of HDF5 1.4 (versions 1
+//! and 2), shared (committed) datatypes, filters without a codec (szip,
+//! lzf, HDF5-framed lz4, bitshuffle...), huge fractal-heap objects, paged
+//! extensible-array data blocks (more than 1024 chunks in one block), and
+//! a dataset whose dense attributes cannot be read (shown without them it
+//! could be misread). Soft and external links are not followed. A chunk
+//! whose filter mask says a filter was skipped fails its reads (EIO with
+//! a message), as does any chunk whose bytes lie past the end of the
+//! file.
+
 //! # netCDF-4 conventions
 //!
 //! Dimension names come from `DIMENSION_LIST` (object references to the
@@ -534,12 +542,19 @@ fn dataset(
                     .collect(),
                 None => shape.clone(),
             };
+            let unlimited: Vec<usize> = match &space.max {
+                Some(max) => (0..max.len())
+                    .filter(|&d| f.undefined(max[d]) || max[d] == u64::MAX)
+                    .collect(),
+                None => Vec::new(),
+            };
             let g = Geometry {
                 shape: &shape,
                 layout_shape: &layout_shape,
                 chunk: &chunk,
                 chunk_nbytes,
                 filtered: !filters.is_empty(),
+                unlimited: (unlimited.len() == 1).then(|| unlimited[0]),
             };
             let chunks = index::chunks(f, &index, &g, what)?;
             Storage::Chunks {
