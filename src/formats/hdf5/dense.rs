@@ -250,6 +250,9 @@ impl Heap {
         let off_size = max_heap_bits.div_ceil(8) as usize;
         let enc = |n: u64| (log2(n.max(1)) / 8 + 1) as usize;
         let len_size = (log2(max_direct).div_ceil(8) as usize).min(enc(max_managed));
+        log::trace!(
+            "{hwhat}: {root_rows} rows in its root block, {width} wide, from {start} bytes"
+        );
         Ok(Heap {
             addr,
             off_size,
