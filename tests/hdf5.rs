@@ -203,10 +203,15 @@ fn why_datasets_are_skipped() {
 #[test]
 fn netcdf_bookkeeping_stays_hidden() {
     let ds = dataset::open(&data("nc4.nc"), cache()).unwrap();
-    // Dimensions without coordinate variables are no variables.
-    for hidden in ["nv", "nchar"] {
+    // Dimensions without coordinate variables are no variables; a
+    // variable named like a dimension shows without netCDF's prefix.
+    for hidden in ["nv", "nchar", "_nc4_non_coord_lev"] {
         assert!(ds.get(hidden).is_none(), "{hidden} shown");
     }
+    assert_eq!(ds.get("lev").unwrap().array.meta().shape, [4, 2]);
+    // Shorter than its unlimited dimension: netCDF's length, fill after.
+    let short = ds.get("short_rec").unwrap().array.meta();
+    assert_eq!(short.shape, [3, 4]);
     let temp = ds.get("temp").unwrap().array.meta();
     assert_eq!(temp.chunk_shape, Some(vec![1, 2, 3]));
     assert_eq!(

@@ -26,8 +26,10 @@ use crate::codec::bytes::BytesCodec;
 use crate::codec::shuffle::Shuffle;
 use crate::codec::{BytesToBytesCodec, Codec, CodecChain, registry};
 use crate::dtype::Endian;
-use crate::engine::array::{ArrayMeta, ArraySource};
-use crate::engine::cache::ChunkCache;
+use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
+use crate::engine::cache::{ChunkCache, SharedBytes};
+use crate::engine::index::Region;
+use crate::engine::index::copy::{copy_region, fill_region};
 use crate::engine::index::tiling::DimTiling;
 use crate::error::{Error, Result};
 use crate::formats::zarr::ZarrArray;
@@ -313,5 +315,95 @@ impl Store for H5Store {
     /// for our purposes (its indexes are read once per load).
     fn change_stamp(&self, _prefix: &str) -> Result<Option<u64>> {
         Ok(file_stamp(std::path::Path::new(&self.file.path)))
+    }
+}
+
+/// A dataset shown longer than it is stored: netCDF-4 gives every variable
+/// along an unlimited dimension the dimension's length (the longest
+/// variable's), reading the records a shorter variable never had as its
+/// fill value. `inner` is the dataset as stored; elements outside its
+/// extent read as the fill value, never as whatever an allocated chunk
+/// holds past the extent.
+pub struct Extended {
+    meta: ArrayMeta,
+    inner: Arc<dyn ArraySource>,
+}
+
+impl Extended {
+    /// `inner` shown with `meta` (the same element type, a shape at least
+    /// as large in every dimension).
+    pub fn new(meta: ArrayMeta, inner: Arc<dyn ArraySource>) -> Extended {
+        debug_assert_eq!(meta.rank(), inner.meta().rank());
+        Extended { meta, inner }
+    }
+
+    /// The part of `region` inside the stored extent, `None` if empty.
+    fn clip(&self, region: &Region) -> Option<Region> {
+        let stored = &self.inner.meta().shape;
+        let mut count = Vec::with_capacity(region.rank());
+        for ((&start, &n), &extent) in region.start.iter().zip(&region.count).zip(stored) {
+            let end = (start + n).min(extent);
+            if end <= start {
+                return None;
+            }
+            count.push(end - start);
+        }
+        Some(Region {
+            start: region.start.clone(),
+            count,
+        })
+    }
+}
+
+impl ArraySource for Extended {
+    fn meta(&self) -> &ArrayMeta {
+        &self.meta
+    }
+
+    fn change_stamp(&self) -> ChangeStamp {
+        self.inner.change_stamp()
+    }
+
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        let clipped = self.clip(region);
+        if clipped.as_ref() == Some(region) {
+            return self.inner.read_region(region, out);
+        }
+        let zeros = vec![0; region.rank()];
+        fill_region(
+            out,
+            &region.count,
+            &zeros,
+            &region.count,
+            &self.meta.fill_value,
+        );
+        if let Some(c) = clipped {
+            let item = self.meta.item_size();
+            let mut buf = vec![0u8; c.num_elements() as usize * item];
+            self.inner.read_region(&c, &mut buf)?;
+            copy_region(
+                &buf,
+                &c.count,
+                &zeros,
+                out,
+                &region.count,
+                &zeros,
+                &c.count,
+                item,
+            );
+        }
+        Ok(())
+    }
+
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        (self.clip(region).as_ref() == Some(region))
+            .then(|| self.inner.read_shared(region))
+            .flatten()
+    }
+
+    fn prefetch(&self, region: &Region) {
+        if let Some(c) = self.clip(region) {
+            self.inner.prefetch(&c);
+        }
     }
 }

@@ -68,8 +68,12 @@
 //! dimension-scale datasets, whose names are the dimensions'), from the
 //! scale itself for a coordinate variable, and from `_Netcdf4Coordinates`
 //! (dimension ids, matched against `_Netcdf4Dimid`); datasets without any
-//! get `phony_dim_N` as netCDF does (one per distinct length in a group,
-//! numbered in file order). netCDF's bookkeeping attributes
+//! get `phony_dim_N` as netcdf-c names them (shared by equal lengths in a
+//! group, subgroups first). A variable along an unlimited dimension has the
+//! dimension's netCDF length (the longest variable's), the records it
+//! never had reading as its fill value ([`array::Extended`]); a variable
+//! stored as `_nc4_non_coord_NAME` is shown as `NAME`. netCDF's
+//! bookkeeping attributes
 //! ([`HIDDEN_ATTRIBUTES`]) are not shown, and a dataset that is "a netCDF
 //! dimension but not a netCDF variable" is not shown at all.
 
@@ -112,6 +116,10 @@ pub const HIDDEN_ATTRIBUTES: &[&str] = &[
     "CLASS",
     "NAME",
 ];
+
+/// The prefix netCDF-4 stores a variable under when it has the name of a
+/// dimension it is not the coordinate variable of.
+const NON_COORD_PREFIX: &str = "_nc4_non_coord_";
 
 /// The `NAME` netCDF gives a dimension that has no coordinate variable.
 const NOT_A_VARIABLE: &str = "This is a netCDF dimension but not a netCDF variable";
@@ -339,40 +347,64 @@ fn build(file: &Arc<FileRef>, nodes: Vec<Node>, cache: Arc<ChunkCache>, out: &mu
         });
     }
     let mut scale_by_addr: HashMap<u64, String> = HashMap::new();
-    let mut scale_by_id: HashMap<i64, String> = HashMap::new();
+    let mut scale_by_id: HashMap<i64, u64> = HashMap::new();
+    let mut unlimited_scales: HashSet<u64> = HashSet::new();
     for p in &parsed {
         let is_scale = p
             .attr("CLASS")
             .and_then(string_value)
             .is_some_and(|s| s == "DIMENSION_SCALE");
         if is_scale {
-            let name = base_name(&p.node.path).to_string();
-            scale_by_addr.insert(p.node.addr, name.clone());
+            scale_by_addr.insert(p.node.addr, base_name(&p.node.path).to_string());
             if let Some(id) = p
                 .attr("_Netcdf4Dimid")
                 .and_then(int_values)
                 .and_then(|v| v.first().copied())
             {
-                scale_by_id.insert(id, name);
+                scale_by_id.insert(id, p.node.addr);
+            }
+            if extents(f, p).is_some_and(|e| e.first().is_some_and(|&(_, unlimited)| unlimited)) {
+                unlimited_scales.insert(p.node.addr);
+            }
+        }
+    }
+    // Each dimension's scale (its identity), then netCDF's length of every
+    // unlimited dimension: the longest extent along it of any dataset
+    // (hidden scales included).
+    let scales: Vec<Vec<Option<u64>>> = parsed
+        .iter()
+        .map(|p| dimension_scales(f, p, &mut heap, &scale_by_addr, &scale_by_id))
+        .collect();
+    let mut unlimited_len: HashMap<u64, u64> = HashMap::new();
+    for (p, sc) in parsed.iter().zip(&scales) {
+        for (&(len, _), s) in extents(f, p).unwrap_or_default().iter().zip(sc) {
+            if let Some(s) = s.filter(|s| unlimited_scales.contains(s)) {
+                let l = unlimited_len.entry(s).or_default();
+                *l = (*l).max(len);
             }
         }
     }
     // Which datasets are netCDF variables: not the hidden dimension
     // scales of dimensions without coordinates.
-    let parsed: Vec<Parsed> = parsed
+    let (parsed, scales): (Vec<Parsed>, Vec<Vec<Option<u64>>>) = parsed
         .into_iter()
-        .filter(|p| {
+        .zip(scales)
+        .filter(|(p, _)| {
             !p.attr("NAME")
                 .and_then(string_value)
                 .is_some_and(|s| s.starts_with(NOT_A_VARIABLE))
         })
-        .collect();
-    let mut dims: Vec<Vec<Option<String>>> = parsed
+        .unzip();
+    let mut dims: Vec<Vec<Option<String>>> = scales
         .iter()
-        .map(|p| named_dimensions(f, p, &mut heap, &scale_by_addr, &scale_by_id))
+        .map(|sc| {
+            sc.iter()
+                .map(|s| s.and_then(|s| scale_by_addr.get(&s).cloned()))
+                .collect()
+        })
         .collect();
     phony_dimensions(f, &parsed, &mut dims, scale_by_addr.len());
-    for (p, dims) in parsed.into_iter().zip(dims) {
+    for ((p, dims), sc) in parsed.into_iter().zip(dims).zip(scales) {
         let path = p.node.path.clone();
         if let Some(e) = &p.dense_error {
             // Shown without some of its attributes, a variable could be
@@ -380,14 +412,59 @@ fn build(file: &Arc<FileRef>, nodes: Vec<Node>, cache: Arc<ChunkCache>, out: &mu
             skip(out, &path, e.clone());
             continue;
         }
+        // netCDF's length along unlimited dimensions.
+        let netcdf_shape: Option<Vec<u64>> = extents(f, &p).map(|e| {
+            e.iter()
+                .zip(&sc)
+                .map(|(&(len, _), s)| {
+                    s.and_then(|s| unlimited_len.get(&s).copied())
+                        .map_or(len, |l| l.max(len))
+                })
+                .collect()
+        });
+        // A variable named like a dimension it is not the coordinate of
+        // is stored under a prefix netCDF removes.
+        let shown = match path.rsplit_once('/') {
+            Some((group, name)) => {
+                let name = name.strip_prefix(NON_COORD_PREFIX).unwrap_or(name);
+                format!("{group}/{name}")
+            }
+            None => path.clone(),
+        };
+        let shown = shown.trim_start_matches('/').to_string();
         match dataset(file, &p, &mut heap, dims, cache.clone()) {
-            Ok(a) => out
-                .arrays
-                .push((path.trim_start_matches('/').to_string(), a)),
+            Ok(a) => {
+                let a = match netcdf_shape {
+                    Some(shape) if shape != a.meta().shape => match extended(a, shape) {
+                        Ok(a) => a,
+                        Err(e) => {
+                            out.skipped.push(e);
+                            continue;
+                        }
+                    },
+                    _ => a,
+                };
+                out.arrays.push((shown, a));
+            }
             Err(DatasetError::Hdf5(e)) => skip(out, &path, e),
             Err(DatasetError::Other(e)) => out.skipped.push(e),
         }
     }
+}
+
+/// `a` shown with the longer `shape` (netCDF's unlimited dimension length).
+fn extended(a: Arc<dyn ArraySource>, shape: Vec<u64>) -> Result<Arc<dyn ArraySource>> {
+    let m = a.meta();
+    let mut meta = ArrayMeta::new(
+        m.source.clone(),
+        shape,
+        m.dtype.clone(),
+        m.fill_value.clone(),
+    )?;
+    meta.dimension_names = m.dimension_names.clone();
+    meta.attributes = m.attributes.clone();
+    meta.chunk_shape = m.chunk_shape.clone();
+    Ok(Arc::new(array::Extended::new(meta, a)))
 }
 
 enum DatasetError {
@@ -621,40 +698,41 @@ fn extents(f: &H5File, p: &Parsed) -> Option<Vec<(u64, bool)>> {
     )
 }
 
-/// The dimension names netCDF-4 records: the scale's own name for a
-/// coordinate variable's first dimension, `_Netcdf4Coordinates` ids,
-/// `DIMENSION_LIST` references. `None` where there is none.
-fn named_dimensions(
+/// The dimension scale (its object address) of each dimension that
+/// netCDF-4 records: the scale itself for a coordinate variable's first
+/// dimension, `_Netcdf4Coordinates` ids, `DIMENSION_LIST` references.
+/// `None` where there is none; the scale's name is the dimension's.
+fn dimension_scales(
     f: &H5File,
     p: &Parsed,
     heap: &mut GlobalHeap,
     scale_by_addr: &HashMap<u64, String>,
-    scale_by_id: &HashMap<i64, String>,
-) -> Vec<Option<String>> {
+    scale_by_id: &HashMap<i64, u64>,
+) -> Vec<Option<u64>> {
     let what = &p.node.path;
     let rank = extents(f, p).map_or(0, |e| e.len());
-    let mut names: Vec<Option<String>> = vec![None; rank];
+    let mut scales: Vec<Option<u64>> = vec![None; rank];
     if let Some(ids) = p.attr("_Netcdf4Coordinates").and_then(int_values) {
         for (d, id) in ids.iter().enumerate().take(rank) {
-            names[d] = scale_by_id.get(id).cloned();
+            scales[d] = scale_by_id.get(id).copied();
         }
     }
     if let Some(a) = p.attr("DIMENSION_LIST") {
         match dimension_list(f, a, heap, what) {
             Ok(addrs) => {
                 for (d, addr) in addrs.into_iter().enumerate().take(rank) {
-                    if names[d].is_none() {
-                        names[d] = addr.and_then(|a| scale_by_addr.get(&a).cloned());
+                    if scales[d].is_none() {
+                        scales[d] = addr.filter(|a| scale_by_addr.contains_key(a));
                     }
                 }
             }
             Err(e) => log::warn!("{what}: DIMENSION_LIST: {e}"),
         }
     }
-    if rank >= 1 && names[0].is_none() && scale_by_addr.contains_key(&p.node.addr) {
-        names[0] = Some(base_name(what).to_string());
+    if rank >= 1 && scales[0].is_none() && scale_by_addr.contains_key(&p.node.addr) {
+        scales[0] = Some(p.node.addr);
     }
-    names
+    scales
 }
 
 /// Name the dimensions left unnamed as netcdf-c does for datasets without
