@@ -5,7 +5,7 @@
 //! its groups directories (`F.nc/grp/var`). This module reads the file's
 //! metadata once per load and turns each dataset's storage into the
 //! project's tiling (a chunk grid plus, per chunk, its file offset, size
-//! and filter mask: [`array`]); from there the Zarr machinery reads it.
+//! and filter mask: [`array`](mod@array)); from there the Zarr machinery reads it.
 //!
 //! ```text
 //! find_signature (0, 512, 1024...) ─ meta::superblock (v0-v3)
