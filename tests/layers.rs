@@ -5,7 +5,7 @@
 //! ```text
 //! cli      src/main.rs, src/cli.rs, src/cli/
 //! fs       src/fs/
-//! formats  src/formats/          (inside: dataset > nca > netcdf > packed, kerchunk > netcdf3, zarr)
+//! formats  src/formats/          (inside: dataset > nca > netcdf > packed, kerchunk, hdf5 > netcdf3, zarr)
 //! engine   src/engine/    codec  src/codec/    (peers: neither imports the other)
 //! storage  src/storage/
 //! base     src/error.rs, src/dtype.rs, src/logging.rs
@@ -64,7 +64,7 @@ fn layer_named(segment: &str) -> Option<(&'static str, u32)> {
 fn format_rank(module: &str) -> Option<u32> {
     Some(match module {
         "netcdf3" | "zarr" => 0,
-        "kerchunk" | "packed" => 1,
+        "kerchunk" | "packed" | "hdf5" => 1,
         "netcdf" => 2,
         "nca" => 3,
         "dataset" => 4,

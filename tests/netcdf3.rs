@@ -335,7 +335,7 @@ fn a_directory_lists_netcdf_files_and_zarr_stores() {
     )
     .unwrap();
     // Sniffed, not trusted by name: the extension is upper case, and a
-    // netCDF-4 file and a text file with netCDF names are reported.
+    // damaged netCDF-4 file and a text file with netCDF names are reported.
     std::fs::copy(data_dir().join("ncgen_cdf5.nc"), root.join("b.CDF")).unwrap();
     std::fs::write(
         root.join("h5.nc"),
@@ -374,20 +374,20 @@ fn a_directory_lists_netcdf_files_and_zarr_stores() {
     );
     let stderr = String::from_utf8_lossy(&ls.stderr);
     assert!(
-        stderr.contains("h5.nc: netCDF-4 (HDF5) file: netCDF-4 is not supported directly"),
+        stderr.contains("h5.nc: HDF5 superblock: version 32"),
         "{stderr}"
     );
     assert!(stderr.contains("notes.nc: not a netCDF file"), "{stderr}");
     assert!(!stderr.contains("readme.txt"), "{stderr}");
 
-    // An HDF5 file as SOURCE says so too.
+    // A damaged HDF5 file as SOURCE says so too.
     let one = Command::new(bin)
         .arg("ls")
         .arg(root.join("h5.nc"))
         .output()
         .unwrap();
     assert!(!one.status.success());
-    assert!(String::from_utf8_lossy(&one.stderr).contains("netCDF-4 is not supported directly"));
+    assert!(String::from_utf8_lossy(&one.stderr).contains("h5.nc: HDF5 superblock: version 32"));
 }
 
 fn copy_dir(from: &Path, to: &Path) {

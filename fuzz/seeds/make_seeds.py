@@ -250,6 +250,11 @@ def file_seeds():
     for p in sorted((FIXTURES / "nca" / "bad").glob("cfa04_*.nc"))[:3]:
         write("netcdf3_header", p.name, p.read_bytes())
 
+    reset("hdf5_file")
+    for p in sorted((FIXTURES / "hdf5" / "data").iterdir()):
+        if p.stat().st_size <= MAX_SEED:
+            write("hdf5_file", p.name, p.read_bytes())
+
     reset("nca_descriptor")
     for d in ["data", "bad"]:
         for p in sorted((FIXTURES / "nca" / d).glob("*.nca.json")):

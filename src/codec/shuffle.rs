@@ -11,6 +11,13 @@
 //! Blosc, which copies such a tail unshuffled), so such a buffer is corrupt
 //! here too. An element size of 0 or 1 is the identity (numcodecs copies).
 //! The default element size, as in numcodecs, is 4.
+//!
+//! HDF5's own shuffle filter is more lenient: it shuffles the whole
+//! elements and copies a tail of fewer than `elementsize` bytes as it is
+//! (`H5Z__filter_shuffle`), which happens when a filter that changes the
+//! size runs before it (netCDF-4 puts fletcher32 first, so the shuffled
+//! buffer is the chunk plus its 4-byte checksum). [`Shuffle::hdf5`] is that
+//! variant; the HDF5 reader builds it for filter id 2.
 
 use serde_json::Value;
 
@@ -52,11 +59,39 @@ pub const ENTRY: CodecEntry = CodecEntry {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shuffle {
     elementsize: usize,
+    /// HDF5's rule: a tail that is not a whole element is copied as is.
+    copy_tail: bool,
 }
 
 impl Shuffle {
     pub fn new(elementsize: usize) -> Self {
-        Shuffle { elementsize }
+        Shuffle {
+            elementsize,
+            copy_tail: false,
+        }
+    }
+
+    /// HDF5's shuffle filter: like numcodecs', except that a buffer that
+    /// is not a whole number of elements keeps its tail unshuffled.
+    pub fn hdf5(elementsize: usize) -> Self {
+        Shuffle {
+            elementsize,
+            copy_tail: true,
+        }
+    }
+
+    /// The whole-element part of a buffer of `len` bytes, or the error
+    /// numcodecs gives for a partial element.
+    fn whole(&self, len: usize) -> Result<usize, CodecError> {
+        let s = self.elementsize;
+        if len.is_multiple_of(s) || self.copy_tail {
+            Ok(len - len % s)
+        } else {
+            Err(CodecError::corrupt(
+                NAME,
+                format!("{len} bytes is not a whole number of {s}-byte elements"),
+            ))
+        }
     }
 
     /// From the numcodecs object `{"id": "shuffle", "elementsize": n}`.
@@ -91,17 +126,10 @@ impl BytesToBytesCodec for Shuffle {
         if s <= 1 || encoded.is_empty() {
             return Ok(encoded);
         }
-        if !encoded.len().is_multiple_of(s) {
-            return Err(CodecError::corrupt(
-                NAME,
-                format!(
-                    "{} bytes is not a whole number of {s}-byte elements",
-                    encoded.len()
-                ),
-            ));
-        }
+        let whole = self.whole(encoded.len())?;
         let mut out = vec![0u8; encoded.len()];
-        unshuffle_into(&encoded, &mut out, s, false);
+        unshuffle_into(&encoded[..whole], &mut out[..whole], s, false);
+        out[whole..].copy_from_slice(&encoded[whole..]);
         Ok(out)
     }
 
@@ -142,17 +170,20 @@ impl Shuffle {
         } else if s <= 1 || encoded.is_empty() {
             out.copy_from_slice(encoded);
             Ok(())
-        } else if !encoded.len().is_multiple_of(s) {
-            Err(CodecError::corrupt(
-                NAME,
-                format!(
-                    "{} bytes is not a whole number of {s}-byte elements",
-                    encoded.len()
-                ),
-            ))
         } else {
-            unshuffle_into(encoded, out, s, swap);
-            Ok(())
+            match self.whole(encoded.len()) {
+                // A swapped tail would not be an element: only whole ones.
+                Ok(whole) if whole == encoded.len() || !swap => {
+                    unshuffle_into(&encoded[..whole], &mut out[..whole], s, swap);
+                    out[whole..].copy_from_slice(&encoded[whole..]);
+                    Ok(())
+                }
+                Ok(_) => Err(CodecError::corrupt(
+                    NAME,
+                    "a partial element cannot be byte-swapped",
+                )),
+                Err(e) => Err(e),
+            }
         })
     }
 }
@@ -362,6 +393,21 @@ mod tests {
             Shuffle::from_v2(&json!({"id": "shuffle"})).unwrap(),
             Shuffle::new(4)
         );
+    }
+
+    /// HDF5's shuffle of 2 four-byte elements plus a 3-byte tail (what
+    /// netCDF-4 writes when fletcher32 runs first), decoded both ways.
+    #[test]
+    fn hdf5_copies_a_partial_tail() {
+        let c = Shuffle::hdf5(4);
+        let enc = vec![1, 5, 2, 6, 3, 7, 4, 8, 9, 10, 11];
+        let want = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11];
+        assert_eq!(c.decode(enc.clone(), DecodedSize::Exact(11)).unwrap(), want);
+        let mut out = vec![0; 11];
+        c.decode_into(&enc, &mut out).unwrap().unwrap();
+        assert_eq!(out, want);
+        // numcodecs' rule still refuses it.
+        assert!(Shuffle::new(4).decode(enc, DecodedSize::Exact(11)).is_err());
     }
 
     #[test]

@@ -35,8 +35,14 @@
 //! sniffed whatever its name, and inside a directory every regular file
 //! with a netCDF extension ([`NETCDF_EXTENSIONS`]) is. Sniffing every file
 //! of a directory would open each of them on every listing and refresh;
-//! the extensions keep that to the files that claim to be netCDF. A
-//! netCDF-4 (HDF5) file is reported as skipped, saying why.
+//! the extensions keep that to the files that claim to be netCDF (and
+//! HDF5: [`HDF5_EXTENSIONS`]).
+//!
+//! - a netCDF-4 or other HDF5 file ([`crate::formats::hdf5`]), whatever its
+//!   name when it is SOURCE: its datasets at their paths in the file
+//!   (`temp`, `grp/temp`); inside a directory, a directory of them
+//!   (`runs/c.nc/grp/temp`). A dataset that cannot be shown is reported as
+//!   skipped, naming it and why; the rest of the file mounts.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,7 +50,7 @@ use std::sync::Arc;
 use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::{Options, kerchunk, nca, netcdf, packed, zarr};
+use crate::formats::{Options, hdf5, kerchunk, nca, netcdf, packed, zarr};
 use crate::storage::confine::Roots;
 use crate::storage::files::{self, Files};
 
@@ -239,11 +245,16 @@ fn add_references(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -
 /// while walking a directory.
 pub const NETCDF_EXTENSIONS: &[&str] = &["nc", "nc3", "nc4", "cdf", "netcdf", packed::EXTENSION];
 
+/// File name extensions (case-insensitive) of HDF5 files sniffed while
+/// walking a directory (h5py's and the HDF Group's usual names).
+pub const HDF5_EXTENSIONS: &[&str] = &["h5", "hdf5", "he5", "hdf"];
+
 fn has_dataset_extension(name: &str) -> bool {
     name.rsplit_once('.').is_some_and(|(stem, ext)| {
         !stem.is_empty()
             && NETCDF_EXTENSIONS
                 .iter()
+                .chain(HDF5_EXTENSIONS)
                 .any(|e| ext.eq_ignore_ascii_case(e))
     })
 }
@@ -264,7 +275,19 @@ fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Resu
             push_variables(ds, prefix, nca::netcdf::variables(nc, opts));
             Ok(true)
         }
-        netcdf::Kind::Hdf5 => Err(Error::metadata(name, netcdf::NETCDF4_UNSUPPORTED)),
+        netcdf::Kind::Hdf5 => {
+            let h = hdf5::open(file, opts.files.as_ref(), opts.cache.clone())?;
+            for (name, array) in h.arrays {
+                let path = if prefix.is_empty() {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                ds.entries.push(Entry { path, array });
+            }
+            ds.skipped.extend(h.skipped);
+            Ok(true)
+        }
         netcdf::Kind::Other => Ok(false),
     }
 }

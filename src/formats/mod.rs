@@ -12,17 +12,19 @@
 //!   from compressed blocks);
 //! - [`nca`]: aggregations (NCA descriptors, CF-1.13 and CFA-0.4 netCDF
 //!   files) whose partitions are arrays of any other format;
-//! - [`kerchunk`]: kerchunk / fsspec references into other files.
+//! - [`kerchunk`]: kerchunk / fsspec references into other files;
+//! - [`hdf5`]: netCDF-4 and other HDF5 files, each dataset a Zarr array
+//!   over the file's chunk index.
 //!
 //! Two modules sit above the formats and choose between them:
-//! [`netcdf`] opens a netCDF-family file by its magic number (classic or
-//! blocked archive), and [`dataset`] finds every dataset under a mount's
+//! [`netcdf`] tells a netCDF-family file by its magic number (classic,
+//! blocked archive or HDF5), and [`dataset`] finds every dataset under a mount's
 //! source. A new format lands in its own folder here and is chosen in
 //! those two places.
 //!
 //! May import: the engine, the codecs, storage and the base modules, and
 //! one format another only downwards (`packed` and `nca` use `netcdf3`;
-//! `nca` and `kerchunk` use `zarr`); never [`crate::fs`] (checked by
+//! `nca`, `kerchunk` and `hdf5` use `zarr`); never [`crate::fs`] (checked by
 //! `tests/layers.rs`).
 //!
 //! [`ArraySource`]: crate::engine::array::ArraySource
@@ -35,6 +37,7 @@ use crate::storage::confine::Roots;
 use crate::storage::files::{self, Files};
 
 pub mod dataset;
+pub mod hdf5;
 pub mod kerchunk;
 pub mod nca;
 pub mod netcdf;

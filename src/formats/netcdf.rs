@@ -2,7 +2,8 @@
 //!
 //! A file named `*.nc` may be a classic netCDF file (`CDF\x01`, `\x02`,
 //! `\x05`: [`netcdf3`]), a blocked archive of one (`SLABNC3\0`:
-//! [`packed`]), or netCDF-4, which is HDF5 (`\x89HDF`). The readers do not
+//! [`packed`]), or netCDF-4, which is HDF5 (`\x89HDF\r\n\x1a\n` at 0 or,
+//! after a user block, at 512, 1024, 2048...: [`hdf5`]). The readers do not
 //! know about each other (an archive is built on the classic reader, not
 //! the reverse); this module is the one place that looks at the first
 //! bytes and chooses, for dataset discovery ([`super::dataset`]) and for
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::formats::hdf5;
 use crate::formats::netcdf3::{self, Format};
 use crate::formats::packed;
 use crate::storage::files::{Files, OsFiles, ReadAt};
@@ -22,23 +24,26 @@ use crate::storage::files::{Files, OsFiles, ReadAt};
 pub enum Kind {
     /// `CDF\x01`, `CDF\x02` or `CDF\x05`.
     Classic(Format),
-    /// `\x89HDF`: HDF5, which netCDF-4 files are.
+    /// `\x89HDF\r\n\x1a\n` at 0 or at a user-block offset: HDF5, which
+    /// netCDF-4 files are ([`hdf5`]).
     Hdf5,
     /// `SLABNC3\0`: a blocked-compressed archive ([`packed`]).
     Packed,
     Other,
 }
 
-/// What slabfs says about a netCDF-4 (HDF5) file.
-pub const NETCDF4_UNSUPPORTED: &str = "netCDF-4 (HDF5) file: netCDF-4 is not supported directly; \
-     convert it with `nccopy -k nc5 IN OUT` or to Zarr";
+/// What slabfs says where a netCDF-4 (HDF5) file cannot be used yet (as
+/// a fragment of an aggregation).
+pub const NETCDF4_UNSUPPORTED: &str = "netCDF-4 (HDF5) file: not supported as an aggregation \
+     fragment yet; convert it with `nccopy -k nc5 IN OUT` or to Zarr";
 
 /// Sniff the magic number of the file at `path`.
 pub fn sniff(path: &Path) -> std::io::Result<Kind> {
     kind_of(OsFiles::unconfined().open(path)?.as_ref())
 }
 
-/// The kind of the open file `file`, from its first 8 bytes.
+/// The kind of the open file `file`, from its first 8 bytes (and, for
+/// HDF5 behind a user block, 8 bytes at each power of two from 512).
 pub fn kind_of(file: &dyn ReadAt) -> std::io::Result<Kind> {
     let mut magic = [0u8; 8];
     let n = file.size()?.min(magic.len() as u64) as usize;
@@ -46,15 +51,18 @@ pub fn kind_of(file: &dyn ReadAt) -> std::io::Result<Kind> {
     let magic = &magic[..n];
     Ok(match Format::from_magic(&magic[..n.min(4)]) {
         Some(format) => Kind::Classic(format),
-        None if magic.starts_with(b"\x89HDF") => Kind::Hdf5,
+        None if magic == hdf5::io::SIGNATURE => Kind::Hdf5,
         None if magic == packed::MAGIC => Kind::Packed,
+        None if hdf5::find_signature(file)?.is_some() => Kind::Hdf5,
         None => Kind::Other,
     })
 }
 
 /// Open the netCDF file `path` through `files`: a classic file, or a
 /// blocked archive of one whose blocks decode through `cache` (a private
-/// cache when `None`). A netCDF-4 file is an error saying so.
+/// cache when `None`). A netCDF-4 file is an error saying so: it has
+/// groups and types a classic file has not, and opens with
+/// [`hdf5::open`] instead.
 pub fn open(
     path: &Path,
     files: &dyn Files,
@@ -93,6 +101,17 @@ mod tests {
         };
         check(b"CDF\x02rest", Kind::Classic(Format::Offset64));
         check(b"\x89HDF\r\n\x1a\n", Kind::Hdf5);
+        // Behind a user block of 512 or 1024 bytes.
+        for at in [512usize, 1024] {
+            let mut b = vec![0u8; at];
+            b.extend_from_slice(b"\x89HDF\r\n\x1a\n");
+            check(&b, Kind::Hdf5);
+        }
+        // Only at powers of two: 600 is no user-block size.
+        let mut b = vec![0u8; 600];
+        b.extend_from_slice(b"\x89HDF\r\n\x1a\n");
+        check(&b, Kind::Other);
+        check(b"\x89HDF", Kind::Other);
         check(b"SLABNC3\0rest", Kind::Packed);
         check(b"SLABNC3", Kind::Other);
         check(b"CD", Kind::Other);

@@ -1,0 +1,409 @@
+//! A dataset as an array source: the HDF5 storage becomes a Zarr-style
+//! chunk store, and the ordinary [`ZarrArray`] does the reading.
+//!
+//! - **chunked**: the chunk index, walked once at open ([`super::index`]),
+//!   gives grid coordinates → (address, size, filter mask); the store's
+//!   key `i.j.k` is chunk `(i, j, k)`. HDF5 stores edge chunks whole, as
+//!   Zarr does, so the grid is regular. The codec chain is the dataset's
+//!   byte order (`bytes`) then its filter pipeline in order, each filter
+//!   built from its HDF5 id through the codec registry.
+//! - **contiguous**: one range of the file, cut into tiles of whole rows
+//!   of about [`CONTIGUOUS_TILE_BYTES`] (each a contiguous sub-range), so a
+//!   large dataset is neither read whole nor cached whole.
+//! - **compact**: the bytes from the object header, one chunk.
+//!
+//! A chunk that was never written is absent from the store and reads as
+//! the fill value; the projection, parallel decode, cache, readahead and
+//! lent replies are those of every Zarr array.
+
+use std::sync::Arc;
+
+use super::error::Hdf5Error;
+use super::index::Chunks;
+use super::io::H5File;
+use super::meta::Filter;
+use crate::codec::bytes::BytesCodec;
+use crate::codec::shuffle::Shuffle;
+use crate::codec::{BytesToBytesCodec, Codec, CodecChain, registry};
+use crate::dtype::Endian;
+use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
+use crate::engine::cache::{ChunkCache, SharedBytes};
+use crate::engine::index::Region;
+use crate::engine::index::copy::{copy_region, fill_region};
+use crate::engine::index::tiling::DimTiling;
+use crate::error::{Error, Result};
+use crate::formats::zarr::ZarrArray;
+use crate::formats::zarr::array::{ArraySpec, ChunkKeyEncoding};
+use crate::storage::files::file_stamp;
+use crate::storage::store::Store;
+
+/// Tile size for contiguous datasets: large enough that a sequential read
+/// is a few big preads, small enough that the cache keeps many.
+pub const CONTIGUOUS_TILE_BYTES: u64 = 1 << 20;
+
+/// How a dataset's bytes are found.
+#[derive(Debug)]
+pub enum Storage {
+    Chunks {
+        chunks: Chunks,
+        chunk: Vec<u64>,
+        filters: Vec<Filter>,
+    },
+    /// Row-tiles of a contiguous range; `addr` `None` when never written.
+    Contiguous {
+        addr: Option<u64>,
+    },
+    Compact(Vec<u8>),
+}
+
+/// Build the array of a dataset whose metadata is `meta`, stored with
+/// byte order `endian`.
+pub fn array(
+    file: &Arc<FileRef>,
+    dataset: &str,
+    meta: ArrayMeta,
+    endian: Endian,
+    storage: Storage,
+    cache: Arc<ChunkCache>,
+) -> Result<Arc<dyn ArraySource>> {
+    let rank = meta.rank();
+    let item = meta.item_size() as u64;
+    let src = meta.source.clone();
+    let shape = meta.shape.clone();
+    let whole: Vec<u64> = shape.iter().map(|&e| e.max(1)).collect();
+    let (grid, kind, filters, chunk_shape) = match storage {
+        Storage::Chunks {
+            chunks,
+            chunk,
+            filters,
+        } => {
+            let grid = chunk.iter().map(|&c| DimTiling::Regular(c)).collect();
+            let n = filters.len();
+            (
+                grid,
+                Kind::Chunks {
+                    chunks,
+                    nfilters: n,
+                },
+                filters,
+                Some(chunk),
+            )
+        }
+        Storage::Compact(data) => {
+            let grid = whole.iter().map(|&e| DimTiling::Regular(e)).collect();
+            (grid, Kind::Inline(data), Vec::new(), None)
+        }
+        Storage::Contiguous { addr } => {
+            // Saturating: with a zero-length first dimension the rest may be
+            // anything (no byte is ever read then).
+            let row_bytes: u64 = shape.iter().skip(1).fold(item, |a, &e| a.saturating_mul(e));
+            let mut grid: Vec<DimTiling> = whole.iter().map(|&e| DimTiling::Regular(e)).collect();
+            let mut rows_per_tile = 1;
+            if rank > 0 && shape[0] > 0 && row_bytes > 0 {
+                rows_per_tile = (CONTIGUOUS_TILE_BYTES / row_bytes).clamp(1, shape[0]);
+                let n = shape[0];
+                grid[0] = if n.is_multiple_of(rows_per_tile) {
+                    DimTiling::Regular(rows_per_tile)
+                } else {
+                    let mut ends: Vec<u64> = (1..n.div_ceil(rows_per_tile))
+                        .map(|i| i * rows_per_tile)
+                        .collect();
+                    ends.push(n);
+                    DimTiling::Explicit(ends)
+                };
+            }
+            (
+                grid,
+                Kind::Rows {
+                    addr,
+                    row_bytes,
+                    rows_per_tile,
+                    rows: shape.first().copied().unwrap_or(1),
+                    nbytes: meta.nbytes(),
+                },
+                Vec::new(),
+                None,
+            )
+        }
+    };
+    let chain = chain(endian, &filters, item).map_err(|e| Error::metadata(&src, e))?;
+    let mut meta = meta;
+    meta.chunk_shape = chunk_shape;
+    let spec = ArraySpec {
+        meta,
+        grid,
+        keys: ChunkKeyEncoding::V2 { separator: '.' },
+        codec_names: chain.names().into_iter().map(String::from).collect(),
+        chain,
+        sharding: None,
+    };
+    let store = Arc::new(H5Store {
+        file: file.clone(),
+        dataset: dataset.to_string(),
+        rank,
+        kind,
+    });
+    Ok(Arc::new(ZarrArray::new(spec, store, "", cache)?))
+}
+
+/// The codec chain of a dataset: its byte order, then its filters in
+/// pipeline order (the order HDF5 applied them when writing), each built
+/// from its HDF5 id through the codec registry, or why one cannot be.
+fn chain(endian: Endian, filters: &[Filter], item: u64) -> std::result::Result<CodecChain, String> {
+    let mut codecs = vec![Codec::ArrayToBytes(Box::new(BytesCodec::new(Some(endian))))];
+    for f in filters {
+        let codec: Box<dyn BytesToBytesCodec> = if f.id == SHUFFLE {
+            // HDF5 sets the element size when the dataset is created;
+            // without it, the dataset's. HDF5's shuffle copies a partial
+            // tail (netCDF-4 runs fletcher32 before it).
+            let size = f.params.first().map_or(item, |&p| p as u64);
+            Box::new(Shuffle::hdf5(size as usize))
+        } else {
+            registry::from_hdf5(f.id, &f.params).map_err(|e| {
+                let name = if f.name.is_empty() {
+                    registry::hdf5_filter_name(f.id).unwrap_or("unregistered")
+                } else {
+                    &f.name
+                };
+                format!("HDF5 filter {} ({name}) cannot be decoded: {e}", f.id)
+            })?
+        };
+        codecs.push(Codec::BytesToBytes(codec));
+    }
+    CodecChain::new(codecs).map_err(|e| e.to_string())
+}
+
+/// HDF5's shuffle filter id.
+const SHUFFLE: u32 = 2;
+
+/// The open file the stores of one HDF5 file read from.
+#[derive(Debug)]
+pub struct FileRef {
+    pub path: String,
+    pub f: H5File,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Chunks {
+        chunks: Chunks,
+        nfilters: usize,
+    },
+    Rows {
+        addr: Option<u64>,
+        row_bytes: u64,
+        rows_per_tile: u64,
+        rows: u64,
+        nbytes: u64,
+    },
+    Inline(Vec<u8>),
+}
+
+/// One dataset's chunks as a key-value store.
+#[derive(Debug)]
+struct H5Store {
+    file: Arc<FileRef>,
+    dataset: String,
+    rank: usize,
+    kind: Kind,
+}
+
+impl H5Store {
+    fn coords(&self, key: &str) -> Option<Vec<u64>> {
+        if self.rank == 0 {
+            return (key == "0").then(Vec::new);
+        }
+        let c: Vec<u64> = key
+            .split('.')
+            .map(|p| p.parse().ok())
+            .collect::<Option<_>>()?;
+        (c.len() == self.rank).then_some(c)
+    }
+
+    fn read(&self, key: &str, addr: u64, size: u64, limit: u64) -> Result<Vec<u8>> {
+        if size > limit {
+            return Err(Error::TooLarge {
+                path: self.describe(key),
+                size,
+                limit,
+            });
+        }
+        self.file
+            .f
+            .read_raw(
+                addr,
+                size,
+                &format!("chunk {key} of {size} bytes at {addr:#x}"),
+            )
+            .map_err(|e| self.error(key, e))
+    }
+
+    fn error(&self, key: &str, e: Hdf5Error) -> Error {
+        Error::Chunk {
+            path: format!("{} (dataset {})", self.file.path, self.dataset),
+            chunk: key.to_string(),
+            source: Box::new(e),
+        }
+    }
+}
+
+impl Store for H5Store {
+    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let Some(coords) = self.coords(key) else {
+            return Ok(None);
+        };
+        match &self.kind {
+            Kind::Chunks { chunks, nfilters } => {
+                let Some(loc) = chunks.get(&coords) else {
+                    return Ok(None);
+                };
+                let applies = if *nfilters >= 32 {
+                    u32::MAX
+                } else {
+                    (1u32 << nfilters) - 1
+                };
+                if loc.mask & applies != 0 {
+                    return Err(self.error(
+                        key,
+                        Hdf5Error::unsupported(
+                            format!("filter mask {:#x}", loc.mask),
+                            "a chunk stored with some of its filters skipped",
+                        ),
+                    ));
+                }
+                self.read(key, loc.addr, loc.size, limit).map(Some)
+            }
+            Kind::Rows {
+                addr,
+                row_bytes,
+                rows_per_tile,
+                rows,
+                nbytes,
+            } => {
+                let Some(addr) = addr else {
+                    return Ok(None);
+                };
+                if self.rank == 0 {
+                    return self.read(key, *addr, *nbytes, limit).map(Some);
+                }
+                let first = coords[0].saturating_mul(*rows_per_tile);
+                if first >= *rows {
+                    return Ok(None);
+                }
+                let n = (*rows_per_tile).min(rows - first);
+                self.read(
+                    key,
+                    addr.saturating_add(first.saturating_mul(*row_bytes)),
+                    n * row_bytes,
+                    limit,
+                )
+                .map(Some)
+            }
+            Kind::Inline(data) => Ok(Some(data.clone())),
+        }
+    }
+
+    fn list_dir(&self, _dir: &str) -> Result<Vec<(String, bool)>> {
+        Ok(Vec::new())
+    }
+
+    fn describe(&self, key: &str) -> String {
+        format!("{} (dataset {}, chunk {key})", self.file.path, self.dataset)
+    }
+
+    /// The file's identity and times: an HDF5 file changes as a whole
+    /// for our purposes (its indexes are read once per load).
+    fn change_stamp(&self, _prefix: &str) -> Result<Option<u64>> {
+        Ok(file_stamp(std::path::Path::new(&self.file.path)))
+    }
+}
+
+/// A dataset shown longer than it is stored: netCDF-4 gives every variable
+/// along an unlimited dimension the dimension's length (the longest
+/// variable's), reading the records a shorter variable never had as its
+/// fill value. `inner` is the dataset as stored; elements outside its
+/// extent read as the fill value, never as whatever an allocated chunk
+/// holds past the extent.
+pub struct Extended {
+    meta: ArrayMeta,
+    inner: Arc<dyn ArraySource>,
+}
+
+impl Extended {
+    /// `inner` shown with `meta` (the same element type, a shape at least
+    /// as large in every dimension).
+    pub fn new(meta: ArrayMeta, inner: Arc<dyn ArraySource>) -> Extended {
+        debug_assert_eq!(meta.rank(), inner.meta().rank());
+        Extended { meta, inner }
+    }
+
+    /// The part of `region` inside the stored extent, `None` if empty.
+    fn clip(&self, region: &Region) -> Option<Region> {
+        let stored = &self.inner.meta().shape;
+        let mut count = Vec::with_capacity(region.rank());
+        for ((&start, &n), &extent) in region.start.iter().zip(&region.count).zip(stored) {
+            let end = (start + n).min(extent);
+            if end <= start {
+                return None;
+            }
+            count.push(end - start);
+        }
+        Some(Region {
+            start: region.start.clone(),
+            count,
+        })
+    }
+}
+
+impl ArraySource for Extended {
+    fn meta(&self) -> &ArrayMeta {
+        &self.meta
+    }
+
+    fn change_stamp(&self) -> ChangeStamp {
+        self.inner.change_stamp()
+    }
+
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        let clipped = self.clip(region);
+        if clipped.as_ref() == Some(region) {
+            return self.inner.read_region(region, out);
+        }
+        let zeros = vec![0; region.rank()];
+        fill_region(
+            out,
+            &region.count,
+            &zeros,
+            &region.count,
+            &self.meta.fill_value,
+        );
+        if let Some(c) = clipped {
+            let item = self.meta.item_size();
+            let mut buf = vec![0u8; c.num_elements() as usize * item];
+            self.inner.read_region(&c, &mut buf)?;
+            copy_region(
+                &buf,
+                &c.count,
+                &zeros,
+                out,
+                &region.count,
+                &zeros,
+                &c.count,
+                item,
+            );
+        }
+        Ok(())
+    }
+
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        (self.clip(region).as_ref() == Some(region))
+            .then(|| self.inner.read_shared(region))
+            .flatten()
+    }
+
+    fn prefetch(&self, region: &Region) {
+        if let Some(c) = self.clip(region) {
+            self.inner.prefetch(&c);
+        }
+    }
+}

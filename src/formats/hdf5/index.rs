@@ -1,0 +1,784 @@
+//! The file's indexes: v1 B-trees (of groups and of chunks), symbol table
+//! nodes, local and global heaps, and the chunk indexes of layout version
+//! 4 (single chunk, implicit, fixed array).
+//!
+//! Each chunk index becomes a [`Chunks`]: for every stored chunk, its grid
+//! coordinates → file address, stored size and filter mask. Walks are
+//! bounded: a node is visited once, the depth is limited, a chunk outside
+//! the grid is ignored (a dataset shrunk after writing keeps such chunks)
+//! and a count beyond the grid's is corruption.
+
+use std::collections::{HashMap, HashSet};
+
+use super::error::{H5Result, Hdf5Error};
+use super::io::{H5File, check_checksum};
+use super::meta::ChunkIndex;
+
+/// B-trees deeper than this are corrupt (a v1 B-tree of K=32 this deep
+/// would index more chunks than any grid has).
+const MAX_DEPTH: usize = 64;
+
+/// Where one stored chunk is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkLoc {
+    pub addr: u64,
+    pub size: u64,
+    /// Bit `i` set: filter `i` of the pipeline was not applied.
+    pub mask: u32,
+}
+
+/// The chunks of a dataset.
+#[derive(Debug, Clone)]
+pub enum Chunks {
+    /// Chunk grid coordinates → where the chunk is; absent chunks were
+    /// never written (read as the fill value).
+    Map(HashMap<Vec<u64>, ChunkLoc>),
+    /// Every chunk stored back to back from `addr`, `nbytes` each, in
+    /// row-major order over a grid of `down` chunks per dimension.
+    Implicit {
+        addr: u64,
+        nbytes: u64,
+        down: Vec<u64>,
+    },
+}
+
+impl Chunks {
+    pub fn get(&self, coords: &[u64]) -> Option<ChunkLoc> {
+        match self {
+            Chunks::Map(m) => m.get(coords).copied(),
+            Chunks::Implicit { addr, nbytes, down } => {
+                let linear = linear_index(coords, down)?;
+                Some(ChunkLoc {
+                    addr: linear.checked_mul(*nbytes)?.checked_add(*addr)?,
+                    size: *nbytes,
+                    mask: 0,
+                })
+            }
+        }
+    }
+}
+
+/// Row-major linear index of `coords` in a grid of `down` chunks.
+fn linear_index(coords: &[u64], down: &[u64]) -> Option<u64> {
+    let mut i = 0u64;
+    for (&c, &n) in coords.iter().zip(down) {
+        if c >= n {
+            return None;
+        }
+        i = i.checked_mul(n)?.checked_add(c)?;
+    }
+    Some(i)
+}
+
+/// What a chunk index walk needs to know about its dataset.
+pub struct Geometry<'a> {
+    /// Current extent per dimension.
+    pub shape: &'a [u64],
+    /// Extent the index is laid out for (maximum dimensions when fixed,
+    /// else the current ones).
+    pub layout_shape: &'a [u64],
+    pub chunk: &'a [u64],
+    /// Bytes of one chunk before filters.
+    pub chunk_nbytes: u64,
+    /// Whether the dataset has a filter pipeline.
+    pub filtered: bool,
+    /// The unlimited dimension, when there is exactly one (how an
+    /// extensible array orders its chunks).
+    pub unlimited: Option<usize>,
+}
+
+impl Geometry<'_> {
+    /// Chunks per dimension covering `shape`.
+    fn grid(&self, shape: &[u64]) -> Vec<u64> {
+        shape
+            .iter()
+            .zip(self.chunk)
+            .map(|(&s, &c)| s.div_ceil(c))
+            .collect()
+    }
+}
+
+/// Walk the chunk index `index` into [`Chunks`].
+pub fn chunks(f: &H5File, index: &ChunkIndex, g: &Geometry, what: &str) -> H5Result<Chunks> {
+    let grid = g.grid(g.shape);
+    let max_chunks = grid
+        .iter()
+        .try_fold(1u64, |a, &n| a.checked_mul(n))
+        .ok_or_else(|| Hdf5Error::corrupt(what, "chunk grid overflows"))?;
+    let mut map = HashMap::new();
+    let undefined = |a: u64| f.undefined(a);
+    match *index {
+        ChunkIndex::BTreeV1 { addr } => {
+            if !undefined(addr) {
+                let mut w = ChunkWalk {
+                    f,
+                    g,
+                    grid: &grid,
+                    max_chunks,
+                    map: &mut map,
+                    seen: HashSet::new(),
+                    what,
+                };
+                w.node(addr, 0)?;
+            }
+        }
+        ChunkIndex::Single { addr, filtered } => {
+            if !undefined(addr) {
+                let (size, mask) = filtered.unwrap_or((g.chunk_nbytes, 0));
+                map.insert(vec![0; g.shape.len()], ChunkLoc { addr, size, mask });
+            }
+        }
+        ChunkIndex::Implicit { addr } => {
+            if undefined(addr) {
+                return Ok(Chunks::Map(map));
+            }
+            return Ok(Chunks::Implicit {
+                addr,
+                nbytes: g.chunk_nbytes,
+                down: g.grid(g.layout_shape),
+            });
+        }
+        ChunkIndex::FixedArray { addr } => {
+            if !undefined(addr) {
+                fixed_array(f, addr, g, &grid, &mut map, what)?;
+            }
+        }
+        ChunkIndex::ExtensibleArray { addr } => {
+            if !undefined(addr) {
+                extensible_array(f, addr, g, &grid, &mut map, what)?;
+            }
+        }
+        ChunkIndex::BTreeV2 { addr } => {
+            if !undefined(addr) {
+                btree_v2(f, addr, g, &grid, max_chunks, &mut map, what)?;
+            }
+        }
+    }
+    Ok(Chunks::Map(map))
+}
+
+struct ChunkWalk<'a, 'g> {
+    f: &'a H5File,
+    g: &'a Geometry<'g>,
+    grid: &'a [u64],
+    max_chunks: u64,
+    map: &'a mut HashMap<Vec<u64>, ChunkLoc>,
+    seen: HashSet<u64>,
+    what: &'a str,
+}
+
+impl ChunkWalk<'_, '_> {
+    fn node(&mut self, addr: u64, depth: usize) -> H5Result<()> {
+        let what = format!("{}: chunk B-tree node at {addr:#x}", self.what);
+        if depth > MAX_DEPTH || !self.seen.insert(addr) {
+            return Err(Hdf5Error::corrupt(&what, "B-tree nodes form a cycle"));
+        }
+        let f = self.f;
+        let rank = self.g.shape.len();
+        let o = f.sizeof_addr as u64;
+        let key_len = 8 + 8 * (rank as u64 + 1);
+        let head = 8 + 2 * o;
+        let pre = f.read(addr, head, &what)?;
+        let mut c = f.cursor(&pre, &what);
+        c.signature(b"TREE")?;
+        let (kind, level, entries) = (c.u8()?, c.u8()?, c.u16()? as u64);
+        if kind != 1 {
+            return Err(Hdf5Error::corrupt(
+                &what,
+                format!("node type {kind} in a chunk index"),
+            ));
+        }
+        let body = f.read(
+            addr.saturating_add(head),
+            entries * (key_len + o) + key_len,
+            &what,
+        )?;
+        let mut c = f.cursor(&body, &what);
+        for _ in 0..entries {
+            let size = c.u32()? as u64;
+            let mask = c.u32()?;
+            let offsets = (0..=rank).map(|_| c.u64()).collect::<H5Result<Vec<_>>>()?;
+            let child = c.addr()?;
+            if level > 0 {
+                self.node(child, depth + 1)?;
+                continue;
+            }
+            let mut coords = Vec::with_capacity(rank);
+            let mut inside = true;
+            for d in 0..rank {
+                if offsets[d] % self.g.chunk[d] != 0 {
+                    return Err(Hdf5Error::corrupt(
+                        &what,
+                        format!(
+                            "chunk offset {:?} is not on the chunk grid {:?}",
+                            &offsets[..rank],
+                            self.g.chunk
+                        ),
+                    ));
+                }
+                let i = offsets[d] / self.g.chunk[d];
+                inside &= i < self.grid[d];
+                coords.push(i);
+            }
+            if !inside {
+                continue;
+            }
+            if self.map.len() as u64 >= self.max_chunks {
+                return Err(Hdf5Error::corrupt(
+                    &what,
+                    format!("more chunks than the grid's {}", self.max_chunks),
+                ));
+            }
+            self.map.insert(
+                coords,
+                ChunkLoc {
+                    addr: child,
+                    size,
+                    mask,
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A fixed array index (spec VII.B "Fixed Array"): a header ("FAHD")
+/// pointing at one data block ("FADB") of one entry per chunk in
+/// row-major order over the grid of the layout's shape, paged when it
+/// holds more than 2^page_bits entries.
+fn fixed_array(
+    f: &H5File,
+    addr: u64,
+    g: &Geometry,
+    grid: &[u64],
+    map: &mut HashMap<Vec<u64>, ChunkLoc>,
+    what: &str,
+) -> H5Result<()> {
+    let what = format!("{what}: fixed array header at {addr:#x}");
+    let o = f.sizeof_addr as u64;
+    let l = f.sizeof_len as u64;
+    let hdr = f.read(addr, 8 + l + o + 4, &what)?;
+    check_checksum(&hdr, &what)?;
+    let mut c = f.cursor(&hdr, &what);
+    c.signature(b"FAHD")?;
+    c.skip(1)?; // version
+    let client = c.u8()?;
+    let entry_size = c.u8()? as u64;
+    let page_bits = c.u8()?;
+    let n = c.length()?;
+    let block = c.addr()?;
+    let down = g.grid(g.layout_shape);
+    let total: u64 = down
+        .iter()
+        .try_fold(1u64, |a, &x| a.checked_mul(x))
+        .ok_or_else(|| Hdf5Error::corrupt(&what, "chunk grid overflows"))?;
+    if n != total {
+        return Err(Hdf5Error::corrupt(
+            &what,
+            format!("{n} entries for a grid of {total} chunks"),
+        ));
+    }
+    let filtered = client == 1;
+    let want = if filtered { o + 4 + 1 } else { o };
+    if entry_size < want || entry_size > o + 8 + 4 {
+        return Err(Hdf5Error::corrupt(
+            &what,
+            format!("entries of {entry_size} bytes"),
+        ));
+    }
+    if f.undefined(block) {
+        return Ok(());
+    }
+    let bwhat = format!("{what}: data block at {block:#x}");
+    let page = if page_bits >= 32 {
+        u64::MAX
+    } else {
+        1u64 << page_bits
+    };
+    let paged = n > page;
+    let npages = if paged { n.div_ceil(page) } else { 0 };
+    let prefix = 4 + 1 + 1 + o + npages.div_ceil(8);
+    // Unpaged: the prefix, every entry, one checksum. Paged: the prefix
+    // and its checksum, then each page's entries and checksum.
+    let size = n
+        .checked_mul(entry_size)
+        .and_then(|e| e.checked_add(prefix + 4))
+        .and_then(|s| s.checked_add(if paged { 4 + npages * 4 } else { 0 }))
+        .ok_or_else(|| Hdf5Error::corrupt(&bwhat, format!("{n} entries overflow")))?;
+    let buf = f.read(block, size, &bwhat)?;
+    let mut c = f.cursor(&buf, &bwhat);
+    c.signature(b"FADB")?;
+    let mut entries: Vec<(u64, &[u8])> = Vec::new();
+    if paged {
+        check_checksum(&buf[..(prefix + 4) as usize], &bwhat)?;
+        let bitmap = &buf[(6 + o) as usize..prefix as usize];
+        let mut at = (prefix + 4) as usize;
+        for p in 0..npages {
+            let k = page.min(n - p * page);
+            let len = (k * entry_size) as usize;
+            let page_bytes = &buf[at..at + len + 4];
+            at += len + 4;
+            // Bit p (most significant first) set: the page was written.
+            if bitmap[(p / 8) as usize] & (0x80 >> (p % 8)) == 0 {
+                continue;
+            }
+            check_checksum(page_bytes, &bwhat)?;
+            entries.push((p * page, &page_bytes[..len]));
+        }
+    } else {
+        check_checksum(&buf, &bwhat)?;
+        entries.push((0, &buf[prefix as usize..buf.len() - 4]));
+    }
+    for (first, bytes) in entries {
+        let mut c = f.cursor(bytes, &bwhat);
+        let mut i = first;
+        while c.remaining() as u64 >= entry_size {
+            let a = c.addr()?;
+            let (size, mask) = if filtered {
+                (c.uint((entry_size - o - 4) as usize)?, c.u32()?)
+            } else {
+                (g.chunk_nbytes, 0)
+            };
+            let coords = unlinear(i, &down);
+            i += 1;
+            if f.undefined(a) || coords.iter().zip(grid).any(|(&x, &n)| x >= n) {
+                continue;
+            }
+            map.insert(
+                coords,
+                ChunkLoc {
+                    addr: a,
+                    size,
+                    mask,
+                },
+            );
+        }
+    }
+    Ok(())
+}
+
+/// An extensible array index (spec VII.C, `H5EA*.c`): a header ("EAHD")
+/// and an index block ("EAIB") holding the first elements inline, then the
+/// addresses of data blocks ("EADB") and of secondary blocks ("EASB")
+/// that hold more data block addresses; blocks double in size as the
+/// array grows. Element `i` is the chunk whose coordinates, with the
+/// unlimited dimension moved first, have row-major index `i` over the
+/// maximum grid.
+fn extensible_array(
+    f: &H5File,
+    addr: u64,
+    g: &Geometry,
+    grid: &[u64],
+    map: &mut HashMap<Vec<u64>, ChunkLoc>,
+    what: &str,
+) -> H5Result<()> {
+    let what = format!("{what}: extensible array header at {addr:#x}");
+    let o = f.sizeof_addr as u64;
+    let l = f.sizeof_len as u64;
+    let hdr = f.read(addr, 12 + 6 * l + o + 4, &what)?;
+    check_checksum(&hdr, &what)?;
+    let mut c = f.cursor(&hdr, &what);
+    c.signature(b"EAHD")?;
+    c.skip(1)?;
+    let client = c.u8()?;
+    let elmt = c.u8()? as u64;
+    let max_bits = c.u8()? as u64;
+    let idx_elmts = c.u8()? as u64;
+    let dblk_min = c.u8()? as u64;
+    let sblk_min_ptrs = c.u8()? as u64;
+    let page_bits = c.u8()? as u64;
+    c.skip(4 * l as usize)?; // statistics
+    let max_idx_set = c.length()?;
+    c.length()?; // number of elements
+    let iblock = c.addr()?;
+    let filtered = client == 1;
+    let pow2 = |x: u64| x.is_power_of_two();
+    if elmt < if filtered { o + 5 } else { o }
+        || elmt > o + 12
+        || !(1..=64).contains(&max_bits)
+        || !pow2(dblk_min)
+        || !pow2(sblk_min_ptrs)
+        || page_bits >= 64
+    {
+        return Err(Hdf5Error::corrupt(
+            &what,
+            format!(
+                "element size {elmt}, {max_bits} index bits, data blocks of at least \
+                 {dblk_min}, {sblk_min_ptrs} pointers per super block"
+            ),
+        ));
+    }
+    if f.undefined(iblock) {
+        return Ok(());
+    }
+    let log2 = |x: u64| 63 - x.max(1).leading_zeros() as u64;
+    let off_size = max_bits.div_ceil(8);
+    // The super blocks' geometry (H5EA__hdr_init).
+    let nsblks = 1 + max_bits.saturating_sub(log2(dblk_min));
+    let mut sblk = Vec::new(); // (data blocks, elements per data block, first index)
+    let mut start = 0u64;
+    for u in 0..nsblks {
+        let ndblks = 1u64 << (u / 2);
+        let per = (1u64 << u.div_ceil(2)).saturating_mul(dblk_min);
+        sblk.push((ndblks, per, start));
+        start = start.saturating_add(ndblks.saturating_mul(per));
+    }
+    let ib_sblks = (2 * log2(sblk_min_ptrs)).min(nsblks);
+    let ndblk_addrs = 2 * (sblk_min_ptrs - 1);
+    let nsblk_addrs = nsblks - ib_sblks;
+    let iwhat = format!("{what}: index block at {iblock:#x}");
+    let size = 6 + o + idx_elmts * elmt + (ndblk_addrs + nsblk_addrs) * o + 4;
+    let buf = f.read(iblock, size, &iwhat)?;
+    check_checksum(&buf, &iwhat)?;
+    let mut c = f.cursor(&buf, &iwhat);
+    c.signature(b"EAIB")?;
+    c.skip(2 + o as usize)?;
+    // The unlimited dimension first, then the others in order, each over
+    // its maximum extent.
+    let rank = g.shape.len();
+    let unlim = g.unlimited.unwrap_or(0);
+    let order: Vec<usize> = std::iter::once(unlim)
+        .chain((0..rank).filter(|&d| d != unlim))
+        .collect();
+    let down: Vec<u64> = order
+        .iter()
+        .enumerate()
+        .map(|(k, &d)| {
+            if k == 0 {
+                u64::MAX
+            } else {
+                g.layout_shape[d].div_ceil(g.chunk[d])
+            }
+        })
+        .collect();
+    let mut put = |i: u64, bytes: &[u8], what: &str| -> H5Result<()> {
+        let mut c = f.cursor(bytes, what);
+        let a = c.addr()?;
+        let (size, mask) = if filtered {
+            (c.uint((elmt - o - 4) as usize)?, c.u32()?)
+        } else {
+            (g.chunk_nbytes, 0)
+        };
+        if f.undefined(a) || i >= max_idx_set {
+            return Ok(());
+        }
+        let swizzled = unlinear(i, &down);
+        let mut coords = vec![0; rank];
+        for (k, &d) in order.iter().enumerate() {
+            coords[d] = swizzled[k];
+        }
+        if coords.iter().zip(grid).all(|(&x, &n)| x < n) {
+            map.insert(
+                coords,
+                ChunkLoc {
+                    addr: a,
+                    size,
+                    mask,
+                },
+            );
+        }
+        Ok(())
+    };
+    for i in 0..idx_elmts {
+        put(i, c.bytes(elmt as usize)?, &iwhat)?;
+    }
+    let dblk_addrs = (0..ndblk_addrs)
+        .map(|_| c.addr())
+        .collect::<H5Result<Vec<_>>>()?;
+    let sblk_addrs = (0..nsblk_addrs)
+        .map(|_| c.addr())
+        .collect::<H5Result<Vec<_>>>()?;
+    let page = 1u64 << page_bits;
+    let mut data_block = |a: u64, first: u64, n: u64| -> H5Result<()> {
+        if f.undefined(a) || first >= max_idx_set {
+            return Ok(());
+        }
+        let dwhat = format!("{what}: data block at {a:#x}");
+        if n > page {
+            return Err(Hdf5Error::unsupported(
+                &dwhat,
+                format!("a paged data block ({n} chunks, pages of {page})"),
+            ));
+        }
+        let buf = f.read(a, 6 + o + off_size + n * elmt + 4, &dwhat)?;
+        check_checksum(&buf, &dwhat)?;
+        let mut c = f.cursor(&buf, &dwhat);
+        c.signature(b"EADB")?;
+        c.skip((2 + o + off_size) as usize)?;
+        for k in 0..n {
+            put(idx_elmts + first + k, c.bytes(elmt as usize)?, &dwhat)?;
+        }
+        Ok(())
+    };
+    for (u, &(ndblks, per, first)) in sblk.iter().enumerate().take(ib_sblks as usize) {
+        let base: u64 = sblk[..u].iter().map(|s| s.0).sum();
+        for k in 0..ndblks {
+            let a = dblk_addrs
+                .get((base + k) as usize)
+                .copied()
+                .ok_or_else(|| Hdf5Error::corrupt(&iwhat, "too few data block addresses"))?;
+            data_block(a, first + k * per, per)?;
+        }
+    }
+    for (s, &a) in sblk_addrs.iter().enumerate() {
+        let u = ib_sblks as usize + s;
+        let (ndblks, per, first) = sblk[u];
+        if f.undefined(a) || idx_elmts + first >= max_idx_set {
+            continue;
+        }
+        let swhat = format!("{what}: secondary block at {a:#x}");
+        if per > page {
+            return Err(Hdf5Error::unsupported(
+                &swhat,
+                format!("paged data blocks ({per} chunks, pages of {page})"),
+            ));
+        }
+        let buf = f.read(a, 6 + o + off_size + ndblks * o + 4, &swhat)?;
+        check_checksum(&buf, &swhat)?;
+        let mut c = f.cursor(&buf, &swhat);
+        c.signature(b"EASB")?;
+        c.skip((2 + o + off_size) as usize)?;
+        for k in 0..ndblks {
+            let d = c.addr()?;
+            data_block(d, first + k * per, per)?;
+        }
+    }
+    Ok(())
+}
+
+/// A version 2 B-tree chunk index (`H5Dbtree2.c`): records of type 10
+/// (address, chunk coordinates) or 11 (address, stored size, filter mask,
+/// chunk coordinates), the coordinates in chunks, 8 bytes each.
+fn btree_v2(
+    f: &H5File,
+    addr: u64,
+    g: &Geometry,
+    grid: &[u64],
+    max_chunks: u64,
+    map: &mut HashMap<Vec<u64>, ChunkLoc>,
+    what: &str,
+) -> H5Result<()> {
+    let mut records = Vec::new();
+    super::dense::btree_records(f, addr, what, &mut records)?;
+    let rank = g.shape.len();
+    let o = f.sizeof_addr as usize;
+    for (kind, rec) in records {
+        let mut c = f.cursor(&rec, what);
+        let a = c.addr()?;
+        let (size, mask) = match kind {
+            10 => (g.chunk_nbytes, 0),
+            11 => {
+                let n = rec
+                    .len()
+                    .checked_sub(o + 4 + 8 * rank)
+                    .filter(|&n| (1..=8).contains(&n));
+                let n = n.ok_or_else(|| {
+                    Hdf5Error::corrupt(what, format!("chunk records of {} bytes", rec.len()))
+                })?;
+                (c.uint(n)?, c.u32()?)
+            }
+            k => {
+                return Err(Hdf5Error::corrupt(
+                    what,
+                    format!("v2 B-tree of record type {k} as a chunk index"),
+                ));
+            }
+        };
+        let coords = (0..rank).map(|_| c.u64()).collect::<H5Result<Vec<_>>>()?;
+        if f.undefined(a) || coords.iter().zip(grid).any(|(&x, &n)| x >= n) {
+            continue;
+        }
+        if map.len() as u64 >= max_chunks {
+            return Err(Hdf5Error::corrupt(
+                what,
+                format!("more chunks than the grid's {max_chunks}"),
+            ));
+        }
+        map.insert(
+            coords,
+            ChunkLoc {
+                addr: a,
+                size,
+                mask,
+            },
+        );
+    }
+    Ok(())
+}
+
+/// Grid coordinates of row-major index `i` in a grid of `down` chunks.
+fn unlinear(mut i: u64, down: &[u64]) -> Vec<u64> {
+    let mut coords = vec![0; down.len()];
+    for d in (0..down.len()).rev() {
+        coords[d] = i % down[d].max(1);
+        i /= down[d].max(1);
+    }
+    coords
+}
+
+/// The members of an old-style group: its v1 B-tree of symbol table nodes
+/// and the local heap holding their names. Returns (name, object header
+/// address) in B-tree order.
+pub fn symbol_table_group(
+    f: &H5File,
+    btree: u64,
+    heap: u64,
+    what: &str,
+) -> H5Result<Vec<(String, u64)>> {
+    let names = local_heap(f, heap, what)?;
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    group_node(f, btree, &names, &mut out, &mut seen, 0, what)?;
+    Ok(out)
+}
+
+fn group_node(
+    f: &H5File,
+    addr: u64,
+    names: &[u8],
+    out: &mut Vec<(String, u64)>,
+    seen: &mut HashSet<u64>,
+    depth: usize,
+    what: &str,
+) -> H5Result<()> {
+    let nwhat = format!("{what}: group B-tree node at {addr:#x}");
+    if depth > MAX_DEPTH || !seen.insert(addr) {
+        return Err(Hdf5Error::corrupt(&nwhat, "B-tree nodes form a cycle"));
+    }
+    let o = f.sizeof_addr as u64;
+    let l = f.sizeof_len as u64;
+    let head = 8 + 2 * o;
+    let pre = f.read(addr, head, &nwhat)?;
+    let mut c = f.cursor(&pre, &nwhat);
+    c.signature(b"TREE")?;
+    let (kind, level, entries) = (c.u8()?, c.u8()?, c.u16()? as u64);
+    if kind != 0 {
+        return Err(Hdf5Error::corrupt(
+            &nwhat,
+            format!("node type {kind} in a group"),
+        ));
+    }
+    let body = f.read(addr.saturating_add(head), entries * (l + o) + l, &nwhat)?;
+    let mut c = f.cursor(&body, &nwhat);
+    for _ in 0..entries {
+        c.length()?; // key: heap offset of the largest name below
+        let child = c.addr()?;
+        if level > 0 {
+            group_node(f, child, names, out, seen, depth + 1, what)?;
+        } else {
+            symbol_node(f, child, names, out, what)?;
+        }
+    }
+    Ok(())
+}
+
+/// A symbol table node ("SNOD"): entries of (name offset, object header
+/// address, cache type, scratch pad).
+fn symbol_node(
+    f: &H5File,
+    addr: u64,
+    names: &[u8],
+    out: &mut Vec<(String, u64)>,
+    what: &str,
+) -> H5Result<()> {
+    let nwhat = format!("{what}: symbol table node at {addr:#x}");
+    let o = f.sizeof_addr as u64;
+    let pre = f.read(addr, 8, &nwhat)?;
+    let mut c = f.cursor(&pre, &nwhat);
+    c.signature(b"SNOD")?;
+    c.skip(2)?;
+    let n = c.u16()? as u64;
+    let entry = 2 * o + 24;
+    let body = f.read(addr.saturating_add(8), n * entry, &nwhat)?;
+    let mut c = f.cursor(&body, &nwhat);
+    for _ in 0..n {
+        let name_off = c.addr()?;
+        let obj = c.addr()?;
+        c.skip(24)?;
+        out.push((heap_string(names, name_off, &nwhat)?, obj));
+    }
+    Ok(())
+}
+
+/// The data segment of a local heap ("HEAP").
+fn local_heap(f: &H5File, addr: u64, what: &str) -> H5Result<Vec<u8>> {
+    let hwhat = format!("{what}: local heap at {addr:#x}");
+    let o = f.sizeof_addr as u64;
+    let l = f.sizeof_len as u64;
+    let pre = f.read(addr, 8 + 2 * l + o, &hwhat)?;
+    let mut c = f.cursor(&pre, &hwhat);
+    c.signature(b"HEAP")?;
+    c.skip(4)?;
+    let size = c.length()?;
+    c.length()?; // free list head
+    let data = c.addr()?;
+    f.read(data, size, &hwhat)
+}
+
+/// The null-terminated string at `offset` of a heap's data.
+fn heap_string(data: &[u8], offset: u64, what: &str) -> H5Result<String> {
+    let rest = usize::try_from(offset)
+        .ok()
+        .and_then(|o| data.get(o..))
+        .ok_or_else(|| {
+            Hdf5Error::corrupt(what, format!("name offset {offset} past the local heap"))
+        })?;
+    let end = rest
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or_else(|| Hdf5Error::corrupt(what, "unterminated name in the local heap"))?;
+    Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
+}
+
+/// Global heap collections ("GCOL") read so far, by address: where
+/// variable-length attribute values (strings, `DIMENSION_LIST`) live.
+#[derive(Default)]
+pub struct GlobalHeap {
+    collections: HashMap<u64, HashMap<u16, Vec<u8>>>,
+}
+
+impl GlobalHeap {
+    /// Object `index` of the collection at `addr`.
+    pub fn object(&mut self, f: &H5File, addr: u64, index: u32, what: &str) -> H5Result<&[u8]> {
+        let col = match self.collections.entry(addr) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(collection(f, addr, what)?),
+        };
+        u16::try_from(index)
+            .ok()
+            .and_then(|i| col.get(&i))
+            .map(Vec::as_slice)
+            .ok_or_else(|| {
+                Hdf5Error::corrupt(
+                    what,
+                    format!("no object {index} in the global heap collection at {addr:#x}"),
+                )
+            })
+    }
+}
+
+fn collection(f: &H5File, addr: u64, what: &str) -> H5Result<HashMap<u16, Vec<u8>>> {
+    let cwhat = format!("{what}: global heap collection at {addr:#x}");
+    let l = f.sizeof_len as u64;
+    let pre = f.read(addr, 8 + l, &cwhat)?;
+    let mut c = f.cursor(&pre, &cwhat);
+    c.signature(b"GCOL")?;
+    c.skip(4)?;
+    let size = c.length()?;
+    let buf = f.read(addr, size, &cwhat)?;
+    let mut c = f.cursor(&buf, &cwhat);
+    c.skip((8 + l) as usize)?;
+    let mut out = HashMap::new();
+    while c.remaining() as u64 >= 8 + l {
+        let index = c.u16()?;
+        if index == 0 {
+            break; // free space: the rest of the collection
+        }
+        c.skip(6)?;
+        let n = c.length()?;
+        let data = c.bytes(usize::try_from(n).unwrap_or(usize::MAX))?;
+        out.insert(index, data.to_vec());
+        c.skip(((8 - n % 8) % 8).min(c.remaining() as u64) as usize)?;
+    }
+    Ok(out)
+}
