@@ -17,17 +17,18 @@ What it does:
    (`cargo build --release`) and runs a private copy of the binary, so a
    rebuild by someone else cannot swap it mid-run.
 2. Builds the data once, cached in --data-dir (gitignored), from one float32
-   field (N, 1024, 1024) of bench_read.py's values (smooth field + seeded
-   Gaussian noise), written by zarr-python 3 as Zarr v3 arrays with 1 MiB
-   chunks of whole rows, (1, 256, 1024), so a 4 KiB-aligned read lies in
-   exactly one chunk:
+   field (N, 1024, 1024) of bench_read.py's values (benchlib.field_slab:
+   smooth field + seeded Gaussian noise), written by zarr-python 3 as Zarr
+   v3 arrays with 1 MiB chunks of whole rows, (1, 256, 1024), so a 4 KiB-
+   aligned read lies in exactly one chunk:
      - zstd.zarr   bytes + zstd level 0 (zarr-python's default)
      - lz4.zarr    bytes + blosc (lz4, clevel 5, byte shuffle)
      - raw.zarr    bytes only (uncompressed)
      - sharded.zarr  the zstd chunks as inner chunks of (D, 1024, 1024) shards
      - field.raw   the same bytes as a plain file (the physical ceiling)
    and bench_aggregation.py's 64-partition netCDF-3 aggregation (NCA
-   descriptor, CF-1.13 aggregation written by cf-python, raw file).
+   descriptor, CF-1.13 aggregation written by cf-python, raw file;
+   benchlib.build_aggregation).
 3. Checks, untimed, once per workload, that every contender that writes to
    stdout (dd, cat, slabfs cat) gives the raw file's bytes (sha256 of all of
    them); Python contenders check a sample (sequential reads) or every byte
@@ -85,6 +86,10 @@ interpreter start-up and imports: the stricter comparison for slabfs.
 `ref/row` is the median time per byte of the row divided by that of the
 workload's reference row (marked *): how many times faster the reference (the
 mount, in every workload) is than that row. The targets are stated that way.
+
+The plumbing (venv, build, idle wait and foreign-CPU check, timing of child
+processes, mounts, checksums) is scripts/benchlib.py's, shared with the
+other benchmark scripts; this file holds the workloads and their report.
 """
 
 from __future__ import annotations
@@ -95,22 +100,19 @@ import itertools
 import json
 import os
 import random
-import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-SCRIPTS = Path(__file__).resolve().parent
-REPO = SCRIPTS.parent
-MIB = 1 << 20
-PAGE = 4096
-TAG = "bench"
+import benchlib as lib
+from benchlib import log
+
+MIB = lib.MIB
+PAGE = lib.PAGE
 DATA_FORMAT_VERSION = 1  # bump when the generator changes
 SEED = 20251122
 ARRAY = "field"
@@ -121,10 +123,6 @@ DTYPE = "<f4"
 RSS_SLACK_MIB = 64  # target: daemon peak RSS < cache budget + this
 
 WORKLOADS = ("seq-zstd", "seq-lz4", "seq-raw", "random", "slices", "sharded", "agg", "conc8")
-
-
-def log(msg: str) -> None:
-    print(f"{TAG}: {msg}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------
@@ -178,8 +176,8 @@ def random_offsets(nbytes, skip, n, seed):
     the cold pass, the other n for the warm pass."""
     pages = range(skip // PAGE, nbytes // PAGE)
     if 2 * n > len(pages):
-        raise SystemExit(f"{TAG}: {2 * n} random reads need more than the file's "
-                         f"{len(pages)} pages; lower --random-reads")
+        lib.fail(f"{2 * n} random reads need more than the file's {len(pages)} pages; "
+                 "lower --random-reads")
     offs = [p * PAGE for p in random.Random(seed).sample(pages, 2 * n)]
     return offs[:n], offs[n:]
 
@@ -203,16 +201,6 @@ def sample_sha(buf, nbytes) -> str:
 # the children: `bench.py --child JSON`. Each prints one JSON line.
 
 
-def _child_stub_cf():
-    import cfdm.conformance.checker as chk
-    from cfdm.conformance.standardnames import StandardNameTableUnavailableError as E
-
-    def offline(*a, **k):
-        raise E("offline (stubbed by the benchmark)")
-
-    chk.get_all_current_standard_names = offline
-
-
 def _open_lib(method, path):
     """Open an array with a Python library; returns read(slab) -> bytes."""
     if method == "zarr":
@@ -226,7 +214,7 @@ def _open_lib(method, path):
             DTYPE, copy=False).tobytes()
     if method == "cf":
         import numpy as np
-        _child_stub_cf()
+        lib.stub_standard_names()
         import cf
         # cfdm 1.13.3 resolves relative fragment URIs against the working
         # directory, not the aggregation file's (see bench_aggregation.py).
@@ -283,7 +271,7 @@ def child_seq(a: dict) -> dict:
 
 def child_seq_cf(a: dict) -> dict:
     import numpy as np
-    _child_stub_cf()
+    lib.stub_standard_names()
     import cf
     path = a["path"]
     os.chdir(os.path.dirname(os.path.abspath(path)))
@@ -349,13 +337,8 @@ def child_ops(a: dict) -> dict:
     for p in spec["passes"]:
         if p.get("before") == "dontneed" and fd is not None:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        for w in p.get("prewarm") or ():
-            # warm = the source's files in the page cache (untimed)
-            w = Path(w)
-            for fp in ([w] if w.is_file() else sorted(x for x in w.rglob("*") if x.is_file())):
-                with open(fp, "rb") as f:
-                    while f.read(8 * MIB):
-                        pass
+        # warm = the source's files in the page cache (untimed)
+        lib.prewarm(p.get("prewarm") or ())
         s0 = _stats(stats_path)
         s1 = _stats(stats_path)
         probe = {k: s1[k] - s0[k] for k in s0} if s0 else None
@@ -412,12 +395,10 @@ def build_suite(data_dir: Path, size_mib: int, shard_mib: int) -> dict:
     import zarr
     from zarr.codecs import BloscCodec
 
-    import bench_read as br
-
     if size_mib % 4 or size_mib < 8:
-        sys.exit(f"{TAG}: --size-mib must be a multiple of 4, at least 8")
+        lib.fail("--size-mib must be a multiple of 4, at least 8")
     if shard_mib % 4 or size_mib % shard_mib:
-        sys.exit(f"{TAG}: --shard-mib must be a multiple of 4 dividing --size-mib")
+        lib.fail("--shard-mib must be a multiple of 4 dividing --size-mib")
     nz = size_mib // 4
     depth = shard_mib // 4
     shape = (nz, NY, NX)
@@ -427,12 +408,7 @@ def build_suite(data_dir: Path, size_mib: int, shard_mib: int) -> dict:
     stamp_path = root / "stamp.json"
     stamp = {"format": DATA_FORMAT_VERSION, "seed": SEED, "shape": list(shape),
              "chunks": list(CHUNK), "shard": [depth, NY, NX]}
-    cached = False
-    if stamp_path.exists() and raw.exists() and all(p.exists() for p in stores.values()):
-        try:
-            cached = json.loads(stamp_path.read_text()) == stamp
-        except (OSError, ValueError):
-            cached = False
+    cached = lib.data_cached(stamp_path, stamp, [raw, *stores.values()])
     if not cached:
         log(f"generating {size_mib} MiB x 4 stores in {root} ...")
         t0 = time.perf_counter()
@@ -457,7 +433,7 @@ def build_suite(data_dir: Path, size_mib: int, shard_mib: int) -> dict:
         rng = np.random.default_rng(SEED)
         with open(raw, "wb") as fraw:
             for z0 in range(0, nz, depth):
-                block = np.stack([br.field_slab(z, nz, NY, NX, rng)
+                block = np.stack([lib.field_slab(z, nz, NY, NX, rng)
                                   for z in range(z0, z0 + depth)])
                 for a in arrs.values():
                     a[z0:z0 + depth] = block  # whole shards per write
@@ -478,43 +454,13 @@ def build_suite(data_dir: Path, size_mib: int, shard_mib: int) -> dict:
 
 
 def build_agg(data_dir: Path, size_mib: int, quick: bool) -> dict:
-    import bench_aggregation as ba
+    """bench_aggregation.py's 64-partition aggregation; --quick: 256 x 256 time steps."""
     ny = nx = 256 if quick else 512
-    d = ba.build_data(data_dir, size_mib, 64, ny, nx)
-    return d
+    return lib.build_aggregation(data_dir, size_mib, 64, ny, nx)
 
 
 # --------------------------------------------------------------------------
 # helpers (harness)
-
-
-def sha_file(path: Path, offset: int = 0, length: int | None = None) -> tuple[str, int]:
-    h = hashlib.sha256()
-    n = 0
-    with open(path, "rb") as f:
-        f.seek(offset)
-        left = length if length is not None else 1 << 62
-        while left > 0:
-            b = f.read(min(MIB, left))
-            if not b:
-                break
-            h.update(b)
-            n += len(b)
-            left -= len(b)
-    return h.hexdigest(), n
-
-
-def sha_cmd(cmd: list[str]) -> tuple[str, int]:
-    h = hashlib.sha256()
-    n = 0
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    for b in iter(lambda: p.stdout.read(MIB), b""):
-        h.update(b)
-        n += len(b)
-    rc = p.wait()
-    if rc != 0:
-        raise RuntimeError(f"{shlex.join(cmd)[:200]} failed with status {rc}")
-    return h.hexdigest(), n
 
 
 def expected_ops(raw: Path, shape, slabs) -> tuple[str, int]:
@@ -530,26 +476,6 @@ def expected_ops(raw: Path, shape, slabs) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
-def prewarm(paths) -> None:
-    """Read files into the page cache (untimed)."""
-    for p in paths:
-        p = Path(p)
-        files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
-        for f in files:
-            with open(f, "rb") as fh:
-                while fh.read(8 * MIB):
-                    pass
-
-
-def lat_summary(lat_ns) -> dict:
-    s = sorted(lat_ns)
-    n = len(s)
-    q = lambda p: s[min(n - 1, int(p * n))] / 1000.0  # noqa: E731
-    return {"n": n, "median_us": statistics.median(s) / 1000.0,
-            "mean_us": statistics.fmean(s) / 1000.0, "p90_us": q(0.90), "p99_us": q(0.99),
-            "max_us": s[-1] / 1000.0}
-
-
 def fmt_s(x: float) -> str:
     return f"{x:.4f}" if x < 0.1 else f"{x:.3f}"
 
@@ -561,9 +487,6 @@ def fmt_s(x: float) -> str:
 class Suite:
     def __init__(self, args, slabfs: Path, py: Path, workdir: Path, suite: dict,
                  agg: dict | None):
-        import bench_mount as bm
-        import bench_read as br
-        self.bm, self.br = bm, br
         self.args, self.slabfs, self.py, self.workdir = args, slabfs, py, workdir
         self.suite, self.agg = suite, agg
         self.cold_ok = os.geteuid() == 0 and not args.no_cold
@@ -572,12 +495,9 @@ class Suite:
         self.meta: dict = {}  # per workload: reference, bytes, mounts, checks
         self.errors: list[str] = []
         self.redone = 0
-        self.live: list = []
-        self.n_mounts = 0
         self.spec_n = 0
-        self.mount_args: tuple[str, ...] = ()
-        if args.cache_size:
-            self.mount_args = ("--cache-size", args.cache_size)
+        self.daemons = lib.Mounts(slabfs, workdir, digits=4, extra_args=(
+            ("--cache-size", args.cache_size) if args.cache_size else ()))
 
     # -- plumbing
 
@@ -594,14 +514,7 @@ class Suite:
     def mounted(self, wl: str, source: Path, array: str):
         """A new `slabfs mount` of source; unmounted on exit; its facts
         (time to live, peak RSS, stats, cache budget) recorded under wl."""
-        self.n_mounts += 1
-        mnt = self.workdir / "mnt"
-        m = self.bm.Mount(self.slabfs, source, mnt, array,
-                          self.workdir / f"daemon-{self.n_mounts:04d}-{wl}.log",
-                          extra_args=self.mount_args)
-        self.live.append(m)
-        try:
-            m.start()
+        with self.daemons.mounted(source, array, wl) as m:
             yield m
             st = m.stats() or {}
             info = {"start_s": m.start_s, "peak_rss_kib": m.peak_rss_kib(),
@@ -613,27 +526,16 @@ class Suite:
                 if bad:
                     self.errors.append(f"{wl}: daemon answered errors {bad} ({m.log_path})")
             self.meta.setdefault(wl, {}).setdefault("mounts", []).append(info)
-        finally:
-            try:
-                m.stop()
-            finally:
-                if m in self.live:
-                    self.live.remove(m)
 
     def stop_all(self) -> None:
-        for m in list(self.live):
-            try:
-                m.stop()
-            except Exception as e:  # noqa: BLE001
-                log(f"unmount failed: {e}")
-            self.live.remove(m)
+        self.daemons.stop_all()
 
     def drop(self) -> None:
         """Drop the page cache, then read the programs back in (dd, cat,
         the slabfs binary and their shared libraries): "cold" is about the
         data, not about exec'ing a binary from disk, which the Python rows
         (timed inside the process) would not pay."""
-        self.br.drop_caches()
+        lib.drop_caches()
         if not hasattr(self, "_programs"):
             progs = {str(self.slabfs), shutil.which("dd"), shutil.which("cat")}
             for exe in list(progs):
@@ -647,12 +549,12 @@ class Suite:
                         if tok.startswith("/"):
                             progs.add(tok)
             self._programs = sorted(p for p in progs if p and os.path.isfile(p))
-        prewarm(self._programs)
+        lib.prewarm(self._programs)
 
     def proc(self, cmd, daemon=None, capture=False) -> dict:
-        """One fresh process (bench_mount.run_child): wall, CPU, daemon CPU,
+        """One fresh process (benchlib.run_child): wall, CPU, daemon CPU,
         other processes' load; a child's JSON line merged in."""
-        return self.bm.run_child(cmd, daemon=daemon, capture=capture)
+        return lib.run_child(cmd, daemon=daemon, capture=capture)
 
     def record(self, wl, phase, ckey, label, r, keep, ref=False, unit_bytes=None):
         slot = self.results.setdefault(wl, {}).setdefault(phase, {}).setdefault(
@@ -665,25 +567,28 @@ class Suite:
     def measure(self, tag: str, label: str, fn):
         """fn() -> {phase: result}. Waits for an idle machine first; redone
         (fn runs again from scratch, e.g. with a new mount) while other
-        processes used more than --max-foreign of the CPU."""
-        a = self.args
-        for attempt in range(a.retries + 1):
-            self.br.wait_idle(a.idle_wait)
+        processes used more than --max-foreign of the CPU. None if it failed
+        (the error is recorded)."""
+        def attempt(_):
+            lib.wait_idle(self.args.idle_wait)
             try:
-                out = fn()
+                return fn()
             except Exception as e:  # noqa: BLE001
                 msg = f"{label}: {type(e).__name__}: {str(e)[:400]}"
                 log(f"[{tag}] ERROR {msg}")
                 self.errors.append(msg)
                 return None
-            foreign = max(r.get("foreign", 0.0) for r in out.values())
+
+        def foreign(out):
+            return max(r.get("foreign", 0.0) for r in out.values())
+
+        def describe(out):
             txt = " ".join(f"{ph} {fmt_s(r['t'])}s" for ph, r in out.items())
-            log(f"[{tag}] {label:<44} {txt} other-load {foreign:.0%}")
-            if foreign <= a.max_foreign or attempt == a.retries:
-                return out
-            self.redone += 1
-            log("  other processes were busy; redoing this run")
-        return None
+            return f"[{tag}] {label:<44} {txt} other-load {foreign(out):.0%}"
+
+        out, redone = lib.redo_while_busy(attempt, self.args, describe, foreign=foreign)
+        self.redone += redone
+        return out
 
     def rounds(self, wl: str, slots: list, verify=None) -> None:
         """Warm-up + --reps rounds; each round runs every slot once, the
@@ -738,7 +643,7 @@ class Suite:
         """Full sequential read: cold / fresh / warm phases (see module doc).
         peers: [(key, label, method, path)] Python libraries reading the
         array into memory; extra_cats: [(key, label, cmd)] more stdout tools."""
-        want = sha_file(raw)
+        want = lib.sha_file(raw)
         want_sample = raw_sample_sha(raw, nbytes)
         self.meta.setdefault(wl, {}).update(bytes=nbytes, reference="mnt-dd", unit="bytes")
         cold = cold and self.cold_ok
@@ -756,12 +661,12 @@ class Suite:
 
         def verify():
             for key, label, cmd in [("cat-slabfs", "slabfs cat", slabfs_cat)] + extra_cats:
-                got = sha_cmd(cmd)
+                got = lib.sha_cmd(cmd)
                 if got != want:
                     raise RuntimeError(f"{label}: bytes differ from the raw file")
                 log(f"{wl}: {label}: all bytes match the raw file (sha256)")
             with self.mounted(wl, source, array) as m:
-                got = sha_cmd(["dd", f"if={m.file}", "bs=1M", "status=none"])
+                got = lib.sha_cmd(["dd", f"if={m.file}", "bs=1M", "status=none"])
                 if got != want:
                     raise RuntimeError("dd through the mount: bytes differ from the raw file")
                 log(f"{wl}: dd through the mount: all bytes match the raw file (sha256)")
@@ -855,7 +760,7 @@ class Suite:
 
         def with_prewarm(fn):
             def g():
-                prewarm(pre)
+                lib.prewarm(pre)
                 return fn()
             return g
         slots = [(lbl, (fn if "(cold)" in lbl else with_prewarm(fn)), sk) for lbl, fn, sk in orig]
@@ -902,7 +807,7 @@ class Suite:
                     if (pr["sha256"], pr["nbytes"]) != want:
                         raise RuntimeError(f"{label} ({ph}): bytes differ from the raw file's")
                     lat = pr.pop("lat_ns")
-                    pr["lat"] = lat_summary(lat)
+                    pr["lat"] = lib.lat_summary(lat)
                     out[ph] = {**{k: r[k] for k in ("wall_s", "cpu_s", "daemon_cpu_s",
                                                     "foreign")},
                                "t": pr["read_s"], "proc_s": r["wall_s"], "ops": n,
@@ -971,10 +876,10 @@ class Suite:
         want_parts = []
         part = nbytes // readers
         if part % MIB:
-            sys.exit(f"{TAG}: size / {readers} readers must be a multiple of 1 MiB")
+            lib.fail(f"size / {readers} readers must be a multiple of 1 MiB")
         blocks = part // MIB
         for i in range(readers):
-            want_parts.append(sha_file(raw, i * part, part))
+            want_parts.append(lib.sha_file(raw, i * part, part))
         self.meta.setdefault(wl, {}).update(reference=f"mnt-{readers}", unit="bytes",
                                             bytes=nbytes, readers=readers)
 
@@ -987,35 +892,19 @@ class Suite:
         def verify():
             with self.mounted(wl, store, ARRAY) as m:
                 for i in range(readers):
-                    got = sha_cmd(["dd", f"if={m.file}", "bs=1M", f"skip={i * blocks}",
-                                   f"count={blocks}", "status=none"])
+                    got = lib.sha_cmd(["dd", f"if={m.file}", "bs=1M", f"skip={i * blocks}",
+                                       f"count={blocks}", "status=none"])
                     if got != want_parts[i]:
                         raise RuntimeError(f"reader {i}: bytes differ from the raw file's")
             log(f"{wl}: the {readers} readers' parts through the mount match the raw file")
 
         def par(cmdlist, daemon=None) -> dict:
-            br = self.br
-            d0 = daemon.cpu_s() if daemon else 0.0
-            b0 = br.cpu_busy_s()
-            t0 = time.perf_counter()
-            ps = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-                  for c in cmdlist]
-            cpu = 0.0
-            rcs = []
-            for p in ps:
-                _, st, ru = os.wait4(p.pid, 0)
-                cpu += ru.ru_utime + ru.ru_stime
-                rcs.append(os.waitstatus_to_exitcode(st))
-            t1 = time.perf_counter()
-            b1 = br.cpu_busy_s()
-            dcpu = (daemon.cpu_s() - d0) if daemon else 0.0
-            if any(rcs):
-                raise RuntimeError(f"dd exit statuses {rcs}")
-            ncpu = os.cpu_count() or 1
-            foreign = max(0.0, (b1 - b0) - cpu - dcpu - 4.0 / os.sysconf("SC_CLK_TCK")) / (
-                (t1 - t0) * ncpu)
-            return {"t": t1 - t0, "proc_s": t1 - t0, "wall_s": t1 - t0, "cpu_s": cpu,
-                    "daemon_cpu_s": dcpu, "foreign": foreign}
+            p = lib.run_processes(cmdlist, daemon=daemon, slack_ticks=4)
+            if any(p["statuses"]):
+                raise RuntimeError(f"dd exit statuses {p['statuses']}")
+            t = p["wall_s"]
+            return {"t": t, "proc_s": t, "wall_s": t, "cpu_s": p["cpu_s"],
+                    "daemon_cpu_s": p["daemon_cpu_s"], "foreign": p["foreign"]}
 
         slots = []
         for n in (1, readers):
@@ -1023,7 +912,7 @@ class Suite:
                 f" (1/{n} each)" if n > 1 else "")
 
             def run_m(n=n):
-                prewarm([store])
+                lib.prewarm([store])
                 with self.mounted(wl, store, ARRAY) as m:
                     r = par(cmds(m.file, n), daemon=m)
                     r["daemon_peak_rss_kib"] = m.peak_rss_kib()
@@ -1035,7 +924,7 @@ class Suite:
                                                                      if n > 1 else "")
 
             def run_r(n=n):
-                prewarm([raw])
+                lib.prewarm([raw])
                 return {"fresh": par(cmds(raw, n))}
             slots.append((label, run_r, lambda ph, r, keep, key=key, label=label: self.record(
                 wl, ph, key, label, r, keep, unit_bytes=nbytes)))
@@ -1392,7 +1281,7 @@ def main() -> None:
     ap.add_argument("--cache-size", default=None,
                     help="`slabfs mount --cache-size` (default: slabfs's own, 512MiB)")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold (dropped caches) runs")
-    ap.add_argument("--data-dir", type=Path, default=REPO / "bench-data",
+    ap.add_argument("--data-dir", type=Path, default=lib.REPO / "bench-data",
                     help="where the data is generated and cached (default <repo>/bench-data)")
     ap.add_argument("--max-foreign", type=float, default=0.15,
                     help="redo a run if other processes used more than this fraction of the "
@@ -1417,32 +1306,21 @@ def main() -> None:
     only = [w.strip() for w in args.only.split(",") if w.strip()]
     for w in only:
         if w not in WORKLOADS:
-            sys.exit(f"{TAG}: unknown workload {w!r}; known: {', '.join(WORKLOADS)}")
-    command = ".venv/bin/python scripts/bench.py " + shlex.join(
-        x for x in sys.argv[1:] if x != "--skip-venv")
+            lib.fail(f"unknown workload {w!r}; known: {', '.join(WORKLOADS)}")
+    command = lib.command_line()
 
-    sys.path.insert(0, str(SCRIPTS))
-    import bench_read as br
-    import bench_aggregation as ba
-
-    py = br.venv_python(args.skip_venv)
-    ba.reexec_in_venv(py, ("numpy", "zarr", "tensorstore", "netCDF4", "cf"))
-    py = Path(sys.executable)
-    for tool in ("fusermount3", "dd", "cat"):
-        if not shutil.which(tool):
-            sys.exit(f"{TAG}: {tool} not found (fusermount3: Debian package fuse3)")
+    py = lib.use_venv(args.skip_venv, ("numpy", "zarr", "tensorstore", "netCDF4", "cf"))
+    lib.require_tools("fusermount3", "dd", "cat")
     if os.geteuid() != 0 and not args.no_cold:
         log("not root: no cold runs (dropping the page cache needs root)")
 
     t_start = time.perf_counter()
-    data_dir = args.data_dir if args.data_dir.is_absolute() else Path.cwd() / args.data_dir
+    data_dir = lib.abs_dir(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
-    built = br.build_slabfs(args.no_build)
+    built = lib.build_slabfs(args.no_build)
     suite = build_suite(data_dir, args.size_mib, args.shard_mib)
     agg = build_agg(data_dir, args.size_mib, q) if "agg" in only else None
-    workdir = Path(tempfile.mkdtemp(prefix="slabfs-bench-"))
-    slabfs = workdir / "slabfs"
-    shutil.copy2(built, slabfs)
+    slabfs, workdir = lib.private_binary(built)
     t_data = time.perf_counter() - t_start
 
     b = Suite(args, slabfs, py, workdir, suite, agg)
@@ -1453,8 +1331,7 @@ def main() -> None:
                                       args.random_reads, args.seed)
         b.meta.setdefault("random", {})["distinct_chunks_cold"] = len(
             {o // (CHUNK[1] * CHUNK[2] * ITEM) for o in cold_offs})
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
+    lib.exit_on_signals()
     t0 = time.perf_counter()
     try:
         b.run(only)
@@ -1466,14 +1343,8 @@ def main() -> None:
     tg = targets(summ, b)
     rss_all = rss_by_workload(b)
     rss = {wl: rss_all[wl] for wl in list(summ) + list(rss_all) if wl in rss_all}
-    m = br.machine_info()
-    v = br.versions(slabfs)
-    for p in ("netCDF4", "cf-python"):
-        try:
-            import importlib.metadata as md
-            v[p] = md.version(p)
-        except Exception:  # noqa: BLE001
-            pass
+    hdr, m, v = lib.header_lines(command, slabfs, ("netCDF4", "cf-python"),
+                                 where="from the repository root")
     foreign = [r.get("foreign", 0.0) for ph in b.results.values() for cs in ph.values()
                for c in cs.values() for r in c["runs"]]
 
@@ -1482,10 +1353,7 @@ def main() -> None:
         print("**QUICK RUN: small data, few repetitions, busy machine: the figures check that "
               "the suite works, they are not measurements.**")
         print()
-    print(f"Command: `{command}` (from the repository root)")
-    print()
-    print(f"Machine: {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']}, {m['memory']} RAM")
-    print("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()))
+    print("\n".join(hdr))
     print()
     print(f"Data: float32 {tuple(suite['shape'])}, chunks {CHUNK} (1 MiB, whole rows); "
           + "; ".join(f"{k}: {st['stored_bytes'] / MIB:.1f} MiB stored (ratio {st['ratio']:.3f})"
@@ -1538,21 +1406,12 @@ def main() -> None:
         for e in b.errors:
             print(f"- {e}")
 
-    def clean(x):
-        if isinstance(x, dict):
-            return {str(k): clean(val) for k, val in x.items() if not callable(val)}
-        if isinstance(x, (list, tuple)):
-            return [clean(val) for val in x]
-        if isinstance(x, Path):
-            return str(x)
-        return x
-
     results = {"command": command, "quick": q, "args": vars(args), "machine": m, "versions": v,
                "data": {"suite": suite, "agg": agg}, "summary": summ, "targets": tg,
                "rss": rss, "meta": b.meta, "runs": b.results, "errors": b.errors,
                "redone": b.redone, "time_s": {"data": t_data, "runs": t_run}}
     out = data_dir / "results.json"
-    out.write_text(json.dumps(clean(results), indent=1, default=str) + "\n")
+    lib.write_json(out, results)
     try:
         slabfs.unlink()
     except OSError:

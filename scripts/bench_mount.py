@@ -7,10 +7,10 @@ Usage (from the repository root, as root for the read_ahead_kb variant):
 
     .venv/bin/python scripts/bench_mount.py [--size-mib 256] [--reps 5] [--random-reads 2000]
 
-The data is bench_read.py's (`build_data`, cached in --data-dir): a float32
-Zarr v3 array (N, 1024, 1024), chunks (1, 512, 512) = 1 MiB, bytes + zstd,
-and the same values as a raw file. Every round (after --warmup discarded
-rounds) runs, in this order, one fresh process each:
+The data is bench_read.py's (benchlib.build_field, cached in --data-dir): a
+float32 Zarr v3 array (N, 1024, 1024), chunks (1, 512, 512) = 1 MiB, bytes +
+zstd, and the same values as a raw file. Every round (after --warmup
+discarded rounds) runs, in this order, one fresh process each:
 
   1. `slabfs cat STORE field > /dev/null`                     (chunk cache cold)
   2. a NEW `slabfs mount` daemon, then `dd if=MNT/field of=/dev/null bs=1M`
@@ -39,325 +39,33 @@ mounted file's kernel pages, never the disk.
 
 Each step waits for the machine to be idle and is redone (a fresh-mount step
 on a new mount) when other processes used more than --max-foreign of the CPU
-during it, with bench_read.py's machinery; the CPU of the slabfs daemon is
-counted as the step's own. Before timing, the bytes read through a mount are
-checked against the raw file (sha256), and every random read's bytes (pread
-and zarr) are checked too. Prints Markdown tables; writes the raw numbers to
-<data-dir>/results-mount.json. --perf records one extra, untimed `slabfs cat` and
-fresh-mount dd per variant with `perf record -a -g`, prints where the CPU went
-and saves the data and reports in --data-dir.
+during it, with scripts/benchlib.py's machinery (its Mount too, and the
+random-read children that bench_sharded.py runs as well); the CPU of the
+slabfs daemon is counted as the step's own. Before timing, the bytes read
+through a mount are checked against the raw file (sha256), and every random
+read's bytes (pread and zarr) are checked too. Prints Markdown tables; writes
+the raw numbers to <data-dir>/results-mount.json. --perf records one extra,
+untimed `slabfs cat` and fresh-mount dd per variant with `perf record -a -g`,
+prints where the CPU went and saves the data and reports in --data-dir.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import os
-import re
-import shlex
-import shutil
-import signal
 import statistics
 import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_read as br  # noqa: E402
+import benchlib as lib
+from benchlib import log
 
-REPO = br.REPO
-MIB = br.MIB
-PAGE = 4096
-TAG = "bench_mount"
-
-
-def log(msg: str) -> None:
-    print(f"{TAG}: {msg}", file=sys.stderr, flush=True)
-
-
-def reexec_in_venv(py: Path) -> None:
-    try:
-        import numpy  # noqa: F401
-        import zarr  # noqa: F401
-        return
-    except ImportError:
-        pass
-    if Path(sys.executable).resolve() == py.resolve():
-        sys.exit(f"{TAG}: zarr/numpy missing from the venv")
-    os.execv(str(py), [str(py), str(Path(__file__).resolve()), *sys.argv[1:], "--skip-venv"])
+MIB = lib.MIB
+PAGE = lib.PAGE
 
 
 # --------------------------------------------------------------------------
-# the daemon
-
-
-def mountinfo_dev(mnt: Path) -> str | None:
-    """maj:min of the filesystem mounted at mnt, or None if nothing is."""
-    target = str(mnt)
-    try:
-        with open("/proc/self/mountinfo") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) > 4 and parts[4].replace("\\040", " ") == target:
-                    return parts[2]
-    except OSError:
-        pass
-    return None
-
-
-def proc_cpu_s(pid: int) -> float:
-    """utime + stime of every thread of pid, in seconds (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def proc_status_kib(pid: int, key: str) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-class Mount:
-    """One `slabfs mount` daemon in the foreground, its log in a file.
-    stop() always unmounts (fusermount3 -u, then harder) and reaps it."""
-
-    def __init__(self, slabfs: Path, store: Path, mnt: Path, array: str, log_path: Path,
-                 read_ahead_kb: int | None = None, threads: int | None = None,
-                 extra_args: tuple[str, ...] = ()):
-        self.slabfs, self.store, self.mnt, self.array = slabfs, store, mnt, array
-        self.log_path, self.read_ahead_kb, self.threads = log_path, read_ahead_kb, threads
-        self.extra_args = tuple(extra_args)  # more `slabfs mount` options
-        self.proc: subprocess.Popen | None = None
-        self.start_s = None
-
-    @property
-    def file(self) -> Path:
-        return self.mnt / self.array
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def start(self, timeout: float = 30.0) -> "Mount":
-        cmd = [str(self.slabfs), "mount", "--log-level", "info"]
-        if self.read_ahead_kb is not None:
-            cmd += ["--read-ahead-kb", str(self.read_ahead_kb)]
-        if self.threads is not None:
-            cmd += ["--threads", str(self.threads)]
-        cmd += [*self.extra_args, str(self.store), str(self.mnt)]
-        self.cmd = cmd
-        logf = open(self.log_path, "wb")
-        t0 = time.perf_counter()
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf,
-                                     stderr=subprocess.STDOUT)
-        logf.close()
-        # Live = mounted, the file visible, and (with --read-ahead-kb) the
-        # readahead line logged: the daemon sets it right after mounting.
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"slabfs mount exited with {self.proc.returncode}:\n"
-                                   + self.log_text()[-2000:])
-            text = self.log_text()
-            ready = ("mounted " in text and mountinfo_dev(self.mnt) is not None
-                     and (self.read_ahead_kb is None or "read_ahead_kb" in text
-                          or "read-ahead-kb" in text))
-            if ready and self.file.exists():
-                break
-            if time.perf_counter() - t0 > timeout:
-                raise RuntimeError(f"slabfs mount not live after {timeout}s:\n"
-                                   + text[-2000:])
-            time.sleep(0.002)
-        self.start_s = time.perf_counter() - t0
-        return self
-
-    def cpu_s(self) -> float:
-        return proc_cpu_s(self.pid)
-
-    def stats(self) -> dict | None:
-        try:
-            return json.loads((self.mnt / ".slabfs" / "stats").read_text())
-        except (OSError, ValueError):
-            return None
-
-    def facts(self) -> dict:
-        """What the kernel granted (from the daemon's log) and the bdi's readahead."""
-        text = self.log_text()
-        f: dict = {}
-        m = re.search(r"kernel FUSE ABI (\S+): max_readahead (\d+) KiB, "
-                      r"max_background (\d+), max_pages ([^\n]*)", text)
-        if m:
-            f.update(fuse_abi=m.group(1), max_readahead_kib=int(m.group(2)),
-                     max_background=int(m.group(3)), max_pages=m.group(4).strip())
-        m = re.search(r"read_ahead_kb of [^\n]*", text)
-        if m:
-            f["read_ahead_log"] = m.group(0)
-        m = re.search(r"--read-ahead-kb [^\n]*not applied[^\n]*", text)
-        if m:
-            f["read_ahead_log"] = m.group(0)
-        m = re.search(r"(\d+) threads", text)
-        if m:
-            f["threads"] = int(m.group(1))
-        dev = mountinfo_dev(self.mnt)
-        f["bdi"] = dev
-        if dev:
-            try:
-                f["read_ahead_kb"] = int(Path(f"/sys/class/bdi/{dev}/read_ahead_kb").read_text())
-            except (OSError, ValueError):
-                pass
-        return f
-
-    def peak_rss_kib(self) -> int | None:
-        return proc_status_kib(self.pid, "VmHWM")
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        try:
-            if mountinfo_dev(self.mnt) is not None:
-                subprocess.run(["fusermount3", "-u", str(self.mnt)], timeout=20,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                log(f"daemon {self.pid} still running after fusermount3 -u: SIGTERM")
-                self.proc.send_signal(signal.SIGTERM)
-                try:
-                    self.proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-        finally:
-            if mountinfo_dev(self.mnt) is not None:
-                log(f"{self.mnt} still mounted: lazy unmount")
-                subprocess.run(["fusermount3", "-uz", str(self.mnt)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            self.proc = None
-
-
-# --------------------------------------------------------------------------
-# children
-
-
-PREAD_CHILD = r"""
-import hashlib, json, os, random, sys, time
-path, stats_path, nbytes, n, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-offs = [p * 4096 for p in random.Random(seed).sample(range(nbytes // 4096), n)]
-def stats():
-    raw = open(stats_path, "rb").read()
-    d = json.loads(raw)
-    return d["reads"]["requests"], d["reads"]["bytes"], d["cache"]["misses"], len(raw)
-fd = os.open(path, os.O_RDONLY)
-# Evict the file's pages from the kernel page cache: every pread below must
-# become a FUSE read request.
-os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-q0, _, _, _ = stats()
-q1, b1, m1, len1 = stats()
-h = hashlib.sha256()
-lat = []
-pread, clock = os.pread, time.perf_counter_ns
-c0 = time.process_time()
-t0 = time.perf_counter()
-for o in offs:
-    a = clock()
-    b = pread(fd, 4096, o)
-    z = clock()
-    lat.append(z - a)
-    h.update(b)
-t1 = time.perf_counter()
-c1 = time.process_time()
-q2, b2, m2, _ = stats()
-os.close(fd)
-print(json.dumps({"lat_ns": lat, "read_s": t1 - t0, "read_cpu_s": c1 - c0, "sha256": h.hexdigest(),
-                  "daemon_requests": (q2 - q1) - (q1 - q0), "daemon_bytes": (b2 - b1) - len1,
-                  "cache_misses": m2 - m1}))
-"""
-
-ZARR_CHILD = r"""
-import hashlib, json, random, sys, time
-import zarr
-path, nbytes, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-offs = [p * 4096 for p in random.Random(seed).sample(range(nbytes // 4096), n)]
-arr = zarr.open_array(path, mode="r")
-nz, ny, nx = arr.shape
-assert nx * arr.dtype.itemsize == 4096, (arr.shape, arr.dtype)
-row = lambda o: divmod(o // 4096, ny)  # 4 KiB-aligned offset -> (z, y): one whole row
-for o in offs[:16]:  # warm-up: codec pipeline, thread pool, event loop
-    arr[row(o)[0], row(o)[1], :]
-h = hashlib.sha256()
-lat = []
-clock = time.perf_counter_ns
-c0 = time.process_time()
-t0 = time.perf_counter()
-for o in offs:
-    z, y = row(o)
-    a = clock()
-    v = arr[z, y, 0:nx]
-    e = clock()
-    lat.append(e - a)
-    h.update(v.tobytes())
-t1 = time.perf_counter()
-c1 = time.process_time()
-print(json.dumps({"lat_ns": lat, "read_s": t1 - t0, "read_cpu_s": c1 - c0, "sha256": h.hexdigest()}))
-"""
-
-
-def run_child(cmd: list[str], daemon: Mount | None = None, capture: bool = False) -> dict:
-    """One fresh process, timed with perf_counter; CPU from wait4. `foreign`
-    is the CPU that processes other than the child and the daemon used
-    meanwhile, as a fraction of the machine (bench_read.run_one, plus the
-    daemon's CPU counted as the run's own)."""
-    out = subprocess.PIPE if capture else subprocess.DEVNULL
-    d0 = daemon.cpu_s() if daemon else 0.0
-    b0 = br.cpu_busy_s()
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=out, stdin=subprocess.DEVNULL)
-    stdout = p.stdout.read() if capture else b""
-    _, status, ru = os.wait4(p.pid, 0)
-    t1 = time.perf_counter()
-    b1 = br.cpu_busy_s()
-    d1 = daemon.cpu_s() if daemon else 0.0
-    if p.stdout:
-        p.stdout.close()
-    rc = os.waitstatus_to_exitcode(status)
-    if rc != 0:
-        raise RuntimeError(f"{shlex.join(cmd)[:200]} failed with status {rc}")
-    cpu = ru.ru_utime + ru.ru_stime
-    dcpu = d1 - d0
-    tick = 1.0 / os.sysconf("SC_CLK_TCK")
-    slack = (4.0 if daemon else 2.0) * tick
-    ncpu = os.cpu_count() or 1
-    foreign = max(0.0, (b1 - b0) - cpu - dcpu - slack) / ((t1 - t0) * ncpu)
-    r = {"wall_s": t1 - t0, "cpu_s": cpu, "daemon_cpu_s": dcpu, "foreign": foreign}
-    if capture:
-        r.update(json.loads(stdout.decode().strip().splitlines()[-1]))
-    return r
-
-
-def lat_summary(lat_ns: list[int]) -> dict:
-    s = sorted(lat_ns)
-    n = len(s)
-    q = lambda p: s[min(n - 1, int(p * n))] / 1000.0  # noqa: E731
-    return {"median_us": statistics.median(s) / 1000.0, "mean_us": statistics.fmean(s) / 1000.0,
-            "p10_us": q(0.10), "p90_us": q(0.90), "p99_us": q(0.99),
-            "min_us": s[0] / 1000.0, "max_us": s[-1] / 1000.0, "n": n}
+# profile
 
 
 PERF_CATEGORIES = [
@@ -462,33 +170,19 @@ class Bench:
         self.res: dict[str, list[dict]] = {}
         self.mounts: dict[str, list[dict]] = {}
         self.redone = 0
-        self.live: list[Mount] = []
-        self.n_mounts = 0
+        self.daemons = lib.Mounts(slabfs, workdir, threads=args.threads)
 
     # -- helpers
 
-    def new_mount(self, v: dict) -> Mount:
-        self.n_mounts += 1
-        mnt = self.workdir / "mnt"
-        m = Mount(self.slabfs, self.data["store"], mnt, self.data["array"],
-                  self.workdir / f"daemon-{self.n_mounts:03d}-{v['key']}.log",
-                  read_ahead_kb=v["read_ahead_kb"], threads=self.args.threads)
-        self.live.append(m)
-        return m.start()
+    def new_mount(self, v: dict) -> lib.Mount:
+        return self.daemons.new(self.data["store"], self.data["array"], v["key"],
+                                read_ahead_kb=v["read_ahead_kb"])
 
-    def stop(self, m: Mount) -> None:
-        try:
-            m.stop()
-        finally:
-            if m in self.live:
-                self.live.remove(m)
+    def stop(self, m: lib.Mount) -> None:
+        self.daemons.stop(m)
 
     def stop_all(self) -> None:
-        for m in list(self.live):
-            try:
-                self.stop(m)
-            except Exception as e:  # noqa: BLE001
-                log(f"unmount failed: {e}")
+        self.daemons.stop_all()
 
     def measured(self, key: str, label: str, run, tag: str, keep: bool,
                  redo_setup=None) -> dict:
@@ -496,50 +190,47 @@ class Bench:
         redo_setup() first, e.g. a new fresh mount) while other processes were
         busy, at most --retries times."""
         a = self.args
-        for attempt in range(a.retries + 1):
-            if attempt and redo_setup:
+
+        def attempt(i):
+            if i and redo_setup:
                 redo_setup()
-            br.wait_idle(a.idle_wait)
-            r = run()
-            extra = ""
-            if "lat" in r:
-                extra = f" median {r['lat']['median_us']:.1f}us"
-            log(f"[{tag}] {label:<34} {r['wall_s']:.3f}s cpu {r['cpu_s']:.2f}s "
-                f"daemon {r['daemon_cpu_s']:.2f}s{extra} other-load {r['foreign']:.0%}")
-            if r["foreign"] <= a.max_foreign or attempt == a.retries or not keep:
-                break
-            self.redone += 1
-            log("  other processes were busy; redoing this run")
+            lib.wait_idle(a.idle_wait)
+            return run()
+
+        def describe(r):
+            extra = f" median {r['lat']['median_us']:.1f}us" if "lat" in r else ""
+            return (f"[{tag}] {label:<34} {r['wall_s']:.3f}s cpu {r['cpu_s']:.2f}s "
+                    f"daemon {r['daemon_cpu_s']:.2f}s{extra} other-load {r['foreign']:.0%}")
+
+        r, redone = lib.redo_while_busy(attempt, a, describe, keep=keep)
+        self.redone += redone
         if keep:
             self.res.setdefault(key, []).append(r)
         return r
 
-    def seq(self, path: Path, tool: str, m: Mount | None) -> dict:
+    def seq(self, path: Path, tool: str, m: lib.Mount | None) -> dict:
         if tool == "dd":
             cmd = ["dd", f"if={path}", "of=/dev/null", "bs=1M", "status=none"]
         else:
             cmd = ["cat", str(path)]
-        return run_child(cmd, daemon=m)
+        return lib.run_child(cmd, daemon=m)
 
-    def random_pread(self, m: Mount) -> dict:
+    def random_pread(self, m: lib.Mount) -> dict:
         a, d = self.args, self.data
-        r = run_child([str(self.py), "-c", PREAD_CHILD, str(m.file),
-                       str(m.mnt / ".slabfs" / "stats"), str(d["nbytes"]),
-                       str(a.random_reads), str(a.seed)], daemon=m, capture=True)
+        r = lib.run_child([str(self.py), "-c", lib.PREAD_CHILD, str(m.file),
+                           str(m.mnt / ".slabfs" / "stats"), str(d["nbytes"]),
+                           str(a.random_reads), str(a.seed)], daemon=m, capture=True)
         return self.check_random(r, "pread")
 
-    def random_zarr(self, m: Mount | None) -> dict:
+    def random_zarr(self, m: lib.Mount | None) -> dict:
         a, d = self.args, self.data
-        r = run_child([str(self.py), "-c", ZARR_CHILD, str(d["store"] / d["array"]),
-                       str(d["nbytes"]), str(a.random_reads), str(a.seed)],
-                      daemon=m, capture=True)
+        r = lib.run_child([str(self.py), "-c", lib.ZARR_ROWS_CHILD, str(d["store"] / d["array"]),
+                           str(d["nbytes"]), str(a.random_reads), str(a.seed)],
+                          daemon=m, capture=True)
         return self.check_random(r, "zarr")
 
     def check_random(self, r: dict, who: str) -> dict:
-        if r["sha256"] != self.random_sha:
-            raise RuntimeError(f"{who}: the random reads' bytes differ from the raw file")
-        r["lat"] = lat_summary(r["lat_ns"])
-        r["lat_us"] = [round(x / 1000.0, 2) for x in r.pop("lat_ns")]
+        lib.check_random_reads(r, self.random_sha, who)
         if who == "pread" and r.get("daemon_requests") is not None:
             n = self.args.random_reads
             if r["daemon_requests"] < n:
@@ -551,28 +242,12 @@ class Bench:
 
     def verify(self) -> None:
         d = self.data
-        h = hashlib.sha256()
-        with open(d["raw"], "rb") as f:
-            for b in iter(lambda: f.read(MIB), b""):
-                h.update(b)
-        self.raw_sha = h.hexdigest()
-        import random as _r
-        offs = [p * PAGE for p in _r.Random(self.args.seed).sample(
-            range(d["nbytes"] // PAGE), self.args.random_reads)]
-        h = hashlib.sha256()
-        with open(d["raw"], "rb") as f:
-            for o in offs:
-                h.update(os.pread(f.fileno(), PAGE, o))
-        self.random_sha = h.hexdigest()
+        want = lib.sha_file(d["raw"])
+        self.random_sha = lib.random_pages_sha(d["raw"], d["nbytes"], self.args.random_reads,
+                                               self.args.seed)
         m = self.new_mount(self.variants[0])
         try:
-            h = hashlib.sha256()
-            n = 0
-            with open(m.file, "rb") as f:
-                for b in iter(lambda: f.read(MIB), b""):
-                    h.update(b)
-                    n += len(b)
-            if (h.hexdigest(), n) != (self.raw_sha, d["nbytes"]):
+            if lib.sha_file(m.file) != want:
                 raise RuntimeError("bytes read through the mount differ from the raw file")
             log("the bytes read through the mount match the raw file (sha256)")
         finally:
@@ -585,7 +260,7 @@ class Bench:
         keep = rep >= 0
         tag = "warmup" if rep < 0 else f"rep {rep + 1}/{a.reps}"
         raw = d["raw"]
-        self.measured("slabfs_cat", "slabfs cat", lambda: run_child(
+        self.measured("slabfs_cat", "slabfs cat", lambda: lib.run_child(
             [str(self.slabfs), "cat", str(d["store"]), d["array"]]), tag, keep)
         for i, v in enumerate(self.variants):
             k = v["key"]
@@ -637,36 +312,39 @@ class Bench:
         out = {}
         d = self.data
         base = d["dir"] / "perf-slabfs-cat"
-        for attempt in range(self.args.retries + 1):
-            br.wait_idle(self.args.idle_wait)
-            r = run_child(["perf", "record", "-a", "-g", "-F", "1999", "-q", "-o", f"{base}.data",
-                           "--", str(self.slabfs), "cat", str(d["store"]), d["array"]])
-            log(f"[perf] slabfs cat {r['wall_s']:.3f}s other-load {r['foreign']:.0%}")
-            if r["foreign"] <= self.args.max_foreign:
-                break
-            log("  other processes were busy; redoing this run")
+
+        def attempt(_):
+            lib.wait_idle(self.args.idle_wait)
+            return lib.run_child(["perf", "record", "-a", "-g", "-F", "1999", "-q", "-o",
+                                  f"{base}.data", "--", str(self.slabfs), "cat", str(d["store"]),
+                                  d["array"]])
+
+        r, _ = lib.redo_while_busy(attempt, self.args, lambda r: (
+            f"[perf] slabfs cat {r['wall_s']:.3f}s other-load {r['foreign']:.0%}"))
         out["slabfs_cat"] = {"run": r, "label": "`slabfs cat`",
                              "breakdown": perf_breakdown(Path(f"{base}.data"), self.slabfs.name)}
         for v in self.variants:
             base = self.data["dir"] / f"perf-mount-{v['key']}"
-            for attempt in range(self.args.retries + 1):
+            stats = {}
+
+            def attempt(_, v=v, base=base, stats=stats):
                 m = self.new_mount(v)
                 try:
-                    br.wait_idle(self.args.idle_wait)
+                    lib.wait_idle(self.args.idle_wait)
                     # System-wide for exactly the dd's lifetime: the daemon's
                     # threads (its rayon workers inherit the name fuser-N),
                     # dd, and idle CPUs (swapper).
-                    r = run_child(["perf", "record", "-a", "-g", "-F", "1999", "-q", "-o",
-                                   f"{base}.data", "--", "dd", f"if={m.file}", "of=/dev/null",
-                                   "bs=1M", "status=none"], daemon=m)
-                    stats = m.stats()
+                    r = lib.run_child(["perf", "record", "-a", "-g", "-F", "1999", "-q", "-o",
+                                       f"{base}.data", "--", "dd", f"if={m.file}",
+                                       "of=/dev/null", "bs=1M", "status=none"], daemon=m)
+                    stats["last"] = m.stats()
                 finally:
                     self.stop(m)
-                log(f"[perf] dd, fresh mount{v['label']} {r['wall_s']:.3f}s "
-                    f"other-load {r['foreign']:.0%}")
-                if r["foreign"] <= self.args.max_foreign:
-                    break
-                log("  other processes were busy; redoing this run")
+                return r
+
+            r, _ = lib.redo_while_busy(attempt, self.args, lambda r, v=v: (
+                f"[perf] dd, fresh mount{v['label']} {r['wall_s']:.3f}s "
+                f"other-load {r['foreign']:.0%}"))
             reports = {}
             for name, extra in (("comm", ["--sort", "comm"]),
                                 ("comm-dso", ["--sort", "comm,dso"]),
@@ -677,8 +355,8 @@ class Bench:
                 Path(f"{base}-{name}.txt").write_text(rep.stdout)
                 reports[name] = f"{base}-{name}.txt"
             bd = perf_breakdown(Path(f"{base}.data"), self.slabfs.name)
-            out[v["key"]] = {"run": r, "stats": stats, "reports": reports, "breakdown": bd,
-                             "label": f"fresh-mount `dd`{v['label']}"}
+            out[v["key"]] = {"run": r, "stats": stats["last"], "reports": reports,
+                             "breakdown": bd, "label": f"fresh-mount `dd`{v['label']}"}
             log(f"perf ({v['key']}): dd {r['wall_s']:.3f}s, reports {base}-*.txt")
         return out
 
@@ -688,36 +366,13 @@ class Bench:
 
 
 def seq_row(label: str, rs: list[dict], mib: float) -> tuple[str, dict]:
-    w = br.summary([r["wall_s"] for r in rs])
+    w = lib.summary([r["wall_s"] for r in rs])
     cpu = statistics.median([r["cpu_s"] for r in rs])
     dcpu = statistics.median([r["daemon_cpu_s"] for r in rs])
     s = {"wall": w, "cpu_median": cpu, "daemon_cpu_median": dcpu, "mib_s": mib / w["median"]}
     dc = f"{dcpu:.2f}" if any(r["daemon_cpu_s"] for r in rs) else "–"
     return (f"| {label} | {w['median']:.3f} | {w['min']:.3f}–{w['max']:.3f} | "
             f"{mib / w['median']:.0f} | {cpu:.2f} | {dc} |"), s
-
-
-def random_row(label: str, rs: list[dict]) -> tuple[str, dict]:
-    med = [r["lat"]["median_us"] for r in rs]
-    allv = sorted(x for r in rs for x in r["lat_us"])
-    n = len(allv)
-    s = {"median_of_medians_us": statistics.median(med), "min_median_us": min(med),
-         "max_median_us": max(med), "mean_us": statistics.fmean(allv),
-         "p90_us": allv[int(0.9 * n)], "p99_us": allv[min(n - 1, int(0.99 * n))],
-         "reads": n}
-    if "daemon_requests" in rs[0]:
-        s["daemon_requests_per_read"] = statistics.median(
-            r["daemon_requests"] / len(r["lat_us"]) for r in rs)
-        s["daemon_bytes_per_request"] = statistics.median(
-            r["daemon_bytes"] / max(1, r["daemon_requests"]) for r in rs)
-        s["cache_misses"] = max(r["cache_misses"] for r in rs)
-    return (f"| {label} | {s['median_of_medians_us']:.1f} | {s['min_median_us']:.1f}–"
-            f"{s['max_median_us']:.1f} | {s['mean_us']:.1f} | {s['p90_us']:.1f} | "
-            f"{s['p99_us']:.1f} |"), s
-
-
-def verdict(x: float, target: float) -> str:
-    return f"**met** (≥ {target:g})" if x >= target else f"**missed** (< {target:g})"
 
 
 def report(b: Bench) -> dict:
@@ -746,10 +401,10 @@ def report(b: Bench) -> dict:
     for v in b.variants:
         k = f"pread_{v['key']}"
         if k in res:
-            row, s = random_row(f"`os.pread`, warm mount{v['label']}", res[k])
+            row, s = lib.random_row(f"`os.pread`, warm mount{v['label']}", res[k])
             lines.append(row)
             out["random"][k] = s
-    row, s = random_row("zarr-python `arr[z, y, :]`, opened once", res["zarr_random"])
+    row, s = lib.random_row("zarr-python `arr[z, y, :]`, opened once", res["zarr_random"])
     lines.append(row)
     out["random"]["zarr_random"] = s
     rnd_tab = "\n".join(lines)
@@ -780,7 +435,7 @@ def report(b: Bench) -> dict:
                     / R[f"pread_{k}"]["median_of_medians_us"], 20.0))
     lines = ["| ratio | value | target |", "|---|---:|---|"]
     for label, x, t in rat:
-        lines.append(f"| {label} | **{x:.2f}** | {verdict(x, t)} |")
+        lines.append(f"| {label} | **{x:.2f}** | {lib.verdict(x, t)} |")
         out["ratios"][label] = {"value": x, "target": t}
     for label, x in extra:
         lines.append(f"| {label} | {x:.2f} | – |")
@@ -817,22 +472,9 @@ def report(b: Bench) -> dict:
             **out}
 
 
-def load_note(b: Bench) -> tuple[str, float]:
-    worst = max(r["foreign"] for rs in b.res.values() for r in rs)
-    kept_bad = sum(r["foreign"] > b.args.max_foreign for rs in b.res.values() for r in rs)
-    note = (f"Other processes' CPU during kept runs: at most {worst:.0%} of the machine; "
-            f"{b.redone} run(s) redone because others were busy")
-    if kept_bad:
-        note += (f"; {kept_bad} kept run(s) still above {b.args.max_foreign:.0%}: "
-                 "**these figures are preliminary**")
-    return note + ".", worst
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size-mib", type=int, default=256, help="array size in MiB (multiple of 4)")
-    ap.add_argument("--reps", type=int, default=5, help="timed rounds (default 5)")
-    ap.add_argument("--warmup", type=int, default=1, help="discarded warm-up rounds (default 1)")
     ap.add_argument("--random-reads", type=int, default=2000,
                     help="random 4 KiB reads per run, distinct aligned offsets (default 2000)")
     ap.add_argument("--seed", type=int, default=20241122, help="seed of the random offsets")
@@ -840,45 +482,25 @@ def main() -> None:
                     help="the extra variant's `slabfs mount --read-ahead-kb` (0: no variant; "
                          "skipped when slabfs lacks the option or not root; default 1024)")
     ap.add_argument("--threads", type=int, default=None, help="`slabfs mount --threads`")
-    ap.add_argument("--data-dir", type=Path, default=REPO / "bench-data",
-                    help="where the generated data is cached (default: <repo>/bench-data)")
-    ap.add_argument("--max-foreign", type=float, default=0.15,
-                    help="redo a run if other processes used more than this fraction of "
-                         "the machine's CPU during it (default 0.15)")
-    ap.add_argument("--idle-wait", type=float, default=60.0,
-                    help="before each run, wait up to this many seconds for the machine "
-                         "to be idle (<10%% CPU busy over 0.5 s); 0 disables (default 60)")
-    ap.add_argument("--retries", type=int, default=5, help="redos per run (default 5)")
-    ap.add_argument("--perf", action="store_true",
-                    help="afterwards, profile one extra fresh-mount dd per variant with "
-                         "`perf record -a -g` (reports saved in --data-dir)")
-    ap.add_argument("--no-build", action="store_true", help="use the existing target/release/slabfs")
-    ap.add_argument("--skip-venv", action="store_true", help="do not run scripts/venv.sh")
+    lib.add_common_args(ap, reps=5, cold=False,
+                        perf="afterwards, profile one extra fresh-mount dd per variant with "
+                             "`perf record -a -g` (reports saved in --data-dir)")
     args = ap.parse_args()
-    command = ".venv/bin/python scripts/bench_mount.py " + shlex.join(
-        x for x in sys.argv[1:] if x != "--skip-venv")
+    command = lib.command_line()
 
-    py = br.venv_python(args.skip_venv)
-    reexec_in_venv(py)
-    py = Path(sys.executable)
-    for tool in ("fusermount3", "dd", "cat"):
-        if not shutil.which(tool):
-            sys.exit(f"{TAG}: {tool} not found (fusermount3: Debian package fuse3)")
+    py = lib.use_venv(args.skip_venv, ("numpy", "zarr"))
+    lib.require_tools("fusermount3", "dd", "cat")
     if args.random_reads < 1:
-        sys.exit(f"{TAG}: --random-reads must be positive")
+        lib.fail("--random-reads must be positive")
 
-    data_dir = args.data_dir if args.data_dir.is_absolute() else (Path.cwd() / args.data_dir)
-    built = br.build_slabfs(args.no_build)
-    data = br.build_data(data_dir, args.size_mib)
+    data_dir = lib.abs_dir(args.data_dir)
+    built = lib.build_slabfs(args.no_build)
+    data = lib.build_field(data_dir, args.size_mib)
     data["dir"] = data_dir
     if args.random_reads > data["nbytes"] // PAGE:
-        sys.exit(f"{TAG}: --random-reads exceeds the file's {data['nbytes'] // PAGE} pages")
-    workdir = Path(tempfile.mkdtemp(prefix="slabfs-bench-mount-"))
-    # A private copy of the binary: other people rebuild target/release
-    # while this runs.
-    slabfs = workdir / "slabfs"
-    shutil.copy2(built, slabfs)
-    br.verify_slabfs(slabfs, data)
+        lib.fail(f"--random-reads exceeds the file's {data['nbytes'] // PAGE} pages")
+    slabfs, workdir = lib.private_binary(built, prefix="slabfs-bench-mount-")
+    lib.verify_slabfs(slabfs, data)
 
     helptext = subprocess.run([str(slabfs), "mount", "--help"], stdout=subprocess.PIPE,
                               text=True).stdout
@@ -895,9 +517,7 @@ def main() -> None:
 
     b = Bench(args, slabfs, py, data, workdir, variants)
     prof = None
-    # SIGTERM (and SIGHUP) unwind like Ctrl-C, so the finally below unmounts.
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
+    lib.exit_on_signals()
     try:
         b.verify()
         b.run()
@@ -907,14 +527,10 @@ def main() -> None:
         b.stop_all()
 
     rep = report(b)
-    m = br.machine_info()
-    v = br.versions(slabfs)
-    note, worst = load_note(b)
+    hdr, m, v = lib.header_lines(command, slabfs)
+    note, worst = lib.foreign_note(b.res, b.redone, args.max_foreign)
     print()
-    print(f"Command: `{command}` (run from the repository root)")
-    print()
-    print(f"Machine: {m['nproc']} CPUs, {m['cpu']}, Linux {m['kernel']}, {m['memory']} RAM")
-    print("Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()))
+    print("\n".join(hdr))
     print()
     print(f"Data: float32 {data['shape']}, chunks {data['chunks']}, {data['n_chunks']} chunks, "
           f"{data['nbytes'] / MIB:.0f} MiB raw, {data['stored_bytes'] / MIB:.1f} MiB stored. "
@@ -971,15 +587,14 @@ def main() -> None:
               f"reached the daemon (median over runs), {s['daemon_bytes_per_request'] / 1024:.1f} KiB "
               f"each, {s['cache_misses']} chunk-cache misses.")
     results = {
-        "command": command, "machine": m, "versions": v,
-        "data": {k: (str(val) if isinstance(val, Path) else val) for k, val in data.items()},
+        "command": command, "machine": m, "versions": v, "data": data,
         "variants": variants, "runs": b.res, "mounts": b.mounts,
         "stats": {k: rep[k] for k in ("seq", "random", "ratios", "mount") if k in rep},
         "tables": rep["tables"], "load": {"worst_foreign": worst, "redone": b.redone},
         "perf": prof,
     }
     out = data_dir / "results-mount.json"
-    out.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    lib.write_json(out, results)
     try:
         slabfs.unlink()  # the private copy of the binary; the daemon logs stay
     except OSError:

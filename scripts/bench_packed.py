@@ -33,6 +33,8 @@ What it does, all in one run:
 Every read's bytes are checked against netCDF4-python's values once
 (sha256 of the whole variable, and the random reads against a memory-mapped
 copy). Prints Markdown tables and writes bench-data/packed/results.json.
+The build, the mounts (their daemons' logs in a bench-packed-* temporary
+directory) and the checksums are scripts/benchlib.py's.
 """
 
 from __future__ import annotations
@@ -44,36 +46,20 @@ import os
 import random
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DATA = REPO / "bench-data" / "packed"
-SLABFS = REPO / "target" / "release" / "slabfs"
-MIB = 1 << 20
-PAGE = 4096
+import benchlib as lib
+from benchlib import log
 
-
-def log(msg: str) -> None:
-    print(f"bench_packed: {msg}", file=sys.stderr, flush=True)
+DATA = lib.REPO / "bench-data" / "packed"
+MIB = lib.MIB
+PAGE = lib.PAGE
 
 
 def sh(*args: str | Path, env: dict | None = None, stdout=subprocess.DEVNULL) -> None:
     subprocess.run([str(a) for a in args], check=True, env=env, stdout=stdout)
-
-
-def drop_page_cache() -> None:
-    os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
-
-
-def warm(*paths: Path) -> None:
-    for p in paths:
-        with open(p, "rb") as f:
-            while f.read(8 * MIB):
-                pass
 
 
 # --------------------------------------------------------------------------
@@ -115,46 +101,6 @@ def make_data(size_mib: int) -> dict:
 
 
 # --------------------------------------------------------------------------
-# the daemon
-
-
-class Mount:
-    """A fresh `slabfs mount` of DATA in the foreground."""
-
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="bench-packed-"))
-        self.mnt = self.dir / "mnt"
-        self.log = open(self.dir / "log", "w")
-        self.proc = subprocess.Popen(
-            [str(SLABFS), "mount", "--byte-order", "little", str(DATA), str(self.mnt)],
-            stdout=self.log,
-            stderr=self.log,
-        )
-        deadline = time.time() + 20
-        while not (self.mnt / ".slabfs" / "stats").exists():
-            if time.time() > deadline or self.proc.poll() is not None:
-                raise SystemExit(f"mount did not come up: {(self.dir / 'log').read_text()}")
-            time.sleep(0.02)
-
-    def stats(self) -> dict:
-        return json.loads((self.mnt / ".slabfs" / "stats").read_bytes())
-
-    def close(self) -> None:
-        subprocess.run(["fusermount3", "-u", str(self.mnt)], check=False)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-    def __enter__(self) -> "Mount":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-# --------------------------------------------------------------------------
 # measurements
 
 
@@ -166,14 +112,6 @@ def timed(fn) -> float:
 
 def dd(path: Path) -> None:
     sh("dd", f"if={path}", "of=/dev/null", "bs=1M", stdout=subprocess.DEVNULL)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(8 * MIB):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def nc_read(path: Path) -> float:
@@ -210,7 +148,9 @@ def main() -> None:
     args = ap.parse_args()
     import numpy as np
 
-    sh("cargo", "build", "--release", "--quiet")
+    slabfs = lib.build_slabfs(skip=False)
+    daemons = lib.Mounts(slabfs, Path(tempfile.mkdtemp(prefix="bench-packed-")),
+                         extra_args=("--byte-order", "little"))
     d = make_data(args.size_mib)
     classic = d["classic"]
     nbytes = d["nt"] * d["nlat"] * d["nlon"] * 4
@@ -222,9 +162,9 @@ def main() -> None:
     for _ in range(args.reps):
         for label, threads in (("1 thread", "1"), (f"{os.cpu_count()} threads", str(os.cpu_count()))):
             env = dict(os.environ, RAYON_NUM_THREADS=threads)
-            warm(classic)
-            pack_times[label].append(timed(lambda: sh(SLABFS, "pack", classic, packed, env=env)))
-    sh(SLABFS, "pack", "--codec", "deflate", "--level", "1", classic, deflate)
+            lib.prewarm([classic])
+            pack_times[label].append(timed(lambda: sh(slabfs, "pack", classic, packed, env=env)))
+    sh(slabfs, "pack", "--codec", "deflate", "--level", "1", classic, deflate)
     sizes = {
         "classic (uncompressed)": classic.stat().st_size,
         "slabfs pack (zstd 3, 1 MiB blocks)": packed.stat().st_size,
@@ -239,9 +179,9 @@ def main() -> None:
         ds.set_auto_maskandscale(False)
         ref = np.ascontiguousarray(ds["tas"][...]).astype("<f4").tobytes()
     want = hashlib.sha256(ref).hexdigest()
-    with Mount() as m:
+    with daemons.mounted(DATA, "classic.nc/tas", "check") as m:
         for name in ("classic.nc/tas", "packed.ncb/tas", "packed-deflate1.ncb/tas"):
-            got = sha256_file(m.mnt / name)
+            got, _ = lib.sha_file(m.mnt / name)
             assert got == want, f"{name}: bytes differ from netCDF4-python's"
     log("contents checked against netCDF4-python")
 
@@ -253,13 +193,13 @@ def main() -> None:
         "dd of mounted packed-deflate1.ncb/tas (fresh mount)": "packed-deflate1.ncb/tas",
     }
     for _ in range(args.reps):
-        warm(classic, packed, deflate, DATA / "classic.nc4")
+        lib.prewarm([classic, packed, deflate, DATA / "classic.nc4"])
         for label, rel in contenders.items():
-            with Mount() as m:
-                full.setdefault(label, []).append(timed(lambda: dd(m.mnt / rel)))
+            with daemons.mounted(DATA, rel, "full") as m:
+                full.setdefault(label, []).append(timed(lambda: dd(m.file)))
         for label, f in (("slabfs cat classic.nc tas (no FUSE)", classic), ("slabfs cat packed.ncb tas (no FUSE)", packed)):
             full.setdefault(label, []).append(
-                timed(lambda: sh(SLABFS, "cat", f, "tas", stdout=subprocess.DEVNULL))
+                timed(lambda: sh(slabfs, "cat", f, "tas", stdout=subprocess.DEVNULL))
             )
         full.setdefault("cat of classic.nc itself (page cache)", []).append(
             timed(lambda: sh("cat", classic, stdout=subprocess.DEVNULL))
@@ -277,9 +217,9 @@ def main() -> None:
     rand: dict[str, dict] = {}
     for _ in range(args.reps):
         for label, rel in (("packed.ncb/tas", "packed.ncb/tas"), ("classic.nc/tas", "classic.nc/tas")):
-            with Mount() as m:
+            with daemons.mounted(DATA, rel, "random") as m:
                 before = m.stats()["cache"]
-                secs = random_reads(m.mnt / rel, offsets, ref)
+                secs = random_reads(m.file, offsets, ref)
                 after = m.stats()["cache"]
             r = rand.setdefault(label, {"secs": [], "decodes_per_read": []})
             r["secs"].append(secs)

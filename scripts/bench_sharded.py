@@ -35,14 +35,15 @@ What it measures:
     and tensorstore reading the same rows of the sharded array, opened once.
 
 The data (cached in --data-dir, gitignored, under `shard-<size>mib-<shard>mib/`):
-shape (size_mib/4, 1024, 1024) float32, bench_read.py's smooth field plus
-seeded Gaussian noise; inner chunks (1, 256, 1024) = 1 MiB (whole rows, so a
-4096-byte row-aligned read lies in exactly one inner chunk); shards
-(shard_mib/4, 1024, 1024); codecs zarr-python 3's default (bytes + zstd
+shape (size_mib/4, 1024, 1024) float32, bench_read.py's smooth field
+(benchlib.field_slab) plus seeded Gaussian noise; inner chunks (1, 256, 1024)
+= 1 MiB (whole rows, so a 4096-byte row-aligned read lies in exactly one
+inner chunk); shards (shard_mib/4, 1024, 1024); codecs zarr-python 3's default (bytes + zstd
 level 0; index bytes + crc32c at the end of the shard). The unsharded store
 has the same chunks and codecs, and a raw file holds the expected bytes.
 
-Machinery as in bench_read.py / bench_mount.py: private copy of the binary,
+Machinery from scripts/benchlib.py, as in bench_read.py / bench_mount.py
+(whose random-read children and Mount (c) uses): private copy of the binary,
 bytes verified (sha256) before timing, idle-wait and foreign-CPU rejection,
 medians and min–max, JSON results in <data-dir>/results-sharded.json.
 """
@@ -53,35 +54,24 @@ import argparse
 import hashlib
 import json
 import os
-import random
 import re
-import shlex
 import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_aggregation as ba  # noqa: E402
-import bench_mount as bm  # noqa: E402
-import bench_read as br  # noqa: E402
+import benchlib as lib
+from benchlib import log
 
-REPO = br.REPO
-MIB = br.MIB
-PAGE = 4096
-TAG = "bench_sharded"
+MIB = lib.MIB
+PAGE = lib.PAGE
 DATA_FORMAT_VERSION = 1  # bump when the generator changes
 SEED = 20241205
 NY, NX = 1024, 1024  # one z-slab = 4 MiB; one row = 4096 bytes
 INNER = (1, 256, 1024)  # 1 MiB inner chunks of whole rows
 ARRAY = "field"
-
-
-def log(msg: str) -> None:
-    print(f"{TAG}: {msg}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------
@@ -93,7 +83,7 @@ def build_data(data_dir: Path, size_mib: int, shard_mib: int) -> dict:
     import zarr
 
     if shard_mib % 4 or size_mib % shard_mib or shard_mib < 4:
-        sys.exit(f"{TAG}: --shard-mib must be a multiple of 4 dividing --size-mib")
+        lib.fail("--shard-mib must be a multiple of 4 dividing --size-mib")
     nz = size_mib // 4
     depth = shard_mib // 4
     shape = (nz, NY, NX)
@@ -104,12 +94,7 @@ def build_data(data_dir: Path, size_mib: int, shard_mib: int) -> dict:
     stamp_path = root / "stamp.json"
     stamp = {"format": DATA_FORMAT_VERSION, "seed": SEED, "shape": list(shape),
              "inner": list(INNER), "shard": list(shard)}
-    cached = False
-    if stamp_path.exists() and all(p.exists() for p in paths.values()):
-        try:
-            cached = json.loads(stamp_path.read_text()) == stamp
-        except (OSError, ValueError):
-            cached = False
+    cached = lib.data_cached(stamp_path, stamp, paths.values())
     if not cached:
         log(f"generating {size_mib} MiB, sharded ({shard_mib} MiB shards) and unsharded, "
             f"in {root} ...")
@@ -125,7 +110,7 @@ def build_data(data_dir: Path, size_mib: int, shard_mib: int) -> dict:
         rng = np.random.default_rng(SEED)
         with open(paths["raw"], "wb") as fraw:
             for z0 in range(0, nz, depth):
-                block = np.stack([br.field_slab(z, nz, NY, NX, rng)
+                block = np.stack([lib.field_slab(z, nz, NY, NX, rng)
                                   for z in range(z0, z0 + depth)])
                 sh[z0:z0 + depth] = block  # one whole shard per write
                 un[z0:z0 + depth] = block
@@ -233,7 +218,7 @@ print(json.dumps({"sha256": hashlib.sha256(v.astype("<f4").tobytes()).hexdigest(
 """
 
 # Random rows (4 KiB-aligned offsets) with tensorstore, opened once; as
-# bench_mount.ZARR_CHILD. argv: path nbytes n seed
+# benchlib.ZARR_ROWS_CHILD. argv: path nbytes n seed
 TS_RANDOM_CHILD = r"""
 import hashlib, json, random, sys, time
 import tensorstore as ts
@@ -398,15 +383,15 @@ def one_chunk(slabfs: Path, py: Path, d: dict, workdir: Path, z: int, y: int) ->
         r["log_chunk_decodes"] = len(re.findall(r"decoding chunk \[", err))
         res[f"cat_{which}"] = r
     # zarr-python and tensorstore, the same row of the sharded array
-    for lib in ("zarr", "tensorstore"):
-        tr = workdir / f"strace-{lib}.txt"
-        p = subprocess.run(strace_cmd(tr, [str(py), "-c", ROW_CHILD, lib,
+    for peer in ("zarr", "tensorstore"):
+        tr = workdir / f"strace-{peer}.txt"
+        p = subprocess.run(strace_cmd(tr, [str(py), "-c", ROW_CHILD, peer,
                                            str(d["sharded"] / ARRAY), str(z), str(y)]),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         got = json.loads(p.stdout.strip().splitlines()[-1])["sha256"] if p.returncode == 0 else None
         if got != want_sha:
-            raise RuntimeError(f"{lib} row read gave wrong bytes: {p.stderr[-500:]}")
-        res[f"{lib}_sharded"] = parse_strace(tr, d["sharded"] / ARRAY)
+            raise RuntimeError(f"{peer} row read gave wrong bytes: {p.stderr[-500:]}")
+        res[f"{peer}_sharded"] = parse_strace(tr, d["sharded"] / ARRAY)
     # Through a fresh mount: strace on the daemon during one pread.
     res["mount"] = one_chunk_mount(slabfs, d, workdir, offset, want)
     return res
@@ -415,7 +400,7 @@ def one_chunk(slabfs: Path, py: Path, d: dict, workdir: Path, z: int, y: int) ->
 def one_chunk_mount(slabfs: Path, d: dict, workdir: Path, offset: int, want: bytes) -> dict:
     mnt = workdir / "mnt"
     mnt.mkdir(exist_ok=True)
-    m = bm.Mount(slabfs, d["sharded"], mnt, ARRAY, workdir / "daemon-one-chunk.log").start()
+    m = lib.Mount(slabfs, d["sharded"], mnt, ARRAY, workdir / "daemon-one-chunk.log").start()
     tr = workdir / "strace-daemon.txt"
     st = None
     stats_path = mnt / ".slabfs" / "stats"
@@ -431,7 +416,7 @@ def one_chunk_mount(slabfs: Path, d: dict, workdir: Path, offset: int, want: byt
                                "-p", ",".join(tids)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         time.sleep(1.0)  # let strace attach to every thread
-        # Reading the stats file is itself counted (as in bench_mount's
+        # Reading the stats file is itself counted (as in benchlib's
         # PREAD_CHILD): two reads back to back give that baseline.
         sa, _ = stats()
         sb, len_b = stats()
@@ -520,60 +505,38 @@ class Random:
         self.args, self.slabfs, self.py, self.d, self.workdir = args, slabfs, py, d, workdir
         self.res: dict[str, list[dict]] = {}
         self.redone = 0
-        self.n_mounts = 0
-        offs = [p * PAGE for p in random.Random(args.seed).sample(
-            range(d["nbytes"] // PAGE), args.random_reads)]
-        h = hashlib.sha256()
-        with open(d["raw"], "rb") as f:
-            for o in offs:
-                h.update(os.pread(f.fileno(), PAGE, o))
-        self.sha = h.hexdigest()
-        self.live: list[bm.Mount] = []
+        self.sha = lib.random_pages_sha(d["raw"], d["nbytes"], args.random_reads, args.seed)
+        self.daemons = lib.Mounts(slabfs, workdir)
 
-    def mount(self, which: str) -> bm.Mount:
-        self.n_mounts += 1
-        mnt = self.workdir / "mnt"
-        mnt.mkdir(exist_ok=True)
-        m = bm.Mount(self.slabfs, self.d[which], mnt, ARRAY,
-                     self.workdir / f"daemon-{self.n_mounts:03d}-{which}.log")
-        self.live.append(m)
-        return m.start()
+    def mount(self, which: str) -> lib.Mount:
+        return self.daemons.new(self.d[which], ARRAY, which)
 
-    def stop(self, m: bm.Mount) -> None:
-        try:
-            m.stop()
-        finally:
-            if m in self.live:
-                self.live.remove(m)
+    def stop(self, m: lib.Mount) -> None:
+        self.daemons.stop(m)
 
     def stop_all(self) -> None:
-        for m in list(self.live):
-            self.stop(m)
+        self.daemons.stop_all()
 
     def check(self, r: dict, who: str) -> dict:
-        if r["sha256"] != self.sha:
-            raise RuntimeError(f"{who}: the random reads' bytes differ from the raw file")
-        r["lat"] = bm.lat_summary(r["lat_ns"])
-        r["lat_us"] = [round(x / 1000.0, 2) for x in r.pop("lat_ns")]
-        return r
+        return lib.check_random_reads(r, self.sha, who)
 
     def measured(self, key: str, label: str, run, tag: str, keep: bool, setup=None,
                  teardown=None) -> None:
         a = self.args
-        for attempt in range(a.retries + 1):
+
+        def attempt(_):
             ctx = setup() if setup else None
             try:
-                br.wait_idle(a.idle_wait)
-                r = run(ctx)
+                lib.wait_idle(a.idle_wait)
+                return run(ctx)
             finally:
                 if teardown:
                     teardown(ctx)
-            log(f"[random {tag}] {label:<34} {r['wall_s']:.3f}s median "
-                f"{r['lat']['median_us']:.1f}us other-load {r['foreign']:.0%}")
-            if r["foreign"] <= a.max_foreign or attempt == a.retries or not keep:
-                break
-            self.redone += 1
-            log("  other processes were busy; redoing this run")
+
+        r, redone = lib.redo_while_busy(attempt, a, lambda r: (
+            f"[random {tag}] {label:<34} {r['wall_s']:.3f}s median "
+            f"{r['lat']['median_us']:.1f}us other-load {r['foreign']:.0%}"), keep=keep)
+        self.redone += redone
         if keep:
             self.res.setdefault(key, []).append(r)
 
@@ -584,9 +547,9 @@ class Random:
         n, seed, nbytes = str(a.random_reads), str(a.seed), str(d["nbytes"])
         for which in ("sharded", "unsharded"):
             def run(m, which=which):
-                r = bm.run_child([str(self.py), "-c", bm.PREAD_CHILD, str(m.file),
-                                  str(m.mnt / ".slabfs" / "stats"), nbytes, n, seed],
-                                 daemon=m, capture=True)
+                r = lib.run_child([str(self.py), "-c", lib.PREAD_CHILD, str(m.file),
+                                   str(m.mnt / ".slabfs" / "stats"), nbytes, n, seed],
+                                  daemon=m, capture=True)
                 r = self.check(r, f"pread {which}")
                 st = m.stats() or {}
                 r["cache_after"] = st.get("cache")
@@ -595,11 +558,11 @@ class Random:
                           setup=lambda which=which: self.mount(which), teardown=self.stop)
         arr = str(d["sharded"] / ARRAY)
         self.measured("zarr_sharded", "zarr-python rows, sharded", lambda _: self.check(
-            bm.run_child([str(self.py), "-c", bm.ZARR_CHILD, arr, nbytes, n, seed],
-                         capture=True), "zarr"), tag, keep)
+            lib.run_child([str(self.py), "-c", lib.ZARR_ROWS_CHILD, arr, nbytes, n, seed],
+                          capture=True), "zarr"), tag, keep)
         self.measured("ts_sharded", "tensorstore rows, sharded", lambda _: self.check(
-            bm.run_child([str(self.py), "-c", TS_RANDOM_CHILD, arr, nbytes, n, seed],
-                         capture=True), "tensorstore"), tag, keep)
+            lib.run_child([str(self.py), "-c", TS_RANDOM_CHILD, arr, nbytes, n, seed],
+                          capture=True), "tensorstore"), tag, keep)
 
     def run(self) -> None:
         for rep in range(-self.args.warmup, self.args.reps):
@@ -617,7 +580,7 @@ class Random:
         for k, label in labels.items():
             if k not in self.res:
                 continue
-            row, s = bm.random_row(label, self.res[k])
+            row, s = lib.random_row(label, self.res[k])
             if "cache_misses" in s:
                 s["misses_per_read"] = statistics.median(
                     r["cache_misses"] / len(r["lat_us"]) for r in self.res[k])
@@ -653,52 +616,31 @@ def main() -> None:
                     help="random 4 KiB reads per run, distinct aligned offsets (default 2000; "
                          "0 skips the random-read part)")
     ap.add_argument("--seed", type=int, default=20241205, help="seed of the random offsets")
-    ba.add_common_args(ap)
+    lib.add_common_args(ap)
     args = ap.parse_args()
-    command = ".venv/bin/python scripts/bench_sharded.py " + shlex.join(
-        a for a in sys.argv[1:] if a != "--skip-venv")
+    command = lib.command_line()
 
-    py = br.venv_python(args.skip_venv)
-    ba.reexec_in_venv(py, ("numpy", "zarr", "tensorstore"))
-    py = Path(sys.executable)
-    for tool in ("strace", "fusermount3"):
-        if not shutil.which(tool):
-            sys.exit(f"{TAG}: {tool} not found")
-    data_dir = args.data_dir if args.data_dir.is_absolute() else (Path.cwd() / args.data_dir)
-    built = br.build_slabfs(args.no_build)
+    py = lib.use_venv(args.skip_venv, ("numpy", "zarr", "tensorstore"))
+    lib.require_tools("strace", "fusermount3")
+    data_dir = lib.abs_dir(args.data_dir)
+    built = lib.build_slabfs(args.no_build)
     d = build_data(data_dir, args.size_mib, args.shard_mib)
-    slabfs, workdir = ba.private_binary(built)
+    slabfs, workdir = lib.private_binary(built)
     rnd = None
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, lambda signum, frame: sys.exit(128 + signum))
+    lib.exit_on_signals()
     try:
         cs = contenders(slabfs, py, d, not args.no_unsharded_peers)
-        ba.verify(cs, ba.sha_file(d["raw"]))
+        lib.verify_contenders(cs, lib.sha_file(d["raw"]))
         nz = d["shape"][0]
         oc = one_chunk(slabfs, py, d, workdir, z=nz // 2 + 3, y=300)
         log("one inner chunk: counted")
-        warm, warm_redone = br.run_pass(cs, args.reps, args.warmup, False, args.max_foreign,
-                                        args.retries, args.idle_wait)
-        is_root = os.geteuid() == 0
-        do_cold = args.cold == "yes" or (args.cold == "auto" and is_root)
-        if do_cold and not is_root:
-            sys.exit(f"{TAG}: --cold yes needs root")
-        cold = cold_redone = None
-        if do_cold:
-            cold, cold_redone = br.run_pass(cs, args.reps, 0, True, args.max_foreign,
-                                            args.retries, args.idle_wait)
+        passes = lib.run_warm_cold(cs, args)
         if args.random_reads > 0:
             rnd = Random(args, slabfs, py, d, workdir)
             rnd.run()
-        profiles = []
-        if args.perf:
-            for c in cs:
-                if c["key"].startswith("slabfs_"):
-                    p = ba.perf_cat(c["name"].replace("slabfs cat, ", "`slabfs cat` "), c["cmd"],
-                                    data_dir / f"perf-shard-{c['key']}", args, loops=3, tag=TAG)
-                    p["key"] = c["key"]
-                    profiles.append(p)
-        hdr, m, v = ba.header_lines(command, slabfs, ())
+        profiles = (lib.perf_cat_profiles(cs, args, data_dir, "perf-shard", loops=3)
+                    if args.perf else [])
+        hdr, m, v = lib.header_lines(command, slabfs)
     finally:
         if rnd is not None:
             rnd.stop_all()
@@ -717,26 +659,17 @@ def main() -> None:
           f"{inner['index_location']}), {d['sharded_bytes'] / MIB:.1f} MiB stored; unsharded: "
           f"{d['n_chunks']} chunk files, {d['unsharded_bytes'] / MIB:.1f} MiB stored; "
           f"compression ratio {d['nbytes'] / d['unsharded_bytes']:.3f}.")
-    results = {"command": command, "machine": m, "versions": v,
-               "data": {k: (str(x) if isinstance(x, Path) else x) for k, x in d.items()},
-               "one_chunk": oc}
+    results = {"command": command, "machine": m, "versions": v, "data": d, "one_chunk": oc}
     print("\n### (a) One inner chunk\n")
     print(one_chunk_table(oc, d))
-    passes = [("warm", f"(b) Full sequential read, warm page cache ({args.reps} reps, "
-                       f"interleaved, {args.warmup} warm-up round(s) discarded)", warm,
-               warm_redone)]
-    if cold is not None:
-        passes.append(("cold", "(b) Full sequential read, cold page cache (`sync; echo 3 > "
-                               f"/proc/sys/vm/drop_caches` before each run, {args.reps} reps, "
-                               "interleaved)", cold, cold_redone))
-    for key, title, res, redone in passes:
-        tab, stats = br.table(cs, res, d["nbytes"])
-        rows = [r for r in RATIOS if r[1] in stats and r[2] in stats]
-        rat_tab, rat = ba.ratio_rows(stats, rows)
+    for key, res, redone in passes:
+        title = lib.pass_title(args, key, "(b) Full sequential read")
+        tab, stats = lib.table(cs, res, d["nbytes"])
+        rat_tab, rat = lib.ratio_rows(stats, RATIOS)
         extra = peer_sharding_ratios(stats)
         if extra:
             rat_tab += "\n" + "\n".join(extra)
-        note, worst = ba.foreign_note(res, redone, args.max_foreign)
+        note, worst = lib.foreign_note(res, redone, args.max_foreign)
         print(f"\n### {title}\n\n{tab}\n\n{rat_tab}\n\n{note}")
         for k in ("zarr_sharded", "ts_sharded"):
             if k in stats:
@@ -745,7 +678,7 @@ def main() -> None:
                         "redone": redone}
     if rnd is not None:
         tab, out = rnd.report()
-        note, worst = ba.foreign_note(rnd.res, rnd.redone, args.max_foreign)
+        note, worst = lib.foreign_note(rnd.res, rnd.redone, args.max_foreign)
         print(f"\n### (c) Random 4 KiB reads ({args.random_reads} distinct 4 KiB-aligned offsets "
               f"per run, seed {args.seed}, {args.reps} runs each; the mount is fresh for every "
               "run)\n")
@@ -757,17 +690,10 @@ def main() -> None:
         results["random"] = {"runs": rnd.res, "stats": out, "worst_foreign": worst,
                              "redone": rnd.redone}
     if profiles:
-        print(f"\n### Where `slabfs cat`'s CPU goes (`perf record -g`, {profiles[0]['loops']} "
-              "extra untimed runs each)\n")
-        print(ba.perf_table(profiles, [results["warm"]["stats"][p["key"]]["cpu_median"]
-                                       for p in profiles]))
-        for p in profiles:
-            print(f"\n{p['label']}: top symbols ({p['report']}):")
-            for t in p["top"][:8]:
-                print(f"    {t}")
+        print(lib.perf_section(profiles, results["warm"]["stats"], counts=False))
         results["perf"] = profiles
     out = data_dir / "results-sharded.json"
-    out.write_text(json.dumps(results, indent=1, default=str) + "\n")
+    lib.write_json(out, results)
     log(f"raw numbers in {out}")
 
 
