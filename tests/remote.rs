@@ -26,11 +26,9 @@ use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use slabfs::dtype::Endian;
 use slabfs::engine::cache::ChunkCache;
-use slabfs::engine::read::read_at;
 use slabfs::formats::dataset::{self, Dataset};
-use slabfs::storage::files::{Files, ReadAt};
+use slabfs::storage::files::Files;
 use slabfs::storage::remote::{self, Location, RemoteFiles};
 use slabfs::storage::store::Store;
 
@@ -569,7 +567,7 @@ fn urls_are_confined_to_the_source_and_allow_outside() {
         format!("s3://{BUCKET}/zarr/v2/basic.zarr/.zgroup"),
         format!("s3://{BUCKET}/nc3x/classic_types.nc"),
         format!("{root}/../zarr/v2/basic.zarr/.zgroup"),
-        format!("s3://other-bucket/nc3/classic_types.nc"),
+        "s3://other-bucket/nc3/classic_types.nc".to_string(),
         "/etc/passwd".to_string(),
         "nc3/classic_types.nc".to_string(),
     ] {
