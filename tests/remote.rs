@@ -543,6 +543,27 @@ fn an_object_replaced_between_ranges_is_an_error_never_mixed() {
     // Past the end of the version opened: EOF, no request.
     let e = g.read_exact_at(&mut buf, 30).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+
+    // A netCDF-3 file's variables see the replacement in their change
+    // stamps (a HEAD), which is how the refresh knows to reopen them.
+    let nc = fixtures().join("netcdf3/data");
+    s3.boto(&format!(
+        "s3.upload_file({:?}, '{BUCKET}', 'x.nc')",
+        nc.join("classic_types.nc").display().to_string()
+    ));
+    let ds = open(&format!("s3://{BUCKET}/x.nc"));
+    let a = &ds.get("fixed_i1").unwrap().array;
+    let before = a.change_stamp().data;
+    assert!(
+        before.is_some(),
+        "a remote netCDF-3 file has a change stamp"
+    );
+    assert_eq!(a.change_stamp().data, before, "unchanged, same stamp");
+    s3.boto(&format!(
+        "s3.upload_file({:?}, '{BUCKET}', 'x.nc')",
+        nc.join("ncgen_classic.nc").display().to_string()
+    ));
+    assert_ne!(a.change_stamp().data, before, "replaced, another stamp");
 }
 
 #[test]

@@ -437,6 +437,27 @@ impl ReadAt for RemoteFile {
     fn size(&self) -> io::Result<u64> {
         Ok(self.version.size)
     }
+
+    /// The object's current version (a HEAD), hashed; `None` if the HEAD
+    /// fails (the refresh then keeps what it has).
+    fn stamp(&self) -> Option<u64> {
+        let store = self.remote.store.clone();
+        let path = self.remote.location.prefix().clone();
+        let now = block_on(self.remote.deadline, async move {
+            store.head(&path).await.map_err(io_error)
+        });
+        match now {
+            Ok(m) => {
+                let mut h = DefaultHasher::new();
+                (m.size, m.e_tag, m.last_modified.timestamp_nanos_opt()).hash(&mut h);
+                Some(h.finish())
+            }
+            Err(e) => {
+                log::debug!("{}: {e}", self.remote.location.display());
+                None
+            }
+        }
+    }
 }
 
 /// Opens files and stores by URL, for a dataset read from a remote
