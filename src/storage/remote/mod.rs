@@ -229,6 +229,18 @@ impl Remote {
 pub fn connect(location: &Location) -> Result<Remote> {
     let cfg = config();
     let url = location.store_url();
+    // One client per store and configuration for the process: a refresh
+    // reopening the source every few seconds reuses its connections.
+    static CONNECTED: parking_lot::Mutex<Vec<(String, Arc<dyn ObjectStore>)>> =
+        parking_lot::Mutex::new(Vec::new());
+    let key = format!("{url} {cfg:?}");
+    if let Some((_, store)) = CONNECTED.lock().iter().find(|(k, _)| *k == key) {
+        return Ok(Remote {
+            store: store.clone(),
+            location: location.clone(),
+            deadline: cfg.deadline(),
+        });
+    }
     let err = |e: object_store::Error| Error::Io {
         path: location.display(),
         source: std::io::Error::other(redact(&e.to_string())),
@@ -285,6 +297,13 @@ pub fn connect(location: &Location) -> Result<Remote> {
                 .map_err(err)?,
         ),
     };
+    let mut connected = CONNECTED.lock();
+    // Few stores per process (the source's and --allow-outside's); the
+    // bound only guards against a configuration changing in a loop.
+    if connected.len() >= 64 {
+        connected.remove(0);
+    }
+    connected.push((key, store.clone()));
     Ok(Remote {
         store,
         location: location.clone(),
