@@ -231,7 +231,7 @@ impl DataType {
             "complex128" => Complex128,
             _ => {
                 let bits: usize = name.strip_prefix('r')?.parse().ok()?;
-                if bits == 0 || bits % 8 != 0 {
+                if bits == 0 || !bits.is_multiple_of(8) {
                     return None;
                 }
                 RawBits(bits / 8)

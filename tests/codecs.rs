@@ -11,7 +11,7 @@ use slabfs::codec::registry::{CODECS, NUMCODECS_PREFIX};
 use slabfs::codec::{
     ChunkRepr, Codec, CodecChain, CodecError, DecodedSize, from_v2, from_v3, v2_chain,
 };
-use slabfs::dtype::DataType;
+use slabfs::dtype::{DataType, Endian};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codecs")
@@ -45,6 +45,9 @@ fn error_name(e: &CodecError) -> &'static str {
 
 /// Decode one case; Err(message) on any disagreement.
 fn run(case: &Value) -> Result<(), String> {
+    if case["feature"] == "zfp" && !slabfs::codec::zfpy::AVAILABLE {
+        return refused_without_zfp(case);
+    }
     let kind = case["kind"].as_str().unwrap();
     let encoded = bytes_of(case, "encoded").unwrap();
     let expected = bytes_of(case, "decoded");
@@ -138,6 +141,40 @@ fn run(case: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// A build without the `zfp` feature must refuse a zfpy chain when it is
+/// built (an array using it fails to open), naming the feature.
+fn refused_without_zfp(case: &Value) -> Result<(), String> {
+    let codec = &case["codec"];
+    let built = match case["kind"].as_str().unwrap() {
+        "v3_chain" => codec
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| from_v3(c).map(|c| c.expect("a known codec")))
+            .collect::<Result<Vec<_>, _>>()
+            .map(|_| ()),
+        "v2_chain" => {
+            let filters = codec["filters"].as_array().cloned().unwrap_or_default();
+            v2_chain(
+                1,
+                false,
+                Endian::Little,
+                &filters,
+                Some(&codec["compressor"]),
+            )
+            .map(|_| ())
+        }
+        other => return Err(format!("unexpected zfp case kind {other}")),
+    };
+    match built {
+        Err(e @ CodecError::Config { .. }) if e.to_string().contains("feature \"zfp\"") => Ok(()),
+        Err(e) => Err(format!(
+            "without zfp: expected a configuration error naming the feature, got {e}"
+        )),
+        Ok(()) => Err("without zfp: the chain was built".into()),
+    }
+}
+
 fn repr(case: &Value, dtype: DataType) -> ChunkRepr {
     let shape: Vec<u64> = case["shape"]
         .as_array()
@@ -196,6 +233,45 @@ fn the_vectors_cover_every_blosc_cname_and_shuffle() {
         .filter(|c| c["blosc_header"]["memcpyed"] == true)
         .count();
     assert!(memcpyed >= 2);
+}
+
+#[test]
+fn the_vectors_cover_every_pcodec_and_zfp_type_and_mode() {
+    let cases = manifest();
+    let decoded = |prefix: &str| {
+        cases
+            .iter()
+            .filter(|c| c["name"].as_str().unwrap().starts_with(prefix) && c.get("error").is_none())
+            .count()
+    };
+    for t in ["u2", "u4", "u8", "i2", "i4", "i8", "f2", "f4", "f8"] {
+        assert!(
+            decoded(&format!("pcodec_v3_{t}")) == 1 && decoded(&format!("pcodec_v2_{t}")) == 1,
+            "pcodec {t}"
+        );
+    }
+    for t in ["f4", "f8", "i4", "i8"] {
+        for mode in ["rate", "precision", "reversible"] {
+            assert_eq!(
+                decoded(&format!("zfpy_v2_{t}_{mode}")),
+                1,
+                "zfpy {t} {mode}"
+            );
+        }
+    }
+    assert_eq!(
+        decoded("zfpy_v3_f4_accuracy") + decoded("zfpy_v3_f8_accuracy"),
+        2
+    );
+    // zfp in 1 to 4 dimensions.
+    for rank in 1..=4 {
+        let found = cases.iter().any(|c| {
+            c["name"].as_str().unwrap().starts_with("zfpy_")
+                && c.get("error").is_none()
+                && c["shape"].as_array().map(Vec::len) == Some(rank)
+        });
+        assert!(found, "no zfpy vector of rank {rank}");
+    }
 }
 
 /// Every codec name that some vector decodes: numcodecs ids, Zarr v3
@@ -279,4 +355,50 @@ fn docs_table_every_registered_codec() {
             );
         }
     }
+}
+
+/// Every pcodec and zfpy chunk, cut at many lengths and with bytes
+/// flipped: an error or a chunk of exactly the right size, never a panic
+/// (zfp is C without bounds checks: the padding bound is what keeps its
+/// reads inside the buffer).
+#[test]
+fn damaged_array_codec_streams_are_errors_or_exact() {
+    let mut tried = 0;
+    for case in manifest() {
+        let name = case["name"].as_str().unwrap();
+        let zfp = name.starts_with("zfpy_");
+        if !(name.starts_with("pcodec_") || zfp) || case.get("error").is_some() {
+            continue;
+        }
+        if zfp && !slabfs::codec::zfpy::AVAILABLE {
+            continue;
+        }
+        let Some(codecs) = case["codec"].as_array() else {
+            continue; // v2 chains are the same streams
+        };
+        let chain = CodecChain::new(
+            codecs
+                .iter()
+                .map(|c| from_v3(c).unwrap().unwrap())
+                .collect(),
+        )
+        .unwrap();
+        let dtype = DataType::from_zarr_v3(case["data_type"].as_str().unwrap()).unwrap();
+        let r = repr(&case, dtype);
+        let want = r.nbytes().unwrap();
+        let enc = bytes_of(&case, "encoded").unwrap();
+        let step = (enc.len() / 40).max(1);
+        for cut in (0..enc.len()).step_by(step) {
+            if let Ok(out) = chain.decode(enc[..cut].to_vec(), &r) {
+                assert_eq!(out.len(), want, "{name} cut at {cut}");
+            }
+            let mut bad = enc.clone();
+            bad[cut] ^= 0xa5;
+            if let Ok(out) = chain.decode(bad, &r) {
+                assert_eq!(out.len(), want, "{name} byte {cut} flipped");
+            }
+            tried += 1;
+        }
+    }
+    assert!(tried > 300, "only {tried} damaged streams");
 }

@@ -189,7 +189,7 @@ fn every_master_reads_as_the_reference_assembles_it() {
             };
             let want = &case.expected[offset as usize..offset as usize + len];
             // Partial elements cannot be compared with a tolerance.
-            let rtol = if offset as usize % item == 0 && len % item == 0 {
+            let rtol = if (offset as usize).is_multiple_of(item) && len % item == 0 {
                 case.rtol
             } else {
                 0.0
@@ -573,7 +573,7 @@ fn the_mount_serves_every_master() {
             continue;
         }
         let row = case.expected.len() / case.shape[0] as usize;
-        if row % 4096 != 0 {
+        if !row.is_multiple_of(4096) {
             // Rows share pages: the kernel reads them together.
             let e = std::fs::read(&path).unwrap_err();
             assert_eq!(e.raw_os_error(), Some(5), "{}: EIO", case.path);

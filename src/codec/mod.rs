@@ -64,10 +64,12 @@ pub mod lz4;
 pub mod lzma;
 pub mod numeric;
 pub mod packbits;
+pub mod pcodec;
 pub mod quantize;
 pub mod registry;
 pub mod shuffle;
 pub mod transpose;
+pub mod zfpy;
 pub mod zlib;
 pub mod zstd;
 
@@ -564,15 +566,32 @@ pub fn v2_chain(
             transpose::Transpose::reversed(rank),
         )));
     }
+    let compressor = compressor.map(registry::from_v2_compressor).transpose()?;
+    if let Some(Codec::ArrayToBytes(serializer)) = compressor {
+        // A compressor that encodes the array (pcodec, zfpy) gets it as
+        // numcodecs does: in memory order, after the filters, as values
+        // (the dtype's byte order is NumPy's business, not the stream's).
+        // zfp keeps the shape, and numcodecs refuses to give it an F-order
+        // array, so there is no such stream to read.
+        if order_f && rank > 1 && serializer.name() == zfpy::NAME {
+            return Err(CodecError::config(
+                zfpy::NAME,
+                "numcodecs' ZFPY cannot write arrays of order \"F\"",
+            ));
+        }
+        for f in filters {
+            codecs.push(registry::from_v2_array_filter(f)?);
+        }
+        codecs.push(Codec::ArrayToBytes(serializer));
+        return CodecChain::new(codecs);
+    }
     codecs.push(Codec::ArrayToBytes(Box::new(bytes::BytesCodec::new(Some(
         endian,
     )))));
     for f in filters {
         codecs.push(Codec::BytesToBytes(from_v2(f)?));
     }
-    if let Some(c) = compressor {
-        codecs.push(Codec::BytesToBytes(from_v2(c)?));
-    }
+    codecs.extend(compressor);
     CodecChain::new(codecs)
 }
 

@@ -905,7 +905,7 @@ pub(crate) fn filter_elements(
     dec: usize,
     size: super::DecodedSize,
 ) -> Result<usize, CodecError> {
-    if encoded_len % enc != 0 {
+    if !encoded_len.is_multiple_of(enc) {
         return Err(CodecError::corrupt(
             codec,
             format!("{encoded_len} bytes is not a whole number of {enc}-byte elements"),
@@ -924,7 +924,7 @@ pub(crate) fn filter_elements(
 /// ones, or None when `decoded` is not a whole number of elements (decode
 /// then reports the mismatch).
 pub(crate) fn filter_encoded_size(decoded: usize, dec: usize, enc: usize) -> Option<usize> {
-    if decoded % dec != 0 {
+    if !decoded.is_multiple_of(dec) {
         return None;
     }
     (decoded / dec).checked_mul(enc)

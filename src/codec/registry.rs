@@ -23,7 +23,12 @@
 //! types ([`Numcodecs::Filter`]): in Zarr v2 a filter runs on the flat
 //! chunk buffer as a bytes→bytes codec (numcodecs' own view); under
 //! zarr-python's `numcodecs.<id>` v3 name it is an array→array codec,
-//! which [`super::array_filter`] adapts.
+//! which [`super::array_filter`] adapts. A few numcodecs compressors
+//! need the array itself, not its bytes (`pcodec`, `zfpy`: they read the
+//! element type, and zfp the shape): [`Numcodecs::Array`], an array→bytes
+//! codec that takes the place of `bytes` in the chain, as zarr-python 3
+//! places them in Zarr v3 (`_NumcodecsArrayBytesCodec`) and as
+//! [`super::v2_chain`] places a Zarr v2 compressor of that kind.
 //!
 //! # Adding a codec
 //!
@@ -40,9 +45,10 @@ use serde_json::{Map, Value};
 
 use super::array_filter::{ArrayFilter, FilterArrayCodec, FilterBytesCodec};
 use super::{
-    BytesToBytesCodec, Codec, CodecError, adler32, astype, bitround, blosc, bytes, bz2, categorize,
-    crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip, jenkins_lookup3, lz4, lzma, packbits,
-    quantize, shuffle, transpose, v3_extension, zlib, zstd,
+    ArrayToBytesCodec, BytesToBytesCodec, Codec, CodecError, adler32, astype, bitround, blosc,
+    bytes, bz2, categorize, crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip,
+    jenkins_lookup3, lz4, lzma, packbits, pcodec, quantize, shuffle, transpose, v3_extension, zfpy,
+    zlib, zstd,
 };
 
 /// Every codec slabfs knows, once each.
@@ -57,6 +63,9 @@ pub static CODECS: &[CodecEntry] = &[
     lz4::ENTRY,
     bz2::ENTRY,
     lzma::ENTRY,
+    // Compressors that need the array (array->bytes).
+    pcodec::ENTRY,
+    zfpy::ENTRY,
     // Checksums.
     crc32c::ENTRY,
     crc32::ENTRY,
@@ -79,6 +88,7 @@ pub const NUMCODECS_PREFIX: &str = "numcodecs.";
 
 pub type FromNumcodecs = fn(&Value) -> Result<Box<dyn BytesToBytesCodec>, CodecError>;
 pub type FromNumcodecsFilter = fn(&Value) -> Result<Box<dyn ArrayFilter>, CodecError>;
+pub type FromNumcodecsArray = fn(&Value) -> Result<Box<dyn ArrayToBytesCodec>, CodecError>;
 pub type FromV3 = fn(&Value) -> Result<Codec, CodecError>;
 
 /// How a codec is built from its numcodecs JSON (the whole object, `id`
@@ -90,6 +100,10 @@ pub enum Numcodecs {
     /// A numcodecs filter: bytes→bytes on the flat buffer in Zarr v2,
     /// array→array as zarr-python's v3 `numcodecs.<id>`.
     Filter(FromNumcodecsFilter),
+    /// A compressor that encodes the array, not its bytes (it needs the
+    /// element type or the shape): array→bytes in place of `bytes`, in
+    /// both Zarr versions.
+    Array(FromNumcodecsArray),
 }
 
 /// A codec's HDF5 filter and netcdf-c's conversions for it.
@@ -172,7 +186,37 @@ pub fn from_v2(value: &Value) -> Result<Box<dyn BytesToBytesCodec>, CodecError> 
     match entry.numcodecs {
         Some((_, Numcodecs::Bytes(build))) => build(value),
         Some((_, Numcodecs::Filter(build))) => Ok(Box::new(FilterBytesCodec::new(build(value)?))),
+        Some((_, Numcodecs::Array(_))) => Err(CodecError::Chain(format!(
+            "{id} encodes the array, not bytes: it can only be the compressor of an array"
+        ))),
         None => unreachable!("by_id found an entry with an id"),
+    }
+}
+
+/// Build a Zarr v2 compressor: a bytes→bytes codec, or an array→bytes one
+/// for the numcodecs compressors that need the array ([`Numcodecs::Array`]).
+pub fn from_v2_compressor(value: &Value) -> Result<Codec, CodecError> {
+    if let Some(entry) = value.get("id").and_then(Value::as_str).and_then(by_id)
+        && let Some((_, Numcodecs::Array(build))) = entry.numcodecs
+    {
+        return Ok(Codec::ArrayToBytes(build(value)?));
+    }
+    Ok(Codec::BytesToBytes(from_v2(value)?))
+}
+
+/// Build a Zarr v2 filter as the array→array codec it is when an
+/// array→bytes compressor follows it: only numcodecs filters, which know
+/// their element types, can be.
+pub fn from_v2_array_filter(value: &Value) -> Result<Codec, CodecError> {
+    let id = value.get("id").and_then(Value::as_str).unwrap_or("?");
+    match by_id(id).and_then(|e| e.numcodecs) {
+        Some((_, Numcodecs::Filter(build))) => Ok(Codec::ArrayToArray(Box::new(
+            FilterArrayCodec::new(build(value)?),
+        ))),
+        Some(_) => Err(CodecError::Chain(format!(
+            "filter {id} works on bytes, but the compressor after it encodes an array"
+        ))),
+        None => Err(CodecError::Unknown(id.to_string())),
     }
 }
 
@@ -222,6 +266,7 @@ pub fn from_v3(value: &Value) -> Result<Option<Codec>, CodecError> {
         Numcodecs::Filter(build) => {
             Codec::ArrayToArray(Box::new(FilterArrayCodec::new(build(&object)?)))
         }
+        Numcodecs::Array(build) => Codec::ArrayToBytes(build(&object)?),
     }))
 }
 
@@ -353,6 +398,45 @@ mod tests {
     }
 
     #[test]
+    fn array_encoding_compressors_take_the_place_of_bytes() {
+        use crate::dtype::Endian;
+        let pcodec = json!({"id": "pcodec", "level": 8});
+        // Not a bytes->bytes codec: only a compressor.
+        assert!(matches!(from_v2(&pcodec), Err(CodecError::Chain(_))));
+        assert!(matches!(
+            from_v2_compressor(&pcodec),
+            Ok(Codec::ArrayToBytes(_))
+        ));
+        let chain = super::super::v2_chain(
+            2,
+            true,
+            Endian::Big,
+            &[json!({"id": "delta", "dtype": "<i4"})],
+            Some(&pcodec),
+        )
+        .unwrap();
+        assert_eq!(chain.names(), ["transpose", "delta", "pcodec"]);
+        // A filter that works on bytes cannot come before it.
+        let e = super::super::v2_chain(
+            1,
+            false,
+            Endian::Little,
+            &[json!({"id": "shuffle", "elementsize": 4})],
+            Some(&pcodec),
+        )
+        .unwrap_err();
+        assert!(matches!(e, CodecError::Chain(_)), "{e}");
+        // numcodecs cannot write zfpy in F order.
+        let zfpy = json!({"id": "zfpy", "mode": 4, "tolerance": 0.1});
+        let e = super::super::v2_chain(2, true, Endian::Little, &[], Some(&zfpy)).unwrap_err();
+        assert!(matches!(e, CodecError::Config { .. }), "{e}");
+        assert!(
+            !super::zfpy::AVAILABLE || e.to_string().contains("order"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn lookups() {
         assert_eq!(by_id("lz4").unwrap().name(), "lz4");
         assert_eq!(by_v3_name("numcodecs.lz4").unwrap().name(), "lz4");
@@ -379,18 +463,18 @@ mod tests {
 
     #[test]
     fn unknown_codecs_are_named() {
-        let e = from_v2(&json!({"id": "zfpy", "mode": 4})).unwrap_err();
-        assert!(matches!(&e, CodecError::Unknown(n) if n == "zfpy"), "{e}");
-        assert_eq!(e.to_string(), "unsupported codec \"zfpy\"");
-        let e = from_v3(&json!({"name": "numcodecs.zfpy", "configuration": {}})).unwrap_err();
+        let e = from_v2(&json!({"id": "jpeg2k", "level": 4})).unwrap_err();
+        assert!(matches!(&e, CodecError::Unknown(n) if n == "jpeg2k"), "{e}");
+        assert_eq!(e.to_string(), "unsupported codec \"jpeg2k\"");
+        let e = from_v3(&json!({"name": "numcodecs.jpeg2k", "configuration": {}})).unwrap_err();
         assert!(
-            matches!(&e, CodecError::Unknown(n) if n == "numcodecs.zfpy"),
+            matches!(&e, CodecError::Unknown(n) if n == "numcodecs.jpeg2k"),
             "{e}"
         );
         let e = from_v3(&json!({"name": "lz4"})).unwrap_err();
         assert!(matches!(&e, CodecError::Unknown(n) if n == "lz4"), "{e}");
         assert!(
-            from_v3(&json!({"name": "numcodecs.zfpy", "must_understand": false}))
+            from_v3(&json!({"name": "numcodecs.jpeg2k", "must_understand": false}))
                 .unwrap()
                 .is_none()
         );

@@ -91,7 +91,7 @@ impl BytesToBytesCodec for Shuffle {
         if s <= 1 || encoded.is_empty() {
             return Ok(encoded);
         }
-        if encoded.len() % s != 0 {
+        if !encoded.len().is_multiple_of(s) {
             return Err(CodecError::corrupt(
                 NAME,
                 format!(
@@ -142,7 +142,7 @@ impl Shuffle {
         } else if s <= 1 || encoded.is_empty() {
             out.copy_from_slice(encoded);
             Ok(())
-        } else if encoded.len() % s != 0 {
+        } else if !encoded.len().is_multiple_of(s) {
             Err(CodecError::corrupt(
                 NAME,
                 format!(

@@ -48,7 +48,7 @@ pub fn read_at(
     // element on its own would read its chunk a second time: if the chunk
     // was evicted meanwhile and its file replaced, the edge bytes would
     // come from another version of the chunk than their neighbours.
-    if offset % item == 0 && end % item == 0 {
+    if offset.is_multiple_of(item) && end.is_multiple_of(item) {
         read_elements(array, offset / item, end / item, buf, order)?;
         return Ok(n);
     }
@@ -74,7 +74,7 @@ pub fn read_shared_at(
     let meta = array.meta();
     let item = meta.item_size() as u64;
     let end = offset.saturating_add(len as u64).min(meta.nbytes());
-    if offset >= end || offset % item != 0 || end % item != 0 {
+    if offset >= end || !offset.is_multiple_of(item) || !end.is_multiple_of(item) {
         return None;
     }
     if order != Endian::NATIVE && meta.dtype.swap_unit() > 1 {

@@ -445,7 +445,7 @@ pub(crate) mod tests {
             self.pad()
         }
         pub fn pad(&mut self) -> &mut Self {
-            while self.buf.len() % 4 != 0 {
+            while !self.buf.len().is_multiple_of(4) {
                 self.buf.push(0);
             }
             self

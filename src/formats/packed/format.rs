@@ -310,7 +310,8 @@ pub fn parse_index(
             _ => return Err(what(format!("unknown filter flags {flags:?}"))),
         };
         let block_size = r.u32().ok_or_else(|| what("truncated".into()))? as u64;
-        if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) || block_size % 8 != 0 {
+        if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) || !block_size.is_multiple_of(8)
+        {
             return Err(what(format!(
                 "block size {block_size} is not a multiple of 8 between \
                  {MIN_BLOCK_SIZE} and {MAX_BLOCK_SIZE}"

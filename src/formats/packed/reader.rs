@@ -246,7 +246,7 @@ pub fn array(
     let item = meta.item_size() as u64;
     let elements = meta.num_elements();
     let block_elems = v.block_size / item;
-    let grid = if elements % block_elems == 0 {
+    let grid = if elements.is_multiple_of(block_elems) {
         DimTiling::Regular(block_elems)
     } else {
         let mut ends: Vec<u64> = (1..v.nblocks()).map(|i| i * block_elems).collect();
