@@ -807,3 +807,51 @@ fn secrets_stay_out_of_errors_and_logs() {
         );
     }
 }
+
+/// SIGTERM while a read waits on a server that accepted the connection
+/// and never answers (moto stopped with SIGSTOP): the daemon unmounts and
+/// exits promptly, not when the request would have timed out.
+#[test]
+fn sigterm_unmounts_promptly_while_a_read_waits_on_a_hung_server() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    let endpoint = s3.endpoint();
+    let mut m = common::mount::Mount::start(
+        Path::new(&format!("s3://{BUCKET}/nc3")),
+        &[
+            "--endpoint-url",
+            &endpoint,
+            "--request-timeout",
+            "120",
+            "--refresh",
+            "0",
+            "--cache-size",
+            "1MiB",
+        ],
+    );
+    let server = s3.child.id() as libc::pid_t;
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(server, libc::SIGSTOP) }, 0);
+    let path = m.path("offset64_records.nc/temp");
+    let reader = std::thread::spawn(move || read_direct(&path));
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !reader.is_finished(),
+        "the read should be waiting on the server"
+    );
+    let started = Instant::now();
+    let status = m.signal_and_wait(libc::SIGTERM);
+    let took = started.elapsed();
+    // SAFETY: as above.
+    unsafe { libc::kill(server, libc::SIGCONT) };
+    assert!(status.success(), "{status}:\n{}", m.log());
+    assert!(
+        took < Duration::from_secs(15),
+        "exit took {took:?}:\n{}",
+        m.log()
+    );
+    let read = reader.join().unwrap();
+    assert!(read.is_err(), "the waiting read fails, it does not hang");
+    assert!(!common::mount::is_mount_point(&m.path("")), "{}", m.log());
+}

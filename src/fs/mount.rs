@@ -376,6 +376,9 @@ fn signal_loop(signals: &Signals, phase: &Mutex<Phase>, mnt: &Path, ready: &Read
             Phase::Mounted(mut unmounter) => {
                 log::info!("{name}: unmounting {}", mnt.display());
                 ready.stopping();
+                // Reads waiting on a remote server end now (EIO), so they
+                // do not hold the unmount until the server times out.
+                crate::storage::remote::cancel_all();
                 if let Err(e) = unmounter.unmount() {
                     log::warn!(
                         "unmounting {} failed ({e}), probably files are open: detaching it \

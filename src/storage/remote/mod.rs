@@ -43,7 +43,9 @@
 //! the object's URL; nothing failed is cached (the layers above cache only
 //! decoded successes). A whole call is also bounded by a deadline of its
 //! own ([`Config::deadline`]), so a server that accepts a connection and
-//! never answers cannot hang a reader.
+//! never answers cannot hang a reader, and [`cancel_all`] (called on
+//! SIGTERM) ends every call at once, so the unmount never waits for a
+//! dead server.
 //!
 //! # Secrets
 //!
@@ -161,10 +163,16 @@ pub fn config() -> Config {
 struct Runtime {
     rt: tokio::runtime::Runtime,
     requests: Arc<tokio::sync::Semaphore>,
+    /// Set once by [`cancel_all`]: every call waiting or in flight ends.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
+static RT: OnceLock<Runtime> = OnceLock::new();
+
+/// Set by [`cancel_all`], for calls made after it.
+static STOPPING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn shared() -> &'static Runtime {
-    static RT: OnceLock<Runtime> = OnceLock::new();
     RT.get_or_init(|| {
         let cfg = config();
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -176,6 +184,7 @@ fn shared() -> &'static Runtime {
         Runtime {
             rt,
             requests: Arc::new(tokio::sync::Semaphore::new(cfg.max_requests.max(1))),
+            stopping: tokio::sync::watch::Sender::new(false),
         }
     })
 }
@@ -194,19 +203,44 @@ pub(crate) fn block_on<T>(
 ) -> std::io::Result<T> {
     let shared = shared();
     let requests = shared.requests.clone();
+    let mut stopping = shared.stopping.subscribe();
+    let stopped = || std::io::Error::new(std::io::ErrorKind::Interrupted, "slabfs is stopping");
+    if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(stopped());
+    }
     shared.rt.block_on(async move {
-        let _permit = requests
-            .acquire_owned()
-            .await
-            .map_err(|_| std::io::Error::other("the remote I/O runtime is shutting down"))?;
-        match tokio::time::timeout(deadline, fut).await {
-            Ok(r) => r,
-            Err(_) => Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("no answer within {} s", deadline.as_secs()),
-            )),
+        let work = async move {
+            let _permit = requests
+                .acquire_owned()
+                .await
+                .map_err(|_| std::io::Error::other("the remote I/O runtime is shutting down"))?;
+            match tokio::time::timeout(deadline, fut).await {
+                Ok(r) => r,
+                Err(_) => Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer within {} s", deadline.as_secs()),
+                )),
+            }
+        };
+        let cancelled = async move {
+            let _ = stopping.wait_for(|s| *s).await;
+        };
+        match futures::future::select(Box::pin(work), Box::pin(cancelled)).await {
+            futures::future::Either::Left((r, _)) => r,
+            futures::future::Either::Right(_) => Err(stopped()),
         }
     })
+}
+
+/// End every remote call waiting or in flight, and every later one, with
+/// an error: the daemon is stopping (SIGTERM), and a reader must not hold
+/// the unmount for as long as a dead server takes to time out.
+pub fn cancel_all() {
+    STOPPING.store(true, std::sync::atomic::Ordering::SeqCst);
+    // A mount that never read remotely has no runtime to start for this.
+    if let Some(rt) = RT.get() {
+        rt.stopping.send_replace(true);
+    }
 }
 
 /// A connected object store and the location it was connected for.
@@ -368,6 +402,26 @@ mod tests {
             redact("GET https://h/x?sig=s3cr3t-value-xyz failed (1 try)"),
             "GET https://h/x?sig=*** failed (1 try)"
         );
+    }
+
+    #[test]
+    fn cancel_all_ends_calls_in_flight() {
+        let t = std::thread::spawn(|| {
+            block_on(Duration::from_secs(600), async {
+                tokio::time::sleep(Duration::from_secs(600)).await;
+                Ok(())
+            })
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        let started = std::time::Instant::now();
+        cancel_all();
+        let e = t.join().unwrap().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // Later calls too. (This test owns the process's runtime: the
+        // others in this module never call block_on.)
+        let e = block_on(Duration::from_secs(1), async { Ok(()) }).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted);
     }
 
     #[test]
