@@ -359,6 +359,7 @@ const SECRET_VARS: &[&str] = &[
     "AZURE_STORAGE_SAS_TOKEN",
     "AZURE_STORAGE_TOKEN",
     "AZURE_CLIENT_SECRET",
+    "AZURE_STORAGE_CLIENT_SECRET",
 ];
 
 static URL_SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());

@@ -68,7 +68,41 @@ fn io_error(e: object_store::Error) -> io::Error {
             msg
         }
     };
-    io::Error::new(kind, redact(&msg))
+    io::Error::new(kind, redact(&one_line(&msg)))
+}
+
+/// Longest message kept from a server's error (a log line, not a page).
+const MAX_MESSAGE: usize = 400;
+
+/// `msg` on one line and short: an S3/Azure XML error body reduced to its
+/// `<Code>` and `<Message>`, whitespace collapsed, at most
+/// [`MAX_MESSAGE`] characters.
+fn one_line(msg: &str) -> String {
+    let tag = |name: &str| -> Option<&str> {
+        let start = msg.find(&format!("<{name}>"))? + name.len() + 2;
+        let end = start + msg[start..].find(&format!("</{name}>"))?;
+        Some(&msg[start..end])
+    };
+    let msg = match (
+        msg.find("<?xml").or_else(|| msg.find("<Error>")),
+        tag("Code"),
+    ) {
+        (Some(body), Some(code)) => {
+            let text = tag("Message").unwrap_or("");
+            format!("{}{code}: {text}", &msg[..body])
+        }
+        _ => msg.to_string(),
+    };
+    let mut out = msg.split_whitespace().collect::<Vec<_>>().join(" ");
+    if out.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push_str("...");
+    }
+    out
 }
 
 fn with_path(loc: &Location) -> impl Fn(io::Error) -> Error + '_ {
@@ -577,5 +611,24 @@ impl Refused {
             path: self.0.clone(),
             source: io::Error::new(io::ErrorKind::PermissionDenied, self.1.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn server_errors_become_one_short_line() {
+        let m = "Error performing GET http://h/b/k - Server returned non-2xx status code: \
+                 404 Not Found: <?xml version=\"1.0\"?>\n    <Error><Code>NoSuchKey</Code>\
+                 <Message>The specified key does not exist.</Message><Key>k</Key></Error>";
+        assert_eq!(
+            one_line(m),
+            "Error performing GET http://h/b/k - Server returned non-2xx status code: 404 Not \
+             Found: NoSuchKey: The specified key does not exist."
+        );
+        assert!(one_line(&"x ".repeat(1000)).len() <= 403);
+        assert_eq!(one_line("a\n  b"), "a b");
     }
 }
