@@ -855,3 +855,75 @@ fn sigterm_unmounts_promptly_while_a_read_waits_on_a_hung_server() {
     assert!(read.is_err(), "the waiting read fails, it does not hang");
     assert!(!common::mount::is_mount_point(&m.path("")), "{}", m.log());
 }
+
+/// The live refresh of a bucket prefix: an object added shows up, an
+/// object replaced is served in its new version (never mixed with the
+/// old), one removed goes away.
+#[test]
+fn refresh_follows_a_bucket() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    let endpoint = s3.endpoint();
+    let m = common::mount::Mount::start(
+        Path::new(&format!("s3://{BUCKET}/nc3")),
+        &["--endpoint-url", &endpoint, "--refresh", "1"],
+    );
+    let cases = netcdf3_cases();
+    let expected = |path: &str| cases.iter().find(|(p, _)| p == path).unwrap().1.clone();
+    assert_eq!(
+        std::fs::read(m.path("classic_types.nc/fixed_i1")).unwrap(),
+        expected("classic_types.nc/fixed_i1")
+    );
+    let data = fixtures().join("netcdf3/data");
+    let file = |name: &str| data.join(name).display().to_string();
+    s3.boto(&format!(
+        "s3.upload_file({:?}, '{BUCKET}', 'nc3/added.nc')\n\
+         s3.upload_file({:?}, '{BUCKET}', 'nc3/classic_types.nc')\n\
+         s3.delete_object(Bucket='{BUCKET}', Key='nc3/single_record_byte.nc')",
+        file("classic_types.nc"),
+        file("data64_types.nc"),
+    ));
+    // A variable only the new version has, and one of the removed file.
+    let new_name = cases
+        .iter()
+        .filter_map(|(p, _)| p.strip_prefix("data64_types.nc/"))
+        .find(|v| {
+            !cases
+                .iter()
+                .any(|(p, _)| *p == format!("classic_types.nc/{v}"))
+        })
+        .map(|v| format!("classic_types.nc/{v}"))
+        .unwrap();
+    let gone = cases
+        .iter()
+        .find(|(p, _)| p.starts_with("single_record_byte.nc/"))
+        .unwrap()
+        .0
+        .clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let added = m.path("added.nc/fixed_i1").exists();
+        let replaced = m.path(&new_name).exists();
+        let removed = !m.path(&gone).exists();
+        if added && replaced && removed {
+            break;
+        }
+        assert!(Instant::now() < deadline, "refresh not seen:\n{}", m.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        std::fs::read(m.path("added.nc/fixed_i1")).unwrap(),
+        expected("classic_types.nc/fixed_i1")
+    );
+    // classic_types.nc now holds data64_types.nc: its variables, its bytes.
+    for (path, bytes) in cases
+        .iter()
+        .filter(|(p, _)| p.starts_with("data64_types.nc/"))
+    {
+        let rel = path.replacen("data64_types.nc/", "classic_types.nc/", 1);
+        let got = read_direct(&m.path(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        assert!(got == *bytes, "{rel}: not the new version's bytes");
+    }
+    m.stop();
+}
