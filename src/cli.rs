@@ -147,6 +147,28 @@ pub struct MountArgs {
         help_heading = "Reading"
     )]
     pub refresh: u64,
+    /// How live refresh finds changes in a directory SOURCE on a local
+    /// file system: `inotify` watches its directories and re-loads only
+    /// what changed (a change shows within a second; an idle mount costs
+    /// nothing); `walk` re-opens everything every --refresh SECONDS.
+    /// Sources inotify cannot watch (NFS, Lustre, too many directories)
+    /// are walked anyway.
+    #[arg(long, value_enum, default_value_t = WatchMode::Inotify, help_heading = "Reading")]
+    pub watch: WatchMode,
+    /// While watching, also walk the whole source every SECONDS, a safety
+    /// net for what inotify cannot see (files outside SOURCE that
+    /// aggregations read); 0 = never.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 900,
+        help_heading = "Reading"
+    )]
+    pub rescan: u64,
+    /// Watch at most N directories, else walk every --refresh SECONDS
+    /// [default: half of /proc/sys/fs/inotify/max_user_watches].
+    #[arg(long, value_name = "N", help_heading = "Reading")]
+    pub max_watches: Option<usize>,
     /// Files shown for each array, a comma-separated list of: raw (NAME,
     /// the flat file), json (NAME.json sidecar), npy (NAME.npy: NumPy
     /// header + data), hdr (NAME.hdr: ENVI header for NAME).
@@ -180,6 +202,15 @@ pub struct MountArgs {
     /// reads and hurts random mmap access [default: the kernel's, 128].
     #[arg(long, value_name = "N", help_heading = "Daemon")]
     pub read_ahead_kb: Option<u32>,
+}
+
+/// `slabfs mount --watch`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchMode {
+    /// Watch with inotify where possible.
+    Inotify,
+    /// Never watch: walk every --refresh SECONDS.
+    Walk,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -217,6 +248,9 @@ impl MountArgs {
             uid: self.uid,
             gid: self.gid,
             refresh: (self.refresh > 0).then(|| Duration::from_secs(self.refresh)),
+            watch: self.watch == WatchMode::Inotify,
+            rescan: (self.rescan > 0).then(|| Duration::from_secs(self.rescan)),
+            max_watches: self.max_watches,
             read_ahead_kb: self.read_ahead_kb,
             allow_outside: self.common.allow_outside.clone(),
         }

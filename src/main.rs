@@ -98,7 +98,12 @@ fn mount_helper(argv: &[OsString]) -> i32 {
 /// becomes the system log), without colours.
 fn init_logging(level: &str, detaching: bool) {
     let mut builder = env_logger::Builder::new();
-    builder.parse_filters(level).parse_env("RUST_LOG");
+    // notify logs at info and warn what is routine for it (the watch of
+    // a deleted directory, gone already); RUST_LOG can still ask for it.
+    builder
+        .parse_filters(level)
+        .filter_module("notify", log::LevelFilter::Error)
+        .parse_env("RUST_LOG");
     if detaching {
         builder
             .target(env_logger::Target::Pipe(Box::new(slabfs::logging::Sink)))

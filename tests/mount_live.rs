@@ -251,6 +251,226 @@ fn zarr_python_changes_show_without_remounting() {
 }
 
 // ---------------------------------------------------------------------------
+// Watching (inotify): changes re-loaded as they happen, without walks
+// ---------------------------------------------------------------------------
+
+/// Classic netCDF files written by SciPy's writer: argv[1:] are pairs
+/// PATH VALUE, each file a float32 variable v = arange(4) + VALUE, written
+/// beside its name and renamed into place as careful writers do.
+const WRITE_NC: &str = r#"
+import os, sys, numpy as np
+from scipy.io import netcdf_file
+args = sys.argv[1:]
+for path, value in zip(args[0::2], args[1::2]):
+    tmp = path + ".part"
+    f = netcdf_file(tmp, "w", version=1)
+    f.createDimension("x", 4)
+    v = f.createVariable("v", "f4", ("x",))
+    v[:] = np.arange(4, dtype="f4") + float(value)
+    f.close()
+    os.rename(tmp, path)
+"#;
+
+fn write_nc(files: &[(PathBuf, f32)]) {
+    let mut args: Vec<std::ffi::OsString> = Vec::new();
+    for (path, value) in files {
+        args.push(path.clone().into());
+        args.push(value.to_string().into());
+    }
+    let args: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
+    py(WRITE_NC, &args);
+}
+
+/// What the mount serves for `v` of a file [`write_nc`] wrote with `value`.
+fn nc_bytes(value: f32) -> Vec<u8> {
+    (0..4)
+        .flat_map(|i| (i as f32 + value).to_ne_bytes())
+        .collect()
+}
+
+fn refresh_stat(m: &Mount, key: &str) -> Value {
+    stats(m)["refresh"][key].clone()
+}
+
+/// Poll `done` until it holds, failing with the daemon's log after `limit`.
+/// Returns how long it took.
+fn wait_for(m: &Mount, what: &str, limit: Duration, done: impl Fn() -> bool) -> Duration {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < limit,
+            "{what}: not within {limit:?}; stats {}\n{}",
+            stats(m),
+            m.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    start.elapsed()
+}
+
+/// How long the watcher may take. It usually takes a fraction of a second
+/// (a 250 ms settling delay and the re-load); the margin is for a loaded
+/// machine. The tests prove it was the watcher by the walk count, not by
+/// the time.
+const WATCH_DEADLINE: Duration = Duration::from_secs(10);
+
+const ZARR_STORE: &str = r#"
+import sys, zarr, numpy as np
+g = zarr.open_group(sys.argv[1], mode="w")
+x = g.create_array("x", shape=(20,), chunks=(5,), dtype="i4", fill_value=0)
+x[...] = np.arange(20, dtype="i4") * 10
+"#;
+
+#[test]
+fn watched_changes_show_without_any_walk() {
+    let src = tempfile::tempdir().unwrap();
+    let root = src.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("runs")).unwrap();
+    write_nc(&[(root.join("runs/a.nc"), 1.0)]);
+    let store = root.join("s.zarr");
+    py(ZARR_STORE, &[store.as_os_str()]);
+    let before = zarr_python_reads(&store);
+
+    // Periodic walks an hour apart, no safety net: only the watcher (and
+    // the one catch-up walk at start) can explain what follows.
+    let m = Mount::start(&root, &["--refresh", "3600", "--rescan", "0"]);
+    // Watching, and the catch-up walk done (counted in `walks` when it
+    // starts, in `runs` when it ends).
+    wait_for(&m, "watching", WATCH_DEADLINE, || {
+        refresh_stat(&m, "watching") == true
+            && refresh_stat(&m, "walks") == 1
+            && refresh_stat(&m, "runs").as_u64() >= Some(1)
+    });
+    assert_eq!(std::fs::read(m.path("runs/a.nc/v")).unwrap(), nc_bytes(1.0));
+    assert!(std::fs::read(m.path("s.zarr/x")).unwrap() == before["x"]);
+
+    // A new file.
+    write_nc(&[(root.join("runs/b.nc"), 2.0)]);
+    let took = wait_for(&m, "new file", WATCH_DEADLINE, || {
+        std::fs::read(m.path("runs/b.nc/v")).ok() == Some(nc_bytes(2.0))
+    });
+    eprintln!("new file shown {took:?} after its writer finished");
+
+    // A Zarr chunk rewritten: fresh through a descriptor opened before.
+    let f_x = File::open(m.path("s.zarr/x")).unwrap();
+    assert!(pread_all(&f_x, 80) == before["x"]);
+    py(
+        "import sys, zarr; a = zarr.open_array(sys.argv[1], mode='r+'); a[5:10] = -7",
+        &[store.join("x").as_os_str()],
+    );
+    let after = zarr_python_reads(&store);
+    assert!(after["x"] != before["x"]);
+    wait_for(&m, "rewritten chunk", WATCH_DEADLINE, || {
+        std::fs::read(m.path("s.zarr/x")).unwrap() == after["x"]
+    });
+    assert!(pread_all(&f_x, 80) == after["x"], "old descriptor");
+    drop(f_x);
+
+    // A removed file.
+    std::fs::remove_file(root.join("runs/a.nc")).unwrap();
+    wait_for(&m, "removed file", WATCH_DEADLINE, || {
+        !m.path("runs/a.nc").exists() && !m.path("runs/a.nc/v").exists()
+    });
+
+    // A new directory tree with a file, then a second file in it: the new
+    // directory was watched as it appeared.
+    std::fs::create_dir_all(root.join("runs/2026/01")).unwrap();
+    write_nc(&[(root.join("runs/2026/01/c.nc"), 3.0)]);
+    wait_for(&m, "file in a new directory", WATCH_DEADLINE, || {
+        std::fs::read(m.path("runs/2026/01/c.nc/v")).ok() == Some(nc_bytes(3.0))
+    });
+    write_nc(&[(root.join("runs/2026/01/d.nc"), 4.0)]);
+    wait_for(
+        &m,
+        "second file in the new directory",
+        WATCH_DEADLINE,
+        || std::fs::read(m.path("runs/2026/01/d.nc/v")).ok() == Some(nc_bytes(4.0)),
+    );
+
+    let doc = stats(&m);
+    assert_eq!(doc["refresh"]["walks"], 1, "a walk ran: {doc}");
+    assert_eq!(doc["refresh"]["watching"], true, "{doc}");
+    // root, runs, s.zarr, s.zarr/x, s.zarr/x/c, runs/2026, runs/2026/01
+    assert!(
+        doc["refresh"]["watched_directories"].as_u64().unwrap() >= 7,
+        "{doc}"
+    );
+    assert!(doc["refresh"]["changes"].as_u64().unwrap() >= 5, "{doc}");
+    m.stop();
+}
+
+/// Regression (issue 16, item 4): an idle mount re-loaded every dataset
+/// of its source every `--refresh` interval, forever (13% of a core for
+/// 3,000 files at `--refresh 1`). Watched, an idle mount re-loads nothing.
+/// Counted, not timed: the old daemon counts one pass a second here.
+#[test]
+fn an_idle_watched_mount_does_not_reload() {
+    let src = tempfile::tempdir().unwrap();
+    let root = src.path().canonicalize().unwrap();
+    let mut files = Vec::new();
+    for d in 0..4 {
+        std::fs::create_dir(root.join(format!("d{d}"))).unwrap();
+        for i in 0..50 {
+            files.push((root.join(format!("d{d}/f{i:02}.nc")), (d * 50 + i) as f32));
+        }
+    }
+    write_nc(&files);
+    let m = Mount::start(&root, &["--refresh", "1"]);
+    // The first pass is done (watched: the catch-up walk).
+    wait_for(&m, "first pass", REFRESH_DEADLINE, || {
+        refresh_stat(&m, "runs").as_u64() >= Some(1)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let runs = refresh_stat(&m, "runs");
+    std::thread::sleep(Duration::from_secs(5));
+    let doc = stats(&m);
+    assert_eq!(
+        doc["refresh"]["runs"], runs,
+        "an idle mount re-loaded its source: {doc}"
+    );
+    // Still following changes, by re-loading what changed only.
+    write_nc(&[(root.join("d2/new.nc"), 7.0)]);
+    wait_for(&m, "new file", WATCH_DEADLINE, || {
+        std::fs::read(m.path("d2/new.nc/v")).ok() == Some(nc_bytes(7.0))
+    });
+    assert_eq!(refresh_stat(&m, "walks"), 1);
+    m.stop();
+}
+
+/// The fallback: not watching (asked for, or more directories than the
+/// watch cap), the periodic walk finds the changes as it always did.
+#[test]
+fn unwatched_mounts_find_changes_by_walking() {
+    for args in [
+        &["--watch", "walk", "--refresh", "1"][..],
+        &["--max-watches", "1", "--refresh", "1"][..],
+    ] {
+        let src = tempfile::tempdir().unwrap();
+        let root = src.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("runs")).unwrap();
+        write_nc(&[(root.join("runs/a.nc"), 1.0)]);
+        let m = Mount::start(&root, args);
+        write_nc(&[(root.join("runs/b.nc"), 2.0)]);
+        wait_for(&m, "new file found by a walk", REFRESH_DEADLINE, || {
+            std::fs::read(m.path("runs/b.nc/v")).ok() == Some(nc_bytes(2.0))
+        });
+        let doc = stats(&m);
+        assert_eq!(doc["refresh"]["watching"], false, "{args:?}: {doc}");
+        assert!(doc["refresh"]["walks"].as_u64().unwrap() >= 1, "{doc}");
+        if args[0] == "--max-watches" {
+            let log = m.log();
+            let said: Vec<&str> = log.lines().filter(|l| l.contains("not watching")).collect();
+            assert_eq!(said.len(), 1, "{log}");
+            assert!(
+                said[0].contains("more than 1 directories") && said[0].contains("every 1 s"),
+                "{log}"
+            );
+        }
+        m.stop();
+    }
+}
+
+// ---------------------------------------------------------------------------
 // .slabfs/stats
 // ---------------------------------------------------------------------------
 
@@ -387,7 +607,9 @@ fn npy_view_loads_in_numpy_plain_and_memory_mapped() {
 #[test]
 fn load_warnings_are_not_repeated_by_every_refresh() {
     let nca = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nca");
-    let m = Mount::start(&nca, &["--refresh", "1"]);
+    // Walked every second (watched, an idle mount would not re-load at
+    // all, which proves nothing here).
+    let m = Mount::start(&nca, &["--refresh", "1", "--watch", "walk"]);
     let deadline = Instant::now() + REFRESH_DEADLINE * 2;
     while stats(&m)["refresh"]["runs"].as_u64().unwrap_or(0) < 3 {
         assert!(

@@ -32,7 +32,8 @@
 //! `-o` options map onto `slabfs mount` flags, parsed by the same
 //! functions: `cache_size=SIZE`, `byte_order=native|little|big`,
 //! `views=raw+json+npy+hdr` (`+` separates views, since commas separate
-//! options), `refresh=SECONDS`, `uid=N`, `gid=N`, `threads=N`,
+//! options), `refresh=SECONDS`, `watch=inotify|walk`, `rescan=SECONDS`,
+//! `max_watches=N`, `uid=N`, `gid=N`, `threads=N`,
 //! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`,
 //! for URL sources `endpoint_url=URL`, `no_sign_request`, `max_requests=N`,
 //! `request_timeout=SECONDS`, `retries=N`, and
@@ -49,7 +50,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
-use super::{ByteOrder, Cli, Command, MountArgs, parse_size, parse_views};
+use super::{ByteOrder, Cli, Command, MountArgs, WatchMode, parse_size, parse_views};
 use clap::{Parser, ValueEnum};
 
 /// Names under which slabfs acts as a mount helper (argv[0]'s file name).
@@ -213,10 +214,10 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                     OptError::Unknown => {
                         return Err(format!(
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
-                             cache_size=, byte_order=, views=, refresh=, uid=, gid=, threads=, \
-                             read_ahead_kb=, allow_outside=, endpoint_url=, no_sign_request, max_requests=, \
-                             request_timeout=, retries=, log_level=, log_file=; -s ignores \
-                             unknown ones)"
+                             cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
+                             max_watches=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, \
+                             endpoint_url=, no_sign_request, max_requests=, request_timeout=, \
+                             retries=, log_level=, log_file=; -s ignores unknown ones)"
                         ));
                     }
                     OptError::Bad(msg) => return Err(format!("option {opt:?}: {msg}")),
@@ -278,6 +279,12 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
         }
         "views" => a.views = parse_views(&need()?.replace('+', ",")).map_err(bad)?,
         "refresh" => a.refresh = number(need()?)?,
+        "watch" => {
+            a.watch = WatchMode::from_str(need()?, false)
+                .map_err(|_| bad("choose inotify or walk".into()))?;
+        }
+        "rescan" => a.rescan = number(need()?)?,
+        "max_watches" => a.max_watches = Some(number(need()?)?),
         "uid" => a.uid = Some(number(need()?)?),
         "gid" => a.gid = Some(number(need()?)?),
         "threads" => {

@@ -165,6 +165,37 @@ pub fn open_with(
     Ok(ds)
 }
 
+/// What [`open_with_roots`] of the directory `source` finds at the entry
+/// `rel` alone (a `/`-separated path relative to `source`, which is also
+/// its mount path): a dataset, everything under a plain directory, or
+/// nothing when the path is gone, hidden, too deep or no dataset by its
+/// name. The live refresh re-loads only what changed with it; the result
+/// is exactly the part of a whole walk under `rel` as long as no directory
+/// above `rel` is a Zarr store (the caller picks the store itself then).
+pub fn open_entry(
+    source: &Path,
+    rel: &str,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+) -> Result<Dataset> {
+    let mut ds = Dataset::default();
+    let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+    let depth = rel.matches('/').count();
+    let hidden = rel.split('/').any(|c| c.is_empty() || c.starts_with('.'));
+    let dir = source.join(parent);
+    // symlink_metadata: a dangling symlink is still an entry of the walk.
+    if hidden || depth > MAX_DEPTH || std::fs::symlink_metadata(dir.join(name)).is_err() {
+        return Ok(ds);
+    }
+    let roots = allowed_roots(source, allow_outside);
+    let mut opts = Options::new(roots.clone(), cache);
+    opts.files = files::confined(Roots::new(roots));
+    let roots = Roots::new(opts.roots.clone());
+    add_named(&mut ds, &dir, name, parent, &opts, &roots, depth)?;
+    ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(ds)
+}
+
 /// Add the arrays of the store at `dir`, under the mount path `prefix`. A
 /// store whose root is an array appears as one file named `root_name`.
 fn add_store(
@@ -288,67 +319,82 @@ fn walk(
         .collect();
     names.sort();
     for name in names {
-        let path = dir.join(&name);
-        let rel = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let candidate = path.is_dir()
-            || has_dataset_extension(&name)
-            || kerchunk::has_json_extension(&name)
-            || nca::is_descriptor(&path);
-        if !candidate {
-            continue; // not a dataset by its name: not looked at
-        }
-        // A symlink may lead anywhere: only what resolves under the roots
-        // is a dataset of this mount (devices and FIFOs never are).
-        if let Err(real) = roots.check(&path) {
-            ds.skipped.push(Error::metadata(
-                path.display().to_string(),
-                format!(
-                    "resolves to {}, outside the allowed roots ({}): not shown",
-                    real.display(),
-                    roots.describe()
-                ),
-            ));
-            continue;
-        }
-        if !path.is_dir() {
-            if path.is_file() && nca::is_descriptor(&path) {
-                if let Err(e) = add_descriptor(ds, &path, &rel, opts) {
-                    log::debug!("skipping dataset {}: {e}", path.display());
-                    ds.skipped.push(e);
-                }
-            } else if path.is_file() && has_dataset_extension(&name) {
-                match add_file(ds, &path, &rel, opts) {
-                    Ok(true) => {}
-                    Ok(false) => ds.skipped.push(Error::metadata(
-                        path.display().to_string(),
-                        "not a netCDF file (no CDF or HDF5 magic number)",
-                    )),
-                    Err(e) => {
-                        log::debug!("skipping dataset {}: {e}", path.display());
-                        ds.skipped.push(e);
-                    }
-                }
-            } else if path.is_file() && kerchunk::has_json_extension(&name) {
-                // Ok(false): some other JSON document, not a dataset.
-                if let Err(e) = add_references(ds, &path, &rel, opts) {
-                    log::debug!("skipping dataset {}: {e}", path.display());
-                    ds.skipped.push(e);
-                }
-            }
-            continue;
-        }
-        if zarr::is_store(&path) {
-            if let Err(e) = add_store(ds, &path, &rel, &name, opts) {
+        add_named(ds, dir, &name, prefix, opts, roots, depth)?;
+    }
+    Ok(())
+}
+
+/// What the walk of `dir` finds at its entry `name` (mount path `prefix`
+/// + `name`): a dataset, or, for a plain directory, everything under it.
+fn add_named(
+    ds: &mut Dataset,
+    dir: &Path,
+    name: &str,
+    prefix: &str,
+    opts: &Options,
+    roots: &Roots,
+    depth: usize,
+) -> Result<()> {
+    let path = dir.join(name);
+    let rel = if prefix.is_empty() {
+        name.to_string()
+    } else {
+        format!("{prefix}/{name}")
+    };
+    let candidate = path.is_dir()
+        || has_dataset_extension(name)
+        || kerchunk::has_json_extension(name)
+        || nca::is_descriptor(&path);
+    if !candidate {
+        return Ok(()); // not a dataset by its name: not looked at
+    }
+    // A symlink may lead anywhere: only what resolves under the roots
+    // is a dataset of this mount (devices and FIFOs never are).
+    if let Err(real) = roots.check(&path) {
+        ds.skipped.push(Error::metadata(
+            path.display().to_string(),
+            format!(
+                "resolves to {}, outside the allowed roots ({}): not shown",
+                real.display(),
+                roots.describe()
+            ),
+        ));
+        return Ok(());
+    }
+    if !path.is_dir() {
+        if path.is_file() && nca::is_descriptor(&path) {
+            if let Err(e) = add_descriptor(ds, &path, &rel, opts) {
                 log::debug!("skipping dataset {}: {e}", path.display());
                 ds.skipped.push(e);
             }
-        } else if depth < MAX_DEPTH {
-            walk(ds, &path, &rel, opts, roots, depth + 1)?;
+        } else if path.is_file() && has_dataset_extension(name) {
+            match add_file(ds, &path, &rel, opts) {
+                Ok(true) => {}
+                Ok(false) => ds.skipped.push(Error::metadata(
+                    path.display().to_string(),
+                    "not a netCDF file (no CDF or HDF5 magic number)",
+                )),
+                Err(e) => {
+                    log::debug!("skipping dataset {}: {e}", path.display());
+                    ds.skipped.push(e);
+                }
+            }
+        } else if path.is_file() && kerchunk::has_json_extension(name) {
+            // Ok(false): some other JSON document, not a dataset.
+            if let Err(e) = add_references(ds, &path, &rel, opts) {
+                log::debug!("skipping dataset {}: {e}", path.display());
+                ds.skipped.push(e);
+            }
         }
+        return Ok(());
+    }
+    if zarr::is_store(&path) {
+        if let Err(e) = add_store(ds, &path, &rel, name, opts) {
+            log::debug!("skipping dataset {}: {e}", path.display());
+            ds.skipped.push(e);
+        }
+    } else if depth < MAX_DEPTH {
+        walk(ds, &path, &rel, opts, roots, depth + 1)?;
     }
     Ok(())
 }

@@ -87,6 +87,7 @@ pub mod refresh;
 pub mod sidecar;
 pub mod stats;
 pub mod views;
+pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;

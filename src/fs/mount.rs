@@ -68,8 +68,17 @@ pub struct MountConfig {
     /// Owner of every node; `None` = the mounting user / group.
     pub uid: Option<u32>,
     pub gid: Option<u32>,
-    /// How often sources are checked for changes; `None` = never.
+    /// How often sources are walked for changes when they are not
+    /// watched; `None` = never (no live refresh at all).
     pub refresh: Option<std::time::Duration>,
+    /// Watch a directory source for changes (inotify) instead of walking
+    /// it every `refresh`.
+    pub watch: bool,
+    /// While watching, walk the whole source this often anyway; `None` =
+    /// never.
+    pub rescan: Option<std::time::Duration>,
+    /// Most directories watched; `None` = half the kernel's per-user limit.
+    pub max_watches: Option<usize>,
     /// Set the mount's `/sys/class/bdi/<dev>/read_ahead_kb` to this after
     /// mounting (root only); `None` = leave the kernel's value.
     pub read_ahead_kb: Option<u32>,
@@ -309,7 +318,12 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
         super::refresh::spawn(
             core.clone(),
             source.clone(),
-            every,
+            super::refresh::RefreshConfig {
+                every,
+                watch: cfg.watch,
+                rescan: cfg.rescan,
+                max_watches: cfg.max_watches,
+            },
             notifier,
             skipped,
             cfg.allow_outside.clone(),

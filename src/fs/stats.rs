@@ -12,7 +12,8 @@
 //!   "errors": {"EIO": 2, "ENOENT": 40},
 //!   "cache": {"hits": 50011, "misses": 1223, "decodes": 1190, "evictions": 12,
 //!             "bytes": 536608768, "entries": 1024, "budget": 536870912},
-//!   "refresh": {"interval_seconds": 5, "runs": 720, "changes": 14, "failures": 0}
+//!   "refresh": {"interval_seconds": 5, "runs": 720, "changes": 14, "failures": 0,
+//!               "walks": 2, "watching": true, "watched_directories": 41}
 //! }
 //! ```
 //!
@@ -28,7 +29,11 @@
 //!   which shells do all the time; `EIO` is a chunk that cannot be read).
 //! - `cache`: the decoded-chunk cache ([`crate::engine::cache::CacheStats`]).
 //! - `refresh`: live-refresh passes run, paths added, removed or changed
-//!   that they found, and passes that could not re-open the source.
+//!   that they found, and passes that could not re-open the source;
+//!   `walks` counts the passes that re-loaded the whole source (the others
+//!   re-loaded only what the watcher saw change), `watching` whether
+//!   changes are watched (inotify) rather than found by periodic walks, and
+//!   `watched_directories` how many directories are watched.
 //!
 //! Recording is on the read path of every request, possibly from many
 //! threads at once, so it is a handful of relaxed atomic adds: no lock,
@@ -69,6 +74,9 @@ pub struct Stats {
     refreshes: AtomicU64,
     refresh_changes: AtomicU64,
     refresh_failures: AtomicU64,
+    refresh_walks: AtomicU64,
+    /// Watched directories + 1 while watching; 0 when not watching.
+    watching: AtomicU64,
 }
 
 impl Default for Stats {
@@ -89,6 +97,8 @@ impl Stats {
             refreshes: AtomicU64::new(0),
             refresh_changes: AtomicU64::new(0),
             refresh_failures: AtomicU64::new(0),
+            refresh_walks: AtomicU64::new(0),
+            watching: AtomicU64::new(0),
         }
     }
 
@@ -131,6 +141,18 @@ impl Stats {
     pub fn record_refresh_failure(&self) {
         self.refreshes.fetch_add(1, Ordering::Relaxed);
         self.refresh_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A refresh pass that re-loads the whole source (counted as a run by
+    /// [`Stats::record_refresh`] or [`Stats::record_refresh_failure`]).
+    pub fn record_full_walk(&self) {
+        self.refresh_walks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Changes are watched in `Some(n)` directories, or not watched.
+    pub fn set_watching(&self, directories: Option<usize>) {
+        let v = directories.map_or(0, |n| n as u64 + 1);
+        self.watching.store(v, Ordering::Relaxed);
     }
 
     /// The count of errors with `errno` so far.
@@ -178,6 +200,9 @@ impl Stats {
                 "runs": load(&self.refreshes),
                 "changes": load(&self.refresh_changes),
                 "failures": load(&self.refresh_failures),
+                "walks": load(&self.refresh_walks),
+                "watching": load(&self.watching) > 0,
+                "watched_directories": load(&self.watching).saturating_sub(1),
             },
         });
         if let Some(cache) = cache {
@@ -388,6 +413,8 @@ mod tests {
         stats.record_refresh(3);
         stats.record_refresh(0);
         stats.record_refresh_failure();
+        stats.record_full_walk();
+        stats.set_watching(Some(7));
         let cache = ChunkCache::new(1 << 20);
         let bytes = stats.render(Some(&cache));
         assert_eq!(bytes.last(), Some(&b'\n'));
@@ -396,8 +423,11 @@ mod tests {
         assert_eq!(doc["cache"]["hits"], 0);
         assert_eq!(
             doc["refresh"],
-            json!({"interval_seconds": 5.0, "runs": 3, "changes": 3, "failures": 1})
+            json!({"interval_seconds": 5.0, "runs": 3, "changes": 3, "failures": 1,
+                   "walks": 1, "watching": true, "watched_directories": 7})
         );
+        stats.set_watching(None);
+        assert_eq!(stats.to_json(None)["refresh"]["watching"], false);
         assert!(doc["uptime_seconds"].as_f64().unwrap() >= 0.0);
     }
 }
