@@ -239,8 +239,9 @@ impl Drop for Http {
 fn configure(endpoint: Option<String>) {
     remote::configure(remote::Config {
         endpoint_url: endpoint,
-        timeout: Duration::from_secs(5),
-        retries: 2,
+        // Generous: the machines that run the tests are shared and slow.
+        timeout: Duration::from_secs(20),
+        retries: 3,
         ..remote::Config::default()
     });
 }
