@@ -928,3 +928,56 @@ fn refresh_follows_a_bucket() {
     }
     m.stop();
 }
+
+/// `AWS_PROFILE` and the shared credentials and config files, as the AWS
+/// CLI reads them, when the environment has no keys: the requests are
+/// signed with the profile's key and region (seen by the HTTP test
+/// server, which records the signature's scope), and its secret shows
+/// nowhere.
+#[test]
+fn aws_profile_from_the_shared_files() {
+    let _g = serial();
+    let http = Http::start(&fixtures(), false);
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("credentials");
+    let config = dir.path().join("config");
+    std::fs::write(
+        &credentials,
+        "[default]\naws_access_key_id = AKIADEFAULTKEY\naws_secret_access_key = d\n\
+         [work]\naws_access_key_id = AKIAPROFILEKEY\n\
+         aws_secret_access_key = ProfileSecretNeverShown-42\n",
+    )
+    .unwrap();
+    std::fs::write(&config, "[profile work]\nregion = eu-north-1\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slabfs"))
+        .args([
+            "ls",
+            "--log-level",
+            "debug",
+            "--retries",
+            "0",
+            "--endpoint-url",
+            &format!("http://127.0.0.1:{}", http.port),
+            "s3://no-such-bucket/x",
+        ])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_REGION")
+        .env("AWS_PROFILE", "work")
+        .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
+        .env("AWS_CONFIG_FILE", &config)
+        .output()
+        .unwrap();
+    // The test server is no S3: the listing fails, signed.
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("ProfileSecretNeverShown"), "{stderr}");
+    let credential = http.stats()["credential"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        credential.starts_with("AKIAPROFILEKEY/") && credential.contains("/eu-north-1/s3/"),
+        "signed with {credential:?}"
+    );
+}

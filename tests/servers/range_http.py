@@ -11,7 +11,9 @@ file), so a client's ranged reads cannot be tested against it. This one:
   object replaced between two ranges is caught;
 - under `/flaky/...` answers each (method, path) 503 the first time and
   serves it normally the next (the same file as without the prefix);
-- answers `GET /_stats` with JSON counts: requests, 503s sent, 206s sent;
+- answers `GET /_stats` with JSON counts: requests, 503s sent, 206s sent,
+  and the `Credential=` scope of the last signed request (key id, date,
+  region), for tests of where credentials come from;
 - never lists a directory (404), as an object store would not.
 
 Usage: range_http.py ROOT [--ignore-range]; prints the port it listens on
@@ -28,7 +30,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 ROOT = os.path.abspath(sys.argv[1])
 IGNORE_RANGE = "--ignore-range" in sys.argv[2:]
 LOCK = threading.Lock()
-STATS = {"requests": 0, "503": 0, "206": 0}
+STATS = {"requests": 0, "503": 0, "206": 0, "credential": None}
 FAILED_ONCE = set()
 
 
@@ -60,6 +62,12 @@ class Handler(SimpleHTTPRequestHandler):
 
     def serve(self):
         self.count("requests")
+        # The signing key's scope (never the signature), for tests of
+        # where credentials come from.
+        auth = self.headers.get("Authorization") or ""
+        if "Credential=" in auth:
+            with LOCK:
+                STATS["credential"] = auth.split("Credential=", 1)[1].split(",", 1)[0]
         path = self.path.split("?", 1)[0]
         if path == "/_stats":
             with LOCK:

@@ -57,6 +57,7 @@
 //! should any of them appear in it.
 
 mod location;
+mod profile;
 mod store;
 
 use std::sync::{Arc, OnceLock};
@@ -285,18 +286,37 @@ pub fn connect(location: &Location) -> Result<Remote> {
                 .with_url(url)
                 .with_retry(cfg.retry())
                 .with_skip_signature(cfg.no_sign_request);
-            let endpoint = cfg.endpoint();
+            let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
+            // The shared files fill in what the environment does not say.
+            let profile = profile::load();
+            remember_secrets(
+                [&profile.secret_access_key, &profile.session_token]
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
+            if env("AWS_ACCESS_KEY_ID").is_none() && !cfg.no_sign_request {
+                if let (Some(id), Some(secret)) = (
+                    profile.access_key_id.clone(),
+                    profile.secret_access_key.clone(),
+                ) {
+                    b = b.with_access_key_id(id).with_secret_access_key(secret);
+                    if let Some(token) = profile.session_token.clone() {
+                        b = b.with_token(token);
+                    }
+                }
+            }
+            let endpoint = cfg.endpoint().or(profile.endpoint_url.clone());
             let http = endpoint
                 .as_deref()
                 .is_some_and(|e| e.starts_with("http://"));
             if let Some(e) = endpoint {
                 b = b.with_endpoint(e);
             }
-            if std::env::var("AWS_REGION").is_err() && std::env::var("AWS_DEFAULT_REGION").is_err()
-            {
-                // What the AWS CLI assumes too; S3-compatible servers
-                // accept any region.
-                b = b.with_region("us-east-1");
+            if env("AWS_REGION").is_none() && env("AWS_DEFAULT_REGION").is_none() {
+                // The profile's, else what the AWS CLI assumes too;
+                // S3-compatible servers accept any region.
+                b = b.with_region(profile.region.as_deref().unwrap_or("us-east-1"));
             }
             Arc::new(
                 b.with_client_options(cfg.client(http))
