@@ -30,6 +30,11 @@ pub struct RemoteArgs {
     /// Retries of one failed request (with exponential backoff and jitter).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub retries: usize,
+    /// Threads of the runtime that moves the bytes of remote requests
+    /// (decoding stays on the decode threads).
+    #[arg(long, value_name = "N", default_value_t = 2,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub remote_threads: u16,
 }
 
 impl RemoteArgs {
@@ -41,11 +46,62 @@ impl RemoteArgs {
             no_sign_request: self.no_sign_request,
             max_requests: self.max_requests as usize,
             retries: self.retries,
+            threads: self.remote_threads as usize,
             timeout: Duration::from_secs(self.request_timeout),
             connect_timeout: default
                 .connect_timeout
                 .min(Duration::from_secs(self.request_timeout)),
             ..default
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use clap::Parser;
+    use std::time::Duration;
+
+    #[test]
+    fn remote_flags_become_the_storage_config() {
+        let cli = Cli::try_parse_from(["slabfs", "ls", "s3://b/p"]).unwrap();
+        let Command::Ls { common, .. } = cli.command else {
+            panic!("not ls")
+        };
+        assert_eq!(
+            common.remote.config(),
+            slabfs::storage::remote::Config::default()
+        );
+        let cli = Cli::try_parse_from([
+            "slabfs",
+            "mount",
+            "--endpoint-url",
+            "http://127.0.0.1:9000",
+            "--no-sign-request",
+            "--max-requests",
+            "8",
+            "--request-timeout",
+            "3",
+            "--retries",
+            "1",
+            "--remote-threads",
+            "4",
+            "s3://b/p",
+            "mnt",
+        ])
+        .unwrap();
+        let Command::Mount(args) = cli.command else {
+            panic!("not a mount")
+        };
+        let c = args.common.remote.config();
+        assert_eq!(c.endpoint_url.as_deref(), Some("http://127.0.0.1:9000"));
+        assert!(c.no_sign_request);
+        assert_eq!((c.max_requests, c.retries, c.threads), (8, 1, 4));
+        assert_eq!(c.timeout, Duration::from_secs(3));
+        assert_eq!(c.connect_timeout, Duration::from_secs(3));
+        for bad in [&["--max-requests", "0"][..], &["--remote-threads", "0"]] {
+            let argv = ["slabfs", "ls"].iter().chain(bad).chain(&["s3://b"]);
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
         }
     }
 }
