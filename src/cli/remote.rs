@@ -51,7 +51,6 @@ impl RemoteArgs {
             connect_timeout: default
                 .connect_timeout
                 .min(Duration::from_secs(self.request_timeout)),
-            ..default
         }
     }
 }
