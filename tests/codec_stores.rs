@@ -2,16 +2,13 @@
 //! compressors wrote (`pcodec`, `zfpy`; tests/fixtures/codecs/stores/, from
 //! generate_codecs.py), read through the library and through `slabfs cat`,
 //! and compared byte for byte with what zarr-python read back (lossy zfp
-//! modes included: the expected bytes are zarr-python's decode). Arrays
-//! that need the `zfp` feature must fail to open, naming it, in a build
-//! without it.
+//! modes included: the expected bytes are zarr-python's decode).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
 use serde_json::Value;
-use slabfs::codec::zfpy;
 use slabfs::dtype::{DataType, Endian};
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
@@ -27,8 +24,6 @@ struct Case {
     dtype: DataType,
     shape: Vec<u64>,
     expected: Vec<u8>,
-    /// Whether this build can read it.
-    readable: bool,
 }
 
 fn cases() -> Vec<Case> {
@@ -51,7 +46,6 @@ fn cases() -> Vec<Case> {
                 .map(|d| d.as_u64().unwrap())
                 .collect(),
             expected: std::fs::read(root().join(e["expected_file"].as_str().unwrap())).unwrap(),
-            readable: e["feature"] != "zfp" || zfpy::AVAILABLE,
         })
         .collect();
     assert!(out.len() >= 10, "only {} stores", out.len());
@@ -71,19 +65,6 @@ fn every_store_reads_as_zarr_python_reads_it() {
     let mut failures = Vec::new();
     for case in cases() {
         let entry = ds.get(&case.path);
-        if !case.readable {
-            // Refused at open, with the reason.
-            let why = skipped.iter().find(|s| s.contains(&case.name));
-            match (entry, why) {
-                (None, Some(why)) if why.contains("feature \"zfp\"") => {}
-                (None, why) => failures.push(format!(
-                    "{}: skipped without naming the feature: {why:?}",
-                    case.name
-                )),
-                (Some(_), _) => failures.push(format!("{}: opened without zfp", case.name)),
-            }
-            continue;
-        }
         let Some(entry) = entry else {
             failures.push(format!("{}: not listed; skipped: {skipped:#?}", case.name));
             continue;
@@ -125,7 +106,7 @@ fn every_store_reads_as_zarr_python_reads_it() {
 #[test]
 fn slabfs_cat_serves_the_same_bytes() {
     let bin = env!("CARGO_BIN_EXE_slabfs");
-    for case in cases().into_iter().filter(|c| c.readable) {
+    for case in cases() {
         let out = Command::new(bin)
             .arg("cat")
             .arg(stores())

@@ -11,7 +11,7 @@ use slabfs::codec::registry::{CODECS, NUMCODECS_PREFIX};
 use slabfs::codec::{
     ChunkRepr, Codec, CodecChain, CodecError, DecodedSize, from_v2, from_v3, v2_chain,
 };
-use slabfs::dtype::{DataType, Endian};
+use slabfs::dtype::DataType;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codecs")
@@ -45,9 +45,6 @@ fn error_name(e: &CodecError) -> &'static str {
 
 /// Decode one case; Err(message) on any disagreement.
 fn run(case: &Value) -> Result<(), String> {
-    if case["feature"] == "zfp" && !slabfs::codec::zfpy::AVAILABLE {
-        return refused_without_zfp(case);
-    }
     let kind = case["kind"].as_str().unwrap();
     let encoded = bytes_of(case, "encoded").unwrap();
     let expected = bytes_of(case, "decoded");
@@ -139,40 +136,6 @@ fn run(case: &Value) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// A build without the `zfp` feature must refuse a zfpy chain when it is
-/// built (an array using it fails to open), naming the feature.
-fn refused_without_zfp(case: &Value) -> Result<(), String> {
-    let codec = &case["codec"];
-    let built = match case["kind"].as_str().unwrap() {
-        "v3_chain" => codec
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| from_v3(c).map(|c| c.expect("a known codec")))
-            .collect::<Result<Vec<_>, _>>()
-            .map(|_| ()),
-        "v2_chain" => {
-            let filters = codec["filters"].as_array().cloned().unwrap_or_default();
-            v2_chain(
-                1,
-                false,
-                Endian::Little,
-                &filters,
-                Some(&codec["compressor"]),
-            )
-            .map(|_| ())
-        }
-        other => return Err(format!("unexpected zfp case kind {other}")),
-    };
-    match built {
-        Err(e @ CodecError::Config { .. }) if e.to_string().contains("feature \"zfp\"") => Ok(()),
-        Err(e) => Err(format!(
-            "without zfp: expected a configuration error naming the feature, got {e}"
-        )),
-        Ok(()) => Err("without zfp: the chain was built".into()),
-    }
 }
 
 fn repr(case: &Value, dtype: DataType) -> ChunkRepr {
@@ -368,9 +331,6 @@ fn damaged_array_codec_streams_are_errors_or_exact() {
         let name = case["name"].as_str().unwrap();
         let zfp = name.starts_with("zfpy_");
         if !(name.starts_with("pcodec_") || zfp) || case.get("error").is_some() {
-            continue;
-        }
-        if zfp && !slabfs::codec::zfpy::AVAILABLE {
             continue;
         }
         let Some(codecs) = case["codec"].as_array() else {
