@@ -295,15 +295,16 @@ pub fn connect(location: &Location) -> Result<Remote> {
                     .flatten()
                     .cloned(),
             );
-            if env("AWS_ACCESS_KEY_ID").is_none() && !cfg.no_sign_request {
-                if let (Some(id), Some(secret)) = (
+            if env("AWS_ACCESS_KEY_ID").is_none()
+                && !cfg.no_sign_request
+                && let (Some(id), Some(secret)) = (
                     profile.access_key_id.clone(),
                     profile.secret_access_key.clone(),
-                ) {
-                    b = b.with_access_key_id(id).with_secret_access_key(secret);
-                    if let Some(token) = profile.session_token.clone() {
-                        b = b.with_token(token);
-                    }
+                )
+            {
+                b = b.with_access_key_id(id).with_secret_access_key(secret);
+                if let Some(token) = profile.session_token.clone() {
+                    b = b.with_token(token);
                 }
             }
             let endpoint = cfg.endpoint().or(profile.endpoint_url.clone());

@@ -183,26 +183,26 @@ impl RemoteStore {
                 Err(object_store::Error::NotFound { .. }) => return Ok(None),
                 Err(e) => return Err(io_error(e)),
             };
-            if let Some(want) = &want {
-                if r.range != *want {
-                    return Err(io::Error::other(format!(
-                        "asked for bytes {want:?}, the server answered {:?}",
-                        r.range
-                    )));
-                }
+            if let Some(want) = &want
+                && r.range != *want
+            {
+                return Err(io::Error::other(format!(
+                    "asked for bytes {want:?}, the server answered {:?}",
+                    r.range
+                )));
             }
             let len = r.range.end - r.range.start;
             if len > limit {
                 return Ok(Some(Err(len)));
             }
             let body = collect(r.payload, len as usize, limit).await?;
-            if let Ok(b) = &body {
-                if b.len() as u64 != len {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        format!("{} bytes received of {len}", b.len()),
-                    ));
-                }
+            if let Ok(b) = &body
+                && b.len() as u64 != len
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} bytes received of {len}", b.len()),
+                ));
             }
             Ok(Some(body))
         })
