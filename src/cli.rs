@@ -4,6 +4,7 @@
 //! into the same [`MountArgs`].
 
 pub mod helper;
+pub mod remote;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -272,6 +273,8 @@ pub struct Common {
     /// 4096].
     #[arg(long, value_name = "N")]
     pub max_open_files: Option<usize>,
+    #[command(flatten)]
+    pub remote: remote::RemoteArgs,
 }
 
 /// Parse `--views`: a comma-separated list of view names, each at most
@@ -362,6 +365,7 @@ fn size_descriptor_cache(common: &Common) {
 pub fn run(cli: Cli) -> anyhow_free::Result<()> {
     if let Command::Ls { common, .. } | Command::Cat { common, .. } = &cli.command {
         size_descriptor_cache(common);
+        slabfs::storage::remote::configure(common.remote.config());
     }
     match cli.command {
         Command::Ls { source, common } => {
@@ -483,6 +487,7 @@ pub fn mount(args: &MountArgs, prog: &str, fail_code: i32) -> anyhow_free::Resul
         }
     };
     size_descriptor_cache(&args.common);
+    slabfs::storage::remote::configure(args.common.remote.config());
     let mut cfg = args.mount_config();
     let systemd = match SdNotify::from_env() {
         None => None,
@@ -494,7 +499,13 @@ pub fn mount(args: &MountArgs, prog: &str, fail_code: i32) -> anyhow_free::Resul
     };
     let parent = if args.daemon {
         // The daemon moves to `/`: relative paths must not change meaning.
-        cfg.source = std::path::absolute(&cfg.source)?;
+        if !cfg
+            .source
+            .to_str()
+            .is_some_and(slabfs::storage::remote::is_url)
+        {
+            cfg.source = std::path::absolute(&cfg.source)?;
+        }
         cfg.mountpoint = std::path::absolute(&cfg.mountpoint)?;
         let output = match log_file {
             Some(file) => daemon::Output::File(file),

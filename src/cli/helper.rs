@@ -34,7 +34,9 @@
 //! `views=raw+json+npy+hdr` (`+` separates views, since commas separate
 //! options), `refresh=SECONDS`, `watch=inotify|walk`, `rescan=SECONDS`,
 //! `max_watches=N`, `uid=N`, `gid=N`, `threads=N`,
-//! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]`, `allow_other`, and
+//! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`,
+//! for URL sources `endpoint_url=URL`, `no_sign_request`, `max_requests=N`,
+//! `request_timeout=SECONDS`, `retries=N`, and
 //! `log_level=LEVEL`, `log_file=PATH`. `ro` is
 //! accepted (the mount is always read-only); `rw` is refused with a
 //! message, since mount(8) adds it whenever `ro` is missing and a mount
@@ -213,8 +215,9 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                         return Err(format!(
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
                              cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
-                             max_watches=, uid=, gid=, threads=, \
-                             read_ahead_kb=, allow_outside=, log_level=, log_file=; -s ignores unknown ones)"
+                             max_watches=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, \
+                             endpoint_url=, no_sign_request, max_requests=, request_timeout=, \
+                             retries=, log_level=, log_file=; -s ignores unknown ones)"
                         ));
                     }
                     OptError::Bad(msg) => return Err(format!("option {opt:?}: {msg}")),
@@ -223,6 +226,23 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
         }
     }
     Ok(inv)
+}
+
+/// `allow_outside=` values: `:` separates roots, except the `:` of a
+/// URL's `scheme://` (`/a:s3://b/p` is `/a` and `s3://b/p`).
+fn split_roots(v: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for piece in v.split(':') {
+        match out.last_mut() {
+            Some(last) if piece.starts_with("//") && !last.contains('/') => {
+                last.push(':');
+                last.push_str(piece);
+            }
+            _ => out.push(piece.to_string()),
+        }
+    }
+    out.retain(|p| !p.is_empty());
+    out
 }
 
 enum OptError {
@@ -279,7 +299,18 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
         "allow_outside" => a
             .common
             .allow_outside
-            .extend(need()?.split(':').filter(|p| !p.is_empty()).map(Into::into)),
+            .extend(split_roots(need()?).into_iter().map(Into::into)),
+        "endpoint_url" => a.common.remote.endpoint_url = Some(need()?.to_string()),
+        "no_sign_request" if value.is_none() => a.common.remote.no_sign_request = true,
+        "max_requests" => {
+            let n: u32 = number(need()?)?;
+            if !(1..=4096).contains(&n) {
+                return Err(bad("1 to 4096".into()));
+            }
+            a.common.remote.max_requests = n;
+        }
+        "request_timeout" => a.common.remote.request_timeout = number(need()?)?,
+        "retries" => a.common.remote.retries = number(need()?)?,
         "log_level" => inv.log_level = Some(need()?.to_string()),
         "log_file" => a.log_file = Some(need()?.into()),
         // x-systemd.* and comment= normally never reach a helper; systemd
@@ -298,6 +329,30 @@ mod tests {
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn remote_options() {
+        let inv = parse_ok(&[
+            "s3://bucket/runs",
+            "/mnt/x",
+            "-o",
+            "ro,endpoint_url=http://127.0.0.1:9000,no_sign_request,max_requests=8,\
+             allow_outside=/data:s3://other/p:gs://g",
+        ]);
+        let r = &inv.args.common.remote;
+        assert_eq!(r.endpoint_url.as_deref(), Some("http://127.0.0.1:9000"));
+        assert!(r.no_sign_request);
+        assert_eq!(r.max_requests, 8);
+        assert_eq!(
+            inv.args.source,
+            std::path::PathBuf::from("s3://bucket/runs")
+        );
+        assert_eq!(
+            inv.args.common.allow_outside,
+            ["/data", "s3://other/p", "gs://g"].map(std::path::PathBuf::from)
+        );
+        assert!(parse(&os(&["s", "m", "-o", "ro,max_requests=0"])).is_err());
     }
 
     fn parse_ok(args: &[&str]) -> Invocation {

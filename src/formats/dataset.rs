@@ -31,6 +31,9 @@
 //! under SOURCE (or SOURCE's directory when it is a file), or under one of
 //! the extra roots given to [`open_with_roots`] (`--allow-outside`).
 //!
+//! A SOURCE that is a URL is read from its server the same way
+//! ([`remote`]: a bucket prefix walked like a directory, or one dataset).
+//!
 //! Dataset files are recognised by content, not name: SOURCE itself is
 //! sniffed whatever its name, and inside a directory every regular file
 //! with a netCDF extension ([`NETCDF_EXTENSIONS`]) is. Sniffing every file
@@ -53,6 +56,8 @@ use crate::error::{Error, Result};
 use crate::formats::{Options, hdf5, kerchunk, nca, netcdf, packed, zarr};
 use crate::storage::confine::Roots;
 use crate::storage::files::{self, Files};
+
+mod remote;
 
 /// One array of a dataset and its path in the mount.
 #[derive(Clone)]
@@ -92,6 +97,13 @@ pub fn open_with_roots(
     cache: Arc<ChunkCache>,
     allow_outside: &[PathBuf],
 ) -> Result<Dataset> {
+    // A URL (s3://, gs://, az://, http(s)://...) is read from its server.
+    if let Some(url) = source
+        .to_str()
+        .filter(|s| crate::storage::remote::is_url(s))
+    {
+        return remote::open(url, cache, allow_outside);
+    }
     let roots = Roots::new(allowed_roots(source, allow_outside));
     open_with(source, cache, allow_outside, files::confined(roots))
 }

@@ -70,7 +70,11 @@ impl Options {
 
     /// The confinement roots for references made by the file at `file`.
     pub fn roots_for(&self, file: &Path) -> Arc<Roots> {
-        if self.roots.is_empty() {
+        if file.to_str().is_some_and(crate::storage::remote::is_url) {
+            // A remote file's references are confined by its
+            // `RemoteFiles`; no local directory is ever a root for it.
+            Arc::new(Roots::default())
+        } else if self.roots.is_empty() {
             Arc::new(Roots::new(file.parent().map(Path::to_path_buf)))
         } else {
             Arc::new(Roots::new(self.roots.iter().cloned()))

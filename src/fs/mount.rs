@@ -205,10 +205,19 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
 
     check_allow_other(cfg.allow_other)?;
     // Absolute, so sidecars and logs name files unambiguously.
-    let source = cfg.source.canonicalize().map_err(|e| crate::Error::Io {
-        path: cfg.source.display().to_string(),
-        source: e,
-    })?;
+    // A URL is no path: it stays as given.
+    let source = if cfg
+        .source
+        .to_str()
+        .is_some_and(crate::storage::remote::is_url)
+    {
+        cfg.source.clone()
+    } else {
+        cfg.source.canonicalize().map_err(|e| crate::Error::Io {
+            path: cfg.source.display().to_string(),
+            source: e,
+        })?
+    };
     prepare_mountpoint(&mnt)?;
     // Resolved now: once mounted, resolving it would ask this very daemon,
     // which does not serve until the session runs.
@@ -381,6 +390,9 @@ fn signal_loop(signals: &Signals, phase: &Mutex<Phase>, mnt: &Path, ready: &Read
             Phase::Mounted(mut unmounter) => {
                 log::info!("{name}: unmounting {}", mnt.display());
                 ready.stopping();
+                // Reads waiting on a remote server end now (EIO), so they
+                // do not hold the unmount until the server times out.
+                crate::storage::remote::cancel_all();
                 if let Err(e) = unmounter.unmount() {
                     log::warn!(
                         "unmounting {} failed ({e}), probably files are open: detaching it \

@@ -359,6 +359,10 @@ impl ReadAt for FaultyFile {
     fn size(&self) -> io::Result<u64> {
         self.inner.size()
     }
+
+    fn stamp(&self) -> Option<u64> {
+        self.inner.stamp()
+    }
 }
 
 /// A store whose `get` and `get_range` go through a [`FaultPlan`].

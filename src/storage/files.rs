@@ -39,6 +39,15 @@ pub trait ReadAt: Send + Sync + Debug {
 
     /// The file's current length in bytes.
     fn size(&self) -> io::Result<u64>;
+
+    /// A number that changes when the file behind this reader is
+    /// rewritten or replaced, asked of the file itself; `None` when the
+    /// reader cannot tell, and the caller stats the path
+    /// ([`file_stamp`]). A remote object answers with a HEAD (its ETag,
+    /// size and time), since its URL is no path to stat.
+    fn stamp(&self) -> Option<u64> {
+        None
+    }
 }
 
 impl ReadAt for std::fs::File {
@@ -98,7 +107,8 @@ impl Files for OsFiles {
 /// A hash of what `stat` says about `path` (device, inode, length, times):
 /// changes when the file is rewritten or replaced; `None` if it cannot be
 /// read. How sources that read single files answer
-/// [`crate::engine::array::ArraySource::change_stamp`].
+/// [`crate::engine::array::ArraySource::change_stamp`] when their
+/// [`ReadAt::stamp`] cannot.
 pub fn file_stamp(path: &Path) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     use std::os::unix::fs::MetadataExt;

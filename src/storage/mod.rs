@@ -16,8 +16,10 @@
 //! - [`faults`]: wrappers of both seams that inject I/O errors, short
 //!   reads, delays and flipped bytes, for tests.
 //!
-//! Object stores (S3, GCS, Azure, HTTP) join here as more implementations
-//! of the same two traits, so formats never learn where their bytes live.
+//! - [`remote`]: object stores (S3, GCS, Azure) and HTTP(S) as more
+//!   implementations of the same two traits, so formats never learn where
+//!   their bytes live; URL confinement ([`remote::Location::within`]) sits
+//!   next to [`confine`]'s.
 //!
 //! May import: [`crate::error`] and nothing else of the crate (checked by
 //! `tests/layers.rs`).
@@ -26,4 +28,5 @@ pub mod confine;
 pub mod descriptors;
 pub mod faults;
 pub mod files;
+pub mod remote;
 pub mod store;

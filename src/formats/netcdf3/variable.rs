@@ -110,7 +110,10 @@ impl ArraySource for Netcdf3Array {
     /// a replacement by rename changes it. Nothing is cached by slabfs, so
     /// there is no cache id.
     fn change_stamp(&self) -> ChangeStamp {
-        let data = crate::storage::files::file_stamp(std::path::Path::new(&self.shared.path));
+        let data =
+            self.shared.file.stamp().or_else(|| {
+                crate::storage::files::file_stamp(std::path::Path::new(&self.shared.path))
+            });
         if data.is_none() {
             log::warn!("{}: cannot check for changes", self.shared.path);
         }

@@ -327,7 +327,11 @@ impl Store for BlockStore {
     /// The archive file's identity and times: archives are replaced whole
     /// (pack writes a new file and renames it), never edited.
     fn change_stamp(&self, _prefix: &str) -> Result<Option<u64>> {
-        Ok(file_stamp(std::path::Path::new(&self.archive.path)))
+        Ok(self
+            .archive
+            .file
+            .stamp()
+            .or_else(|| file_stamp(std::path::Path::new(&self.archive.path))))
     }
 }
 

@@ -1,0 +1,106 @@
+//! `slabfs` flags for remote sources (URLs), converted into the storage
+//! layer's plain [`Config`]. See docs/CONFIGURATION.md, "Remote sources".
+
+use std::time::Duration;
+
+use clap::Args;
+
+use slabfs::storage::remote::Config;
+
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Remote sources (s3://, gs://, az://, http(s)://)")]
+pub struct RemoteArgs {
+    /// S3 endpoint of an S3-compatible server (MinIO, Ceph, moto...), e.g.
+    /// http://127.0.0.1:9000; an http:// endpoint needs no further flag
+    /// [default: AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL, else AWS].
+    #[arg(long, value_name = "URL")]
+    pub endpoint_url: Option<String>,
+    /// Send no credentials and sign no request (public buckets).
+    #[arg(long)]
+    pub no_sign_request: bool,
+    /// Requests to the server in flight at once, across the process.
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_requests: u32,
+    /// Seconds one request, with its retries of timeouts, 5xx and
+    /// throttling answers, may take before the read fails (EIO).
+    #[arg(long, value_name = "SECONDS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub request_timeout: u64,
+    /// Retries of one failed request (with exponential backoff and jitter).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub retries: usize,
+    /// Threads of the runtime that moves the bytes of remote requests
+    /// (decoding stays on the decode threads).
+    #[arg(long, value_name = "N", default_value_t = 2,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub remote_threads: u16,
+}
+
+impl RemoteArgs {
+    /// The storage layer's configuration.
+    pub fn config(&self) -> Config {
+        let default = Config::default();
+        Config {
+            endpoint_url: self.endpoint_url.clone().filter(|s| !s.is_empty()),
+            no_sign_request: self.no_sign_request,
+            max_requests: self.max_requests as usize,
+            retries: self.retries,
+            threads: self.remote_threads as usize,
+            timeout: Duration::from_secs(self.request_timeout),
+            connect_timeout: default
+                .connect_timeout
+                .min(Duration::from_secs(self.request_timeout)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use clap::Parser;
+    use std::time::Duration;
+
+    #[test]
+    fn remote_flags_become_the_storage_config() {
+        let cli = Cli::try_parse_from(["slabfs", "ls", "s3://b/p"]).unwrap();
+        let Command::Ls { common, .. } = cli.command else {
+            panic!("not ls")
+        };
+        assert_eq!(
+            common.remote.config(),
+            slabfs::storage::remote::Config::default()
+        );
+        let cli = Cli::try_parse_from([
+            "slabfs",
+            "mount",
+            "--endpoint-url",
+            "http://127.0.0.1:9000",
+            "--no-sign-request",
+            "--max-requests",
+            "8",
+            "--request-timeout",
+            "3",
+            "--retries",
+            "1",
+            "--remote-threads",
+            "4",
+            "s3://b/p",
+            "mnt",
+        ])
+        .unwrap();
+        let Command::Mount(args) = cli.command else {
+            panic!("not a mount")
+        };
+        let c = args.common.remote.config();
+        assert_eq!(c.endpoint_url.as_deref(), Some("http://127.0.0.1:9000"));
+        assert!(c.no_sign_request);
+        assert_eq!((c.max_requests, c.retries, c.threads), (8, 1, 4));
+        assert_eq!(c.timeout, Duration::from_secs(3));
+        assert_eq!(c.connect_timeout, Duration::from_secs(3));
+        for bad in [&["--max-requests", "0"][..], &["--remote-threads", "0"]] {
+            let argv = ["slabfs", "ls"].iter().chain(bad).chain(&["s3://b"]);
+            assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! Datasets at a URL: the same discovery as on disk, over an object store.
+//!
+//! A SOURCE that is a URL (`s3://bucket/runs/`, `https://host/x.zarr`,
+//! [`crate::storage::remote::is_url`]) opens here instead of through the
+//! file system:
+//!
+//! - **a prefix of a bucket** (S3, GCS, Azure) is walked like a
+//!   directory, one delimiter listing per level: a level holding
+//!   `zarr.json`, `.zgroup`, `.zarray` or `.zmetadata` is a Zarr store,
+//!   an object with a netCDF extension ([`super::NETCDF_EXTENSIONS`]) is a
+//!   netCDF-3 file or blocked archive, and every other prefix is a
+//!   directory of datasets. Names and paths are the ones the same tree
+//!   has on disk (`runs/a.zarr/temp`, `runs/b.nc/temp`).
+//! - **one object** (any store) is a dataset file, its variables at the
+//!   root.
+//! - **HTTP** cannot list: the URL names one dataset, a Zarr store (a
+//!   single array, or a group with consolidated metadata) or a file.
+//!
+//! The formats read through [`RemoteFiles`], which answers their paths
+//! (the URL joined with names, as `Path`s) with ranged GETs and keys, and
+//! refuses any location outside the source's bucket and prefix (or host
+//! and path) unless `--allow-outside URL` admits it, and any local path
+//! at all.
+//!
+//! Not yet read from URLs: NCA descriptors (`*.nca.json`) and kerchunk
+//! reference files; inside a prefix they are reported as skipped (NCA)
+//! or passed over (other `*.json`, which may be any document).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{Dataset, MAX_DEPTH, has_dataset_extension, push_hierarchy, push_variables};
+use crate::engine::cache::ChunkCache;
+use crate::error::{Error, Result};
+use crate::formats::{Options, kerchunk, nca, netcdf, zarr};
+use crate::storage::remote::{self, Location, RemoteFiles, RemoteStore};
+use crate::storage::store::Store;
+
+/// The keys whose presence makes a prefix a Zarr store.
+const ZARR_KEYS: [&str; 4] = ["zarr.json", ".zmetadata", ".zgroup", ".zarray"];
+
+/// Open the dataset(s) at the URL `url`; `allow_outside` URLs are further
+/// locations references may read (local paths are ignored: a remote
+/// source never reads local files).
+pub(super) fn open(
+    url: &str,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+) -> Result<Dataset> {
+    let root = Location::parse(url)?;
+    let mut roots = vec![root.clone()];
+    for extra in allow_outside {
+        match extra.to_str().filter(|s| remote::is_url(s)) {
+            Some(s) => roots.push(Location::parse(s)?),
+            None => log::warn!(
+                "--allow-outside {}: a local path, ignored for the remote source {}",
+                extra.display(),
+                root.display()
+            ),
+        }
+    }
+    let files = Arc::new(RemoteFiles::new(roots)?);
+    let opts = Options {
+        roots: Vec::new(),
+        cache,
+        files: files.clone(),
+    };
+    let io = |loc: &Location| {
+        let shown = loc.display();
+        move |source| Error::Io {
+            path: shown.clone(),
+            source,
+        }
+    };
+    let store = files.store_at(&root).map_err(io(&root))?;
+    let name = root.name().unwrap_or_else(|| "array".to_string());
+    let mut ds = Dataset::default();
+    if root.scheme().lists() {
+        let listing = store.list_dir("")?;
+        if is_store(&listing) {
+            push_hierarchy(
+                &mut ds,
+                zarr::open_store(Arc::new(store), opts.cache.clone())?,
+                "",
+                &name,
+            );
+        } else if listing.is_empty() {
+            if !store.exists("")? {
+                return Err(Error::Io {
+                    path: root.display(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "no such object or prefix",
+                    ),
+                });
+            }
+            add_object(&mut ds, &root, "", &opts)?;
+        } else {
+            walk(&mut ds, &files, &root, listing, "", &opts, 0);
+        }
+    } else if probe_store(&store)? {
+        push_hierarchy(
+            &mut ds,
+            zarr::open_store(Arc::new(store), opts.cache.clone())?,
+            "",
+            &name,
+        );
+    } else {
+        add_object(&mut ds, &root, "", &opts)?;
+    }
+    ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(ds)
+}
+
+fn is_store(listing: &[(String, bool)]) -> bool {
+    listing
+        .iter()
+        .any(|(n, is_dir)| !is_dir && ZARR_KEYS.contains(&n.as_str()))
+}
+
+/// Whether a store that cannot list has Zarr metadata at its root (a
+/// HEAD per key until one answers).
+fn probe_store(store: &RemoteStore) -> Result<bool> {
+    for k in ZARR_KEYS {
+        if store.exists(k)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Add the dataset file at `loc` under the mount path `prefix`.
+fn add_object(ds: &mut Dataset, loc: &Location, prefix: &str, opts: &Options) -> Result<()> {
+    let name = loc.name().unwrap_or_default();
+    if nca::is_descriptor(Path::new(&name)) {
+        return Err(Error::metadata(
+            loc.display(),
+            "NCA descriptors are not read from URL sources yet",
+        ));
+    }
+    if kerchunk::has_json_extension(&name) {
+        return Err(Error::metadata(
+            loc.display(),
+            "kerchunk reference files are not read from URL sources yet",
+        ));
+    }
+    // The URL as the formats' path: RemoteFiles maps it back.
+    let path = PathBuf::from(loc.display());
+    let nc = netcdf::open(&path, opts.files.as_ref(), Some(&opts.cache))?;
+    push_variables(ds, prefix, nca::netcdf::variables(Arc::new(nc), opts));
+    Ok(())
+}
+
+/// Walk the prefix `dir` (whose listing is `listing`) as a directory of
+/// datasets at the mount path `prefix`. Anything that fails is skipped
+/// with its error, as on disk.
+fn walk(
+    ds: &mut Dataset,
+    files: &RemoteFiles,
+    dir: &Location,
+    listing: Vec<(String, bool)>,
+    prefix: &str,
+    opts: &Options,
+    depth: usize,
+) {
+    for (name, is_dir) in listing {
+        if name.starts_with('.') {
+            continue;
+        }
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let result = dir.child(&name).and_then(|loc| {
+            if is_dir {
+                let store = files.store_at(&loc).map_err(|source| Error::Io {
+                    path: loc.display(),
+                    source,
+                })?;
+                let sub = store.list_dir("")?;
+                if is_store(&sub) {
+                    let h = zarr::open_store(Arc::new(store), opts.cache.clone())?;
+                    push_hierarchy(ds, h, &rel, &name);
+                } else if depth < MAX_DEPTH {
+                    walk(ds, files, &loc, sub, &rel, opts, depth + 1);
+                }
+                Ok(())
+            } else if nca::is_descriptor(Path::new(&name)) {
+                Err(Error::metadata(
+                    loc.display(),
+                    "NCA descriptors are not read from URL sources yet: not shown",
+                ))
+            } else if has_dataset_extension(&name) {
+                add_object(ds, &loc, &rel, opts)
+            } else {
+                if kerchunk::has_json_extension(&name) {
+                    log::debug!(
+                        "{}: kerchunk references are not read from URL sources yet",
+                        loc.display()
+                    );
+                }
+                Ok(())
+            }
+        });
+        if let Err(e) = result {
+            log::debug!("skipping dataset {}: {e}", dir.display());
+            ds.skipped.push(e);
+        }
+    }
+}

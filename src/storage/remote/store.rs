@@ -1,0 +1,634 @@
+//! The two seams over an object store: [`RemoteStore`] (keys under a
+//! prefix, for Zarr) and [`RemoteFile`] (one object read with positioned
+//! reads, for netCDF-3), and [`RemoteFiles`], which opens both for the
+//! formats from URL paths and keeps them inside the allowed locations.
+//!
+//! # No mixed versions
+//!
+//! A whole value ([`Store::get`]) is one GET: one version. A
+//! [`RemoteFile`] is read with many ranged GETs, so it pins the version it
+//! opened: the size and ETag of its HEAD. Every range is sent with
+//! `If-Match: ETAG`, and the answer's ETag, size and range are checked
+//! too (a server that ignores `If-Match` is still caught). An object
+//! replaced since it was opened is an error for that read (EIO), never
+//! bytes of the new version spliced into the old; the refresh reopens the
+//! dataset and reads the new one. A server that ignores `Range` (answers
+//! 200 with the whole body) is an error, never taken as the range.
+//!
+//! # Size limits
+//!
+//! [`Store::get`] knows the most bytes a value may hold. The object's
+//! size is in the response headers, so a larger object is refused before
+//! its body is read; the body is then read with the same bound, in case
+//! the headers lied.
+
+use std::fmt;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::io;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt};
+
+use super::location::{Location, is_url};
+use super::{Remote, block_on, redact};
+use crate::error::{Error, Result};
+use crate::storage::files::{Files, ReadAt};
+use crate::storage::store::{ByteRange, Store};
+
+/// The io error for a failed request on `loc`, its message cleared of
+/// secrets. Not-found and precondition failures keep their kind.
+fn io_error(e: object_store::Error) -> io::Error {
+    let kind = match &e {
+        object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
+        object_store::Error::Precondition { .. } => io::ErrorKind::InvalidData,
+        _ => io::ErrorKind::Other,
+    };
+    let msg = match &e {
+        object_store::Error::Precondition { .. } => {
+            "the object changed since it was opened (ETag differs); it is read again once \
+             the dataset is reopened (--refresh)"
+                .to_string()
+        }
+        other => {
+            // The whole source chain: object_store's top line alone often
+            // says only "Generic S3 error".
+            let mut msg = other.to_string();
+            let mut src = std::error::Error::source(other);
+            while let Some(s) = src {
+                let line = s.to_string();
+                if !msg.contains(&line) {
+                    msg.push_str(": ");
+                    msg.push_str(&line);
+                }
+                src = s.source();
+            }
+            msg
+        }
+    };
+    io::Error::new(kind, redact(&one_line(&msg)))
+}
+
+/// Longest message kept from a server's error (a log line, not a page).
+const MAX_MESSAGE: usize = 400;
+
+/// `msg` on one line and short: an S3/Azure XML error body reduced to its
+/// `<Code>` and `<Message>`, whitespace collapsed, at most
+/// [`MAX_MESSAGE`] characters.
+fn one_line(msg: &str) -> String {
+    let tag = |name: &str| -> Option<&str> {
+        let start = msg.find(&format!("<{name}>"))? + name.len() + 2;
+        let end = start + msg[start..].find(&format!("</{name}>"))?;
+        Some(&msg[start..end])
+    };
+    let msg = match (
+        msg.find("<?xml").or_else(|| msg.find("<Error>")),
+        tag("Code"),
+    ) {
+        (Some(body), Some(code)) => {
+            let text = tag("Message").unwrap_or("");
+            format!("{}{code}: {text}", &msg[..body])
+        }
+        _ => msg.to_string(),
+    };
+    let mut out = msg.split_whitespace().collect::<Vec<_>>().join(" ");
+    if out.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE;
+        while !out.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.truncate(cut);
+        out.push_str("...");
+    }
+    out
+}
+
+fn with_path(loc: &Location) -> impl Fn(io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: loc.display(),
+        source,
+    }
+}
+
+/// Read the body of `payload` into a vector of at most `limit` bytes.
+async fn collect(
+    payload: GetResultPayload,
+    expect: usize,
+    limit: u64,
+) -> io::Result<std::result::Result<Vec<u8>, u64>> {
+    let GetResultPayload::Stream(mut stream) = payload;
+    let mut buf = Vec::with_capacity(expect);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(io_error)?;
+        if (buf.len() + chunk.len()) as u64 > limit {
+            return Ok(Err((buf.len() + chunk.len()) as u64));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(Ok(buf))
+}
+
+/// The keys under a prefix of an object store, as a [`Store`].
+#[derive(Clone)]
+pub struct RemoteStore {
+    remote: Remote,
+}
+
+impl fmt::Debug for RemoteStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RemoteStore({})", self.remote.location.display())
+    }
+}
+
+impl RemoteStore {
+    /// The store of keys under `remote`'s location.
+    pub fn new(remote: Remote) -> RemoteStore {
+        RemoteStore { remote }
+    }
+
+    fn store(&self) -> Arc<dyn ObjectStore> {
+        self.remote.store.clone()
+    }
+
+    /// Whether `key` exists (a HEAD).
+    pub fn exists(&self, key: &str) -> Result<bool> {
+        let loc = self.remote.location.child(key)?;
+        let store = self.store();
+        let path = loc.prefix().clone();
+        block_on(self.remote.deadline, async move {
+            match store.head(&path).await {
+                Ok(_) => Ok(true),
+                Err(object_store::Error::NotFound { .. }) => Ok(false),
+                Err(e) => Err(io_error(e)),
+            }
+        })
+        .map_err(with_path(&loc))
+    }
+
+    /// One GET of `key` with `opts`; `None` when it does not exist.
+    fn get_with(
+        &self,
+        loc: &Location,
+        opts: GetOptions,
+        limit: u64,
+        want: Option<Range<u64>>,
+    ) -> Result<Option<Vec<u8>>> {
+        let store = self.store();
+        let path = loc.prefix().clone();
+        let got = block_on(self.remote.deadline, async move {
+            let r = match store.get_opts(&path, opts).await {
+                Ok(r) => r,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(io_error(e)),
+            };
+            if let Some(want) = &want
+                && r.range != *want
+            {
+                return Err(io::Error::other(format!(
+                    "asked for bytes {want:?}, the server answered {:?}",
+                    r.range
+                )));
+            }
+            let len = r.range.end - r.range.start;
+            if len > limit {
+                return Ok(Some(Err(len)));
+            }
+            let body = collect(r.payload, len as usize, limit).await?;
+            if let Ok(b) = &body
+                && b.len() as u64 != len
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} bytes received of {len}", b.len()),
+                ));
+            }
+            Ok(Some(body))
+        })
+        .map_err(with_path(loc))?;
+        match got {
+            None => Ok(None),
+            Some(Ok(v)) => Ok(Some(v)),
+            Some(Err(size)) => Err(Error::TooLarge {
+                path: loc.display(),
+                size,
+                limit,
+            }),
+        }
+    }
+}
+
+impl Store for RemoteStore {
+    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        let loc = self.remote.location.child(key)?;
+        self.get_with(&loc, GetOptions::default(), limit, None)
+    }
+
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        let loc = self.remote.location.child(key)?;
+        let get = match range {
+            ByteRange::At { len: 0, offset } => {
+                // A zero-length range is not a valid HTTP range: ask
+                // whether the value exists and is long enough.
+                let store = self.store();
+                let path = loc.prefix().clone();
+                let size = block_on(self.remote.deadline, async move {
+                    match store.head(&path).await {
+                        Ok(m) => Ok(Some(m.size)),
+                        Err(object_store::Error::NotFound { .. }) => Ok(None),
+                        Err(e) => Err(io_error(e)),
+                    }
+                })
+                .map_err(with_path(&loc))?;
+                return match size {
+                    None => Ok(None),
+                    Some(s) if offset <= s => Ok(Some(Vec::new())),
+                    Some(s) => Err(range.out_of_bounds(&loc.display(), s)),
+                };
+            }
+            ByteRange::At { offset, len } => {
+                let end = offset
+                    .checked_add(len)
+                    .ok_or_else(|| range.out_of_bounds(&loc.display(), u64::MAX))?;
+                GetRange::Bounded(offset..end)
+            }
+            ByteRange::Suffix(0) => return Ok(Some(Vec::new())),
+            ByteRange::Suffix(n) => GetRange::Suffix(n),
+        };
+        let want = match &get {
+            GetRange::Bounded(r) => Some(r.clone()),
+            _ => None,
+        };
+        let opts = GetOptions {
+            range: Some(get),
+            ..Default::default()
+        };
+        let v = self.get_with(&loc, opts, u64::MAX, want)?;
+        match (range, &v) {
+            // A suffix longer than the value comes back whole: too short.
+            (ByteRange::Suffix(n), Some(v)) if (v.len() as u64) < n => {
+                Err(range.out_of_bounds(&loc.display(), v.len() as u64))
+            }
+            _ => Ok(v),
+        }
+    }
+
+    /// One delimiter listing (paginated by the store) of the prefix.
+    fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
+        let loc = self.remote.location.child(dir)?;
+        if !loc.scheme().lists() {
+            return Err(Error::Io {
+                path: loc.display(),
+                source: io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "an HTTP server cannot list a directory; name one dataset (a Zarr store \
+                     with consolidated metadata, a netCDF-3 file)",
+                ),
+            });
+        }
+        let store = self.store();
+        let path = loc.prefix().clone();
+        let listed = block_on(self.remote.deadline, async move {
+            let p = (!path.as_ref().is_empty()).then_some(&path);
+            store.list_with_delimiter(p).await.map_err(io_error)
+        })
+        .map_err(with_path(&loc))?;
+        let mut out: Vec<(String, bool)> = listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(|n| (n.to_string(), true)))
+            .chain(
+                listed
+                    .objects
+                    .iter()
+                    .filter_map(|o| o.location.filename().map(|n| (n.to_string(), false))),
+            )
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    fn describe(&self, key: &str) -> String {
+        match self.remote.location.child(key) {
+            Ok(l) => l.display(),
+            Err(_) => format!("{}/{key}", self.remote.location.display()),
+        }
+    }
+
+    /// A hash of (key, size, ETag, last modified) of every object under
+    /// `prefix`: one recursive listing (one request per 1,000 keys on S3).
+    /// `None` over HTTP, which cannot list.
+    fn change_stamp(&self, prefix: &str) -> Result<Option<u64>> {
+        let loc = self.remote.location.child(prefix)?;
+        if !loc.scheme().lists() {
+            return Ok(None);
+        }
+        let store = self.store();
+        let path = loc.prefix().clone();
+        let mut objects = block_on(self.remote.deadline, async move {
+            let p = (!path.as_ref().is_empty()).then_some(&path);
+            let mut out = Vec::new();
+            let mut list = store.list(p);
+            while let Some(m) = list.next().await {
+                let m = m.map_err(io_error)?;
+                out.push((
+                    m.location.to_string(),
+                    m.size,
+                    m.e_tag,
+                    m.last_modified.timestamp_nanos_opt(),
+                ));
+            }
+            Ok(out)
+        })
+        .map_err(with_path(&loc))?;
+        objects.sort();
+        let mut h = DefaultHasher::new();
+        objects.hash(&mut h);
+        Ok(Some(h.finish()))
+    }
+}
+
+/// The version of an object a [`RemoteFile`] reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Version {
+    size: u64,
+    e_tag: Option<String>,
+    /// Nanoseconds since the epoch.
+    last_modified: Option<i64>,
+}
+
+/// One object read with ranged GETs, pinned to the version it opened.
+pub struct RemoteFile {
+    remote: Remote,
+    version: Version,
+}
+
+impl fmt::Debug for RemoteFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RemoteFile({})", self.remote.location.display())
+    }
+}
+
+impl RemoteFile {
+    /// Open the object at `remote`'s location: a HEAD, for its size and
+    /// version.
+    pub fn open(remote: Remote) -> io::Result<RemoteFile> {
+        let store = remote.store.clone();
+        let path = remote.location.prefix().clone();
+        let meta = block_on(remote.deadline, async move {
+            store.head(&path).await.map_err(io_error)
+        })?;
+        Ok(RemoteFile {
+            version: Version {
+                size: meta.size,
+                e_tag: meta.e_tag,
+                last_modified: meta.last_modified.timestamp_nanos_opt(),
+            },
+            remote,
+        })
+    }
+
+    pub fn location(&self) -> &Location {
+        &self.remote.location
+    }
+}
+
+impl ReadAt for RemoteFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let end = offset
+            .checked_add(buf.len() as u64)
+            .filter(|&e| e <= self.version.size)
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "{}: bytes {offset}+{} are past the end ({} bytes)",
+                        self.remote.location.display(),
+                        buf.len(),
+                        self.version.size
+                    ),
+                )
+            })?;
+        let store = self.remote.store.clone();
+        let path = self.remote.location.prefix().clone();
+        let version = self.version.clone();
+        let shown = self.remote.location.display();
+        let bytes = block_on(self.remote.deadline, async move {
+            let opts = GetOptions {
+                range: Some(GetRange::Bounded(offset..end)),
+                if_match: version.e_tag.clone(),
+                ..Default::default()
+            };
+            let r = store.get_opts(&path, opts).await.map_err(io_error)?;
+            let now = Version {
+                size: r.meta.size,
+                e_tag: r.meta.e_tag.clone(),
+                last_modified: r.meta.last_modified.timestamp_nanos_opt(),
+            };
+            let same = match (&version.e_tag, &now.e_tag) {
+                (Some(a), Some(b)) => a == b && version.size == now.size,
+                // No ETags (a plain HTTP server): size and time must hold.
+                _ => version == now,
+            };
+            if !same {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the object changed since it was opened; it is read again once the \
+                     dataset is reopened (--refresh)",
+                ));
+            }
+            if r.range != (offset..end) {
+                return Err(io::Error::other(format!(
+                    "asked for bytes {:?}, the server answered {:?}",
+                    offset..end,
+                    r.range
+                )));
+            }
+            r.bytes().await.map_err(io_error)
+        })
+        .map_err(|e| io::Error::new(e.kind(), format!("{shown}: {e}")))?;
+        if bytes.len() != buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{}: {} bytes received of {}",
+                    self.remote.location.display(),
+                    bytes.len(),
+                    buf.len()
+                ),
+            ));
+        }
+        buf.copy_from_slice(&bytes);
+        Ok(())
+    }
+
+    /// The size of the version opened.
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.version.size)
+    }
+
+    /// The object's current version (a HEAD), hashed; `None` if the HEAD
+    /// fails (the refresh then keeps what it has).
+    fn stamp(&self) -> Option<u64> {
+        let store = self.remote.store.clone();
+        let path = self.remote.location.prefix().clone();
+        let now = block_on(self.remote.deadline, async move {
+            store.head(&path).await.map_err(io_error)
+        });
+        match now {
+            Ok(m) => {
+                let mut h = DefaultHasher::new();
+                (m.size, m.e_tag, m.last_modified.timestamp_nanos_opt()).hash(&mut h);
+                Some(h.finish())
+            }
+            Err(e) => {
+                log::debug!("{}: {e}", self.remote.location.display());
+                None
+            }
+        }
+    }
+}
+
+/// Opens files and stores by URL, for a dataset read from a remote
+/// source: only locations within the allowed ones (the source's own and
+/// `--allow-outside URL`s), and never a local path (a remote descriptor
+/// must not read the daemon's files).
+#[derive(Debug, Clone)]
+pub struct RemoteFiles {
+    roots: Vec<Location>,
+    /// Connected stores, reused for locations in the same store.
+    connected: Vec<Remote>,
+}
+
+impl RemoteFiles {
+    /// Files under `roots`, connecting to each root's store now (so a bad
+    /// URL or missing credentials fail at mount, not at first read).
+    pub fn new(roots: Vec<Location>) -> Result<RemoteFiles> {
+        let mut connected: Vec<Remote> = Vec::new();
+        for r in &roots {
+            if !connected
+                .iter()
+                .any(|c| c.location.store_url() == r.store_url())
+            {
+                connected.push(super::connect(r)?);
+            }
+        }
+        Ok(RemoteFiles { roots, connected })
+    }
+
+    /// The allowed locations, for messages.
+    pub fn describe(&self) -> String {
+        self.roots
+            .iter()
+            .map(Location::display)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The location a path names, if it is a URL within the roots.
+    pub fn admit(&self, path: &Path) -> io::Result<Location> {
+        let refused = |what: String| {
+            io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{what}, outside the allowed locations ({}); --allow-outside URL admits more",
+                    self.describe()
+                ),
+            )
+        };
+        let s = path.to_str().filter(|s| is_url(s)).ok_or_else(|| {
+            refused(format!(
+                "{} is a local path: a remote source reads only URLs",
+                path.display()
+            ))
+        })?;
+        let loc = Location::parse(s)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        if !self.roots.iter().any(|r| r.within(&loc)) {
+            return Err(refused(loc.display()));
+        }
+        Ok(loc)
+    }
+
+    /// A connection for `loc` (which [`RemoteFiles::admit`] returned).
+    pub fn remote(&self, loc: &Location) -> io::Result<Remote> {
+        let c = self
+            .connected
+            .iter()
+            .find(|c| c.location.store_url() == loc.store_url())
+            .ok_or_else(|| io::Error::other(format!("{}: not connected", loc.display())))?;
+        Ok(Remote {
+            store: c.store.clone(),
+            location: loc.clone(),
+            deadline: c.deadline,
+        })
+    }
+
+    /// The key-value store at the admitted location `loc`.
+    pub fn store_at(&self, loc: &Location) -> io::Result<RemoteStore> {
+        Ok(RemoteStore::new(self.remote(loc)?))
+    }
+}
+
+impl Files for RemoteFiles {
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn ReadAt>> {
+        let loc = self.admit(path)?;
+        Ok(Arc::new(RemoteFile::open(self.remote(&loc)?)?))
+    }
+
+    fn store(&self, root: &Path) -> Arc<dyn Store> {
+        match self.admit(root).and_then(|l| self.store_at(&l)) {
+            Ok(s) => Arc::new(s),
+            Err(e) => Arc::new(Refused(root.display().to_string(), e.to_string())),
+        }
+    }
+}
+
+/// The store of a location that was refused: every read says why.
+#[derive(Debug)]
+struct Refused(String, String);
+
+impl Store for Refused {
+    fn get(&self, _key: &str, _limit: u64) -> Result<Option<Vec<u8>>> {
+        Err(self.error())
+    }
+    fn list_dir(&self, _dir: &str) -> Result<Vec<(String, bool)>> {
+        Err(self.error())
+    }
+    fn describe(&self, key: &str) -> String {
+        format!("{}/{key}", self.0)
+    }
+}
+
+impl Refused {
+    fn error(&self) -> Error {
+        Error::Io {
+            path: self.0.clone(),
+            source: io::Error::new(io::ErrorKind::PermissionDenied, self.1.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn server_errors_become_one_short_line() {
+        let m = "Error performing GET http://h/b/k - Server returned non-2xx status code: \
+                 404 Not Found: <?xml version=\"1.0\"?>\n    <Error><Code>NoSuchKey</Code>\
+                 <Message>The specified key does not exist.</Message><Key>k</Key></Error>";
+        assert_eq!(
+            one_line(m),
+            "Error performing GET http://h/b/k - Server returned non-2xx status code: 404 Not \
+             Found: NoSuchKey: The specified key does not exist."
+        );
+        assert!(one_line(&"x ".repeat(1000)).len() <= 403);
+        assert_eq!(one_line("a\n  b"), "a b");
+    }
+}

@@ -1,0 +1,131 @@
+"""A small HTTP file server for slabfs's remote tests (tests/remote.rs).
+
+python's own `http.server` ignores `Range` (it answers 200 with the whole
+file), so a client's ranged reads cannot be tested against it. This one:
+
+- answers `Range: bytes=A-B`, `bytes=A-` and `bytes=-N` with 206 and
+  `Content-Range` (416 when unsatisfiable), unless started with
+  `--ignore-range`, when it behaves like `http.server` (200, whole body),
+  which a client must refuse rather than take as the range;
+- sends an `ETag` (mtime and size) and honours `If-Match` (412), so an
+  object replaced between two ranges is caught;
+- under `/flaky/...` answers each (method, path) 503 the first time and
+  serves it normally the next (the same file as without the prefix);
+- answers `GET /_stats` with JSON counts: requests, 503s sent, 206s sent,
+  and the `Credential=` scope of the last signed request (key id, date,
+  region), for tests of where credentials come from;
+- never lists a directory (404), as an object store would not.
+
+Usage: range_http.py ROOT [--ignore-range]; prints the port it listens on
+(127.0.0.1, chosen by the kernel) on its first line of stdout.
+"""
+
+import json
+import os
+import re
+import sys
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+ROOT = os.path.abspath(sys.argv[1])
+IGNORE_RANGE = "--ignore-range" in sys.argv[2:]
+LOCK = threading.Lock()
+STATS = {"requests": 0, "503": 0, "206": 0, "credential": None}
+FAILED_ONCE = set()
+
+
+class Handler(SimpleHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, directory=ROOT, **kwargs)
+
+    def log_message(self, *args):
+        pass
+
+    def count(self, key):
+        with LOCK:
+            STATS[key] += 1
+
+    def plain(self, code, body=b""):
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def do_HEAD(self):
+        self.serve()
+
+    def do_GET(self):
+        self.serve()
+
+    def serve(self):
+        self.count("requests")
+        # The signing key's scope (never the signature), for tests of
+        # where credentials come from.
+        auth = self.headers.get("Authorization") or ""
+        if "Credential=" in auth:
+            with LOCK:
+                STATS["credential"] = auth.split("Credential=", 1)[1].split(",", 1)[0]
+        path = self.path.split("?", 1)[0]
+        if path == "/_stats":
+            with LOCK:
+                return self.plain(200, json.dumps(STATS).encode())
+        if path.startswith("/flaky/"):
+            key = (self.command, path)
+            with LOCK:
+                first = key not in FAILED_ONCE
+                FAILED_ONCE.add(key)
+            if first:
+                self.count("503")
+                return self.plain(503, b"try again")
+            path = path[len("/flaky"):]
+        local = self.translate_path(path)
+        if not os.path.isfile(local):
+            return self.plain(404, b"not found")
+        st = os.stat(local)
+        etag = '"%x-%x"' % (st.st_mtime_ns, st.st_size)
+        match = self.headers.get("If-Match")
+        if match and match.strip() not in ("*", etag):
+            return self.plain(412, b"precondition failed")
+        size = st.st_size
+        start, end, code = 0, size, 200
+        rng = self.headers.get("Range")
+        if rng and not IGNORE_RANGE:
+            m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng.strip())
+            if not m or (m.group(1) == "" and m.group(2) == ""):
+                return self.plain(416)
+            if m.group(1) == "":
+                start = max(0, size - int(m.group(2)))
+            else:
+                start = int(m.group(1))
+                if m.group(2) != "":
+                    end = min(size, int(m.group(2)) + 1)
+            if start >= size or start >= end:
+                self.send_response(416)
+                self.send_header("Content-Range", "bytes */%d" % size)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            code = 206
+            self.count("206")
+        with open(local, "rb") as f:
+            f.seek(start)
+            body = f.read(end - start)
+        self.send_response(code)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("ETag", etag)
+        self.send_header("Last-Modified", self.date_time_string(int(st.st_mtime)))
+        self.send_header("Accept-Ranges", "bytes" if not IGNORE_RANGE else "none")
+        if code == 206:
+            self.send_header("Content-Range", "bytes %d-%d/%d" % (start, end - 1, size))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+server.daemon_threads = True
+print(server.server_address[1], flush=True)
+server.serve_forever()
