@@ -53,7 +53,7 @@ use std::sync::Arc;
 use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::{Options, hdf5, kerchunk, nca, netcdf, packed, zarr};
+use crate::formats::{Options, kerchunk, nca, netcdf, packed, zarr};
 use crate::storage::confine::Roots;
 use crate::storage::files::{self, Files};
 
@@ -275,20 +275,13 @@ fn has_dataset_extension(name: &str) -> bool {
 /// (its variables at the root when `prefix` is empty). `Ok(false)` when
 /// the file is no dataset at all.
 fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Result<bool> {
-    let name = file.display().to_string();
-    let kind = netcdf::sniff(file).map_err(|e| Error::Io {
-        path: name.clone(),
-        source: e,
-    })?;
-    match kind {
-        netcdf::Kind::Classic(_) | netcdf::Kind::Packed => {
+    match netcdf::open_any(file, opts.files.as_ref(), &opts.cache)? {
+        netcdf::Opened::Netcdf3(nc) => {
             // NCA variables assembled, `nca_private` ones hidden.
-            let nc = Arc::new(netcdf::open(file, opts.files.as_ref(), Some(&opts.cache))?);
-            push_variables(ds, prefix, nca::netcdf::variables(nc, opts));
+            push_variables(ds, prefix, nca::netcdf::variables(Arc::new(*nc), opts));
             Ok(true)
         }
-        netcdf::Kind::Hdf5 => {
-            let h = hdf5::open(file, opts.files.as_ref(), opts.cache.clone())?;
+        netcdf::Opened::Hdf5(h) => {
             for (name, array) in h.arrays {
                 let path = if prefix.is_empty() {
                     name
@@ -300,7 +293,7 @@ fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Resu
             ds.skipped.extend(h.skipped);
             Ok(true)
         }
-        netcdf::Kind::Other => Ok(false),
+        netcdf::Opened::Other => Ok(false),
     }
 }
 

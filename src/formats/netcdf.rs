@@ -82,6 +82,39 @@ pub fn open(
     }
 }
 
+/// What a netCDF-family file turned out to be, opened.
+pub enum Opened {
+    /// A classic file or a blocked archive of one (boxed: a parsed header
+    /// is large).
+    Netcdf3(Box<netcdf3::File>),
+    /// netCDF-4 or plain HDF5: its datasets.
+    Hdf5(hdf5::Contents),
+    /// No netCDF or HDF5 magic number.
+    Other,
+}
+
+/// Open `path` through `files` once and read it with the reader its magic
+/// number calls for (dataset discovery: a netCDF-4 file is a dataset of
+/// its own there, not an error).
+pub fn open_any(path: &Path, files: &dyn Files, cache: &Arc<ChunkCache>) -> Result<Opened> {
+    let name = path.display().to_string();
+    let io = |source| Error::Io {
+        path: name.clone(),
+        source,
+    };
+    let file = files.open(path).map_err(io)?;
+    Ok(match kind_of(file.as_ref()).map_err(io)? {
+        Kind::Classic(_) => Opened::Netcdf3(Box::new(netcdf3::File::from_reader(name, file)?)),
+        Kind::Packed => Opened::Netcdf3(Box::new(packed::reader::open_file(
+            name,
+            file,
+            Some(cache),
+        )?)),
+        Kind::Hdf5 => Opened::Hdf5(hdf5::from_reader(name, file, cache.clone())?),
+        Kind::Other => Opened::Other,
+    })
+}
+
 /// [`open`] unconfined with a private cache (`slabfs cat`, tests).
 pub fn open_path(path: &Path) -> Result<netcdf3::File> {
     open(path, &OsFiles::unconfined(), None)

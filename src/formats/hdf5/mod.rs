@@ -97,7 +97,7 @@ use crate::dtype::{DataType, Endian};
 use crate::engine::array::{ArrayMeta, ArraySource};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::storage::files::Files;
+use crate::storage::files::{Files, ReadAt};
 use array::{FileRef, Storage};
 use error::H5Result;
 use index::{Geometry, GlobalHeap};
@@ -151,11 +151,23 @@ struct Node {
 /// problem skips only the object it is about.
 pub fn open(path: &Path, files: &dyn Files, cache: Arc<ChunkCache>) -> Result<Contents> {
     let name = path.display().to_string();
+    let file = files.open(path).map_err(|source| Error::Io {
+        path: name.clone(),
+        source,
+    })?;
+    from_reader(name, file, cache)
+}
+
+/// [`open`] of the file `name`, already open as `file`.
+pub fn from_reader(
+    name: String,
+    file: Arc<dyn ReadAt>,
+    cache: Arc<ChunkCache>,
+) -> Result<Contents> {
     let io = |source| Error::Io {
         path: name.clone(),
         source,
     };
-    let file = files.open(path).map_err(io)?;
     let len = file.size().map_err(io)?;
     let fmt = |e: Hdf5Error| Error::Format {
         path: name.clone(),
