@@ -138,8 +138,9 @@ pub fn object_header(f: &H5File, addr: u64, what: &str) -> H5Result<Vec<Message>
     let mut messages = Vec::new();
     let mut pending: Vec<(u64, u64)> = Vec::new();
     let mut seen = HashSet::new();
-    let v2 = first[0] == b'O';
-    if v2 {
+    // The version 2 header's flags, which its continuation blocks need
+    // too; `None` for version 1.
+    let v2_flags = if first[0] == b'O' {
         // "OHDR", version, flags, then optional fields whose presence the
         // flags tell.
         let pre = f.read(addr, 6, &what)?;
@@ -169,29 +170,7 @@ pub fn object_header(f: &H5File, addr: u64, what: &str) -> H5Result<Vec<Message>
         check_checksum(&buf, &what)?;
         let body = &buf[prefix..buf.len() - 4];
         v2_messages(f, body, flags, &what, &mut messages, &mut pending)?;
-        let mut chunks = 1;
-        while let Some((a, n)) = pending.pop() {
-            chunks += 1;
-            if chunks > MAX_HEADER_CHUNKS || !seen.insert(a) {
-                return Err(Hdf5Error::corrupt(
-                    &what,
-                    "continuation blocks form a cycle or are too many",
-                ));
-            }
-            let cw = format!("{what}: continuation block at {a:#x}");
-            let buf = f.read(a, n, &cw)?;
-            check_checksum(&buf, &cw)?;
-            let mut c = f.cursor(&buf, &cw);
-            c.signature(b"OCHK")?;
-            v2_messages(
-                f,
-                &buf[4..buf.len() - 4],
-                flags,
-                &cw,
-                &mut messages,
-                &mut pending,
-            )?;
-        }
+        Some(flags)
     } else {
         let pre = f.read(addr, 16, &what)?;
         let mut c = f.cursor(&pre, &what);
@@ -206,18 +185,27 @@ pub fn object_header(f: &H5File, addr: u64, what: &str) -> H5Result<Vec<Message>
         let size = c.u32()? as u64;
         let body = f.read(addr.saturating_add(16), size, &what)?;
         v1_messages(f, &body, &what, &mut messages, &mut pending)?;
-        let mut chunks = 1;
-        while let Some((a, n)) = pending.pop() {
-            chunks += 1;
-            if chunks > MAX_HEADER_CHUNKS || !seen.insert(a) {
-                return Err(Hdf5Error::corrupt(
-                    &what,
-                    "continuation blocks form a cycle or are too many",
-                ));
+        None
+    };
+    let mut chunks = 1;
+    while let Some((a, n)) = pending.pop() {
+        chunks += 1;
+        if chunks > MAX_HEADER_CHUNKS || !seen.insert(a) {
+            return Err(Hdf5Error::corrupt(
+                &what,
+                "continuation blocks form a cycle or are too many",
+            ));
+        }
+        let cw = format!("{what}: continuation block at {a:#x}");
+        let buf = f.read(a, n, &cw)?;
+        match v2_flags {
+            Some(flags) => {
+                check_checksum(&buf, &cw)?;
+                f.cursor(&buf, &cw).signature(b"OCHK")?;
+                let body = &buf[4..buf.len() - 4];
+                v2_messages(f, body, flags, &cw, &mut messages, &mut pending)?;
             }
-            let cw = format!("{what}: continuation block at {a:#x}");
-            let buf = f.read(a, n, &cw)?;
-            v1_messages(f, &buf, &cw, &mut messages, &mut pending)?;
+            None => v1_messages(f, &buf, &cw, &mut messages, &mut pending)?,
         }
     }
     Ok(messages)
