@@ -71,17 +71,13 @@ pub struct Descriptors {
 
 impl Descriptors {
     pub fn new(capacity: usize) -> Descriptors {
-        Descriptors {
+        let d = Descriptors {
             open: Mutex::new(LruCache::unbounded()),
             next_id: AtomicU64::new(0),
             opened: AtomicU64::new(0),
-        }
-        .with_capacity(capacity)
-    }
-
-    fn with_capacity(self, capacity: usize) -> Descriptors {
-        self.set_capacity(capacity);
-        self
+        };
+        d.set_capacity(capacity);
+        d
     }
 
     /// Keep at most `capacity` descriptors (at least [`MIN_CAPACITY`]),
@@ -275,12 +271,12 @@ impl CachedFile {
 }
 
 /// Open `path` for reading, confined to `roots` when given, retrying when
-/// out of descriptors.
+/// out of descriptors ([`Roots::open`] retries itself).
 fn open_file(path: &Path, roots: Option<&Roots>) -> io::Result<File> {
-    open_retrying(|| match roots {
+    match roots {
         Some(roots) => roots.open(path),
-        None => File::open(path),
-    })
+        None => open_retrying(|| File::open(path)),
+    }
 }
 
 impl ReadAt for CachedFile {
