@@ -33,7 +33,12 @@ fn data(file: &str) -> PathBuf {
 }
 
 fn expected(file: &str, name: &str) -> Vec<u8> {
-    std::fs::read(fixtures().join("expected").join(format!("{file}.{name}.bin"))).unwrap()
+    std::fs::read(
+        fixtures()
+            .join("expected")
+            .join(format!("{file}.{name}.bin")),
+    )
+    .unwrap()
 }
 
 /// (file, dataset, filter id) of every fixture dataset.

@@ -287,22 +287,22 @@ fn scan(dirs: &[PathBuf]) -> HashMap<u32, Arc<Plugin>> {
         names.sort();
         for path in names {
             match Plugin::load(&path) {
-                Ok(Some(p)) => {
-                    let id = p.id;
-                    if found.contains_key(&id) {
-                        log::debug!(
-                            "HDF5 filter {id}: {} ignored, an earlier library provides it",
-                            path.display()
-                        );
-                    } else {
+                Ok(Some(p)) => match found.entry(p.id) {
+                    std::collections::hash_map::Entry::Occupied(_) => log::debug!(
+                        "HDF5 filter {}: {} ignored, an earlier library provides it",
+                        p.id,
+                        path.display()
+                    ),
+                    std::collections::hash_map::Entry::Vacant(v) => {
                         log::info!(
-                            "HDF5 filter {id} ({}) from plugin {}",
+                            "HDF5 filter {} ({}) from plugin {}",
+                            p.id,
                             p.name,
                             path.display()
                         );
-                        found.insert(id, Arc::new(p));
+                        v.insert(Arc::new(p));
                     }
-                }
+                },
                 Ok(None) => log::debug!("{}: not an HDF5 filter plugin", path.display()),
                 Err(e) => log::warn!("HDF5 plugin {}: not loaded: {e}", path.display()),
             }
