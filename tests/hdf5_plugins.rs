@@ -18,7 +18,8 @@ use std::process::{Command, Output};
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
-use slabfs::codec::hdf5_plugin;
+use slabfs::codec::hdf5_plugin::{self, Plugins};
+use slabfs::codec::{BytesToBytesCodec, CodecError, DecodedSize};
 use slabfs::dtype::Endian;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
@@ -48,6 +49,7 @@ fn manifest() -> Vec<(String, String, Option<u64>)> {
     v.as_array()
         .unwrap()
         .iter()
+        .filter(|d| d.get("chunk").is_none())
         .map(|d| {
             (
                 d["file"].as_str().unwrap().to_string(),
@@ -76,6 +78,88 @@ fn plugin_dir() -> &'static Path {
         assert!(dir.join("libh5zfp.so").is_file(), "{}", dir.display());
         dir
     })
+}
+
+/// The raw chunk of the manifest: the filter's parameters as the file
+/// stores them, the stored bytes (h5py's `read_direct_chunk`) and what
+/// h5py decodes them to.
+fn raw_chunk() -> (u32, Vec<u32>, Vec<u8>, Vec<u8>) {
+    let raw = std::fs::read(fixtures().join("manifest.json")).unwrap();
+    let v: Value = serde_json::from_slice(&raw).unwrap();
+    let c = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d.get("chunk").is_some())
+        .unwrap();
+    let name = c["chunk"].as_str().unwrap();
+    let read = |ext: &str| std::fs::read(fixtures().join("expected").join(format!("{name}.{ext}")));
+    (
+        c["filter"].as_u64().unwrap() as u32,
+        c["params"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_u64().unwrap() as u32)
+            .collect(),
+        read("raw").unwrap(),
+        read("bin").unwrap(),
+    )
+}
+
+#[test]
+fn the_plugin_codec_decodes_bounds_its_output_and_fails_cleanly() {
+    let (id, params, stored, decoded) = raw_chunk();
+    let plugins = Plugins::new(hdf5_plugin::Config::with_path(
+        true,
+        plugin_dir().as_os_str(),
+    ));
+    let p = plugins.find(id).unwrap();
+    assert_eq!(p.id(), id);
+    assert!(
+        p.path().ends_with("libh5bshuf.so"),
+        "{}",
+        p.path().display()
+    );
+    let c = plugins.codec(id, &params);
+    assert_eq!(c.name(), "hdf5-plugin:32008");
+    let n = decoded.len();
+    assert_eq!(
+        c.decode(stored.clone(), DecodedSize::Exact(n)).unwrap(),
+        decoded
+    );
+    assert_eq!(
+        c.decode(stored.clone(), DecodedSize::AtMost(n)).unwrap(),
+        decoded
+    );
+    // A result past the chain's limit is refused, not copied.
+    let e = c
+        .decode(stored.clone(), DecodedSize::AtMost(n - 1))
+        .unwrap_err();
+    assert!(matches!(e, CodecError::TooLarge { .. }), "{e}");
+    // A damaged chunk of the same size (the corruption of corrupt.h5,
+    // which h5py also fails on): an error naming the filter and library.
+    let e = c
+        .decode(vec![0xff; stored.len()], DecodedSize::Exact(n))
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("HDF5 filter 32008") && msg.contains("libh5bshuf.so"),
+        "{msg}"
+    );
+    // Decodes from many threads at once (serialised per library) agree.
+    let c = Arc::new(c);
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            let (c, stored, decoded) = (c.clone(), &stored, &decoded);
+            s.spawn(move || {
+                for _ in 0..200 {
+                    let got = c.decode(stored.clone(), DecodedSize::Exact(n)).unwrap();
+                    assert!(&got == decoded);
+                }
+            });
+        }
+    });
 }
 
 fn slabfs(args: &[&str], env_path: Option<&Path>) -> Output {
