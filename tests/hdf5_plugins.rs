@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 use slabfs::codec::hdf5_plugin::{self, Plugins};
-use slabfs::codec::{BytesToBytesCodec, CodecError, DecodedSize};
+use slabfs::codec::{CodecError, DecodedSize};
 use slabfs::dtype::Endian;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
