@@ -149,6 +149,10 @@ fn the_plugin_codec_decodes_bounds_its_output_and_fails_cleanly() {
         msg.contains("HDF5 filter 32008") && msg.contains("libh5bshuf.so"),
         "{msg}"
     );
+    // An empty chunk never reaches the plugin (it would read its header
+    // past the buffer).
+    let e = c.decode(Vec::new(), DecodedSize::Exact(n)).unwrap_err();
+    assert!(e.to_string().contains("failed to decode"), "{e}");
     // Decodes from many threads at once (serialised per library) agree.
     let c = Arc::new(c);
     std::thread::scope(|s| {
@@ -162,6 +166,30 @@ fn the_plugin_codec_decodes_bounds_its_output_and_fails_cleanly() {
             });
         }
     });
+}
+
+#[test]
+fn plugins_anyone_may_write_are_not_loaded() {
+    use std::os::unix::fs::PermissionsExt;
+    let lib = plugin_dir().join("libh5bshuf.so");
+    let tmp = tempfile::tempdir().unwrap();
+    let copy = tmp.path().join("libh5bshuf.so");
+    std::fs::copy(&lib, &copy).unwrap();
+    let find = |dir: &Path| {
+        Plugins::new(hdf5_plugin::Config::with_path(true, dir.as_os_str())).find(32008)
+    };
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(find(tmp.path()).is_ok(), "the copy loads");
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let e = find(tmp.path()).unwrap_err().to_string();
+    assert!(e.contains("no plugin library provides it"), "{e}");
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    assert!(
+        find(tmp.path()).is_err(),
+        "a world-writable directory is not searched"
+    );
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
 }
 
 fn slabfs(args: &[&str], env_path: Option<&Path>) -> Output {

@@ -40,7 +40,9 @@
 //!   code that may have registered destructors is not worth its risk):
 //!   at most one per `lib*.so*` file of the directories, whatever the
 //!   number of datasets. The first library in path order that provides an
-//!   id serves it, as in HDF5.
+//!   id serves it, as in HDF5. A directory or library that every user
+//!   may write is passed over with a warning: it would let anyone put
+//!   code into the daemon.
 //! - **Serialised calls.** HDF5 never runs one filter function on two
 //!   threads at once (its thread-safe build holds a global lock), so a
 //!   plugin need not be reentrant; each library's filter is called under
@@ -267,6 +269,13 @@ impl Plugins {
 fn scan(dirs: &[PathBuf]) -> HashMap<u32, Arc<Plugin>> {
     let mut found: HashMap<u32, Arc<Plugin>> = HashMap::new();
     for dir in dirs {
+        if let Some(why) = writable_by_all(dir) {
+            log::warn!(
+                "HDF5 plugin directory {} not searched: {why}",
+                dir.display()
+            );
+            continue;
+        }
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
             Err(e) => {
@@ -286,6 +295,10 @@ fn scan(dirs: &[PathBuf]) -> HashMap<u32, Arc<Plugin>> {
             .collect();
         names.sort();
         for path in names {
+            if let Some(why) = writable_by_all(&path) {
+                log::warn!("HDF5 plugin {} not loaded: {why}", path.display());
+                continue;
+            }
             match Plugin::load(&path) {
                 Ok(Some(p)) => match found.entry(p.id) {
                     std::collections::hash_map::Entry::Occupied(_) => log::debug!(
@@ -309,6 +322,16 @@ fn scan(dirs: &[PathBuf]) -> HashMap<u32, Arc<Plugin>> {
         }
     }
     found
+}
+
+/// Why `path` (a plugin directory or library, links followed) must not
+/// be trusted: every user may write it, and so put code into the daemon
+/// (as OpenSSH's `StrictModes` refuses such key files). `None` when it
+/// is not so, or cannot be read (the scan then reports that itself).
+fn writable_by_all(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path).ok()?.permissions().mode();
+    (mode & 0o002 != 0).then_some("writable by every user")
 }
 
 /// One loaded filter plugin library.
@@ -443,8 +466,16 @@ impl Plugin {
             .into());
         }
         let nbytes = encoded.len();
-        // malloc(0) may return NULL; a plugin may not expect that.
-        let mut buf_size = nbytes.max(1);
+        if nbytes == 0 {
+            // No filter output is empty, and a plugin would read its
+            // header past the end of an empty buffer.
+            return Err(PluginError::Failed {
+                id: self.id,
+                path: self.path.clone(),
+            }
+            .into());
+        }
+        let mut buf_size = nbytes;
         // SAFETY: a plain allocation, checked for NULL below.
         let mut buf: *mut c_void = unsafe { libc::malloc(buf_size) };
         if buf.is_null() {
