@@ -186,7 +186,7 @@ fn dirs_from(value: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
 /// The directories, for messages.
 fn describe(dirs: &[PathBuf]) -> String {
     if dirs.is_empty() {
-        return format!("no directory ({PLUGIN_PATH_VAR} is empty)");
+        return "no directory (the plugin path is empty)".to_string();
     }
     let list: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
     list.join(":")
@@ -255,9 +255,7 @@ impl Plugins {
             }),
             Err(e) => {
                 log::debug!("{e}");
-                Box::new(Unavailable {
-                    why: Arc::new(e.to_string()),
-                })
+                Box::new(Unavailable { why: e.to_string() })
             }
         }
     }
@@ -575,7 +573,7 @@ impl BytesToBytesCodec for PluginFilter {
 /// dataset is listed and reads touching its chunks get EIO.
 #[derive(Debug)]
 pub struct Unavailable {
-    why: Arc<String>,
+    why: String,
 }
 
 impl BytesToBytesCodec for Unavailable {
@@ -588,7 +586,7 @@ impl BytesToBytesCodec for Unavailable {
     }
 
     fn decode(&self, _encoded: Vec<u8>, _size: DecodedSize) -> Result<Vec<u8>, CodecError> {
-        Err(CodecError::Unavailable(self.why.to_string()))
+        Err(CodecError::Unavailable(self.why.clone()))
     }
 }
 
