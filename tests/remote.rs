@@ -981,3 +981,80 @@ fn aws_profile_from_the_shared_files() {
         "signed with {credential:?}"
     );
 }
+
+// ---------------------------------------------------------------------
+// Refresh, observability, references and credentials over URLs (issue
+// 15 items 1, 2, 6, 7, 8).
+// ---------------------------------------------------------------------
+
+/// Tells the kernel nothing: the refresh core without a mount.
+struct NoKernel;
+
+impl slabfs::fs::refresh::Invalidate for NoKernel {
+    fn inode(&self, _ino: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn entry(&self, _parent: u64, _name: &str) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn fs_config() -> slabfs::fs::FsConfig {
+    slabfs::fs::FsConfig {
+        byte_order: slabfs::dtype::Endian::Little,
+        uid: 0,
+        gid: 0,
+        views: slabfs::fs::Views::default(),
+        track_changes: true,
+    }
+}
+
+/// Regression: a re-open of a bucket that reported failures kept the
+/// arrays of the failed dataset only if `Path::new(URL).exists()`, never
+/// true, so one unreadable object dropped its arrays from the mount. The
+/// object still exists (a HEAD says so): its arrays are kept; an object
+/// deleted meanwhile has its arrays removed.
+#[test]
+fn a_partial_failure_keeps_the_arrays_of_objects_that_still_exist() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    configure(Some(s3.endpoint()));
+    let url = format!("s3://{BUCKET}/nc3");
+    let ds = open(&url);
+    let fs = slabfs::fs::SlabFs::new(&ds.entries, fs_config());
+    let paths = |prefix: &str| -> Vec<String> {
+        let mut v: Vec<String> = ds
+            .entries
+            .iter()
+            .map(|e| e.path.clone())
+            .filter(|p| p.starts_with(prefix))
+            .collect();
+        v.sort();
+        v
+    };
+    let (broken, deleted) = (paths("classic_types.nc/"), paths("single_record_byte.nc/"));
+    assert!(!broken.is_empty() && !deleted.is_empty());
+    // One object becomes unreadable (a netCDF magic, then nonsense), one
+    // goes away.
+    s3.boto(&format!(
+        "s3.put_object(Bucket='{BUCKET}', Key='nc3/classic_types.nc', Body=b'CDF\\x01' + b'\\xff' * 60)\n\
+         s3.delete_object(Bucket='{BUCKET}', Key='nc3/single_record_byte.nc')"
+    ));
+    let again = open(&url);
+    assert!(
+        again
+            .skipped
+            .iter()
+            .any(|e| e.to_string().contains("classic_types.nc")),
+        "{:?}",
+        again.skipped
+    );
+    let changes = fs.refresh(&again, &NoKernel);
+    let mut kept = changes.kept.clone();
+    kept.sort();
+    assert_eq!(kept, broken, "{changes:?}");
+    let mut removed = changes.removed.clone();
+    removed.sort();
+    assert_eq!(removed, deleted, "{changes:?}");
+}

@@ -41,7 +41,8 @@
 //! A source that cannot be re-opened at all (unreadable, mid-rewrite
 //! metadata) keeps serving the previous tree, with a warning when the
 //! reason changes. An array missing from a re-open that *reported
-//! failures* is kept as it was when its metadata file still exists: its
+//! failures* is kept as it was when its metadata file still exists (a
+//! `stat`; a HEAD for a URL source): its
 //! dataset failed to open this time (a half-written `zarr.json`), which is
 //! no reason to make its files vanish under running programs. It is
 //! dropped once a re-open succeeds without it or its metadata file is gone.
@@ -106,6 +107,7 @@ use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
 use crate::formats::dataset::{self, Dataset};
 use crate::formats::kerchunk;
 use crate::storage::confine::Roots;
+use crate::storage::remote;
 
 /// What a refresh tells the kernel. The mount passes fuser's `Notifier`
 /// (see [`super::fuse`]); tests record the calls.
@@ -205,7 +207,7 @@ impl SlabFs {
             }
             if !in_scope(path) {
                 arrays.insert(path.clone(), t.clone());
-            } else if !ds.skipped.is_empty() && Path::new(&t.array.meta().source).exists() {
+            } else if !ds.skipped.is_empty() && source_exists(&t.array.meta().source) {
                 changes.kept.push(path.clone());
                 arrays.insert(path.clone(), t.clone());
             } else {
@@ -231,6 +233,27 @@ impl SlabFs {
             }
         }
         changes
+    }
+}
+
+/// Whether the metadata file or object an array was read from (its
+/// [`crate::engine::array::ArrayMeta::source`]) still exists: a `stat`
+/// on disk, a HEAD for a URL. A HEAD that fails (a server down, a timeout)
+/// answers "yes": not knowing is no reason to make files vanish under
+/// running programs; the next pass asks again.
+fn source_exists(source: &str) -> bool {
+    if !remote::is_url(source) {
+        return Path::new(source).exists();
+    }
+    let exists = remote::Location::parse(source)
+        .and_then(|loc| remote::connect(&loc))
+        .and_then(|r| remote::RemoteStore::new(r).exists(""));
+    match exists {
+        Ok(e) => e,
+        Err(e) => {
+            log::debug!("refresh: whether {source} still exists: {e}; assuming it does");
+            true
+        }
     }
 }
 
