@@ -671,6 +671,25 @@ fn mount_a_bucket_survives_the_server_going_away() {
     assert!(m.child.as_mut().unwrap().try_wait().unwrap().is_none());
     assert!(std::fs::read_dir(m.path("")).is_ok());
     let stats = std::fs::read_to_string(m.path(".slabfs/stats")).unwrap();
+    // The stats count the requests of the source, and the failed ones;
+    // the debug log shows each request's object and range.
+    let doc: Value = serde_json::from_str(&stats).unwrap();
+    let source = &doc["remote"][format!("s3://{BUCKET}")];
+    assert!(
+        source["requests"]["ranged_GET"].as_u64() > Some(0),
+        "{stats}"
+    );
+    assert!(source["requests"]["LIST"].as_u64() > Some(0), "{stats}");
+    assert!(source["errors"].as_u64() > Some(0), "{stats}");
+    assert!(source["bytes"].as_u64() > Some(0), "{stats}");
+    assert!(
+        m.log().lines().any(
+            |l| l.contains("ranged_GET s3://slabfs-test /slabfs-test/nc3/")
+                && l.contains(" bytes=")
+        ),
+        "{}",
+        m.log()
+    );
 
     // Back (moto keeps nothing: upload again): the next read works,
     // nothing of the failure was cached.
@@ -1057,4 +1076,153 @@ fn a_partial_failure_keeps_the_arrays_of_objects_that_still_exist() {
     let mut removed = changes.removed.clone();
     removed.sort();
     assert_eq!(removed, deleted, "{changes:?}");
+}
+
+/// The counters of the source store `name`, zero before its first request.
+fn counted(name: &str) -> remote::metrics::Snapshot {
+    remote::metrics::snapshot()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| remote::metrics::Snapshot {
+            name: name.to_string(),
+            requests: [0; remote::metrics::KINDS.len()],
+            bytes: 0,
+            errors: 0,
+            retries: 0,
+            not_modified: 0,
+            latency: Default::default(),
+        })
+}
+
+/// What happened between two snapshots: (kind, count) of every kind that
+/// moved, then bytes, errors, retries.
+fn delta(
+    before: &remote::metrics::Snapshot,
+    after: &remote::metrics::Snapshot,
+) -> (Vec<(&'static str, u64)>, u64, u64, u64) {
+    let kinds = remote::metrics::KINDS
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| after.requests[i] != before.requests[i])
+        .map(|(i, k)| (*k, after.requests[i] - before.requests[i]))
+        .collect();
+    (
+        kinds,
+        after.bytes - before.bytes,
+        after.errors - before.errors,
+        after.retries - before.retries,
+    )
+}
+
+/// Each store call is the request it should be, counted once, with its
+/// bytes; a missing key is an answer, not an error; a cold read of one
+/// Zarr chunk is one GET of that chunk and nothing else.
+#[test]
+fn stats_count_requests_by_kind_exactly() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(true);
+    configure(Some(s3.endpoint()));
+    let name = format!("s3://{BUCKET}");
+    let root = Location::parse(&format!("s3://{BUCKET}/zarr/v3/dtypes.zarr")).unwrap();
+    let files = RemoteFiles::new(vec![root.clone()]).unwrap();
+    let store = files.store_at(&root).unwrap();
+    let chunk = "dtypes/int8/c/0";
+    let on_disk = std::fs::read(fixtures().join("zarr/v3/dtypes.zarr").join(chunk)).unwrap();
+    let n = on_disk.len() as u64;
+    let step = |what: &str, f: &dyn Fn(), want: (Vec<(&'static str, u64)>, u64, u64, u64)| {
+        let before = counted(&name);
+        f();
+        let got = delta(&before, &counted(&name));
+        assert_eq!(got, want, "{what}");
+    };
+    step(
+        "exists",
+        &|| assert!(store.exists(chunk).unwrap()),
+        (vec![("HEAD", 1)], 0, 0, 0),
+    );
+    step(
+        "get",
+        &|| assert_eq!(store.get(chunk, 1 << 20).unwrap().unwrap(), on_disk),
+        (vec![("GET", 1)], n, 0, 0),
+    );
+    step(
+        "get_range",
+        &|| {
+            let r = slabfs::storage::store::ByteRange::At { offset: 2, len: 5 };
+            assert_eq!(store.get_range(chunk, r).unwrap().unwrap(), on_disk[2..7]);
+        },
+        (vec![("ranged_GET", 1)], 5, 0, 0),
+    );
+    step(
+        "list_dir",
+        &|| assert!(!store.list_dir("dtypes/int8/c").unwrap().is_empty()),
+        (vec![("LIST", 1)], 0, 0, 0),
+    );
+    step(
+        "a missing key",
+        &|| assert!(store.get("dtypes/int8/c/99", 1 << 20).unwrap().is_none()),
+        (vec![("GET", 1)], 0, 0, 0),
+    );
+    // Through the dataset: a cold read of chunk 0's bytes.
+    let ds = open(&root.display());
+    let array = &ds
+        .entries
+        .iter()
+        .find(|e| e.path.ends_with("dtypes/int8"))
+        .expect("dtypes/int8 listed")
+        .array;
+    let expected = std::fs::read(fixtures().join("zarr/expected/v3_dtype_int8.bin")).unwrap();
+    step(
+        "a cold read of one chunk",
+        &|| {
+            let mut buf = vec![0u8; 10];
+            slabfs::engine::read::read_at(
+                array.as_ref(),
+                0,
+                &mut buf,
+                slabfs::dtype::Endian::Little,
+            )
+            .unwrap();
+            assert_eq!(buf, expected[..10]);
+        },
+        (vec![("GET", 1)], n, 0, 0),
+    );
+    let s = counted(&name);
+    assert!(s.latency.count >= 6 && s.latency.max > 0, "{s:?}");
+}
+
+/// Against the range server, which counts on its side: every attempt it
+/// saw is counted here, its 503s as errors and each one's retry as a
+/// retry.
+#[test]
+fn stats_agree_with_the_server_and_count_retries() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start(&fixtures(), false);
+    let name = format!("http://127.0.0.1:{}", http.port);
+    let ds = open(&http.url("flaky/netcdf3/data/classic_types.nc"));
+    let cases: Vec<_> = netcdf3_cases()
+        .into_iter()
+        .filter_map(|(p, e)| Some((p.strip_prefix("classic_types.nc/")?.to_string(), e)))
+        .collect();
+    check_all(&ds, "", &cases);
+    let server = http.stats();
+    let ours = counted(&name);
+    let total: u64 = ours.requests.iter().sum();
+    // The server counts the request for its own stats too.
+    assert_eq!(
+        total + 1,
+        server["requests"].as_u64().unwrap(),
+        "{ours:?} vs {server}"
+    );
+    let sent_503 = server["503"].as_u64().unwrap();
+    assert!(sent_503 >= 2, "{server}");
+    assert_eq!(ours.errors, sent_503, "{ours:?} vs {server}");
+    assert_eq!(ours.retries, sent_503, "{ours:?} vs {server}");
+    // Every 206 answered a ranged GET (some ranged GETs got a 503).
+    assert!(
+        ours.requests[1] >= server["206"].as_u64().unwrap(),
+        "{ours:?} vs {server}"
+    );
 }

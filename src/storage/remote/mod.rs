@@ -57,6 +57,7 @@
 //! should any of them appear in it.
 
 mod location;
+pub mod metrics;
 mod profile;
 mod store;
 
@@ -280,6 +281,8 @@ pub fn connect(location: &Location) -> Result<Remote> {
         path: location.display(),
         source: std::io::Error::other(redact(&e.to_string())),
     };
+    // Every request of this store is counted (metrics: .slabfs/stats).
+    let counted = metrics::source(location::strip_secrets(&url).trim_end_matches('/'));
     let store: Arc<dyn ObjectStore> = match location.scheme() {
         Scheme::S3 => {
             let mut b = object_store::aws::AmazonS3Builder::from_env()
@@ -321,6 +324,7 @@ pub fn connect(location: &Location) -> Result<Remote> {
             }
             Arc::new(
                 b.with_client_options(cfg.client(http))
+                    .with_http_connector(metrics::connector(counted))
                     .build()
                     .map_err(err)?,
             )
@@ -328,6 +332,7 @@ pub fn connect(location: &Location) -> Result<Remote> {
         Scheme::Gcs => Arc::new(
             object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_url(url)
+                .with_http_connector(metrics::connector(counted))
                 .with_retry(cfg.retry())
                 .with_skip_signature(cfg.no_sign_request)
                 .with_client_options(cfg.client(false))
@@ -337,6 +342,7 @@ pub fn connect(location: &Location) -> Result<Remote> {
         Scheme::Azure => Arc::new(
             object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_url(url)
+                .with_http_connector(metrics::connector(counted))
                 .with_retry(cfg.retry())
                 .with_skip_signature(cfg.no_sign_request)
                 .with_client_options(cfg.client(false))
@@ -346,6 +352,7 @@ pub fn connect(location: &Location) -> Result<Remote> {
         Scheme::Http | Scheme::Https => Arc::new(
             object_store::http::HttpBuilder::new()
                 .with_url(url)
+                .with_http_connector(metrics::connector(counted))
                 .with_retry(cfg.retry())
                 .with_client_options(cfg.client(location.scheme() == Scheme::Http))
                 .build()
