@@ -1226,3 +1226,66 @@ fn stats_agree_with_the_server_and_count_retries() {
         "{ours:?} vs {server}"
     );
 }
+
+/// Read `.slabfs/stats` of a mount.
+fn mount_stats(m: &common::mount::Mount) -> Value {
+    serde_json::from_slice(&std::fs::read(m.path(".slabfs/stats")).unwrap()).unwrap()
+}
+
+/// An idle mount of a bucket prefix: each refresh pass after the first is
+/// one LIST (a page per 1,000 objects) and one HEAD (does the URL name an
+/// object?), and no GET: nothing is re-opened while nothing changed. A
+/// change is still seen on the next pass.
+#[test]
+fn an_idle_refresh_costs_one_list_per_pass() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    let endpoint = s3.endpoint();
+    let m = common::mount::Mount::start(
+        Path::new(&format!("s3://{BUCKET}/nc3")),
+        &["--endpoint-url", &endpoint, "--refresh", "1"],
+    );
+    let source = format!("s3://{BUCKET}");
+    let wait_runs = |at_least: u64| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let doc = mount_stats(&m);
+            if doc["refresh"]["runs"].as_u64().unwrap() >= at_least {
+                return doc;
+            }
+            assert!(Instant::now() < deadline, "{doc}\n{}", m.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // The first pass walks (it has no stamp to compare with).
+    let a = wait_runs(2);
+    let b = wait_runs(a["refresh"]["runs"].as_u64().unwrap() + 4);
+    let n = |d: &Value, k: &str| d["remote"][&source]["requests"][k].as_u64().unwrap();
+    let runs = b["refresh"]["runs"].as_u64().unwrap() - a["refresh"]["runs"].as_u64().unwrap();
+    assert_eq!(b["refresh"]["walks"], 1, "{b}");
+    // A pass may be half done when a document is read: one more at most.
+    for kind in ["LIST", "HEAD"] {
+        let d = n(&b, kind) - n(&a, kind);
+        assert!(
+            runs <= d && d <= runs + 1,
+            "{kind}: {d} in {runs} passes\n{a}\n{b}"
+        );
+    }
+    for kind in ["GET", "ranged_GET"] {
+        assert_eq!(n(&b, kind), n(&a, kind), "{kind}\n{a}\n{b}");
+    }
+    // A change: the next pass walks and finds it.
+    let data = fixtures().join("netcdf3/data/classic_types.nc");
+    s3.boto(&format!(
+        "s3.upload_file({:?}, '{BUCKET}', 'nc3/added.nc')",
+        data.display().to_string()
+    ));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !m.path("added.nc/fixed_i1").exists() {
+        assert!(Instant::now() < deadline, "not seen:\n{}", m.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(mount_stats(&m)["refresh"]["walks"], 2);
+    m.stop();
+}

@@ -257,6 +257,53 @@ fn source_exists(source: &str) -> bool {
     }
 }
 
+/// What a URL source holds, hashed, for a refresh to tell whether it
+/// changed: the key, size, ETag and time of every object under its prefix
+/// (one recursive LIST per 1,000 objects,
+/// [`crate::storage::store::Store::change_stamp`]) and, when the URL names
+/// one object, its version (a HEAD, and a second one when it exists).
+/// `None` when that cannot be told (not a URL; an HTTP URL of a Zarr store,
+/// which cannot be listed; a failed request): the caller walks.
+fn remote_stamp(source: &str) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+
+    use crate::storage::files::ReadAt;
+    use crate::storage::store::Store;
+    if !remote::is_url(source) {
+        return None;
+    }
+    let stamp = || -> crate::error::Result<Option<u64>> {
+        let loc = remote::Location::parse(source)?;
+        let at = remote::connect(&loc)?;
+        let listed = remote::RemoteStore::new(at.clone()).change_stamp("")?;
+        // The bucket's root is no object (a HEAD of it asks the bucket).
+        let named = loc.name().is_some();
+        let object = match named.then(|| remote::RemoteFile::open(at)) {
+            None => None,
+            Some(Ok(f)) => Some(f.stamp()),
+            Some(Err(e)) if e.kind() == io::ErrorKind::NotFound => None,
+            Some(Err(e)) => {
+                return Err(crate::error::Error::Io {
+                    path: loc.display(),
+                    source: e,
+                });
+            }
+        };
+        Ok(match (listed, object) {
+            (None, None) | (_, Some(None)) => None,
+            (l, o) => {
+                let mut h = DefaultHasher::new();
+                (l, o).hash(&mut h);
+                Some(h.finish())
+            }
+        })
+    };
+    stamp().unwrap_or_else(|e| {
+        log::debug!("refresh of {source}: cannot tell whether it changed: {e}");
+        None
+    })
+}
+
 /// Whether the mount path `path` is one of `units` or under one.
 fn under_any(path: &str, units: &BTreeSet<&str>) -> bool {
     let mut p = path;
@@ -442,6 +489,9 @@ pub fn spawn(
                     cache: &cache,
                     inval: inval.as_ref(),
                     warned: known_skipped.into_iter().collect(),
+                    quiet: None,
+                    walked: Instant::now(),
+                    rescan: cfg.rescan,
                 };
                 run(&mut pass, &cfg, &channel, &stop);
             })?
@@ -463,6 +513,14 @@ struct Pass<'a> {
     /// The failure messages already logged, so a persistent failure is
     /// reported once, not every pass.
     warned: BTreeSet<String>,
+    /// A URL source: its [`remote_stamp`] when it was last walked with
+    /// nothing skipped; a pass that finds the same stamp does no walk.
+    quiet: Option<u64>,
+    /// When the last walk ran, and how often one runs even so (`--rescan`:
+    /// what a URL source's stamp cannot see, fragments under
+    /// `--allow-outside` locations).
+    walked: Instant,
+    rescan: Option<Duration>,
 }
 
 impl Pass<'_> {
@@ -619,6 +677,17 @@ impl Pass<'_> {
     fn walk(&mut self) {
         let started = Instant::now();
         let (fs, source) = (self.fs, self.source);
+        // A URL source: one listing says whether anything changed, which
+        // costs far fewer requests than re-opening every dataset.
+        let stamp = source.to_str().and_then(remote_stamp);
+        let rescan_due = self.rescan.is_some_and(|r| self.walked.elapsed() >= r);
+        if stamp.is_some() && stamp == self.quiet && !rescan_due {
+            log::debug!("refresh of {}: unchanged", source.display());
+            fs.stats().record_refresh(0);
+            return;
+        }
+        self.quiet = None;
+        self.walked = Instant::now();
         fs.stats().record_full_walk();
         // What the loaders log is logged once an hour, not every pass
         // (crate::logging).
@@ -644,6 +713,11 @@ impl Pass<'_> {
             log::warn!("not shown: {msg}");
         }
         self.warned = now;
+        // A dataset that failed to load is tried again next pass, changed
+        // or not (its failure may have been the server's).
+        if ds.skipped.is_empty() {
+            self.quiet = stamp;
+        }
         let changes = fs.refresh(&ds, self.inval);
         self.done(&changes, started);
     }
