@@ -1289,3 +1289,63 @@ fn an_idle_refresh_costs_one_list_per_pass() {
     assert_eq!(mount_stats(&m)["refresh"]["walks"], 2);
     m.stop();
 }
+
+/// A profile whose `credential_process` prints the keys: the requests are
+/// signed with them (the test server records the signature's scope), and
+/// the secret it printed shows nowhere, not even at debug level.
+#[test]
+fn aws_credential_process_signs_the_requests() {
+    let _g = serial();
+    let http = Http::start(&fixtures(), false);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    let script = dir.path().join("creds.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho '{\"Version\": 1, \"AccessKeyId\": \"AKIAPROCESSKEY\", \
+         \"SecretAccessKey\": \"ProcessSecretNeverShown-77\", \
+         \"SessionToken\": \"ProcessTokenNeverShown-77\"}'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[profile proc]\ncredential_process = sh {}\nregion = ap-south-1\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slabfs"))
+        .args([
+            "ls",
+            "--log-level",
+            "debug",
+            "--retries",
+            "0",
+            "--endpoint-url",
+            &format!("http://127.0.0.1:{}", http.port),
+            "s3://no-such-bucket/x",
+        ])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_REGION")
+        .env("AWS_PROFILE", "proc")
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("none"))
+        .env("AWS_CONFIG_FILE", &config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("ProcessSecretNeverShown") && !stderr.contains("ProcessTokenNeverShown"),
+        "{stderr}"
+    );
+    let credential = http.stats()["credential"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        credential.starts_with("AKIAPROCESSKEY/") && credential.contains("/ap-south-1/s3/"),
+        "signed with {credential:?}\n{stderr}"
+    );
+}

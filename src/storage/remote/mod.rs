@@ -309,6 +309,11 @@ pub fn connect(location: &Location) -> Result<Remote> {
                 if let Some(token) = profile.session_token.clone() {
                     b = b.with_token(token);
                 }
+            } else if env("AWS_ACCESS_KEY_ID").is_none()
+                && !cfg.no_sign_request
+                && let Some(command) = profile.credential_process.clone()
+            {
+                b = b.with_credentials(Arc::new(profile::ProcessCredentials::new(command)));
             }
             let endpoint = cfg.endpoint().or(profile.endpoint_url.clone());
             let http = endpoint
