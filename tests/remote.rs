@@ -1349,3 +1349,104 @@ fn aws_credential_process_signs_the_requests() {
         "signed with {credential:?}\n{stderr}"
     );
 }
+
+/// kerchunk's references of `data/netcdf4.json` with every `netcdf4.h5`
+/// target replaced by `url`, written to `dir/refs.json`.
+fn refs_to(dir: &Path, url: &str) -> PathBuf {
+    let src = fixtures().join("kerchunk/data/netcdf4.json");
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(src).unwrap()).unwrap();
+    let mut n = 0;
+    for (_, r) in doc["refs"].as_object_mut().unwrap() {
+        if let Some(a) = r.as_array_mut()
+            && a.first().and_then(Value::as_str) == Some("netcdf4.h5")
+        {
+            a[0] = Value::from(url);
+            n += 1;
+        }
+    }
+    assert!(n > 5, "{n} references to netcdf4.h5");
+    let out = dir.join("refs.json");
+    std::fs::write(&out, serde_json::to_vec(&doc).unwrap()).unwrap();
+    out
+}
+
+/// (variable, expected bytes) of the kerchunk netCDF-4 fixture.
+fn kerchunk_netcdf4_cases() -> Vec<(String, Vec<u8>)> {
+    let root = fixtures().join("kerchunk");
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
+    manifest["datasets"]["netcdf4"]["variables"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, v)| {
+            let expected = std::fs::read(root.join(v["expected"].as_str().unwrap())).unwrap();
+            (name.clone(), expected)
+        })
+        .collect()
+}
+
+/// A local kerchunk references file whose targets are `s3://` objects:
+/// read through the remote store, byte-identical to the writers' expected
+/// values, only when `--allow-outside` admits the bucket prefix; and
+/// never through a route out of that prefix (`..`, percent escapes,
+/// another bucket, a sibling prefix, another host), even where an object
+/// waits at the end of the route.
+#[test]
+fn local_references_read_s3_targets_only_where_allowed() {
+    let _g = serial();
+    let s3 = S3::start();
+    configure(Some(s3.endpoint()));
+    let h5 = fixtures().join("kerchunk/data/netcdf4.h5");
+    let h5 = h5.display().to_string();
+    s3.boto(&format!(
+        "s3.create_bucket(Bucket='{BUCKET}')\n\
+         s3.create_bucket(Bucket='other-bucket')\n\
+         for b, k in [('{BUCKET}', 'refs/netcdf4.h5'), ('{BUCKET}', 'outside/netcdf4.h5'),\n\
+         \x20            ('{BUCKET}', 'refsX/netcdf4.h5'), ('other-bucket', 'refs/netcdf4.h5')]:\n\
+         \x20   s3.upload_file({h5:?}, b, k)"
+    ));
+    let allowed = PathBuf::from(format!("s3://{BUCKET}/refs"));
+    let cache = || Arc::new(ChunkCache::new(16 << 20));
+    let dir = tempfile::tempdir().unwrap();
+    let cases = kerchunk_netcdf4_cases();
+
+    // Allowed: every variable reads as the writers say.
+    let refs = refs_to(dir.path(), &format!("s3://{BUCKET}/refs/netcdf4.h5"));
+    let ds = dataset::open_with_roots(&refs, cache(), std::slice::from_ref(&allowed)).unwrap();
+    assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
+    check_all(&ds, "", &cases);
+
+    // Not allowed: the arrays that read the object are skipped, saying why.
+    let ds = dataset::open_with_roots(&refs, cache(), &[]).unwrap();
+    let msgs: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
+    assert!(
+        !msgs.is_empty() && msgs.iter().all(|m| m.contains("is not a local file")),
+        "{msgs:?}"
+    );
+    assert!(ds.get("big").is_none());
+
+    // The routes out of the allowed prefix.
+    for url in [
+        format!("s3://{BUCKET}/refs/../outside/netcdf4.h5"),
+        format!("s3://{BUCKET}/refs/%2e%2e/outside/netcdf4.h5"),
+        format!("s3://{BUCKET}/refs/%2E%2E%2Foutside%2Fnetcdf4.h5"),
+        format!("s3://{BUCKET}/refsX/netcdf4.h5"),
+        format!("s3://{BUCKET}/outside/netcdf4.h5"),
+        "s3://other-bucket/refs/netcdf4.h5".to_string(),
+        format!("http://127.0.0.1:{}/{BUCKET}/refs/netcdf4.h5", s3.port),
+        format!("https://127.0.0.1:{}/{BUCKET}/refs/netcdf4.h5", s3.port),
+    ] {
+        let refs = refs_to(dir.path(), &url);
+        let ds = dataset::open_with_roots(&refs, cache(), std::slice::from_ref(&allowed))
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(ds.get("big").is_none(), "{url}: admitted");
+        let msgs: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
+        assert!(
+            msgs.iter().any(|m| m.contains("outside the allowed")),
+            "{url}: {msgs:?}"
+        );
+        // The variables held inline still read.
+        assert!(ds.get("counts").is_some(), "{url}");
+    }
+}

@@ -69,7 +69,7 @@ use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
 
-pub use location::{Location, Scheme, is_url};
+pub use location::{Location, Scheme, is_url, strip_secrets};
 pub use store::{RemoteFile, RemoteFiles, RemoteStore};
 
 /// How remote sources are reached: one set for the process (a mount, or
