@@ -1450,3 +1450,140 @@ fn local_references_read_s3_targets_only_where_allowed() {
         assert!(ds.get("counts").is_some(), "{url}");
     }
 }
+
+/// Azurite's blob service (Microsoft's Azure Storage emulator, installed
+/// from npm into .ci/node by .ci/run) on loopback; killed on drop. `None`,
+/// with the reason, when it is not installed.
+struct Azurite {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+/// Azurite's well-known development account (public, in its docs).
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+impl Azurite {
+    fn start() -> Result<Azurite, String> {
+        let bin = repo().join(".ci/node/node_modules/.bin/azurite-blob");
+        if !bin.exists() {
+            return Err(format!(
+                "{} is not installed (.ci/run installs it: npm install --prefix .ci/node \
+                 azurite@3.35.0)",
+                bin.display()
+            ));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut child = Command::new(&bin)
+            .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+            .arg("--location")
+            .arg(dir.path())
+            .args(["--skipApiVersionCheck", "--loose", "--silent"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{}: {e}", bin.display()))?;
+        wait_port(port, &mut child);
+        Ok(Azurite {
+            child,
+            port,
+            _dir: dir,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Upload the netCDF-3 fixtures to `container/nc3/` with
+    /// azure-storage-blob.
+    fn upload_fixtures(&self, container: &str) {
+        let script = format!(
+            "import os\n\
+             from azure.storage.blob import BlobServiceClient\n\
+             cs = ('DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;'\n\
+             \x20     'AccountKey={AZURITE_KEY};BlobEndpoint={}/devstoreaccount1;')\n\
+             c = BlobServiceClient.from_connection_string(cs).create_container('{container}')\n\
+             root = {:?}\n\
+             for f in os.listdir(root):\n\
+             \x20   with open(os.path.join(root, f), 'rb') as fh:\n\
+             \x20       c.upload_blob('nc3/' + f, fh)\n",
+            self.url(),
+            fixtures().join("netcdf3/data").display().to_string()
+        );
+        let out = Command::new(common::python())
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "azure-storage-blob: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Azurite {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An Azure container (Azurite) reads as the same tree as the files on
+/// disk: `slabfs ls` prints the same listing, and every variable reads
+/// byte-identical to what netCDF4-python wrote, through the library and
+/// through `slabfs cat`.
+#[test]
+fn azure_container_reads_as_the_files_on_disk() {
+    let _g = serial();
+    let azurite = match Azurite::start() {
+        Ok(a) => a,
+        Err(why) => {
+            eprintln!("SKIPPED azure_container_reads_as_the_files_on_disk: {why}");
+            return;
+        }
+    };
+    azurite.upload_fixtures("data");
+    // SAFETY: under the serial() lock, as everywhere in this binary.
+    unsafe {
+        std::env::set_var("AZURE_STORAGE_USE_EMULATOR", "true");
+        std::env::set_var("AZURITE_BLOB_STORAGE_URL", azurite.url());
+    }
+    configure(None);
+    let ds = open("az://data/nc3");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_all(&ds, "", &netcdf3_cases());
+        let local = fixtures().join("netcdf3/data");
+        let on_disk = slabfs(&["ls", local.to_str().unwrap()]);
+        let remote = slabfs(&["ls", "az://data/nc3"]);
+        assert!(on_disk.status.success() && remote.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&remote.stdout),
+            String::from_utf8_lossy(&on_disk.stdout)
+        );
+        for (path, expected) in netcdf3_cases().iter().step_by(7) {
+            let (file, var) = path.split_once('/').unwrap();
+            let out = slabfs(&["cat", &format!("az://data/nc3/{file}"), var]);
+            assert!(out.status.success(), "{path}");
+            assert!(out.stdout == *expected, "{path}: cat differs");
+        }
+        let requests: u64 = counted("az://data").requests.iter().sum();
+        assert!(
+            requests > 0,
+            "counted under the container's URL: {:?}",
+            remote::metrics::snapshot()
+        );
+    }));
+    // SAFETY: as above.
+    unsafe {
+        std::env::remove_var("AZURE_STORAGE_USE_EMULATOR");
+        std::env::remove_var("AZURITE_BLOB_STORAGE_URL");
+    }
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
