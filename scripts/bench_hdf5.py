@@ -148,6 +148,13 @@ def load_round(slabfs: Path, data: Path, mnt: Path, n: int, workdir: Path, tag: 
 
     lib.wait_idle(idle_wait)
     mnt.mkdir(parents=True, exist_ok=True)
+    # The previous round's mount must be gone, or its listing would count.
+    for _ in range(100):
+        if lib.mountinfo_dev(mnt) is None:
+            break
+        time.sleep(0.1)
+    else:
+        lib.fail(f"{mnt} is still mounted")
     logf = open(workdir / f"daemon-load-{tag}.log", "wb")
     want = n * VARS_PER_FILE
     b0 = lib.cpu_busy_s()
@@ -172,6 +179,8 @@ def load_round(slabfs: Path, data: Path, mnt: Path, n: int, workdir: Path, tag: 
         busy = lib.cpu_busy_s() - b0
         if got != want:
             lib.fail(f"only {got} of {want} variables listed")
+        if proc.poll() is not None:
+            lib.fail(f"the daemon exited ({proc.returncode}) before the listing was measured")
         dcpu = lib.proc_cpu_s(proc.pid)
         r["mount_daemon_cpu_s"] = dcpu
         ncpu = os.cpu_count() or 1
@@ -477,9 +486,14 @@ def part_index(args, slabfs: Path, data_dir: Path) -> dict:
                          ("cat", [str(slabfs), "cat", "--length", "4096", str(path), "v"])):
             def attempt(_, cmd=cmd):
                 lib.wait_idle(args.idle_wait)
-                p = lib.run_processes([cmd])
+                # Peak RSS from GNU time: wait4's ru_maxrss of a child of
+                # this Python process counts the Python's pages it had
+                # before exec.
+                rss = data_dir / "hdf5-index-rss.txt"
+                p = lib.run_processes([["/usr/bin/time", "-f", "%M", "-o", str(rss), *cmd]])
                 if p["statuses"][0] != 0:
                     lib.fail(f"{cmd} failed")
+                p["maxrss_kib"] = int(rss.read_text().split()[-1])
                 return p
 
             r, _ = lib.redo_while_busy(

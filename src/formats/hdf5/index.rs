@@ -23,9 +23,11 @@
 //!   one is corruption). Implicit indexes store nothing: the address of
 //!   chunk `k` is arithmetic.
 //!
-//! Measured on a 1-D variable of 10^6 chunks (scripts/bench_hdf5.py
-//! prints it; docs/perf/hdf5.md): the table is 24 MB, and loading the
-//! file costs nothing for it until the first read.
+//! Measured (scripts/bench_hdf5.py, docs/perf/hdf5.md) on a netCDF-4
+//! variable of 10^6 chunks: loading the file went from 17-27 s (debug build) and
+//! ~180 B per chunk (the whole index walked into a hash map) to a few
+//! milliseconds and nothing; the first read walks it (0.6 s) into 24 B
+//! per chunk.
 //!
 //! Walks are bounded: a node is visited once, the depth is limited, a
 //! chunk outside the grid is ignored (a dataset shrunk after writing
