@@ -1,8 +1,8 @@
 //! A dataset as an array source: the HDF5 storage becomes a Zarr-style
 //! chunk store, and the ordinary [`ZarrArray`] does the reading.
 //!
-//! - **chunked**: the chunk index, walked once at open ([`super::index`]),
-//!   gives grid coordinates → (address, size, filter mask); the store's
+//! - **chunked**: the chunk index, walked once on the first chunk read
+//!   ([`super::index::LazyChunks`]), gives grid coordinates → (address, size, filter mask); the store's
 //!   key `i.j.k` is chunk `(i, j, k)`. HDF5 stores edge chunks whole, as
 //!   Zarr does, so the grid is regular. The codec chain is the dataset's
 //!   byte order (`bytes`) then its filter pipeline in order, each filter
@@ -19,7 +19,7 @@
 use std::sync::Arc;
 
 use super::error::Hdf5Error;
-use super::index::Chunks;
+use super::index::LazyChunks;
 use super::io::H5File;
 use super::meta::Filter;
 use crate::codec::bytes::BytesCodec;
@@ -45,7 +45,7 @@ pub const CONTIGUOUS_TILE_BYTES: u64 = 1 << 20;
 #[derive(Debug)]
 pub enum Storage {
     Chunks {
-        chunks: Chunks,
+        chunks: Box<LazyChunks>,
         chunk: Vec<u64>,
         filters: Vec<Filter>,
     },
@@ -194,7 +194,7 @@ pub struct FileRef {
 #[derive(Debug)]
 enum Kind {
     Chunks {
-        chunks: Chunks,
+        chunks: Box<LazyChunks>,
         nfilters: usize,
     },
     Rows {
@@ -262,7 +262,8 @@ impl Store for H5Store {
         };
         match &self.kind {
             Kind::Chunks { chunks, nfilters } => {
-                let Some(loc) = chunks.get(&coords) else {
+                let found = chunks.get(&self.file.f, &coords);
+                let Some(loc) = found.map_err(|e| self.error(key, e))? else {
                     return Ok(None);
                 };
                 let applies = if *nfilters >= 32 {

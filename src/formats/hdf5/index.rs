@@ -1,14 +1,40 @@
 //! The file's indexes: v1 B-trees (of groups and of chunks), symbol table
 //! nodes, local and global heaps, and the chunk indexes of layout version
-//! 4 (single chunk, implicit, fixed array).
+//! 4 (single chunk, implicit, fixed array, extensible array, v2 B-tree).
 //!
-//! Each chunk index becomes a [`Chunks`]: for every stored chunk, its grid
-//! coordinates → file address, stored size and filter mask. Walks are
-//! bounded: a node is visited once, the depth is limited, a chunk outside
-//! the grid is ignored (a dataset shrunk after writing keeps such chunks)
-//! and a count beyond the grid's is corruption.
+//! # Chunk indexes: lazy and compact
+//!
+//! Each chunk index becomes a [`Chunks`]: for every stored chunk, its
+//! linear index over the chunk grid → file address, stored size and
+//! filter mask. Two choices keep a directory of large netCDF-4 files
+//! cheap to mount:
+//!
+//! - **Lazy**: a dataset's index is walked on its first chunk read
+//!   ([`LazyChunks`]), not when the file is loaded. Loading a file reads
+//!   its object headers only, however many chunks its variables have; a
+//!   variable never read never costs its index. The walk runs once (a
+//!   lock serialises first readers); a walk that fails is not kept, so the
+//!   next read tries again, and its error fails that read only (EIO).
+//! - **Compact**: the entries are a sorted boxed slice of 24-byte
+//!   [`Entry`]s (linear index u64, address u64, size u32, mask u32),
+//!   found by binary search: 24 B per stored chunk, where a
+//!   `HashMap<Vec<u64>, _>` cost about 100 B plus a heap allocation per
+//!   chunk. HDF5 caps a chunk at 4 GiB, so u32 sizes are enough (a larger
+//!   one is corruption). Implicit indexes store nothing: the address of
+//!   chunk `k` is arithmetic.
+//!
+//! Measured (scripts/bench_hdf5.py, docs/perf/hdf5.md) on a netCDF-4
+//! variable of 10^6 chunks: loading the file went from 17-27 s (debug build) and
+//! ~180 B per chunk (the whole index walked into a hash map) to a few
+//! milliseconds and nothing; the first read walks it (0.6 s) into 24 B
+//! per chunk.
+//!
+//! Walks are bounded: a node is visited once, the depth is limited, a
+//! chunk outside the grid is ignored (a dataset shrunk after writing
+//! keeps such chunks) and a count beyond the grid's is corruption.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::error::{H5Result, Hdf5Error};
 use super::io::{H5File, check_checksum};
@@ -27,12 +53,29 @@ pub struct ChunkLoc {
     pub mask: u32,
 }
 
+/// One stored chunk in a [`Chunks::Table`]: 24 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    /// Row-major index of the chunk in the current chunk grid.
+    linear: u64,
+    addr: u64,
+    size: u32,
+    mask: u32,
+}
+
+// The 24 bytes per chunk the module doc promises.
+const _: () = assert!(std::mem::size_of::<Entry>() == 24);
+
 /// The chunks of a dataset.
 #[derive(Debug, Clone)]
 pub enum Chunks {
-    /// Chunk grid coordinates → where the chunk is; absent chunks were
-    /// never written (read as the fill value).
-    Map(HashMap<Vec<u64>, ChunkLoc>),
+    /// The stored chunks sorted by linear index over a grid of `grid`
+    /// chunks per dimension; absent chunks were never written (read as
+    /// the fill value).
+    Table {
+        grid: Vec<u64>,
+        entries: Box<[Entry]>,
+    },
     /// Every chunk stored back to back from `addr`, `nbytes` each, in
     /// row-major order over a grid of `down` chunks per dimension.
     Implicit {
@@ -45,7 +88,16 @@ pub enum Chunks {
 impl Chunks {
     pub fn get(&self, coords: &[u64]) -> Option<ChunkLoc> {
         match self {
-            Chunks::Map(m) => m.get(coords).copied(),
+            Chunks::Table { grid, entries } => {
+                let linear = linear_index(coords, grid)?;
+                let at = entries.binary_search_by_key(&linear, |e| e.linear).ok()?;
+                let e = entries[at];
+                Some(ChunkLoc {
+                    addr: e.addr,
+                    size: e.size as u64,
+                    mask: e.mask,
+                })
+            }
             Chunks::Implicit { addr, nbytes, down } => {
                 let linear = linear_index(coords, down)?;
                 Some(ChunkLoc {
@@ -56,10 +108,81 @@ impl Chunks {
             }
         }
     }
+
+    /// How many chunks are stored (all of the grid for an implicit index).
+    pub fn stored(&self) -> u64 {
+        match self {
+            Chunks::Table { entries, .. } => entries.len() as u64,
+            Chunks::Implicit { down, .. } => down.iter().product(),
+        }
+    }
+
+    /// Bytes this index holds in memory beyond its own struct.
+    pub fn heap_bytes(&self) -> u64 {
+        match self {
+            Chunks::Table { grid, entries } => {
+                (std::mem::size_of_val(&**entries) + std::mem::size_of_val(&grid[..])) as u64
+            }
+            Chunks::Implicit { down, .. } => std::mem::size_of_val(&down[..]) as u64,
+        }
+    }
+}
+
+/// A [`Chunks`] being collected by an index walk.
+struct Table {
+    grid: Vec<u64>,
+    max_chunks: u64,
+    entries: Vec<Entry>,
+}
+
+impl Table {
+    /// Record the chunk at grid coordinates `coords`; one outside the
+    /// current grid (left by a shrink) is ignored.
+    fn insert(&mut self, coords: &[u64], loc: ChunkLoc, what: &str) -> H5Result<()> {
+        let Some(linear) = linear_index(coords, &self.grid) else {
+            return Ok(());
+        };
+        if self.entries.len() as u64 >= self.max_chunks {
+            return Err(Hdf5Error::corrupt(
+                what,
+                format!("more chunks than the grid's {}", self.max_chunks),
+            ));
+        }
+        let size = u32::try_from(loc.size).map_err(|_| {
+            Hdf5Error::corrupt(
+                what,
+                format!(
+                    "a chunk of {} bytes (HDF5 chunks are under 4 GiB)",
+                    loc.size
+                ),
+            )
+        })?;
+        self.entries.push(Entry {
+            linear,
+            addr: loc.addr,
+            size,
+            mask: loc.mask,
+        });
+        Ok(())
+    }
+
+    /// The table, sorted; of two entries for one chunk (a corrupt index)
+    /// the first is kept.
+    fn finish(mut self) -> Chunks {
+        self.entries.sort_by_key(|e| e.linear);
+        self.entries.dedup_by_key(|e| e.linear);
+        Chunks::Table {
+            grid: self.grid,
+            entries: self.entries.into_boxed_slice(),
+        }
+    }
 }
 
 /// Row-major linear index of `coords` in a grid of `down` chunks.
 fn linear_index(coords: &[u64], down: &[u64]) -> Option<u64> {
+    if coords.len() != down.len() {
+        return None;
+    }
     let mut i = 0u64;
     for (&c, &n) in coords.iter().zip(down) {
         if c >= n {
@@ -71,41 +194,100 @@ fn linear_index(coords: &[u64], down: &[u64]) -> Option<u64> {
 }
 
 /// What a chunk index walk needs to know about its dataset.
-pub struct Geometry<'a> {
+#[derive(Debug, Clone)]
+pub struct Geometry {
     /// Current extent per dimension.
-    pub shape: &'a [u64],
+    pub shape: Vec<u64>,
     /// Extent the index is laid out for (maximum dimensions when fixed,
     /// else the current ones).
-    pub layout_shape: &'a [u64],
-    pub chunk: &'a [u64],
+    pub layout_shape: Vec<u64>,
+    pub chunk: Vec<u64>,
     /// Bytes of one chunk before filters.
     pub chunk_nbytes: u64,
-    /// Whether the dataset has a filter pipeline.
-    pub filtered: bool,
     /// The unlimited dimension, when there is exactly one (how an
     /// extensible array orders its chunks).
     pub unlimited: Option<usize>,
 }
 
-impl Geometry<'_> {
+impl Geometry {
     /// Chunks per dimension covering `shape`.
     fn grid(&self, shape: &[u64]) -> Vec<u64> {
         shape
             .iter()
-            .zip(self.chunk)
+            .zip(&self.chunk)
             .map(|(&s, &c)| s.div_ceil(c))
             .collect()
     }
 }
 
+/// A dataset's chunk index, walked on first use (see the module doc).
+#[derive(Debug)]
+pub struct LazyChunks {
+    index: ChunkIndex,
+    geometry: Geometry,
+    what: String,
+    loaded: OnceLock<Chunks>,
+    /// Held by the one reader walking the index, so it is walked once.
+    loading: Mutex<()>,
+}
+
+impl LazyChunks {
+    pub fn new(index: ChunkIndex, geometry: Geometry, what: &str) -> LazyChunks {
+        LazyChunks {
+            index,
+            geometry,
+            what: what.to_string(),
+            loaded: OnceLock::new(),
+            loading: Mutex::new(()),
+        }
+    }
+
+    /// The index, walked from `f` if this is its first use. An error is
+    /// not kept: the next call walks again.
+    pub fn load(&self, f: &H5File) -> H5Result<&Chunks> {
+        if let Some(c) = self.loaded.get() {
+            return Ok(c);
+        }
+        // A poisoned lock only means another walk panicked; nothing it
+        // guards can be half-written (the table is set whole or not).
+        let _walking = self.loading.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = self.loaded.get() {
+            return Ok(c);
+        }
+        let c = chunks(f, &self.index, &self.geometry, &self.what)?;
+        log::debug!(
+            "{}: chunk index loaded, {} chunks, {} bytes",
+            self.what,
+            c.stored(),
+            c.heap_bytes()
+        );
+        Ok(self.loaded.get_or_init(|| c))
+    }
+
+    /// Where the chunk at grid coordinates `coords` is, `None` if it was
+    /// never written.
+    pub fn get(&self, f: &H5File, coords: &[u64]) -> H5Result<Option<ChunkLoc>> {
+        Ok(self.load(f)?.get(coords))
+    }
+
+    /// The index if some read has loaded it.
+    pub fn loaded(&self) -> Option<&Chunks> {
+        self.loaded.get()
+    }
+}
+
 /// Walk the chunk index `index` into [`Chunks`].
 pub fn chunks(f: &H5File, index: &ChunkIndex, g: &Geometry, what: &str) -> H5Result<Chunks> {
-    let grid = g.grid(g.shape);
+    let grid = g.grid(&g.shape);
     let max_chunks = grid
         .iter()
         .try_fold(1u64, |a, &n| a.checked_mul(n))
         .ok_or_else(|| Hdf5Error::corrupt(what, "chunk grid overflows"))?;
-    let mut map = HashMap::new();
+    let mut table = Table {
+        grid,
+        max_chunks,
+        entries: Vec::new(),
+    };
     let undefined = |a: u64| f.undefined(a);
     match *index {
         ChunkIndex::BTreeV1 { addr } => {
@@ -113,9 +295,7 @@ pub fn chunks(f: &H5File, index: &ChunkIndex, g: &Geometry, what: &str) -> H5Res
                 let mut w = ChunkWalk {
                     f,
                     g,
-                    grid: &grid,
-                    max_chunks,
-                    map: &mut map,
+                    table: &mut table,
                     seen: HashSet::new(),
                     what,
                 };
@@ -125,49 +305,46 @@ pub fn chunks(f: &H5File, index: &ChunkIndex, g: &Geometry, what: &str) -> H5Res
         ChunkIndex::Single { addr, filtered } => {
             if !undefined(addr) {
                 let (size, mask) = filtered.unwrap_or((g.chunk_nbytes, 0));
-                map.insert(vec![0; g.shape.len()], ChunkLoc { addr, size, mask });
+                table.insert(&vec![0; g.shape.len()], ChunkLoc { addr, size, mask }, what)?;
             }
         }
         ChunkIndex::Implicit { addr } => {
-            if undefined(addr) {
-                return Ok(Chunks::Map(map));
+            if !undefined(addr) {
+                return Ok(Chunks::Implicit {
+                    addr,
+                    nbytes: g.chunk_nbytes,
+                    down: g.grid(&g.layout_shape),
+                });
             }
-            return Ok(Chunks::Implicit {
-                addr,
-                nbytes: g.chunk_nbytes,
-                down: g.grid(g.layout_shape),
-            });
         }
         ChunkIndex::FixedArray { addr } => {
             if !undefined(addr) {
-                fixed_array(f, addr, g, &grid, &mut map, what)?;
+                fixed_array(f, addr, g, &mut table, what)?;
             }
         }
         ChunkIndex::ExtensibleArray { addr } => {
             if !undefined(addr) {
-                extensible_array(f, addr, g, &grid, &mut map, what)?;
+                extensible_array(f, addr, g, &mut table, what)?;
             }
         }
         ChunkIndex::BTreeV2 { addr } => {
             if !undefined(addr) {
-                btree_v2(f, addr, g, &grid, max_chunks, &mut map, what)?;
+                btree_v2(f, addr, g, &mut table, what)?;
             }
         }
     }
-    Ok(Chunks::Map(map))
+    Ok(table.finish())
 }
 
-struct ChunkWalk<'a, 'g> {
+struct ChunkWalk<'a> {
     f: &'a H5File,
-    g: &'a Geometry<'g>,
-    grid: &'a [u64],
-    max_chunks: u64,
-    map: &'a mut HashMap<Vec<u64>, ChunkLoc>,
+    g: &'a Geometry,
+    table: &'a mut Table,
     seen: HashSet<u64>,
     what: &'a str,
 }
 
-impl ChunkWalk<'_, '_> {
+impl ChunkWalk<'_> {
     fn node(&mut self, addr: u64, depth: usize) -> H5Result<()> {
         let what = format!("{}: chunk B-tree node at {addr:#x}", self.what);
         if depth > MAX_DEPTH || !self.seen.insert(addr) {
@@ -194,6 +371,7 @@ impl ChunkWalk<'_, '_> {
             &what,
         )?;
         let mut c = f.cursor(&body, &what);
+        let mut coords = vec![0; rank];
         for _ in 0..entries {
             let size = c.u32()? as u64;
             let mask = c.u32()?;
@@ -203,8 +381,6 @@ impl ChunkWalk<'_, '_> {
                 self.node(child, depth + 1)?;
                 continue;
             }
-            let mut coords = Vec::with_capacity(rank);
-            let mut inside = true;
             for d in 0..rank {
                 if offsets[d] % self.g.chunk[d] != 0 {
                     return Err(Hdf5Error::corrupt(
@@ -216,27 +392,14 @@ impl ChunkWalk<'_, '_> {
                         ),
                     ));
                 }
-                let i = offsets[d] / self.g.chunk[d];
-                inside &= i < self.grid[d];
-                coords.push(i);
+                coords[d] = offsets[d] / self.g.chunk[d];
             }
-            if !inside {
-                continue;
-            }
-            if self.map.len() as u64 >= self.max_chunks {
-                return Err(Hdf5Error::corrupt(
-                    &what,
-                    format!("more chunks than the grid's {}", self.max_chunks),
-                ));
-            }
-            self.map.insert(
-                coords,
-                ChunkLoc {
-                    addr: child,
-                    size,
-                    mask,
-                },
-            );
+            let loc = ChunkLoc {
+                addr: child,
+                size,
+                mask,
+            };
+            self.table.insert(&coords, loc, &what)?;
         }
         Ok(())
     }
@@ -246,14 +409,7 @@ impl ChunkWalk<'_, '_> {
 /// pointing at one data block ("FADB") of one entry per chunk in
 /// row-major order over the grid of the layout's shape, paged when it
 /// holds more than 2^page_bits entries.
-fn fixed_array(
-    f: &H5File,
-    addr: u64,
-    g: &Geometry,
-    grid: &[u64],
-    map: &mut HashMap<Vec<u64>, ChunkLoc>,
-    what: &str,
-) -> H5Result<()> {
+fn fixed_array(f: &H5File, addr: u64, g: &Geometry, table: &mut Table, what: &str) -> H5Result<()> {
     let what = format!("{what}: fixed array header at {addr:#x}");
     let o = f.sizeof_addr as u64;
     let l = f.sizeof_len as u64;
@@ -267,7 +423,7 @@ fn fixed_array(
     let page_bits = c.u8()?;
     let n = c.length()?;
     let block = c.addr()?;
-    let down = g.grid(g.layout_shape);
+    let down = g.grid(&g.layout_shape);
     let total: u64 = down
         .iter()
         .try_fold(1u64, |a, &x| a.checked_mul(x))
@@ -341,17 +497,17 @@ fn fixed_array(
             };
             let coords = unlinear(i, &down);
             i += 1;
-            if f.undefined(a) || coords.iter().zip(grid).any(|(&x, &n)| x >= n) {
-                continue;
+            if !f.undefined(a) {
+                table.insert(
+                    &coords,
+                    ChunkLoc {
+                        addr: a,
+                        size,
+                        mask,
+                    },
+                    &bwhat,
+                )?;
             }
-            map.insert(
-                coords,
-                ChunkLoc {
-                    addr: a,
-                    size,
-                    mask,
-                },
-            );
         }
     }
     Ok(())
@@ -364,12 +520,20 @@ fn fixed_array(
 /// array grows. Element `i` is the chunk whose coordinates, with the
 /// unlimited dimension moved first, have row-major index `i` over the
 /// maximum grid.
+///
+/// A data block of more than 2^page_bits elements (1024 for HDF5's chunk
+/// indexes: from about 131,000 chunks on) is paged: its prefix and
+/// checksum, then pages of 2^page_bits elements each with its own
+/// checksum, allocated together but written only when a chunk of the
+/// page is. Which pages were written is a bitmap in the secondary block
+/// (bit `data block * pages + page`, most significant bit first:
+/// `H5EA__lookup_elmt`, `H5VM_bit_get`); an unwritten page holds no
+/// chunks.
 fn extensible_array(
     f: &H5File,
     addr: u64,
     g: &Geometry,
-    grid: &[u64],
-    map: &mut HashMap<Vec<u64>, ChunkLoc>,
+    table: &mut Table,
     what: &str,
 ) -> H5Result<()> {
     let what = format!("{what}: extensible array header at {addr:#x}");
@@ -398,13 +562,13 @@ fn extensible_array(
         || !(1..=64).contains(&max_bits)
         || !pow2(dblk_min)
         || !pow2(sblk_min_ptrs)
-        || page_bits >= 64
+        || page_bits >= 32
     {
         return Err(Hdf5Error::corrupt(
             &what,
             format!(
                 "element size {elmt}, {max_bits} index bits, data blocks of at least \
-                 {dblk_min}, {sblk_min_ptrs} pointers per super block"
+                 {dblk_min}, {sblk_min_ptrs} pointers per super block, pages of 2^{page_bits}"
             ),
         ));
     }
@@ -451,37 +615,37 @@ fn extensible_array(
             }
         })
         .collect();
-    let mut put = |i: u64, bytes: &[u8], what: &str| -> H5Result<()> {
+    let mut coords = vec![0; rank];
+    // Element `i`, `n` of them packed in `bytes`.
+    let mut put = |first: u64, bytes: &[u8], what: &str| -> H5Result<()> {
         let mut c = f.cursor(bytes, what);
-        let a = c.addr()?;
-        let (size, mask) = if filtered {
-            (c.uint((elmt - o - 4) as usize)?, c.u32()?)
-        } else {
-            (g.chunk_nbytes, 0)
-        };
-        if f.undefined(a) || i >= max_idx_set {
-            return Ok(());
-        }
-        let swizzled = unlinear(i, &down);
-        let mut coords = vec![0; rank];
-        for (k, &d) in order.iter().enumerate() {
-            coords[d] = swizzled[k];
-        }
-        if coords.iter().zip(grid).all(|(&x, &n)| x < n) {
-            map.insert(
-                coords,
+        for i in first..first + bytes.len() as u64 / elmt {
+            let a = c.addr()?;
+            let (size, mask) = if filtered {
+                (c.uint((elmt - o - 4) as usize)?, c.u32()?)
+            } else {
+                (g.chunk_nbytes, 0)
+            };
+            if f.undefined(a) || i >= max_idx_set {
+                continue;
+            }
+            let swizzled = unlinear(i, &down);
+            for (k, &d) in order.iter().enumerate() {
+                coords[d] = swizzled[k];
+            }
+            table.insert(
+                &coords,
                 ChunkLoc {
                     addr: a,
                     size,
                     mask,
                 },
-            );
+                what,
+            )?;
         }
         Ok(())
     };
-    for i in 0..idx_elmts {
-        put(i, c.bytes(elmt as usize)?, &iwhat)?;
-    }
+    put(0, c.bytes((idx_elmts * elmt) as usize)?, &iwhat)?;
     let dblk_addrs = (0..ndblk_addrs)
         .map(|_| c.addr())
         .collect::<H5Result<Vec<_>>>()?;
@@ -489,24 +653,41 @@ fn extensible_array(
         .map(|_| c.addr())
         .collect::<H5Result<Vec<_>>>()?;
     let page = 1u64 << page_bits;
-    let mut data_block = |a: u64, first: u64, n: u64| -> H5Result<()> {
+    // The data block at `a` of `n` elements from element `first`; `pages`
+    // the page-init bits of its pages when it is paged.
+    let mut data_block = |a: u64, first: u64, n: u64, pages: Option<&dyn Fn(u64) -> bool>| {
         if f.undefined(a) || first >= max_idx_set {
             return Ok(());
         }
         let dwhat = format!("{what}: data block at {a:#x}");
-        if n > page {
-            return Err(Hdf5Error::unsupported(
-                &dwhat,
-                format!("a paged data block ({n} chunks, pages of {page})"),
-            ));
-        }
-        let buf = f.read(a, 6 + o + off_size + n * elmt + 4, &dwhat)?;
+        let prefix = 6 + o + off_size;
+        let Some(written) = pages.filter(|_| n > page) else {
+            if n > page {
+                return Err(Hdf5Error::corrupt(
+                    &dwhat,
+                    format!("{n} elements in an index block's data block (pages of {page})"),
+                ));
+            }
+            let buf = f.read(a, prefix + n * elmt + 4, &dwhat)?;
+            check_checksum(&buf, &dwhat)?;
+            let mut c = f.cursor(&buf, &dwhat);
+            c.signature(b"EADB")?;
+            c.skip((prefix - 4) as usize)?;
+            return put(first, c.bytes((n * elmt) as usize)?, &dwhat);
+        };
+        let buf = f.read(a, prefix + 4, &dwhat)?;
         check_checksum(&buf, &dwhat)?;
-        let mut c = f.cursor(&buf, &dwhat);
-        c.signature(b"EADB")?;
-        c.skip((2 + o + off_size) as usize)?;
-        for k in 0..n {
-            put(idx_elmts + first + k, c.bytes(elmt as usize)?, &dwhat)?;
+        f.cursor(&buf, &dwhat).signature(b"EADB")?;
+        let page_bytes = page * elmt + 4;
+        for p in 0..n / page {
+            if !written(p) {
+                continue;
+            }
+            let at = a.saturating_add(prefix + 4 + p * page_bytes);
+            let pwhat = format!("{dwhat}: page {p} at {at:#x}");
+            let buf = f.read(at, page_bytes, &pwhat)?;
+            check_checksum(&buf, &pwhat)?;
+            put(first + p * page, &buf[..(page * elmt) as usize], &pwhat)?;
         }
         Ok(())
     };
@@ -517,7 +698,7 @@ fn extensible_array(
                 .get((base + k) as usize)
                 .copied()
                 .ok_or_else(|| Hdf5Error::corrupt(&iwhat, "too few data block addresses"))?;
-            data_block(a, first + k * per, per)?;
+            data_block(a, idx_elmts + first + k * per, per, None)?;
         }
     }
     for (s, &a) in sblk_addrs.iter().enumerate() {
@@ -527,20 +708,25 @@ fn extensible_array(
             continue;
         }
         let swhat = format!("{what}: secondary block at {a:#x}");
-        if per > page {
-            return Err(Hdf5Error::unsupported(
-                &swhat,
-                format!("paged data blocks ({per} chunks, pages of {page})"),
-            ));
-        }
-        let buf = f.read(a, 6 + o + off_size + ndblks * o + 4, &swhat)?;
+        // Paged data blocks: one bitmap of `npages` bits per data block,
+        // each rounded up to whole bytes (H5EA__sblock_alloc).
+        let npages = if per > page { per / page } else { 0 };
+        let bitmap_len = ndblks * npages.div_ceil(8);
+        let buf = f.read(a, 6 + o + off_size + bitmap_len + ndblks * o + 4, &swhat)?;
         check_checksum(&buf, &swhat)?;
         let mut c = f.cursor(&buf, &swhat);
         c.signature(b"EASB")?;
         c.skip((2 + o + off_size) as usize)?;
+        let bitmap = c.bytes(bitmap_len as usize)?;
         for k in 0..ndblks {
             let d = c.addr()?;
-            data_block(d, first + k * per, per)?;
+            let written = |p: u64| {
+                let bit = k * npages + p;
+                bitmap
+                    .get((bit / 8) as usize)
+                    .is_some_and(|b| b & (0x80 >> (bit % 8)) != 0)
+            };
+            data_block(d, idx_elmts + first + k * per, per, Some(&written))?;
         }
     }
     Ok(())
@@ -549,15 +735,7 @@ fn extensible_array(
 /// A version 2 B-tree chunk index (`H5Dbtree2.c`): records of type 10
 /// (address, chunk coordinates) or 11 (address, stored size, filter mask,
 /// chunk coordinates), the coordinates in chunks, 8 bytes each.
-fn btree_v2(
-    f: &H5File,
-    addr: u64,
-    g: &Geometry,
-    grid: &[u64],
-    max_chunks: u64,
-    map: &mut HashMap<Vec<u64>, ChunkLoc>,
-    what: &str,
-) -> H5Result<()> {
+fn btree_v2(f: &H5File, addr: u64, g: &Geometry, table: &mut Table, what: &str) -> H5Result<()> {
     let mut records = Vec::new();
     super::dense::btree_records(f, addr, what, &mut records)?;
     let rank = g.shape.len();
@@ -585,23 +763,17 @@ fn btree_v2(
             }
         };
         let coords = (0..rank).map(|_| c.u64()).collect::<H5Result<Vec<_>>>()?;
-        if f.undefined(a) || coords.iter().zip(grid).any(|(&x, &n)| x >= n) {
-            continue;
-        }
-        if map.len() as u64 >= max_chunks {
-            return Err(Hdf5Error::corrupt(
+        if !f.undefined(a) {
+            table.insert(
+                &coords,
+                ChunkLoc {
+                    addr: a,
+                    size,
+                    mask,
+                },
                 what,
-                format!("more chunks than the grid's {max_chunks}"),
-            ));
+            )?;
         }
-        map.insert(
-            coords,
-            ChunkLoc {
-                addr: a,
-                size,
-                mask,
-            },
-        );
     }
     Ok(())
 }

@@ -16,7 +16,7 @@
 //!   └ each dataset: dataspace, datatype, fill value, layout, filters,
 //!     attributes (compact; variable-length strings and DIMENSION_LIST
 //!     through the global heap)
-//!       └ index::chunks (v1 B-tree, single chunk, implicit, fixed array,
+//!       └ index::LazyChunks (v1 B-tree, single chunk, implicit, fixed array,
 //!         extensible array, v2 B-tree)
 //!           └ array::array ─ ZarrArray over an H5Store (key i.j.k → range)
 //! ```
@@ -641,14 +641,14 @@ fn dataset(
                 None => Vec::new(),
             };
             let g = Geometry {
-                shape: &shape,
-                layout_shape: &layout_shape,
-                chunk: &chunk,
+                shape: shape.clone(),
+                layout_shape,
+                chunk: chunk.clone(),
                 chunk_nbytes,
-                filtered: !filters.is_empty(),
                 unlimited: (unlimited.len() == 1).then(|| unlimited[0]),
             };
-            let chunks = index::chunks(f, &index, &g, what)?;
+            // Walked on the first read, not now (index.rs).
+            let chunks = Box::new(index::LazyChunks::new(index, g, what));
             Storage::Chunks {
                 chunks,
                 chunk,
