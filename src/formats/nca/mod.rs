@@ -54,6 +54,7 @@ pub mod convert;
 pub mod descriptor;
 pub mod error;
 pub mod fragment;
+pub mod ncfile;
 pub mod netcdf;
 pub mod part;
 pub mod partition;
