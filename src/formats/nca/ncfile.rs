@@ -90,6 +90,8 @@ enum Reader {
     Hdf5 {
         arrays: HashMap<String, Arc<dyn ArraySource>>,
         strings: HashMap<String, hdf5::Strings>,
+        /// What the reader skipped, as text: why a name is not there.
+        skipped: Vec<String>,
     },
 }
 
@@ -214,8 +216,12 @@ impl NcFile {
             variables,
             by_name,
             global_attributes,
+            reader: Reader::Hdf5 {
+                arrays,
+                strings,
+                skipped: c.skipped.iter().map(|e| e.to_string()).collect(),
+            },
             skipped: Mutex::new(c.skipped),
-            reader: Reader::Hdf5 { arrays, strings },
         }
     }
 
@@ -263,12 +269,23 @@ impl NcFile {
         let not_found = || Error::NotFound(format!("{}: {name}", self.path));
         match &self.reader {
             Reader::Classic(f) => f.array(name),
-            Reader::Hdf5 { arrays, strings } => {
+            Reader::Hdf5 {
+                arrays,
+                strings,
+                skipped,
+            } => {
                 let name = name.trim_start_matches('/');
+                // A dataset the reader skipped (a corrupt header, a
+                // filter without a codec...) is there but unreadable: an
+                // I/O error saying why, not "no such variable".
+                let dataset = format!("(dataset /{name})");
                 match (arrays.get(name), strings.get(name)) {
                     (Some(a), _) => Ok(a.clone()),
                     (None, Some(s)) => Err(s.not_shown()),
-                    (None, None) => Err(not_found()),
+                    (None, None) => match skipped.iter().find(|e| e.contains(&dataset)) {
+                        Some(why) => Err(Error::metadata(&self.path, why)),
+                        None => Err(not_found()),
+                    },
                 }
             }
         }
@@ -311,5 +328,50 @@ impl NcFile {
             bytes,
             strings: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::files::OsFiles;
+
+    fn h5_latest() -> NcFile {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hdf5/data/h5_latest.h5");
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        NcFile::open(&path, &OsFiles::unconfined(), &cache).unwrap()
+    }
+
+    /// Variable-length strings (h5py's `string_dtype`, netCDF-4 `string`)
+    /// read whole from the global heap; never a flat file.
+    #[test]
+    fn string_datasets_read_whole() {
+        let f = h5_latest();
+        assert!(f.variable("vlen_str").unwrap().is_strings());
+        let w = f.read_whole("/vlen_str", 1 << 20).unwrap();
+        assert_eq!(w.shape, [2]);
+        assert_eq!(w.strings.unwrap(), ["a", "bc"]);
+        let e = f.array("vlen_str").err().unwrap();
+        assert!(e.to_string().contains("variable-length string"), "{e}");
+        // Refused past the limit (16 bytes a reference).
+        assert!(matches!(
+            f.read_whole("vlen_str", 16),
+            Err(Error::TooLarge { .. })
+        ));
+    }
+
+    /// Regression: a fragment naming a dataset the HDF5 reader skipped
+    /// (here for its compound type) got "not found" (ENOENT at the
+    /// mount); it is there but unreadable, an I/O error saying why.
+    #[test]
+    fn a_skipped_dataset_is_an_io_error_saying_why() {
+        let f = h5_latest();
+        let e = f.array("compound").err().unwrap();
+        assert_eq!(e.errno(), 5, "{e}");
+        assert!(e.to_string().contains("its type is compound"), "{e}");
+        assert!(e.to_string().contains("h5_latest.h5"), "{e}");
+        let e = f.array("no_such_dataset").err().unwrap();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
     }
 }
