@@ -382,11 +382,13 @@ fn master(file: &NcFile, var: &str, name: &str) -> Result<MasterSpec> {
                     uri_path(&uris[k as usize])
                         .map_err(|d| err(NcaError::invalid(format!("{label} uri"), d)))?,
                 );
+                // `/q` is `q` of the root group; `/grp/q` is `grp/q`,
+                // which only a netCDF-4 fragment has.
                 let id = ids[k as usize].trim_start_matches('/');
-                if id.is_empty() || id.contains('/') {
+                if id.is_empty() {
                     return Err(err(NcaError::invalid(
                         format!("{label} identifier"),
-                        format!("{:?} is not a variable of a netCDF-3 file", ids[k as usize]),
+                        format!("{:?} names no variable", ids[k as usize]),
                     )));
                 }
                 data.ncvar = Some(id.to_string());

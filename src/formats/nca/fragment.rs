@@ -5,11 +5,12 @@
 //! a variable. [`Context::target`] turns that into a [`Target`]: the path
 //! resolved and confined ([`crate::storage::confine`]), the format settled (for a
 //! JSON descriptor without `format`, sniffed from the file: a `.json`
-//! name is a nested descriptor, a directory a Zarr store, `CDF` magic a
-//! netCDF file). [`Context::open`] then opens it as an
+//! name is a nested descriptor, a directory a Zarr store, `CDF` or HDF5
+//! magic a netCDF file). [`Context::open`] then opens it as an
 //! [`ArraySource`]:
 //!
-//! - netCDF: [`crate::formats::netcdf3::File`], shared by every partition of one
+//! - netCDF: a [`super::ncfile::NcFile`] (classic or netCDF-4, by its
+//!   magic number), opened once and shared by every partition of one
 //!   load that names the same file; a variable carrying `nca_array` (or
 //!   CF-1.13 `aggregated_data`, or CFA-0.4 `cfa_array`) is a nested
 //!   aggregation;

@@ -1,4 +1,5 @@
-//! NCA variables inside classic netCDF files (the seed's own form).
+//! NCA variables inside netCDF files (the seed's own form), classic or
+//! netCDF-4 ([`super::ncfile::NcFile`]).
 //!
 //! An NCA file is a netCDF file some of whose (scalar) variables carry
 //! `nca_dimensions` (the master's dimension names, defined in the file)
@@ -6,7 +7,8 @@
 //! data, and those flagged `nca_private` (non-zero) exist only to be
 //! referenced by partitions (a partition without `file` reads from the
 //! NCA file itself). The mount shows the ordinary variables as the
-//! netCDF-3 reader serves them, each NCA variable as its assembled master
+//! netCDF-3 or HDF5 reader serves them (netCDF-4 `string` variables not
+//! at all, as ever), each NCA variable as its assembled master
 //! array (dtype and `_FillValue` those of the scalar variable), and hides
 //! the private ones. CF-1.13 aggregation variables in the same file are
 //! assembled too ([`super::cf`]), their definition variables hidden, and
