@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use slabfs::codec::hdf5_plugin;
 use slabfs::dtype::Endian;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
@@ -273,8 +274,41 @@ pub struct Common {
     /// 4096].
     #[arg(long, value_name = "N")]
     pub max_open_files: Option<usize>,
+    /// Decode HDF5 filters slabfs has no codec for (zfp, SZ3...) with HDF5
+    /// filter plugin libraries, from the directories of HDF5_PLUGIN_PATH
+    /// (unset: /usr/local/hdf5/lib/plugin) or --hdf5-plugin-path. A plugin
+    /// is native code run inside slabfs (docs/SECURITY.md), so this is off
+    /// by default: datasets that need one are listed, and their reads fail.
+    #[arg(long)]
+    pub hdf5_plugins: bool,
+    /// The plugin directories (`:`-separated) instead of HDF5_PLUGIN_PATH.
+    #[arg(long, value_name = "DIRS", requires = "hdf5_plugins")]
+    pub hdf5_plugin_path: Option<std::ffi::OsString>,
     #[command(flatten)]
     pub remote: remote::RemoteArgs,
+}
+
+impl Common {
+    /// The HDF5 filter-plugin settings these flags ask for.
+    pub fn hdf5_plugins(&self) -> hdf5_plugin::Config {
+        match &self.hdf5_plugin_path {
+            Some(p) => hdf5_plugin::Config::with_path(self.hdf5_plugins, p),
+            None => hdf5_plugin::Config::from_env(self.hdf5_plugins),
+        }
+    }
+}
+
+/// Set the process-wide settings every command reading datasets shares.
+fn configure(common: &Common) {
+    slabfs::storage::remote::configure(common.remote.config());
+    let plugins = common.hdf5_plugins();
+    if plugins.enabled {
+        log::info!(
+            "HDF5 filter plugins enabled: searching {}",
+            plugins.describe_dirs()
+        );
+    }
+    hdf5_plugin::configure(plugins);
 }
 
 /// Parse `--views`: a comma-separated list of view names, each at most
@@ -365,7 +399,7 @@ fn size_descriptor_cache(common: &Common) {
 pub fn run(cli: Cli) -> anyhow_free::Result<()> {
     if let Command::Ls { common, .. } | Command::Cat { common, .. } = &cli.command {
         size_descriptor_cache(common);
-        slabfs::storage::remote::configure(common.remote.config());
+        configure(common);
     }
     match cli.command {
         Command::Ls { source, common } => {
@@ -487,7 +521,7 @@ pub fn mount(args: &MountArgs, prog: &str, fail_code: i32) -> anyhow_free::Resul
         }
     };
     size_descriptor_cache(&args.common);
-    slabfs::storage::remote::configure(args.common.remote.config());
+    configure(&args.common);
     let mut cfg = args.mount_config();
     let systemd = match SdNotify::from_env() {
         None => None,

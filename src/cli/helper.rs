@@ -36,7 +36,8 @@
 //! `max_watches=N`, `uid=N`, `gid=N`, `threads=N`,
 //! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`,
 //! for URL sources `endpoint_url=URL`, `no_sign_request`, `max_requests=N`,
-//! `request_timeout=SECONDS`, `retries=N`, and
+//! `request_timeout=SECONDS`, `retries=N`, `hdf5_plugins`,
+//! `hdf5_plugin_path=DIR[:DIR...]` (only with `hdf5_plugins`), and
 //! `log_level=LEVEL`, `log_file=PATH`. `ro` is
 //! accepted (the mount is always read-only); `rw` is refused with a
 //! message, since mount(8) adds it whenever `ro` is missing and a mount
@@ -217,13 +218,18 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                              cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
                              max_watches=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, \
                              endpoint_url=, no_sign_request, max_requests=, request_timeout=, \
-                             retries=, log_level=, log_file=; -s ignores unknown ones)"
+                             retries=, hdf5_plugins, hdf5_plugin_path=, log_level=, log_file=; \
+                             -s ignores unknown ones)"
                         ));
                     }
                     OptError::Bad(msg) => return Err(format!("option {opt:?}: {msg}")),
                 }
             }
         }
+    }
+    // As `slabfs mount`: a plugin directory alone loads nothing.
+    if inv.args.common.hdf5_plugin_path.is_some() && !inv.args.common.hdf5_plugins {
+        return Err("hdf5_plugin_path= needs hdf5_plugins (plugins are off by default)".into());
     }
     Ok(inv)
 }
@@ -311,6 +317,8 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
         }
         "request_timeout" => a.common.remote.request_timeout = number(need()?)?,
         "retries" => a.common.remote.retries = number(need()?)?,
+        "hdf5_plugins" if value.is_none() => a.common.hdf5_plugins = true,
+        "hdf5_plugin_path" => a.common.hdf5_plugin_path = Some(need()?.into()),
         "log_level" => inv.log_level = Some(need()?.to_string()),
         "log_file" => a.log_file = Some(need()?.into()),
         // x-systemd.* and comment= normally never reach a helper; systemd
@@ -417,6 +425,23 @@ mod tests {
         assert_eq!(cfg.threads, 3);
         assert_eq!(cfg.read_ahead_kb, Some(2048));
         assert_eq!(inv.log_level, None);
+    }
+
+    #[test]
+    fn hdf5_plugins_are_allowed_only_by_name() {
+        let inv = parse_ok(&["/data", "/mnt", "-o", "ro"]);
+        assert!(!inv.args.common.hdf5_plugins().enabled);
+        let inv = parse_ok(&[
+            "/data",
+            "/mnt",
+            "-o",
+            "ro,hdf5_plugins,hdf5_plugin_path=/opt/p1:/opt/p2",
+        ]);
+        let cfg = inv.args.common.hdf5_plugins();
+        assert!(cfg.enabled);
+        assert_eq!(cfg.dirs, [Path::new("/opt/p1"), Path::new("/opt/p2")]);
+        let e = parse_err(&["/data", "/mnt", "-o", "ro,hdf5_plugin_path=/opt/p"]);
+        assert!(e.contains("needs hdf5_plugins"), "{e}");
     }
 
     #[test]

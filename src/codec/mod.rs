@@ -59,6 +59,7 @@ pub mod delta;
 pub mod fixedscaleoffset;
 pub mod fletcher32;
 pub mod gzip;
+pub mod hdf5_plugin;
 pub mod jenkins_lookup3;
 pub mod lz4;
 pub mod lzma;
@@ -110,6 +111,13 @@ pub enum CodecError {
     },
     #[error("invalid codec chain: {0}")]
     Chain(String),
+    /// A filter plugin failed ([`hdf5_plugin`]).
+    #[error(transparent)]
+    Plugin(#[from] hdf5_plugin::PluginError),
+    /// A filter that cannot be decoded here, and why (naming the filter
+    /// and where its plugin was looked for).
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl CodecError {

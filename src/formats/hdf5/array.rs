@@ -24,7 +24,7 @@ use super::io::H5File;
 use super::meta::Filter;
 use crate::codec::bytes::BytesCodec;
 use crate::codec::shuffle::Shuffle;
-use crate::codec::{BytesToBytesCodec, Codec, CodecChain, registry};
+use crate::codec::{BytesToBytesCodec, Codec, CodecChain, CodecError, hdf5_plugin, registry};
 use crate::dtype::Endian;
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, SharedBytes};
@@ -158,6 +158,14 @@ fn chain(endian: Endian, filters: &[Filter], item: u64) -> std::result::Result<C
             // tail (netCDF-4 runs fletcher32 before it).
             let size = f.params.first().map_or(item, |&p| p as u64);
             Box::new(Shuffle::hdf5(size as usize))
+        } else if registry::hdf5_to_json(f.id, &f.params)
+            .is_err_and(|e| matches!(e, CodecError::UnknownHdf5Filter { .. }))
+        {
+            // No built-in codec: a filter plugin, if the operator allowed
+            // them and one provides it; otherwise a codec whose decodes
+            // fail naming the filter and the plugin directories, so the
+            // dataset is still listed and only its reads fail (EIO).
+            hdf5_plugin::codec(f.id, &f.params)
         } else {
             registry::from_hdf5(f.id, &f.params).map_err(|e| {
                 let name = if f.name.is_empty() {

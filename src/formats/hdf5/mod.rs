@@ -53,14 +53,17 @@
 //! failing the file: types a flat file cannot carry (variable-length,
 //! compound, enum, reference, opaque, array, bitfield, time), null
 //! dataspaces, virtual datasets, layout messages of HDF5 1.4 (versions 1
-//! and 2), shared (committed) datatypes, filters without a codec (szip,
-//! lzf, HDF5-framed lz4, bitshuffle...), huge fractal-heap objects, paged
+//! and 2), shared (committed) datatypes, huge fractal-heap objects, paged
 //! extensible-array data blocks (more than 1024 chunks in one block), and
 //! a dataset whose dense attributes cannot be read (shown without them it
 //! could be misread). Soft and external links are not followed. A chunk
 //! whose filter mask says a filter was skipped fails its reads (EIO with
 //! a message), as does any chunk whose bytes lie past the end of the
-//! file.
+//! file. A filter without a built-in codec (szip, lzf, zfp, sz3...) is
+//! decoded by its HDF5 filter plugin when the operator allows plugins
+//! ([`crate::codec::hdf5_plugin`]); otherwise, or when no plugin provides
+//! it, the dataset is still listed and reads of its chunks fail (EIO, the
+//! message naming the filter id and the plugin directories).
 
 //! # netCDF-4 conventions
 //!
