@@ -139,8 +139,9 @@ pub struct Contents {
     pub skipped: Vec<Error>,
     /// netCDF's dimensions, named as the variables' `dimension_names` name
     /// them (a dimension scale's name; `grp/name` below the root group),
-    /// with netCDF's length (the longest extent along an unlimited one).
-    pub dimensions: Vec<(String, u64)>,
+    /// with netCDF's length (the longest extent along an unlimited one)
+    /// and whether it is unlimited.
+    pub dimensions: Vec<(String, u64, bool)>,
     /// The attributes of the root group (`""`, netCDF's global attributes)
     /// and of every other group (`grp`, `grp/sub`), bookkeeping hidden.
     pub groups: Vec<(String, Map<String, Value>)>,
@@ -527,7 +528,7 @@ fn build(
         if !scale_by_addr.contains_key(&p.node.addr) {
             continue;
         }
-        if let Some(&(len, _)) = extents(f, p).unwrap_or_default().first() {
+        if let Some(&(len, unlimited)) = extents(f, p).unwrap_or_default().first() {
             let len = unlimited_len.get(&p.node.addr).map_or(len, |&l| l.max(len));
             let name = p.node.path.trim_start_matches('/');
             let name = match name.rsplit_once('/') {
@@ -539,7 +540,7 @@ fn build(
                 }
                 None => name.to_string(),
             };
-            out.dimensions.push((name, len));
+            out.dimensions.push((name, len, unlimited));
         }
     }
     // Which datasets are netCDF variables: not the hidden dimension

@@ -207,10 +207,10 @@ impl NcFile {
             dimensions: c
                 .dimensions
                 .into_iter()
-                .map(|(name, len)| Dimension {
+                .map(|(name, len, is_unlimited)| Dimension {
                     name,
                     len,
-                    is_unlimited: false,
+                    is_unlimited,
                 })
                 .collect(),
             variables,
@@ -359,6 +359,53 @@ mod tests {
             f.read_whole("vlen_str", 16),
             Err(Error::TooLarge { .. })
         ));
+    }
+
+    fn nca_fixture(rel: &str) -> NcFile {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/nca/data")
+            .join(rel);
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        NcFile::open(&path, &OsFiles::unconfined(), &cache).unwrap()
+    }
+
+    /// A netCDF-4 file's dimensions (hidden dimension scales included) and
+    /// global attributes (bookkeeping hidden), as netCDF4-python lists
+    /// them for the fixtures.
+    #[test]
+    fn netcdf4_dimensions_and_global_attributes() {
+        let f = nca_fixture("cf/nc4/agg.nc");
+        assert!(f.is_hdf5());
+        let dims: Vec<(&str, u64, bool)> = f
+            .dimensions()
+            .iter()
+            .map(|d| (d.name.as_str(), d.len, d.is_unlimited))
+            .collect();
+        for want in [
+            ("time", 3, false),
+            ("lat", 5, false),
+            ("bounds2", 2, false),
+            ("a_map_j3", 3, false),
+            ("a_lat", 2, false),
+        ] {
+            assert!(dims.contains(&want), "{want:?} not in {dims:?}");
+        }
+        assert_eq!(
+            f.global_attributes(),
+            serde_json::json!({"Conventions": "CF-1.13"})
+                .as_object()
+                .unwrap()
+        );
+        // An unlimited dimension, and a variable in a group by its path.
+        let f = nca_fixture("frag/nc4_2.nc");
+        assert!(
+            f.dimensions()
+                .iter()
+                .any(|d| d.name == "time" && d.len == 2 && d.is_unlimited)
+        );
+        let v = f.variable("/model/tas").unwrap();
+        assert_eq!(v.dimensions, ["time", "lat", "lon"]);
+        assert_eq!(v.shape, [2, 4, 5]);
     }
 
     /// Regression: a fragment naming a dataset the HDF5 reader skipped
