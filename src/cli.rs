@@ -125,6 +125,22 @@ pub enum PackCodec {
 }
 
 /// `slabfs mount` arguments (see docs/CONFIGURATION.md).
+/// The refresh interval when `--refresh` is not given: 5 s for a local
+/// SOURCE (watched by inotify, or walked); 30 s for a URL, where a check
+/// of an idle bucket prefix is one LIST request per 1,000 objects, so an
+/// idle mount of 10,000 objects costs 10 LISTs every 30 s, a third of a
+/// request per second (docs/REMOTE.md has the arithmetic).
+pub const DEFAULT_REFRESH_LOCAL: Duration = Duration::from_secs(5);
+pub const DEFAULT_REFRESH_REMOTE: Duration = Duration::from_secs(30);
+
+fn default_refresh(source: &std::path::Path) -> Duration {
+    if source.to_str().is_some_and(slabfs::storage::remote::is_url) {
+        DEFAULT_REFRESH_REMOTE
+    } else {
+        DEFAULT_REFRESH_LOCAL
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct MountArgs {
     /// A dataset (Zarr store, netCDF-3 file, *.nca.json, kerchunk references) or a
@@ -140,14 +156,11 @@ pub struct MountArgs {
     #[arg(long, value_enum, default_value_t = ByteOrder::Native, help_heading = "Reading")]
     pub byte_order: ByteOrder,
     /// Check the sources for changes (grown arrays, rewritten chunks,
-    /// added or removed datasets) every SECONDS; 0 = never.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 5,
-        help_heading = "Reading"
-    )]
-    pub refresh: u64,
+    /// added or removed datasets) every SECONDS; 0 = never [default: 5
+    /// for a local SOURCE, 30 for a URL, where a check of an idle prefix
+    /// costs one LIST request per 1,000 objects (docs/REMOTE.md)].
+    #[arg(long, value_name = "SECONDS", help_heading = "Reading")]
+    pub refresh: Option<u64>,
     /// How live refresh finds changes in a directory SOURCE on a local
     /// file system: `inotify` watches its directories and re-loads only
     /// what changed (a change shows within a second; an idle mount costs
@@ -248,7 +261,11 @@ impl MountArgs {
             views: self.views,
             uid: self.uid,
             gid: self.gid,
-            refresh: (self.refresh > 0).then(|| Duration::from_secs(self.refresh)),
+            refresh: match self.refresh {
+                Some(0) => None,
+                Some(s) => Some(Duration::from_secs(s)),
+                None => Some(default_refresh(&self.source)),
+            },
             watch: self.watch == WatchMode::Inotify,
             rescan: (self.rescan > 0).then(|| Duration::from_secs(self.rescan)),
             max_watches: self.max_watches,
@@ -699,6 +716,20 @@ mod tests {
             mount_config(&["--refresh", "30"]).unwrap().refresh,
             Some(Duration::from_secs(30))
         );
+        // A URL source checks less often by default (docs/REMOTE.md).
+        let remote = |args: &[&str]| {
+            let argv = ["slabfs", "mount"]
+                .iter()
+                .chain(args)
+                .chain(&["s3://bucket/runs", "m"]);
+            let Command::Mount(args) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("not a mount")
+            };
+            args.mount_config().refresh
+        };
+        assert_eq!(remote(&[]), Some(Duration::from_secs(30)));
+        assert_eq!(remote(&["--refresh", "5"]), Some(Duration::from_secs(5)));
+        assert_eq!(remote(&["--refresh", "0"]), None);
         for bad in [
             &["--views", "raw,tiff"][..],
             &["--views", ""],

@@ -10,7 +10,7 @@
 //!           dataset discovery
 //! engine    read planning, index arithmetic, cache, readahead    codec  the codec chain
 //! storage   files and key-value stores, confinement, fault injection
-//! base      error, dtype, logging
+//! base      error, dtype, logging, histogram
 //! ```
 //!
 //! A read:
@@ -31,6 +31,7 @@ pub mod engine;
 pub mod error;
 pub mod formats;
 pub mod fs;
+pub mod histogram;
 pub mod logging;
 pub mod storage;
 

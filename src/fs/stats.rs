@@ -13,7 +13,12 @@
 //!   "cache": {"hits": 50011, "misses": 1223, "decodes": 1190, "evictions": 12,
 //!             "bytes": 536608768, "entries": 1024, "budget": 536870912},
 //!   "refresh": {"interval_seconds": 5, "runs": 720, "changes": 14, "failures": 0,
-//!               "walks": 2, "watching": true, "watched_directories": 41}
+//!               "walks": 2, "watching": true, "watched_directories": 41},
+//!   "remote": {"s3://bucket": {"requests": {"GET": 12, "ranged_GET": 1204, "LIST": 3,
+//!                                           "HEAD": 9, "other": 0},
+//!                              "bytes": 1263534080, "retries": 2, "errors": 2,
+//!                              "not_modified": 0,
+//!                              "latency_us": {"count": 1228, "p50": 9100, ...}}}
 //! }
 //! ```
 //!
@@ -34,6 +39,11 @@
 //!   re-loaded only what the watcher saw change), `watching` whether
 //!   changes are watched (inotify) rather than found by periodic walks, and
 //!   `watched_directories` how many directories are watched.
+//! - `remote` (only when the mount reads URLs): per source store, the HTTP
+//!   requests sent by kind, bytes fetched, retries, failed attempts, `304`
+//!   answers and time to first byte; see [`crate::storage::remote::metrics`]
+//!   for what each counts. They are the process's counters, named by store
+//!   URL without user info or query string (never a secret).
 //!
 //! Recording is on the read path of every request, possibly from many
 //! threads at once, so it is a handful of relaxed atomic adds: no lock,
@@ -47,6 +57,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::engine::cache::ChunkCache;
+pub use crate::histogram::{Histogram, Summary};
+use crate::storage::remote::metrics;
 
 /// Errnos the core returns, by name; anything else counts as "other".
 const ERRNOS: [(i32, &str); 8] = [
@@ -183,13 +195,7 @@ impl Stats {
                 "requests": load(&self.reads),
                 "bytes": load(&self.read_bytes),
             },
-            "read_latency_us": {
-                "count": lat.count,
-                "p50": lat.p50 / 1000,
-                "p90": lat.p90 / 1000,
-                "p99": lat.p99 / 1000,
-                "max": lat.max / 1000,
-            },
+            "read_latency_us": latency_json(&lat),
             "errors": errors,
             "refresh": {
                 "interval_seconds": if interval == 0 {
@@ -205,6 +211,10 @@ impl Stats {
                 "watched_directories": load(&self.watching).saturating_sub(1),
             },
         });
+        let remote = metrics::snapshot();
+        if !remote.is_empty() {
+            doc["remote"] = remote_json(&remote);
+        }
         if let Some(cache) = cache {
             let c = cache.stats();
             doc["cache"] = json!({
@@ -231,155 +241,43 @@ impl Stats {
     }
 }
 
-/// Sub-buckets per power of two, as a bit count: 2^3 = 8, so a bucket
-/// spans at most 1/8 of its lower bound.
-const SUB_BITS: u32 = 3;
-const SUB: u64 = 1 << SUB_BITS;
-/// Values below `SUB` get a bucket each; each power of two from `SUB` up to
-/// 2^63 gets `SUB` buckets.
-const BUCKETS: usize = (SUB + (64 - SUB_BITS as u64) * SUB) as usize;
-
-/// A log-scale histogram of durations in nanoseconds: fixed size (about
-/// 4 KiB of atomics), lock-free recording, percentiles accurate to one
-/// bucket (12.5%).
-#[derive(Debug)]
-pub struct Histogram {
-    buckets: Box<[AtomicU64]>,
-    max: AtomicU64,
-}
-
-/// Percentiles of a [`Histogram`], in nanoseconds (0 when empty).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Summary {
-    pub count: u64,
-    pub p50: u64,
-    pub p90: u64,
-    pub p99: u64,
-    pub max: u64,
-}
-
-impl Default for Histogram {
-    fn default() -> Histogram {
-        Histogram::new()
-    }
-}
-
-impl Histogram {
-    pub fn new() -> Histogram {
-        Histogram {
-            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            max: AtomicU64::new(0),
-        }
-    }
-
-    /// The bucket of value `v`.
-    fn bucket(v: u64) -> usize {
-        if v < SUB {
-            return v as usize;
-        }
-        let e = 63 - v.leading_zeros(); // v's highest bit, >= SUB_BITS
-        let sub = (v >> (e - SUB_BITS)) & (SUB - 1);
-        (SUB * (e - SUB_BITS + 1) as u64 + sub) as usize
-    }
-
-    /// The largest value in bucket `b`.
-    fn upper(b: usize) -> u64 {
-        let b = b as u64;
-        if b < SUB {
-            return b;
-        }
-        let e = (b / SUB) as u32 + SUB_BITS - 1;
-        let sub = b % SUB;
-        // (SUB + sub + 1) << (e - SUB_BITS), minus one, without overflow.
-        ((SUB + sub) << (e - SUB_BITS)) + ((1u64 << (e - SUB_BITS)) - 1)
-    }
-
-    pub fn record(&self, d: Duration) {
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.buckets[Self::bucket(ns)].fetch_add(1, Ordering::Relaxed);
-        self.max.fetch_max(ns, Ordering::Relaxed);
-    }
-
-    pub fn summary(&self) -> Summary {
-        let counts: Vec<u64> = self
-            .buckets
+/// The `remote` section: one object per source store, by its URL.
+fn remote_json(sources: &[metrics::Snapshot]) -> Value {
+    let mut out = serde_json::Map::new();
+    for s in sources {
+        let requests: serde_json::Map<String, Value> = metrics::KINDS
             .iter()
-            .map(|b| b.load(Ordering::Relaxed))
+            .zip(s.requests)
+            .map(|(k, n)| (k.to_string(), json!(n)))
             .collect();
-        let count: u64 = counts.iter().sum();
-        let max = self.max.load(Ordering::Relaxed);
-        let quantile = |q: f64| -> u64 {
-            if count == 0 {
-                return 0;
-            }
-            // The rank of the q-quantile, 1-based: the smallest value with
-            // at least q of the samples at or below it.
-            let rank = ((q * count as f64).ceil() as u64).clamp(1, count);
-            let mut seen = 0;
-            for (b, &n) in counts.iter().enumerate() {
-                seen += n;
-                if seen >= rank {
-                    return Self::upper(b).min(max);
-                }
-            }
-            max
-        };
-        Summary {
-            count,
-            p50: quantile(0.50),
-            p90: quantile(0.90),
-            p99: quantile(0.99),
-            max,
-        }
+        out.insert(
+            s.name.clone(),
+            json!({
+                "requests": requests,
+                "bytes": s.bytes,
+                "retries": s.retries,
+                "errors": s.errors,
+                "not_modified": s.not_modified,
+                "latency_us": latency_json(&s.latency),
+            }),
+        );
     }
+    Value::Object(out)
+}
+
+fn latency_json(l: &Summary) -> Value {
+    json!({
+        "count": l.count,
+        "p50": l.p50 / 1000,
+        "p90": l.p90 / 1000,
+        "p99": l.p99 / 1000,
+        "max": l.max / 1000,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn buckets_tile_the_u64_range_with_bounded_error() {
-        // Every bucket starts right after the previous one ends.
-        assert_eq!(Histogram::bucket(0), 0);
-        for b in 0..BUCKETS - 1 {
-            let end = Histogram::upper(b);
-            assert_eq!(Histogram::bucket(end), b, "upper bound of {b}");
-            assert_eq!(Histogram::bucket(end + 1), b + 1, "start of {}", b + 1);
-        }
-        assert_eq!(Histogram::upper(BUCKETS - 1), u64::MAX);
-        assert_eq!(Histogram::bucket(u64::MAX), BUCKETS - 1);
-        // A bucket's upper bound is within 1/8 of any value in it.
-        for v in [9u64, 100, 1_000, 123_456, 10_000_000_007, u64::MAX / 3] {
-            let up = Histogram::upper(Histogram::bucket(v));
-            assert!(up >= v && (up - v) as f64 <= v as f64 / 8.0, "{v} -> {up}");
-        }
-    }
-
-    #[test]
-    fn percentiles() {
-        let h = Histogram::new();
-        assert_eq!(h.summary().count, 0);
-        assert_eq!(h.summary().p99, 0);
-        // 1..=1000 microseconds, once each.
-        for us in 1..=1000u64 {
-            h.record(Duration::from_micros(us));
-        }
-        let s = h.summary();
-        assert_eq!(s.count, 1000);
-        assert_eq!(s.max, 1_000_000);
-        for (got, want) in [(s.p50, 500_000u64), (s.p90, 900_000), (s.p99, 990_000)] {
-            assert!(
-                got >= want && got as f64 <= want as f64 * 1.125,
-                "{got} vs {want}"
-            );
-        }
-        // A single huge outlier moves max, not p99.
-        h.record(Duration::from_secs(100));
-        let s = h.summary();
-        assert_eq!(s.max, 100_000_000_000);
-        assert!(s.p99 < 1_200_000);
-    }
 
     #[test]
     fn counters_from_many_threads_add_up() {

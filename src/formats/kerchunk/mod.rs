@@ -26,8 +26,12 @@
 //!   bare object whose keys include a Zarr metadata key (`.zgroup`,
 //!   `a/.zarray`, `zarr.json`...). A file that does not even start with
 //!   `{` is not parsed at all.
-//! - **Local files only, confined.** A url is a path relative to the
-//!   references file's directory, an absolute path, or a `file://` url.
+//! - **Local files, and URLs only where allowed, confined.** A url is a
+//!   path relative to the references file's directory, an absolute path,
+//!   or a `file://` url; or a remote URL (`s3://`, `https://`...) under one
+//!   of the `--allow-outside` URLs, read through
+//!   [`crate::storage::remote::RemoteFiles`] with ranged GETs pinned to the
+//!   object's ETag. Without such a URL root every remote URL is refused.
 //!   Every target must resolve (symlinks and `..` followed, as
 //!   [`crate::storage::confine`] does for aggregations) under an allowed
 //!   root: by default the directory holding the references file; through
@@ -58,6 +62,7 @@ use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::zarr::{self, Hierarchy};
 use crate::storage::confine::Roots;
+use crate::storage::remote::{self, RemoteFiles};
 use crate::storage::store::Store;
 
 /// Reference files larger than this are refused (kerchunk's JSON for a
@@ -139,29 +144,64 @@ pub fn load(path: &Path, opts: &Options) -> Result<Option<RefStore>> {
     let Some(parsed) = refs::parse(doc).map_err(err)? else {
         return Ok(None);
     };
-    let roots = Arc::new(if opts.roots.is_empty() {
+    // URL roots (`--allow-outside s3://...`) admit URL targets; the
+    // others are local directories.
+    let (url_roots, local_roots): (Vec<&PathBuf>, Vec<&PathBuf>) = opts
+        .roots
+        .iter()
+        .partition(|r| r.to_str().is_some_and(remote::is_url));
+    let roots = Arc::new(if local_roots.is_empty() {
         Roots::new(real.parent().map(Path::to_path_buf))
     } else {
-        Roots::new(opts.roots.iter().cloned())
+        Roots::new(local_roots.into_iter().cloned())
     });
+    let remote = if url_roots.is_empty() {
+        None
+    } else {
+        let locations = url_roots
+            .iter()
+            .map(|r| remote::Location::parse(&r.to_string_lossy()))
+            .collect::<Result<Vec<_>>>()?;
+        Some(Arc::new(RemoteFiles::new(locations)?))
+    };
     let base = real.parent().unwrap_or(Path::new("/")).to_path_buf();
     let check = roots.clone();
+    let admit = remote.clone();
     Ok(Some(RefStore::new(
         &real,
         parsed.refs,
         roots,
-        move |key, url| resolve(&base, &check, key, url),
+        remote,
+        move |key, url| resolve(&base, &check, admit.as_deref(), key, url),
     )))
 }
 
 /// The local path `url` names (relative to `base`, the references file's
-/// directory), if it is a local file under `roots`.
+/// directory), if it is a local file under `roots`; or the URL itself
+/// (`s3://`, `https://`...) if `remote` admits it (it lies under one of
+/// the `--allow-outside` URLs).
 pub fn resolve(
     base: &Path,
     roots: &Roots,
+    remote: Option<&RemoteFiles>,
     key: &str,
     url: &str,
 ) -> std::result::Result<PathBuf, RefsError> {
+    if let Some(files) = remote.filter(|_| remote::is_url(url)) {
+        return match files.admit(Path::new(url)) {
+            Ok(_) => Ok(PathBuf::from(url)),
+            Err(e) => Err(RefsError::Outside {
+                key: key.to_string(),
+                url: remote::strip_secrets(url),
+                resolved: PathBuf::from(
+                    remote::Location::parse(url)
+                        .map(|l| l.display())
+                        .unwrap_or_else(|_| e.to_string()),
+                ),
+                roots: files.describe(),
+            }),
+        };
+    }
     let path = match url.strip_prefix("file://") {
         // RFC 8089 allows the host "localhost" (file://localhost/a/b).
         Some(rest) => rest
@@ -236,7 +276,7 @@ mod tests {
         std::fs::create_dir(root.join("sub")).unwrap();
         std::fs::write(root.join("sub/a.nc"), b"x").unwrap();
         let roots = Roots::new([root.clone()]);
-        let r = |url: &str| resolve(&root.join("sub"), &roots, "k", url);
+        let r = |url: &str| resolve(&root.join("sub"), &roots, None, "k", url);
         assert_eq!(r("a.nc").unwrap(), root.join("sub/a.nc"));
         assert_eq!(r("../sub/a.nc").unwrap(), root.join("sub/../sub/a.nc"));
         let abs = root.join("sub/a.nc").display().to_string();
@@ -261,6 +301,36 @@ mod tests {
             assert!(matches!(e, RefsError::Outside { .. }), "{url}: {e}");
             assert!(e.to_string().contains(url), "{e}");
         }
+    }
+
+    #[test]
+    fn urls_resolve_only_under_the_allowed_url_roots() {
+        let tmp = tempfile::tempdir().unwrap();
+        let roots = Roots::new([tmp.path().to_path_buf()]);
+        let allowed = remote::Location::parse("s3://bucket/refs").unwrap();
+        let files = RemoteFiles::new(vec![allowed]).unwrap();
+        let r = |url: &str| resolve(tmp.path(), &roots, Some(&files), "k", url);
+        assert_eq!(
+            r("s3://bucket/refs/a/b.nc").unwrap(),
+            PathBuf::from("s3://bucket/refs/a/b.nc")
+        );
+        for url in [
+            "s3://bucket/refs/../other/b.nc",
+            "s3://bucket/refs/%2e%2e/other/b.nc",
+            "s3://bucket/refs/%2E%2E%2Fother%2Fb.nc",
+            "s3://bucket/refsX/b.nc",
+            "s3://bucket/b.nc",
+            "s3://other/refs/b.nc",
+            "gs://bucket/refs/b.nc",
+            "https://bucket.s3.amazonaws.com/other/b.nc",
+            "http://127.0.0.1:1/bucket/refs/b.nc",
+        ] {
+            let e = r(url).unwrap_err();
+            assert!(matches!(e, RefsError::Outside { .. }), "{url}: {e}");
+        }
+        // Local paths keep their own rules; other schemes stay refused.
+        assert!(matches!(r("memory://a"), Err(RefsError::Scheme { .. })));
+        assert!(matches!(r("/etc/passwd"), Err(RefsError::Outside { .. })));
     }
 
     #[test]

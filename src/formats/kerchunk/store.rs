@@ -10,7 +10,12 @@
 //!   bytes (or of the part a [`ByteRange`] asks for), after checking that
 //!   the file is long enough: a range past the end is an error naming
 //!   the file, never a short value;
-//! - `[url]`: the whole file.
+//! - `[url]`: the whole file;
+//! - a URL target (admitted under an `--allow-outside URL` location when
+//!   resolved): one ranged GET through [`RemoteFiles`], the object opened
+//!   (one HEAD) once and kept while its reads succeed; its version is
+//!   pinned (ETag), so a replaced object fails reads until the next one
+//!   opens it again: never two versions in one value.
 //!
 //! The target is opened for every read, as [`crate::storage::store::FsStore`] opens
 //! chunk files: no descriptor outlives a read, so a file replaced under
@@ -38,8 +43,13 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 use crate::error::{Error, Result};
 use crate::storage::confine::Roots;
+use crate::storage::files::{Files, ReadAt};
+
+use crate::storage::remote::{self, RemoteFiles};
 use crate::storage::store::{ByteRange, Store, TORN_READ_RETRIES};
 
 use super::error::RefsError;
@@ -76,6 +86,13 @@ pub struct RefStore {
     entries: BTreeMap<String, Entry>,
     targets: Vec<Target>,
     roots: Arc<Roots>,
+    /// Opens URL targets (only those `resolve` admitted); `None` when no
+    /// URL is allowed.
+    remote: Option<Arc<RemoteFiles>>,
+    /// URL targets opened (a HEAD each), by target index: reads reuse the
+    /// version they pinned; a failed read drops it, so the next one opens
+    /// the object again. At most one per target of this file.
+    opened: Mutex<HashMap<usize, Arc<dyn ReadAt>>>,
 }
 
 /// The identity of a file's contents as far as `stat` can tell (as
@@ -99,6 +116,7 @@ impl RefStore {
         file: &Path,
         refs: BTreeMap<String, std::result::Result<Ref, RefsError>>,
         roots: Arc<Roots>,
+        remote: Option<Arc<RemoteFiles>>,
         resolve: impl Fn(&str, &str) -> std::result::Result<PathBuf, RefsError>,
     ) -> RefStore {
         let mut targets: Vec<Target> = Vec::new();
@@ -135,7 +153,60 @@ impl RefStore {
             entries,
             targets,
             roots,
+            remote,
+            opened: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether target `t` is a URL (admitted when it was resolved).
+    fn is_remote(&self, t: &Target) -> bool {
+        self.remote.is_some() && t.path.to_str().is_some_and(remote::is_url)
+    }
+
+    /// The opened URL target `t` (index `i`), opening it if need be.
+    fn open_remote(&self, i: usize, t: &Target) -> io::Result<Arc<dyn ReadAt>> {
+        if let Some(f) = self.opened.lock().get(&i) {
+            return Ok(f.clone());
+        }
+        let files = self
+            .remote
+            .as_ref()
+            .ok_or_else(|| io::Error::other("no URL is allowed"))?;
+        let f = files.open(&t.path)?;
+        self.opened.lock().insert(i, f.clone());
+        Ok(f)
+    }
+
+    /// [`RefStore::read_target`] of a URL target: one ranged GET.
+    fn read_remote(
+        &self,
+        key: &str,
+        t: &Target,
+        pick: &dyn Fn(u64) -> Result<(u64, u64)>,
+    ) -> Result<Vec<u8>> {
+        let i = self
+            .targets
+            .iter()
+            .position(|x| std::ptr::eq(x, t))
+            .expect("a target of this store");
+        let io_err = |e: io::Error| {
+            self.err(RefsError::Target {
+                key: key.to_string(),
+                file: t.path.clone(),
+                source: Arc::new(e),
+            })
+        };
+        let file = self.open_remote(i, t).map_err(io_err)?;
+        let size = file.size().map_err(io_err)?;
+        let (start, end) = pick(size)?;
+        let mut buf = vec![0u8; (end - start) as usize];
+        if let Err(e) = file.read_exact_at(&mut buf, start) {
+            // Nothing failed is kept: the next read opens it again (a
+            // replaced object is read in its new version then).
+            self.opened.lock().remove(&i);
+            return Err(io_err(e));
+        }
+        Ok(buf)
     }
 
     /// The keys whose references are refused, with why.
@@ -167,6 +238,9 @@ impl RefStore {
         t: &Target,
         pick: &dyn Fn(u64) -> Result<(u64, u64)>,
     ) -> Result<Vec<u8>> {
+        if self.is_remote(t) {
+            return self.read_remote(key, t, pick);
+        }
         let real = self.roots.check(&t.path).map_err(|resolved| {
             self.err(RefsError::Outside {
                 key: key.to_string(),
@@ -198,7 +272,7 @@ impl RefStore {
                     .read_to_end(&mut buf)
                     .map_err(io_err)?;
             } else {
-                file.read_exact_at(&mut buf, start).map_err(io_err)?;
+                FileExt::read_exact_at(&file, &mut buf, start).map_err(io_err)?;
             }
             let after = file.metadata().map_err(io_err)?;
             if identity(&before) == identity(&after) && buf.len() as u64 == end - start {
@@ -409,6 +483,19 @@ impl Store for RefStore {
         }
         for t in files {
             let path = &self.targets[t].path;
+            if self.is_remote(&self.targets[t]) {
+                // A HEAD now: its ETag, size and time.
+                let stamp = self
+                    .remote
+                    .as_ref()
+                    .and_then(|f| f.open(path).ok())
+                    .and_then(|f| f.stamp());
+                match stamp {
+                    Some(s) => s.hash(&mut h),
+                    None => "unknown".hash(&mut h),
+                }
+                continue;
+            }
             match std::fs::metadata(path) {
                 Ok(m) => identity(&m).hash(&mut h),
                 // Missing now: that is its state (it may appear later).

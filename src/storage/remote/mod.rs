@@ -57,6 +57,7 @@
 //! should any of them appear in it.
 
 mod location;
+pub mod metrics;
 mod profile;
 mod store;
 
@@ -68,7 +69,7 @@ use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
 
-pub use location::{Location, Scheme, is_url};
+pub use location::{Location, Scheme, is_url, strip_secrets};
 pub use store::{RemoteFile, RemoteFiles, RemoteStore};
 
 /// How remote sources are reached: one set for the process (a mount, or
@@ -280,6 +281,8 @@ pub fn connect(location: &Location) -> Result<Remote> {
         path: location.display(),
         source: std::io::Error::other(redact(&e.to_string())),
     };
+    // Every request of this store is counted (metrics: .slabfs/stats).
+    let counted = metrics::source(location::strip_secrets(&url).trim_end_matches('/'));
     let store: Arc<dyn ObjectStore> = match location.scheme() {
         Scheme::S3 => {
             let mut b = object_store::aws::AmazonS3Builder::from_env()
@@ -306,6 +309,11 @@ pub fn connect(location: &Location) -> Result<Remote> {
                 if let Some(token) = profile.session_token.clone() {
                     b = b.with_token(token);
                 }
+            } else if env("AWS_ACCESS_KEY_ID").is_none()
+                && !cfg.no_sign_request
+                && let Some(command) = profile.credential_process.clone()
+            {
+                b = b.with_credentials(Arc::new(profile::ProcessCredentials::new(command)));
             }
             let endpoint = cfg.endpoint().or(profile.endpoint_url.clone());
             let http = endpoint
@@ -321,6 +329,7 @@ pub fn connect(location: &Location) -> Result<Remote> {
             }
             Arc::new(
                 b.with_client_options(cfg.client(http))
+                    .with_http_connector(metrics::connector(counted))
                     .build()
                     .map_err(err)?,
             )
@@ -328,15 +337,19 @@ pub fn connect(location: &Location) -> Result<Remote> {
         Scheme::Gcs => Arc::new(
             object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_url(url)
+                .with_http_connector(metrics::connector(counted))
                 .with_retry(cfg.retry())
                 .with_skip_signature(cfg.no_sign_request)
-                .with_client_options(cfg.client(false))
+                .with_client_options(
+                    cfg.client(profile::gcs_endpoint().is_some_and(|e| e.starts_with("http://"))),
+                )
                 .build()
                 .map_err(err)?,
         ),
         Scheme::Azure => Arc::new(
             object_store::azure::MicrosoftAzureBuilder::from_env()
                 .with_url(url)
+                .with_http_connector(metrics::connector(counted))
                 .with_retry(cfg.retry())
                 .with_skip_signature(cfg.no_sign_request)
                 .with_client_options(cfg.client(false))
@@ -346,6 +359,7 @@ pub fn connect(location: &Location) -> Result<Remote> {
         Scheme::Http | Scheme::Https => Arc::new(
             object_store::http::HttpBuilder::new()
                 .with_url(url)
+                .with_http_connector(metrics::connector(counted))
                 .with_retry(cfg.retry())
                 .with_client_options(cfg.client(location.scheme() == Scheme::Http))
                 .build()

@@ -4,14 +4,30 @@
 //! as the AWS CLI finds them.
 //!
 //! Static keys (`aws_access_key_id`, `aws_secret_access_key`,
-//! `aws_session_token`), `region` and `endpoint_url` are read; the
-//! environment wins over the files, as in the AWS CLI. Profiles that get
-//! their credentials another way (`role_arn` with `source_profile`,
-//! `credential_process`, SSO) are not followed: their keys are left to the
-//! environment, web identity and instance metadata, with a debug line.
+//! `aws_session_token`), `credential_process`, `region` and `endpoint_url`
+//! are read; the environment wins over the files, as in the AWS CLI.
+//!
+//! `credential_process` ([`ProcessCredentials`]) is run as the AWS SDKs
+//! run it on Unix (`sh -c COMMAND`), its JSON output (`Version` 1,
+//! `AccessKeyId`, `SecretAccessKey`, `SessionToken`, `Expiration`) is the
+//! credential, kept until five minutes before its `Expiration` (for ever
+//! without one) and fetched again then. Its secrets are registered with
+//! [`super::remember_secrets`] so no message can show them, and neither its
+//! output nor its command line appears in an error: the command may carry
+//! a token.
+//!
+//! Profiles that assume a role (`role_arn` with `source_profile`) or use
+//! SSO are not followed (that needs STS and the SSO token cache; neither
+//! is in `object_store`): their keys are left to the environment, web
+//! identity and instance metadata, with a debug line.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use object_store::CredentialProvider;
+use object_store::aws::AwsCredential;
 
 /// What a profile says.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -21,6 +37,8 @@ pub struct Profile {
     pub session_token: Option<String>,
     pub region: Option<String>,
     pub endpoint_url: Option<String>,
+    /// A command printing credentials as JSON.
+    pub credential_process: Option<String>,
 }
 
 /// The sections of an INI file: name → key → value. Comments (`#`, `;`)
@@ -75,17 +93,19 @@ pub fn from_texts(name: &str, credentials: &str, config: &str) -> Profile {
         session_token: get("aws_session_token"),
         region: conf_section.and_then(|s| s.get("region")).cloned(),
         endpoint_url: conf_section.and_then(|s| s.get("endpoint_url")).cloned(),
+        credential_process: conf_section
+            .and_then(|s| s.get("credential_process"))
+            .filter(|v| !v.is_empty())
+            .cloned(),
     };
-    let indirect = [
-        "role_arn",
-        "credential_process",
-        "sso_session",
-        "sso_start_url",
-    ];
-    if p.access_key_id.is_none() && indirect.iter().any(|k| get(k).is_some()) {
+    let indirect = ["role_arn", "sso_session", "sso_start_url"];
+    if p.access_key_id.is_none()
+        && p.credential_process.is_none()
+        && indirect.iter().any(|k| get(k).is_some())
+    {
         log::debug!(
-            "AWS profile {name:?} gets its credentials through a role, a process or SSO, \
-             which slabfs does not follow; using the environment or instance credentials"
+            "AWS profile {name:?} gets its credentials through a role or SSO, which slabfs \
+             does not follow; using the environment or instance credentials"
         );
     }
     p
@@ -106,6 +126,181 @@ pub fn load() -> Profile {
     let credentials = read(home_file("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials"));
     let config = read(home_file("AWS_CONFIG_FILE", ".aws/config"));
     from_texts(&name, &credentials, &config)
+}
+
+/// The GCS endpoint the service account key names (`gcs_base_url`: the
+/// way `object_store` points GCS at an emulator such as fake-gcs-server),
+/// from `GOOGLE_SERVICE_ACCOUNT_KEY` (the JSON) or the file
+/// `GOOGLE_SERVICE_ACCOUNT` / `GOOGLE_SERVICE_ACCOUNT_PATH`. An `http://`
+/// one is allowed without TLS, as an S3 `--endpoint-url` is: the operator
+/// named it.
+pub fn gcs_endpoint() -> Option<String> {
+    let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
+    let json = env("GOOGLE_SERVICE_ACCOUNT_KEY").or_else(|| {
+        let path = env("GOOGLE_SERVICE_ACCOUNT").or_else(|| env("GOOGLE_SERVICE_ACCOUNT_PATH"))?;
+        std::fs::read_to_string(path).ok()
+    })?;
+    let key: serde_json::Value = serde_json::from_str(&json).ok()?;
+    key.get("gcs_base_url")?.as_str().map(str::to_string)
+}
+
+/// Credentials fetched before their expiry by this margin, so that a
+/// request signed with them is not refused on its way.
+const EXPIRY_MARGIN: Duration = Duration::from_secs(300);
+
+/// Longest output read from a credential process.
+const MAX_OUTPUT: u64 = 64 << 10;
+
+/// The credentials of a profile's `credential_process`.
+pub struct ProcessCredentials {
+    command: String,
+    /// The last credential and when it must be fetched again.
+    cached: tokio::sync::Mutex<Option<(Arc<AwsCredential>, Option<SystemTime>)>>,
+}
+
+impl std::fmt::Debug for ProcessCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Neither the command (it may carry a token) nor the credential.
+        f.write_str("ProcessCredentials")
+    }
+}
+
+/// Why a credential process gave no credential. Messages never hold its
+/// output or command line.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProcessError {
+    #[error("credential_process could not be run: {0}")]
+    Spawn(std::io::Error),
+    #[error("credential_process failed ({status}): {stderr}")]
+    Failed { status: String, stderr: String },
+    #[error("credential_process printed no valid credentials: {0}")]
+    Output(String),
+}
+
+impl ProcessCredentials {
+    pub fn new(command: String) -> ProcessCredentials {
+        ProcessCredentials {
+            command,
+            cached: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// Run the command once: its credential and its expiry.
+    fn run(command: &str) -> Result<(AwsCredential, Option<SystemTime>), ProcessError> {
+        use std::io::Read;
+        use std::process::{Command, Stdio};
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(ProcessError::Spawn)?;
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take().expect("piped");
+        let reader = std::thread::spawn(move || {
+            let _ = stderr.take(MAX_OUTPUT).read_to_end(&mut err);
+            err
+        });
+        stdout
+            .take(MAX_OUTPUT)
+            .read_to_end(&mut out)
+            .map_err(ProcessError::Spawn)?;
+        let status = child.wait().map_err(ProcessError::Spawn)?;
+        let err = reader.join().unwrap_or_default();
+        if !status.success() {
+            let text = String::from_utf8_lossy(&err);
+            let first = text.lines().next().unwrap_or("").chars().take(200);
+            return Err(ProcessError::Failed {
+                status: status.to_string(),
+                stderr: super::redact(&first.collect::<String>()),
+            });
+        }
+        Self::parse(&out)
+    }
+
+    /// The credential in the process's output.
+    fn parse(out: &[u8]) -> Result<(AwsCredential, Option<SystemTime>), ProcessError> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "PascalCase")]
+        struct Output {
+            version: u32,
+            access_key_id: String,
+            secret_access_key: String,
+            session_token: Option<String>,
+            expiration: Option<String>,
+        }
+        // serde_json's message may quote the input: say only where.
+        let o: Output = serde_json::from_slice(out).map_err(|e| {
+            ProcessError::Output(format!(
+                "not the expected JSON (line {}, column {})",
+                e.line(),
+                e.column()
+            ))
+        })?;
+        if o.version != 1 {
+            return Err(ProcessError::Output(format!(
+                "Version {}, only 1 is defined",
+                o.version
+            )));
+        }
+        super::remember_secrets(
+            std::iter::once(o.secret_access_key.clone()).chain(o.session_token.clone()),
+        );
+        let expires = match o.expiration {
+            None => None,
+            Some(t) => {
+                let at = chrono::DateTime::parse_from_rfc3339(&t).map_err(|e| {
+                    ProcessError::Output(format!("Expiration {t:?} is no RFC 3339 time: {e}"))
+                })?;
+                let secs = u64::try_from(at.timestamp()).unwrap_or(0);
+                Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+            }
+        };
+        Ok((
+            AwsCredential {
+                key_id: o.access_key_id,
+                secret_key: o.secret_access_key,
+                token: o.session_token,
+            },
+            expires,
+        ))
+    }
+}
+
+#[async_trait::async_trait]
+impl CredentialProvider for ProcessCredentials {
+    type Credential = AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
+        let mut cached = self.cached.lock().await;
+        if let Some((c, expires)) = &*cached
+            && expires.is_none_or(|e| SystemTime::now() + EXPIRY_MARGIN < e)
+        {
+            return Ok(c.clone());
+        }
+        let command = self.command.clone();
+        let ran = tokio::task::spawn_blocking(move || Self::run(&command))
+            .await
+            .map_err(|e| ProcessError::Output(format!("interrupted: {e}")))
+            .and_then(|r| r);
+        match ran {
+            Ok((c, expires)) => {
+                let c = Arc::new(c);
+                log::debug!("credential_process: new credentials (key id {})", c.key_id);
+                *cached = Some((c.clone(), expires));
+                Ok(c)
+            }
+            Err(e) => Err(object_store::Error::Generic {
+                store: "S3",
+                source: Box::new(e),
+            }),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -135,5 +330,109 @@ mod tests {
             from_texts("missing", credentials, config),
             Profile::default()
         );
+    }
+
+    fn credentials_of(p: &ProcessCredentials) -> object_store::Result<Arc<AwsCredential>> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(p.get_credential())
+    }
+
+    /// A process printing `json`, counting its runs in `runs`.
+    fn process(dir: &std::path::Path, json: &str) -> (ProcessCredentials, PathBuf) {
+        let runs = dir.join("runs");
+        let out = dir.join("out.json");
+        std::fs::write(&out, json).unwrap();
+        let cmd = format!("echo x >> '{}'; cat '{}'", runs.display(), out.display());
+        (ProcessCredentials::new(cmd), runs)
+    }
+
+    fn runs(path: &std::path::Path) -> usize {
+        std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
+    }
+
+    #[test]
+    fn credential_process_is_run_and_kept_until_near_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let later = chrono::Utc::now() + chrono::Duration::hours(1);
+        let (p, count) = process(
+            dir.path(),
+            &format!(
+                r#"{{"Version": 1, "AccessKeyId": "AKIAPROC", "SecretAccessKey": "ProcSecret-123456",
+                    "SessionToken": "ProcToken-123456", "Expiration": "{}"}}"#,
+                later.to_rfc3339()
+            ),
+        );
+        let c = credentials_of(&p).unwrap();
+        assert_eq!(c.key_id, "AKIAPROC");
+        assert_eq!(c.secret_key, "ProcSecret-123456");
+        assert_eq!(c.token.as_deref(), Some("ProcToken-123456"));
+        // The secrets are now blanked in any message.
+        assert_eq!(
+            super::super::redact("x ProcSecret-123456 ProcToken-123456"),
+            "x *** ***"
+        );
+        // Reused: the process ran once for two requests.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(p.get_credential()).unwrap();
+        assert_eq!(runs(&count), 1);
+        // Within the margin of its expiry: fetched again each time.
+        let soon = chrono::Utc::now() + chrono::Duration::minutes(2);
+        let (p, count) = process(
+            dir.path(),
+            &format!(
+                r#"{{"Version": 1, "AccessKeyId": "AKIAPROC", "SecretAccessKey": "s-123456",
+                    "Expiration": "{}"}}"#,
+                soon.to_rfc3339()
+            ),
+        );
+        std::fs::remove_file(&count).unwrap();
+        rt.block_on(p.get_credential()).unwrap();
+        rt.block_on(p.get_credential()).unwrap();
+        assert_eq!(runs(&count), 2);
+    }
+
+    #[test]
+    fn credential_process_failures_show_no_output() {
+        let dir = tempfile::tempdir().unwrap();
+        // Output that is not the credential JSON (a secret in a wrong
+        // field name): the message must not quote it.
+        let (p, _) = process(
+            dir.path(),
+            r#"{"Version": 1, "AccessKeyId": "A", "Secret": "LeakMe-987654"}"#,
+        );
+        let e = credentials_of(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("no valid credentials") && !e.contains("LeakMe"),
+            "{e}"
+        );
+        let p = ProcessCredentials::new("echo 'bad token TokenInCmd-55555' >&2; exit 3".into());
+        let e = credentials_of(&p).unwrap_err().to_string();
+        assert!(e.contains("exit status: 3"), "{e}");
+        let (p, _) = process(
+            dir.path(),
+            r#"{"Version": 2, "AccessKeyId": "A", "SecretAccessKey": "S"}"#,
+        );
+        assert!(
+            credentials_of(&p)
+                .unwrap_err()
+                .to_string()
+                .contains("Version 2")
+        );
+        assert!(format!("{:?}", ProcessCredentials::new("x".into())) == "ProcessCredentials");
+    }
+
+    #[test]
+    fn credential_process_is_read_from_the_profile() {
+        let config = "[profile p]\ncredential_process = /usr/bin/get-creds --role x\n";
+        let p = from_texts("p", "", config);
+        assert_eq!(
+            p.credential_process.as_deref(),
+            Some("/usr/bin/get-creds --role x")
+        );
+        assert_eq!(p.access_key_id, None);
     }
 }

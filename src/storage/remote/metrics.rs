@@ -1,0 +1,360 @@
+//! Counting remote requests, per source store, for `.slabfs/stats` and the
+//! debug log.
+//!
+//! # Where requests are counted
+//!
+//! At the HTTP layer, below `object_store`: every store is built with a
+//! [`Metered`] connector ([`connector`]), which wraps the reqwest client
+//! `object_store` would use anyway and sees each HTTP attempt it sends,
+//! retries included. So the counts are what went over the wire, not what
+//! the layers above asked for, and no call site in the read path needs a
+//! hook of its own.
+//!
+//! Each attempt is classified by what it is on the wire:
+//!
+//! | kind        | request                                                   |
+//! |-------------|-----------------------------------------------------------|
+//! | `HEAD`      | `HEAD` (an object's size and ETag)                        |
+//! | `LIST`      | `GET` with `list-type=` (S3), `comp=list` (Azure), a GCS `…/o` listing; `PROPFIND` (WebDAV) |
+//! | `ranged_GET`| `GET` with a `Range` header                               |
+//! | `GET`       | any other `GET` (a whole value: Zarr metadata, a chunk)   |
+//! | `other`     | anything else (credential requests: STS, IMDS tokens)     |
+//!
+//! and its answer:
+//!
+//! - `bytes`: the body lengths (`Content-Length`) of successful `GET`
+//!   answers: what was fetched. A body cut short counts its announced
+//!   length.
+//! - `not_modified`: `304` answers to conditional requests.
+//! - `errors`: attempts that failed: no answer (connection, timeout) or an
+//!   error status other than the answers the layers above expect and
+//!   handle (`404` not found, `412` precondition failed, `416`).
+//! - `retries`: attempts that repeat one (same method, URL and range) whose
+//!   previous attempt failed in a way `object_store` retries (connection
+//!   errors, timeouts, `5xx`, `429`, `408`). `object_store` does not tell
+//!   which attempt is a retry; this is how one is recognised from outside.
+//!   A read issued again by the layers above after its retries ran out
+//!   counts as a retry too.
+//! - `latency_us`: time to the answer's headers (time to first byte), per
+//!   attempt, in a log-scale [`Histogram`].
+//!
+//! # Bounds and secrets
+//!
+//! One [`SourceMetrics`] per connected store (`s3://bucket`, an HTTP
+//! host...), never per object: at most [`MAX_SOURCES`], the last one
+//! shared by any beyond. The retry tracker holds at most
+//! [`MAX_PENDING`] failed attempts. Names are store URLs without user info
+//! or query string, and the debug log shows paths, never query strings
+//! (a presigned URL's signature) or headers (credentials).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use object_store::ClientOptions;
+use object_store::client::{
+    HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
+    ReqwestConnector,
+};
+use parking_lot::Mutex;
+
+use crate::histogram::{Histogram, Summary};
+
+/// Sources counted apart; a process connects to a handful (the source's
+/// store and `--allow-outside` ones).
+pub const MAX_SOURCES: usize = 64;
+
+/// Failed attempts remembered to recognise their retries: many more than
+/// `--max-requests` (each in-flight request has at most one pending).
+pub const MAX_PENDING: usize = 1024;
+
+/// The kinds of request, in the order of [`SourceMetrics::requests`].
+pub const KINDS: [&str; 5] = ["GET", "ranged_GET", "LIST", "HEAD", "other"];
+
+/// The counters of one source store.
+#[derive(Debug)]
+pub struct SourceMetrics {
+    name: String,
+    requests: [AtomicU64; KINDS.len()],
+    bytes: AtomicU64,
+    errors: AtomicU64,
+    retries: AtomicU64,
+    not_modified: AtomicU64,
+    latency: Histogram,
+    /// (method, URL, range) of attempts that failed retryably.
+    pending: Mutex<VecDeque<String>>,
+}
+
+/// A copy of one source's counters, for the stats document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The store's URL, without secrets.
+    pub name: String,
+    /// Per kind, in the order of [`KINDS`].
+    pub requests: [u64; KINDS.len()],
+    pub bytes: u64,
+    pub errors: u64,
+    pub retries: u64,
+    pub not_modified: u64,
+    /// Nanoseconds.
+    pub latency: Summary,
+}
+
+impl SourceMetrics {
+    fn new(name: String) -> SourceMetrics {
+        SourceMetrics {
+            name,
+            requests: Default::default(),
+            bytes: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            not_modified: AtomicU64::new(0),
+            latency: Histogram::new(),
+            pending: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Snapshot {
+            name: self.name.clone(),
+            requests: std::array::from_fn(|i| load(&self.requests[i])),
+            bytes: load(&self.bytes),
+            errors: load(&self.errors),
+            retries: load(&self.retries),
+            not_modified: load(&self.not_modified),
+            latency: self.latency.summary(),
+        }
+    }
+
+    /// An attempt `key` starts: a retry if it repeats a failed one.
+    fn started(&self, key: &str) {
+        let mut pending = self.pending.lock();
+        if let Some(i) = pending.iter().position(|k| k == key) {
+            pending.remove(i);
+            self.retries.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The attempt `key` failed in a way `object_store` retries.
+    fn failed_retryably(&self, key: String) {
+        let mut pending = self.pending.lock();
+        if pending.len() >= MAX_PENDING {
+            pending.pop_front();
+        }
+        pending.push_back(key);
+    }
+}
+
+static SOURCES: Mutex<Vec<Arc<SourceMetrics>>> = Mutex::new(Vec::new());
+
+/// The counters of the store named `name` (created on first use).
+pub fn source(name: &str) -> Arc<SourceMetrics> {
+    let mut sources = SOURCES.lock();
+    if let Some(s) = sources.iter().find(|s| s.name == name) {
+        return s.clone();
+    }
+    if sources.len() >= MAX_SOURCES {
+        // Beyond the bound, the last source's counters take the rest:
+        // the totals stay right, the split does not grow.
+        let last = sources.last().expect("MAX_SOURCES > 0").clone();
+        log::debug!("request counters of {name} are added to {}", last.name);
+        return last;
+    }
+    let s = Arc::new(SourceMetrics::new(name.to_string()));
+    sources.push(s.clone());
+    s
+}
+
+/// Every source's counters, in the order they were first connected.
+pub fn snapshot() -> Vec<Snapshot> {
+    SOURCES.lock().iter().map(|s| s.snapshot()).collect()
+}
+
+/// The connector a store is built with, counting into `metrics`.
+pub fn connector(metrics: Arc<SourceMetrics>) -> MeteredConnector {
+    MeteredConnector { metrics }
+}
+
+/// An [`HttpConnector`] whose clients count every attempt.
+#[derive(Debug)]
+pub struct MeteredConnector {
+    metrics: Arc<SourceMetrics>,
+}
+
+impl HttpConnector for MeteredConnector {
+    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
+        let inner = ReqwestConnector::default().connect(options)?;
+        Ok(HttpClient::new(Metered {
+            inner,
+            metrics: self.metrics.clone(),
+        }))
+    }
+}
+
+/// The reqwest client, counting.
+#[derive(Debug)]
+struct Metered {
+    inner: HttpClient,
+    metrics: Arc<SourceMetrics>,
+}
+
+/// The kind (index into [`KINDS`]) of a request.
+fn kind(method: &str, query: &str, path: &str, ranged: bool) -> usize {
+    let listing = query.contains("list-type=")
+        || query.contains("comp=list")
+        || (path.starts_with("/storage/v1/b/") && path.ends_with("/o"));
+    match method {
+        "HEAD" => 3,
+        "PROPFIND" => 2,
+        "GET" if listing => 2,
+        "GET" if ranged => 1,
+        "GET" => 0,
+        _ => 4,
+    }
+}
+
+/// Whether `object_store` retries an attempt answered with `status`.
+fn retried_status(status: u16) -> bool {
+    status >= 500 || status == 429 || status == 408
+}
+
+/// Statuses the layers above expect as answers, not failures.
+fn expected_status(status: u16) -> bool {
+    status < 400 || matches!(status, 404 | 412 | 416)
+}
+
+#[async_trait::async_trait]
+impl HttpService for Metered {
+    async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let m = &self.metrics;
+        let method = req.method().as_str().to_string();
+        let path = req.uri().path().to_string();
+        let query = req.uri().query().unwrap_or("").to_string();
+        let range = req
+            .headers()
+            .get("range")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let k = kind(&method, &query, &path, range.is_some());
+        m.requests[k].fetch_add(1, Ordering::Relaxed);
+        // The URL with its query: two listings of different prefixes, or
+        // pages, are different requests. Kept in memory only.
+        let key = format!("{method} {} {}", req.uri(), range.as_deref().unwrap_or(""));
+        m.started(&key);
+        let started = Instant::now();
+        let answer = self.inner.execute(req).await;
+        let took = started.elapsed();
+        m.latency.record(took);
+        // What a debug log may show of a listing: its prefix, not the
+        // rest of the query.
+        let shown = match (k, query.split('&').find(|p| p.starts_with("prefix="))) {
+            (2, Some(prefix)) => format!("{path}?{prefix}"),
+            _ => path,
+        };
+        let range = range.map(|r| format!(" {r}")).unwrap_or_default();
+        match &answer {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                if status == 304 {
+                    m.not_modified.fetch_add(1, Ordering::Relaxed);
+                }
+                if k <= 1 && r.status().is_success() {
+                    let len = r
+                        .headers()
+                        .get("content-length")
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0);
+                    m.bytes.fetch_add(len, Ordering::Relaxed);
+                }
+                if !expected_status(status) {
+                    m.errors.fetch_add(1, Ordering::Relaxed);
+                }
+                if retried_status(status) {
+                    m.failed_retryably(key);
+                }
+                log::debug!(
+                    "{} {} {shown}{range}: {status} in {:.1} ms",
+                    KINDS[k],
+                    m.name,
+                    took.as_secs_f64() * 1e3
+                );
+            }
+            Err(e) => {
+                m.errors.fetch_add(1, Ordering::Relaxed);
+                if matches!(
+                    e.kind(),
+                    HttpErrorKind::Connect
+                        | HttpErrorKind::Request
+                        | HttpErrorKind::Timeout
+                        | HttpErrorKind::Interrupted
+                ) {
+                    m.failed_retryably(key);
+                }
+                log::debug!(
+                    "{} {} {shown}{range}: failed after {:.1} ms ({:?})",
+                    KINDS[k],
+                    m.name,
+                    took.as_secs_f64() * 1e3,
+                    e.kind()
+                );
+            }
+        }
+        answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_of_requests() {
+        assert_eq!(KINDS[kind("HEAD", "", "/b/k", false)], "HEAD");
+        assert_eq!(KINDS[kind("GET", "", "/b/k", false)], "GET");
+        assert_eq!(KINDS[kind("GET", "", "/b/k", true)], "ranged_GET");
+        assert_eq!(
+            KINDS[kind("GET", "list-type=2&prefix=a%2F&delimiter=%2F", "/b", false)],
+            "LIST"
+        );
+        assert_eq!(
+            KINDS[kind("GET", "restype=container&comp=list", "/c", false)],
+            "LIST"
+        );
+        assert_eq!(
+            KINDS[kind("GET", "prefix=a", "/storage/v1/b/x/o", false)],
+            "LIST"
+        );
+        assert_eq!(KINDS[kind("PROPFIND", "", "/d/", false)], "LIST");
+        assert_eq!(KINDS[kind("POST", "", "/", false)], "other");
+    }
+
+    #[test]
+    fn a_retry_is_an_attempt_that_repeats_a_failed_one() {
+        let m = SourceMetrics::new("s3://t".into());
+        m.started("GET u bytes=0-9");
+        m.failed_retryably("GET u bytes=0-9".into());
+        m.started("GET u bytes=10-19");
+        m.started("GET u bytes=0-9");
+        m.started("GET u bytes=0-9");
+        assert_eq!(m.snapshot().retries, 1);
+        for i in 0..MAX_PENDING + 10 {
+            m.failed_retryably(format!("k{i}"));
+        }
+        assert_eq!(m.pending.lock().len(), MAX_PENDING);
+    }
+
+    #[test]
+    fn sources_are_bounded() {
+        for i in 0..MAX_SOURCES + 5 {
+            source(&format!("s3://bound-test-{i}"));
+        }
+        assert!(snapshot().len() <= MAX_SOURCES);
+        assert!(Arc::ptr_eq(
+            &source("s3://bound-test-x"),
+            &source("s3://bound-test-y")
+        ));
+    }
+}
