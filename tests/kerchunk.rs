@@ -219,6 +219,50 @@ fn cat_writes_every_variable() {
     }
 }
 
+/// A netCDF-4 file and kerchunk's references of it serve the same bytes
+/// through `slabfs cat`, variable by variable, and they are the values
+/// netCDF4-python reads.
+#[test]
+fn cat_of_a_netcdf4_file_and_of_its_references_agree() {
+    let m = manifest();
+    let bin = env!("CARGO_BIN_EXE_slabfs");
+    let cat = |file: &str, var: &str| {
+        let out = Command::new(bin)
+            .arg("cat")
+            .arg(fixtures().join(file))
+            .arg(var)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{file} {var}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let vars = m["datasets"]["netcdf4"]["variables"].as_object().unwrap();
+    assert!(vars.len() >= 10, "{} variables", vars.len());
+    let refs = m["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["file"] == "data/netcdf4.json")
+        .expect("kerchunk's references of netcdf4.h5");
+    for var in vars.keys() {
+        let native_bytes = cat("data/netcdf4.h5", var);
+        assert_eq!(native_bytes, native(&m, "netcdf4", var), "netcdf4.h5 {var}");
+        assert!(
+            refs["variables"].as_array().unwrap().contains(&json!(var)),
+            "{var} not referenced"
+        );
+        assert_eq!(
+            cat("data/netcdf4.json", var),
+            native_bytes,
+            "netcdf4.json {var}"
+        );
+    }
+}
+
 /// In a directory, reference files are directories of their arrays, next
 /// to the netCDF-3 file they point into; the broken ones are reported,
 /// never fatal; other JSON files (the manifest) are not datasets.

@@ -213,7 +213,11 @@ fn reads_touching_a_missing_fragment_fail_the_rest_read() {
         .into_iter()
         .filter(|c| !c.errors.is_empty())
         .collect();
-    assert_eq!(missing.len(), 2, "an NCA and a CF case");
+    assert_eq!(
+        missing.len(),
+        4,
+        "an NCA and a CF case, a missing and a corrupt netCDF-4 fragment"
+    );
     for case in missing {
         let a = ds.get(&case.path).unwrap().array.clone();
         let (loc, file) = &case.errors[0];
@@ -1198,4 +1202,85 @@ fn fragments_are_found_by_the_names_netcdf_c_reads() {
         let got = read_le(a.as_ref(), 0, want.len(), Endian::Little).unwrap();
         assert_eq!(got, want, "{name}");
     }
+}
+
+// ------------------------------------------------------------ netCDF-4
+
+/// A netCDF-4 fragment whose reads fail after the load (tests/faults.rs
+/// style, through `FaultyFiles`): the reads touching it fail with EIO
+/// naming the fragment file, the other partitions read, a failed read is
+/// not cached (repeating it goes back to the file), and once the fault is
+/// gone the same read returns the expected bytes.
+#[test]
+fn a_failing_netcdf4_fragment_fails_only_its_reads() {
+    use slabfs::storage::faults::{Fault, FaultPlan, FaultyFiles, Rule};
+    let plan = FaultPlan::new();
+    let ds = dataset::open_with(
+        &root().join("data"),
+        cache(),
+        &[],
+        FaultyFiles::os(plan.clone()),
+    )
+    .unwrap();
+    // nc4.nca.json tas (time 6, lat 4, lon 5): partition [0] is
+    // frag/nc4_0.nc (deflate + shuffle chunks), time 0..2.
+    let c = case("nc4.nca.json/tas");
+    let a = ds.get(&c.path).unwrap().array.clone();
+    let row = c.expected.len() / c.shape[0] as usize;
+    let id = plan.add(Rule::new(
+        "nc4_0.nc",
+        Fault::Error(std::io::ErrorKind::Other),
+    ));
+    let mut fired = 0;
+    for attempt in 1..=2 {
+        let e = read_le(a.as_ref(), 0, 2 * row, Endian::Little).unwrap_err();
+        assert_eq!(e.errno(), 5, "{e}");
+        assert!(chain(&e).contains("nc4_0.nc"), "{}", chain(&e));
+        // Nothing failed was cached: each attempt goes to the file again.
+        assert!(plan.fired(id) > fired, "attempt {attempt} read nothing");
+        fired = plan.fired(id);
+    }
+    let rest = read_le(a.as_ref(), 2 * row as u64, 4 * row, Endian::Little).unwrap();
+    same(&rest, &c.expected[2 * row..], &c.dtype, c.rtol).unwrap();
+    plan.clear();
+    let first = read_le(a.as_ref(), 0, 2 * row, Endian::Little).unwrap();
+    same(&first, &c.expected[..2 * row], &c.dtype, c.rtol).unwrap();
+}
+
+/// The netCDF-4 cases of the manifest are there (the generic tests above
+/// read them): aggregation files in NETCDF4 and NETCDF3_CLASSIC over
+/// netCDF-4 fragments, an NCA descriptor and a CFA-0.4 file.
+#[test]
+fn netcdf4_cases_are_covered() {
+    let paths: Vec<String> = cases().into_iter().map(|c| c.path).collect();
+    for p in [
+        "cf/nc4/agg.nc/q",
+        "cf/nc4_classic/agg.nc/q",
+        "cf/nc4_missing/agg.nc/q",
+        "cf/nc4_corrupt/agg.nc/q",
+        "nc4.nca.json/tas",
+        "cfa04/nc4.nc/w",
+    ] {
+        assert!(paths.iter().any(|x| x == p), "{p} not in the manifest");
+    }
+    // cf-python's default writes the aggregation file as netCDF-4, its
+    // fragment URIs as variable-length strings.
+    let agg = root().join("data/cf/nc4/agg.nc");
+    assert_eq!(
+        slabfs::formats::netcdf::sniff(&agg).unwrap(),
+        slabfs::formats::netcdf::Kind::Hdf5
+    );
+    let ds = dataset::open(&agg, cache()).unwrap();
+    let names: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
+    assert!(names.contains(&"q"), "{names:?}");
+    // Definition variables hidden, and not reported as skipped.
+    assert!(
+        !names.iter().any(|n| n.starts_with("fragment_")),
+        "{names:?}"
+    );
+    assert!(
+        ds.skipped.is_empty(),
+        "{:?}",
+        ds.skipped.iter().map(|e| e.to_string()).collect::<Vec<_>>()
+    );
 }

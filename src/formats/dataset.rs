@@ -282,15 +282,9 @@ fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Resu
             Ok(true)
         }
         netcdf::Opened::Hdf5(h) => {
-            for (name, array) in h.arrays {
-                let path = if prefix.is_empty() {
-                    name
-                } else {
-                    format!("{prefix}/{name}")
-                };
-                ds.entries.push(Entry { path, array });
-            }
-            ds.skipped.extend(h.skipped);
+            // netCDF-4: aggregation variables assembled too.
+            let nc = nca::ncfile::NcFile::hdf5(file.display().to_string(), h);
+            push_variables(ds, prefix, nca::netcdf::file_variables(Arc::new(nc), opts));
             Ok(true)
         }
         netcdf::Opened::Other => Ok(false),

@@ -32,10 +32,12 @@ pub enum Kind {
     Other,
 }
 
-/// What slabfs says where a netCDF-4 (HDF5) file cannot be used yet (as
-/// a fragment of an aggregation).
-pub const NETCDF4_UNSUPPORTED: &str = "netCDF-4 (HDF5) file: not supported as an aggregation \
-     fragment yet; convert it with `nccopy -k nc5 IN OUT` or to Zarr";
+/// What [`open`] says of a netCDF-4 (HDF5) file, which it does not read
+/// (callers that take netCDF-4 too use [`open_any`]; aggregations
+/// `nca::ncfile::NcFile`).
+pub const NETCDF4_UNSUPPORTED: &str = "netCDF-4 (HDF5) file: not read here, where only \
+     classic netCDF files and blocked archives are (convert it with `nccopy -k nc5 IN OUT` \
+     or to Zarr)";
 
 /// Sniff the magic number of the file at `path`.
 pub fn sniff(path: &Path) -> std::io::Result<Kind> {
@@ -62,7 +64,7 @@ pub fn kind_of(file: &dyn ReadAt) -> std::io::Result<Kind> {
 /// blocked archive of one whose blocks decode through `cache` (a private
 /// cache when `None`). A netCDF-4 file is an error saying so: it has
 /// groups and types a classic file has not, and opens with
-/// [`hdf5::open`] instead.
+/// [`open_any`] (or [`hdf5::open`]) instead.
 pub fn open(
     path: &Path,
     files: &dyn Files,

@@ -137,6 +137,98 @@ const MAX_GROUP_DEPTH: usize = 64;
 pub struct Contents {
     pub arrays: Vec<(String, Arc<dyn ArraySource>)>,
     pub skipped: Vec<Error>,
+    /// netCDF's dimensions, named as the variables' `dimension_names` name
+    /// them (a dimension scale's name; `grp/name` below the root group),
+    /// with netCDF's length (the longest extent along an unlimited one)
+    /// and whether it is unlimited.
+    pub dimensions: Vec<(String, u64, bool)>,
+    /// The attributes of the root group (`""`, netCDF's global attributes)
+    /// and of every other group (`grp`, `grp/sub`), bookkeeping hidden.
+    pub groups: Vec<(String, Map<String, Value>)>,
+    /// Datasets of variable-length strings (netCDF `string` variables):
+    /// no flat file can carry them, but an aggregation reads its small
+    /// definition variables whole ([`Strings::read`]). The mount shows
+    /// none of them; [`Strings::not_shown`] says why.
+    pub strings: Vec<(String, Strings)>,
+}
+
+/// A dataset of variable-length strings: its elements are references into
+/// the global heap, read as fixed-size elements through the ordinary
+/// storage ([`array::array`]) and resolved on demand.
+pub struct Strings {
+    file: Arc<FileRef>,
+    /// The references, `element size` bytes each.
+    refs: Arc<dyn ArraySource>,
+    /// The dataset's path in the file (`/grp/var`).
+    what: String,
+}
+
+impl Strings {
+    /// The shape of the dataset.
+    pub fn shape(&self) -> &[u64] {
+        &self.refs.meta().shape
+    }
+
+    /// Dimension names and attributes, as for any dataset.
+    pub fn meta(&self) -> &ArrayMeta {
+        self.refs.meta()
+    }
+
+    /// Every string of the dataset, row-major; refused with
+    /// [`Error::TooLarge`] past `max_elements`. A string whose reference
+    /// is empty (never written) is `""`.
+    pub fn read(&self, max_elements: u64) -> Result<Vec<String>> {
+        let meta = self.refs.meta();
+        let n = meta.num_elements();
+        if n > max_elements {
+            return Err(Error::TooLarge {
+                path: format!("{} (dataset {})", self.file.path, self.what),
+                size: n,
+                limit: max_elements,
+            });
+        }
+        let mut bytes = vec![0u8; meta.nbytes() as usize];
+        self.refs.read_region(
+            &crate::engine::index::Region::whole(&meta.shape),
+            &mut bytes,
+        )?;
+        let f = &self.file.f;
+        let mut heap = GlobalHeap::default();
+        let fmt = |e: Hdf5Error| Error::Format {
+            path: self.file.path.clone(),
+            source: Box::new(e),
+        };
+        let mut out = Vec::with_capacity(n as usize);
+        for el in bytes.chunks_exact(meta.item_size().max(1)) {
+            out.push(vlen_string(f, el, &mut heap, &self.what).map_err(fmt)?);
+        }
+        Ok(out)
+    }
+
+    /// Why the mount does not show this dataset, as the line every other
+    /// skipped dataset gets.
+    pub fn not_shown(&self) -> Error {
+        Error::Format {
+            path: format!("{} (dataset {})", self.file.path, self.what),
+            source: Box::new(Hdf5Error::NotFlat {
+                what: self.what.clone(),
+                class: H5Type::VlenString.class_name(),
+                size: self.refs.meta().item_size(),
+            }),
+        }
+    }
+}
+
+/// One variable-length string element: (length, collection, index).
+fn vlen_string(f: &H5File, el: &[u8], heap: &mut GlobalHeap, what: &str) -> H5Result<String> {
+    let mut c = f.cursor(el, what);
+    let n = c.u32()?;
+    let col = c.addr()?;
+    let idx = c.u32()?;
+    if n == 0 || f.undefined(col) {
+        return Ok(String::new());
+    }
+    Ok(text(heap.object(f, col, idx, what)?, 0))
 }
 
 /// One object found while walking the groups.
@@ -188,11 +280,13 @@ pub fn from_reader(
         nodes: &mut nodes,
         skipped: &mut contents.skipped,
         groups: HashSet::new(),
+        attributes: Vec::new(),
     };
     let root = meta::object_header(&f, sb.root, "root group").map_err(fmt)?;
     walk.group(sb.root, "", root, 0).map_err(fmt)?;
+    let groups = std::mem::take(&mut walk.attributes);
     let file = Arc::new(FileRef { path: name, f });
-    build(&file, nodes, cache, &mut contents);
+    build(&file, nodes, groups, cache, &mut contents);
     Ok(contents)
 }
 
@@ -202,6 +296,8 @@ struct Walk<'a> {
     nodes: &'a mut Vec<Node>,
     skipped: &'a mut Vec<Error>,
     groups: HashSet<u64>,
+    /// Each group's path (`""` for the root) and attributes.
+    attributes: Vec<(String, Vec<Attribute>)>,
 }
 
 impl Walk<'_> {
@@ -227,6 +323,11 @@ impl Walk<'_> {
         if !self.groups.insert(addr) || depth > MAX_GROUP_DEPTH {
             return Ok(()); // a hard link back up the tree: shown once
         }
+        let (attrs, dense_error) = object_attributes(self.f, &messages, &what, self.file);
+        if let Some(e) = dense_error {
+            log::warn!("{}: {what}: attributes not shown: {e}", self.file);
+        }
+        self.attributes.push((path.to_string(), attrs));
         let mut members: BTreeMap<String, u64> = BTreeMap::new();
         for m in &messages {
             match m.kind {
@@ -311,9 +412,61 @@ impl Parsed {
     }
 }
 
-fn build(file: &Arc<FileRef>, nodes: Vec<Node>, cache: Arc<ChunkCache>, out: &mut Contents) {
+/// The attributes in an object header's `messages` (compact, and dense
+/// storage), and why the dense ones could not be read if they could not.
+/// An attribute that cannot be decoded is left out with a warning.
+fn object_attributes(
+    f: &H5File,
+    messages: &[Message],
+    what: &str,
+    file: &str,
+) -> (Vec<Attribute>, Option<Hdf5Error>) {
+    let mut attrs = Vec::new();
+    let mut dense_error = None;
+    for m in messages {
+        match m.kind {
+            meta::MSG_ATTRIBUTE => match meta::attribute(f, &m.data, what) {
+                Ok(a) => attrs.push(a),
+                Err(e) => log::warn!("{file}: {e}: attribute not shown"),
+            },
+            meta::MSG_ATTRIBUTE_INFO => {
+                let dense = meta::attribute_info_dense(f, &m.data, what).and_then(|d| {
+                    d.map(|(heap, names)| dense::objects(f, heap, names, what))
+                        .transpose()
+                });
+                match dense {
+                    Ok(raws) => {
+                        for raw in raws.unwrap_or_default() {
+                            match meta::attribute(f, &raw, what) {
+                                Ok(a) => attrs.push(a),
+                                Err(e) => log::warn!("{file}: {e}: attribute not shown"),
+                            }
+                        }
+                    }
+                    Err(e) => dense_error = Some(e),
+                }
+            }
+            _ => {}
+        }
+    }
+    (attrs, dense_error)
+}
+
+fn build(
+    file: &Arc<FileRef>,
+    nodes: Vec<Node>,
+    groups: Vec<(String, Vec<Attribute>)>,
+    cache: Arc<ChunkCache>,
+    out: &mut Contents,
+) {
     let f = &file.f;
     let mut heap = GlobalHeap::default();
+    for (path, attrs) in groups {
+        let what = if path.is_empty() { "/" } else { path.as_str() };
+        let shown = attributes_json(f, &attrs, &mut heap, what);
+        out.groups
+            .push((path.trim_start_matches('/').to_string(), shown));
+    }
     let skip = |out: &mut Contents, object: &str, e: Hdf5Error| {
         log::debug!("{}: skipping {object}: {e}", file.path);
         out.skipped.push(Error::Format {
@@ -325,36 +478,7 @@ fn build(file: &Arc<FileRef>, nodes: Vec<Node>, cache: Arc<ChunkCache>, out: &mu
     // dimensions of the others.
     let mut parsed = Vec::new();
     for node in nodes {
-        let mut attrs = Vec::new();
-        let mut dense_error = None;
-        for m in &node.messages {
-            match m.kind {
-                meta::MSG_ATTRIBUTE => match meta::attribute(f, &m.data, &node.path) {
-                    Ok(a) => attrs.push(a),
-                    Err(e) => log::warn!("{}: {e}: attribute not shown", file.path),
-                },
-                meta::MSG_ATTRIBUTE_INFO => {
-                    let dense = meta::attribute_info_dense(f, &m.data, &node.path).and_then(|d| {
-                        d.map(|(heap, names)| dense::objects(f, heap, names, &node.path))
-                            .transpose()
-                    });
-                    match dense {
-                        Ok(raws) => {
-                            for raw in raws.unwrap_or_default() {
-                                match meta::attribute(f, &raw, &node.path) {
-                                    Ok(a) => attrs.push(a),
-                                    Err(e) => {
-                                        log::warn!("{}: {e}: attribute not shown", file.path)
-                                    }
-                                }
-                            }
-                        }
-                        Err(e) => dense_error = Some(e),
-                    }
-                }
-                _ => {}
-            }
-        }
+        let (attrs, dense_error) = object_attributes(f, &node.messages, &node.path, &file.path);
         parsed.push(Parsed {
             node,
             attrs,
@@ -397,6 +521,26 @@ fn build(file: &Arc<FileRef>, nodes: Vec<Node>, cache: Arc<ChunkCache>, out: &mu
                 let l = unlimited_len.entry(s).or_default();
                 *l = (*l).max(len);
             }
+        }
+    }
+    // netCDF's dimensions: every scale, hidden or not.
+    for p in &parsed {
+        if !scale_by_addr.contains_key(&p.node.addr) {
+            continue;
+        }
+        if let Some(&(len, unlimited)) = extents(f, p).unwrap_or_default().first() {
+            let len = unlimited_len.get(&p.node.addr).map_or(len, |&l| l.max(len));
+            let name = p.node.path.trim_start_matches('/');
+            let name = match name.rsplit_once('/') {
+                Some((group, base)) => {
+                    format!(
+                        "{group}/{}",
+                        base.strip_prefix(NON_COORD_PREFIX).unwrap_or(base)
+                    )
+                }
+                None => name.to_string(),
+            };
+            out.dimensions.push((name, len, unlimited));
         }
     }
     // Which datasets are netCDF variables: not the hidden dimension
@@ -447,7 +591,22 @@ fn build(file: &Arc<FileRef>, nodes: Vec<Node>, cache: Arc<ChunkCache>, out: &mu
             None => path.clone(),
         };
         let shown = shown.trim_start_matches('/').to_string();
-        match dataset(file, &p, &mut heap, dims, cache.clone()) {
+        let vlen_string = p
+            .node
+            .messages
+            .iter()
+            .find(|m| m.kind == meta::MSG_DATATYPE)
+            .and_then(|m| meta::datatype(f, &m.data, &path).ok())
+            .is_some_and(|(t, _)| t == H5Type::VlenString);
+        match dataset(file, &p, &mut heap, dims, cache.clone(), vlen_string) {
+            Ok(refs) if vlen_string => out.strings.push((
+                shown,
+                Strings {
+                    file: file.clone(),
+                    refs,
+                    what: path,
+                },
+            )),
             Ok(a) => {
                 let a = match netcdf_shape {
                     Some(shape) if shape != a.meta().shape => match extended(a, shape) {
@@ -509,6 +668,7 @@ fn dataset(
     heap: &mut GlobalHeap,
     dims: Vec<Option<String>>,
     cache: Arc<ChunkCache>,
+    vlen_string: bool,
 ) -> std::result::Result<Arc<dyn ArraySource>, DatasetError> {
     let f = &file.f;
     let what = p.node.path.as_str();
@@ -530,6 +690,10 @@ fn dataset(
     let (h5type, size) = meta::datatype(f, &need(meta::MSG_DATATYPE, "datatype")?.data, what)?;
     let (dtype, endian) = match flat_type(&h5type) {
         Some(t) => t,
+        // The heap references themselves, for [`Strings`].
+        None if vlen_string && h5type == H5Type::VlenString => {
+            (DataType::FixedBytes(size), Endian::Little)
+        }
         None => {
             return Err(Hdf5Error::NotFlat {
                 what: what.to_string(),
@@ -843,22 +1007,32 @@ fn dimension_list(
 /// as JSON (one element a scalar, strings as strings); an attribute of a
 /// type JSON cannot carry is left out.
 fn attributes(f: &H5File, p: &Parsed, heap: &mut GlobalHeap) -> Map<String, Value> {
+    attributes_json(f, &p.attrs, heap, &p.node.path)
+}
+
+/// [`attributes`] of any object (`what` names it in log lines).
+fn attributes_json(
+    f: &H5File,
+    attrs: &[Attribute],
+    heap: &mut GlobalHeap,
+    what: &str,
+) -> Map<String, Value> {
     let mut out = Map::new();
-    for a in &p.attrs {
+    for a in attrs {
         if HIDDEN_ATTRIBUTES.contains(&a.name.as_str()) {
             continue;
         }
-        match attr_json(f, a, heap, &p.node.path) {
+        match attr_json(f, a, heap, what) {
             Ok(Some(v)) => {
                 out.insert(a.name.clone(), v);
             }
             Ok(None) => log::debug!(
                 "{}: attribute {:?} of type {} not shown",
-                p.node.path,
+                what,
                 a.name,
                 a.dtype.class_name()
             ),
-            Err(e) => log::warn!("{}: attribute {:?}: {e}", p.node.path, a.name),
+            Err(e) => log::warn!("{what}: attribute {:?}: {e}", a.name),
         }
     }
     out
@@ -901,17 +1075,7 @@ fn attr_json(
                 float_json(x)
             }
             H5Type::FixedString { pad, .. } => Value::from(text(el, *pad)),
-            H5Type::VlenString => {
-                let mut c = f.cursor(el, what);
-                let n = c.u32()?;
-                let col = c.addr()?;
-                let idx = c.u32()?;
-                if n == 0 || f.undefined(col) {
-                    Value::from("")
-                } else {
-                    Value::from(text(heap.object(f, col, idx, what)?, 0))
-                }
-            }
+            H5Type::VlenString => Value::from(vlen_string(f, el, heap, what)?),
             _ => return Ok(None),
         };
         values.push(v);

@@ -42,12 +42,11 @@ use super::aggregate::Aggregation;
 use super::descriptor::{ArraySpec, DataSpec, Format, MasterSpec, PartitionSpec};
 use super::error::NcaError;
 use super::fragment::Context;
+use super::ncfile::{NcFile, Var, Whole};
 use crate::codec::numeric::{self, Element, Prim};
-use crate::dtype::{DataType, Endian};
+use crate::dtype::Endian;
 use crate::engine::array::ArraySource;
-use crate::engine::index::Region;
 use crate::error::{Error, Result};
-use crate::formats::netcdf3::{self, Variable};
 
 /// Definition variables larger than this are refused (real ones hold a
 /// few numbers or strings per fragment).
@@ -57,14 +56,14 @@ const MAX_DEFINITION_BYTES: u64 = 64 << 20;
 const NC_FILL_INT: i64 = -2_147_483_647;
 
 /// Whether `v` is a CF-1.13 aggregation variable.
-pub fn is_aggregation_variable(v: &Variable) -> bool {
+pub fn is_aggregation_variable(v: &Var) -> bool {
     v.attributes.contains_key("aggregated_dimensions")
         && v.attributes.contains_key("aggregated_data")
 }
 
 /// The aggregation definition variables of `file` (`map`, `uris`...):
 /// implementation details of its aggregation variables, not shown.
-pub fn definition_variables(file: &netcdf3::File) -> BTreeSet<String> {
+pub fn definition_variables(file: &NcFile) -> BTreeSet<String> {
     file.variables()
         .iter()
         .filter(|v| v.not_shown.is_none() && is_aggregation_variable(v))
@@ -101,7 +100,7 @@ fn features(s: &str) -> Result<Vec<(String, String)>, NcaError> {
 
 /// Build the aggregation variable `var` of `file`.
 pub(crate) fn aggregation(
-    file: &Arc<netcdf3::File>,
+    file: &Arc<NcFile>,
     var: &str,
     ctx: Arc<Context>,
 ) -> Result<Arc<dyn ArraySource>> {
@@ -110,43 +109,24 @@ pub(crate) fn aggregation(
     Ok(Arc::new(Aggregation::new(spec, &name, ctx)?))
 }
 
-/// A whole (small) variable of the file, native byte order.
-struct Whole {
-    shape: Vec<u64>,
-    dtype: DataType,
-    fill: Vec<u8>,
-    bytes: Vec<u8>,
-}
-
-fn read_whole(file: &netcdf3::File, var: &str, what: &str, name: &str) -> Result<Whole> {
-    let a = file.array(var).map_err(|_| {
-        NcaError::invalid(
+fn read_whole(file: &NcFile, var: &str, what: &str, name: &str) -> Result<Whole> {
+    if file.variable(var).is_none() {
+        return Err(NcaError::invalid(
             "aggregated_data",
             format!("{what} variable {var:?} does not exist"),
         )
-        .at(name)
-    })?;
-    let meta = a.meta();
-    if meta.nbytes() > MAX_DEFINITION_BYTES {
-        return Err(Error::TooLarge {
-            path: format!("{} (variable {var})", file.path()),
-            size: meta.nbytes(),
-            limit: MAX_DEFINITION_BYTES,
-        });
+        .at(name));
     }
-    let mut bytes = vec![0u8; meta.nbytes() as usize];
-    a.read_region(&Region::whole(&meta.shape), &mut bytes)?;
-    Ok(Whole {
-        shape: meta.shape.clone(),
-        dtype: meta.dtype.clone(),
-        fill: meta.fill_value.clone(),
-        bytes,
-    })
+    file.read_whole(var, MAX_DEFINITION_BYTES)
 }
 
-/// Text variable → its strings (the last dimension is the string length;
-/// trailing NULs and blanks dropped).
+/// Text variable → its strings (for `char`, the last dimension is the
+/// string length; trailing NULs and blanks dropped). A netCDF-4 `string`
+/// variable's strings as they are.
 fn strings(w: &Whole) -> Vec<String> {
+    if let Some(s) = &w.strings {
+        return s.clone();
+    }
     let len = w.shape.last().copied().unwrap_or(1).max(1) as usize;
     w.bytes
         .chunks(len)
@@ -160,7 +140,7 @@ fn strings(w: &Whole) -> Vec<String> {
         .collect()
 }
 
-fn master(file: &netcdf3::File, var: &str, name: &str) -> Result<MasterSpec> {
+fn master(file: &NcFile, var: &str, name: &str) -> Result<MasterSpec> {
     let err = |e: NcaError| e.at(name);
     let v = file
         .variable(var)
@@ -290,7 +270,8 @@ fn master(file: &netcdf3::File, var: &str, name: &str) -> Result<MasterSpec> {
         Values(Vec<Option<Vec<u8>>>),
     }
     let expect_shape = |w: &Whole, what: &str, var: &str, text: bool| -> Result<()> {
-        let frag_dims = if text {
+        // `char` strings have a last dimension more than `string` ones.
+        let frag_dims = if text && w.strings.is_none() {
             &w.shape[..w.shape.len().saturating_sub(1)]
         } else {
             &w.shape[..]
@@ -401,11 +382,13 @@ fn master(file: &netcdf3::File, var: &str, name: &str) -> Result<MasterSpec> {
                     uri_path(&uris[k as usize])
                         .map_err(|d| err(NcaError::invalid(format!("{label} uri"), d)))?,
                 );
+                // `/q` is `q` of the root group; `/grp/q` is `grp/q`,
+                // which only a netCDF-4 fragment has.
                 let id = ids[k as usize].trim_start_matches('/');
-                if id.is_empty() || id.contains('/') {
+                if id.is_empty() {
                     return Err(err(NcaError::invalid(
                         format!("{label} identifier"),
-                        format!("{:?} is not a variable of a netCDF-3 file", ids[k as usize]),
+                        format!("{:?} names no variable", ids[k as usize]),
                     )));
                 }
                 data.ncvar = Some(id.to_string());

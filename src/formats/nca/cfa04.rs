@@ -121,31 +121,31 @@ use super::descriptor::{
 };
 use super::error::NcaError;
 use super::fragment::Context;
+use super::ncfile::{NcFile, Var};
 use super::part::Sel;
 use crate::dtype::{DataType, Endian};
 use crate::engine::array::ArraySource;
 use crate::error::Result;
-use crate::formats::netcdf3::{self, Variable};
 
 /// Whether `v` is a CFA-0.4 variable (`cfa_array`, or `cf_role =
 /// "cfa_variable"`, which without `cfa_array` is a load error).
-pub fn is_cfa_variable(v: &Variable) -> bool {
+pub fn is_cfa_variable(v: &Var) -> bool {
     !is_private(v) && (v.attributes.contains_key("cfa_array") || role(v) == Some("cfa_variable"))
 }
 
 /// Whether `v` is a CFA private variable (a sub-array stored in the CFA
 /// file, not shown).
-pub fn is_private(v: &Variable) -> bool {
+pub fn is_private(v: &Var) -> bool {
     role(v) == Some("cfa_private")
 }
 
-fn role(v: &Variable) -> Option<&str> {
+fn role(v: &Var) -> Option<&str> {
     v.attributes.get("cf_role")?.as_str().map(str::trim)
 }
 
 /// Build the CFA-0.4 variable `var` of `file`.
 pub(crate) fn aggregation(
-    file: &Arc<netcdf3::File>,
+    file: &Arc<NcFile>,
     var: &str,
     ctx: Arc<Context>,
 ) -> Result<Arc<dyn ArraySource>> {
@@ -155,7 +155,7 @@ pub(crate) fn aggregation(
 }
 
 /// The master of the CFA variable `var`.
-fn master(file: &netcdf3::File, var: &str) -> Result<MasterSpec, NcaError> {
+fn master(file: &NcFile, var: &str) -> Result<MasterSpec, NcaError> {
     let v = file
         .variable(var)
         .ok_or_else(|| NcaError::Missing(format!("variable {var}")))?;

@@ -5,11 +5,12 @@
 //! a variable. [`Context::target`] turns that into a [`Target`]: the path
 //! resolved and confined ([`crate::storage::confine`]), the format settled (for a
 //! JSON descriptor without `format`, sniffed from the file: a `.json`
-//! name is a nested descriptor, a directory a Zarr store, `CDF` magic a
-//! netCDF file). [`Context::open`] then opens it as an
+//! name is a nested descriptor, a directory a Zarr store, `CDF` or HDF5
+//! magic a netCDF file). [`Context::open`] then opens it as an
 //! [`ArraySource`]:
 //!
-//! - netCDF: [`crate::formats::netcdf3::File`], shared by every partition of one
+//! - netCDF: a [`super::ncfile::NcFile`] (classic or netCDF-4, by its
+//!   magic number), opened once and shared by every partition of one
 //!   load that names the same file; a variable carrying `nca_array` (or
 //!   CF-1.13 `aggregated_data`, or CFA-0.4 `cfa_array`) is a nested
 //!   aggregation;
@@ -30,10 +31,11 @@ use parking_lot::Mutex;
 
 use super::descriptor::{Format, PartitionSpec};
 use super::error::NcaError;
+use super::ncfile::NcFile;
 use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::{netcdf, netcdf3};
+use crate::formats::netcdf;
 use crate::storage::confine::{self, Roots};
 use crate::storage::files::{Files, ReadAt};
 
@@ -50,7 +52,7 @@ pub struct Context {
     /// The NCA file (descriptor) itself, canonical.
     pub file: PathBuf,
     /// Its netCDF form, when it is a netCDF file.
-    pub netcdf: Option<Arc<netcdf3::File>>,
+    pub netcdf: Option<Arc<NcFile>>,
     /// The (descriptor, variable) pairs being built, outermost first,
     /// this aggregation included.
     pub chain: Vec<(PathBuf, String)>,
@@ -78,7 +80,7 @@ enum Shared {
 /// descriptors.
 #[derive(Default)]
 struct LoadShared {
-    netcdf: Mutex<HashMap<PathBuf, Arc<netcdf3::File>>>,
+    netcdf: Mutex<HashMap<PathBuf, Arc<NcFile>>>,
     raw: Mutex<HashMap<PathBuf, Arc<dyn ReadAt>>>,
     built: Mutex<HashMap<(PathBuf, String), Opened>>,
 }
@@ -128,7 +130,7 @@ impl Context {
         cache: Arc<ChunkCache>,
         files: Arc<dyn Files>,
         file: PathBuf,
-        netcdf: Option<Arc<netcdf3::File>>,
+        netcdf: Option<Arc<NcFile>>,
         chain: Vec<(PathBuf, String)>,
     ) -> Context {
         Context {
@@ -347,12 +349,7 @@ impl Context {
     }
 
     /// The context of a nested aggregation `var` of `file`.
-    fn nested(
-        &self,
-        file: &Path,
-        var: &str,
-        netcdf: Option<Arc<netcdf3::File>>,
-    ) -> Result<Context> {
+    fn nested(&self, file: &Path, var: &str, netcdf: Option<Arc<NcFile>>) -> Result<Context> {
         let here = self
             .chain
             .last()
@@ -403,12 +400,12 @@ impl Context {
     }
 
     /// The netCDF file at `path`, opened once per load.
-    fn netcdf_file(&self, path: &Path) -> Result<Arc<netcdf3::File>> {
+    fn netcdf_file(&self, path: &Path) -> Result<Arc<NcFile>> {
         let shared = self.shared();
         if let Some(f) = shared.netcdf.lock().get(path) {
             return Ok(f.clone());
         }
-        let f = Arc::new(netcdf::open(path, self.files.as_ref(), Some(&self.cache))?);
+        let f = Arc::new(NcFile::open(path, self.files.as_ref(), &self.cache)?);
         shared.netcdf.lock().insert(path.to_path_buf(), f.clone());
         Ok(f)
     }
@@ -422,7 +419,7 @@ fn sniff(path: &Path) -> Option<Format> {
         // the name so the rest of the array still loads.
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         return match ext.as_str() {
-            "nc" | "nc3" | "cdf" => Some(Format::NetCdf),
+            "nc" | "nc3" | "nc4" | "cdf" => Some(Format::NetCdf),
             "zarr" => Some(Format::Zarr),
             "json" => Some(Format::Nca),
             _ => None,

@@ -25,10 +25,16 @@
 //!                              ├ convert: missing values, packing, units, dtype
 //!                              │   └ units: the supported unit subset
 //!                              └ fragment: locate (confine) and open the sub-array
-//!                                  ├ netcdf3::File / raw::RawArray / zarr / nested
+//!                                  ├ ncfile::NcFile (netCDF-3 or netCDF-4) / raw::RawArray
+//!                                  │   / zarr / nested
 //!                                  │   / constant (CF unique_values)
 //!                                  └ storage::confine: every file under an allowed root
 //! ```
+//!
+//! A netCDF file, as the home of aggregation variables or as a fragment,
+//! is an [`ncfile::NcFile`]: the classic reader's file or the HDF5
+//! reader's contents behind one summary of dimensions, variables and
+//! attributes, so [`netcdf`], [`cf`] and [`cfa04`] do not know which.
 //!
 //! Nothing is materialised whole: a read of the master is projected over
 //! the partition matrix with the chunk-grid code, and each partition
@@ -54,6 +60,7 @@ pub mod convert;
 pub mod descriptor;
 pub mod error;
 pub mod fragment;
+pub mod ncfile;
 pub mod netcdf;
 pub mod part;
 pub mod partition;

@@ -1,4 +1,5 @@
-//! NCA variables inside classic netCDF files (the seed's own form).
+//! NCA variables inside netCDF files (the seed's own form), classic or
+//! netCDF-4 ([`super::ncfile::NcFile`]).
 //!
 //! An NCA file is a netCDF file some of whose (scalar) variables carry
 //! `nca_dimensions` (the master's dimension names, defined in the file)
@@ -6,7 +7,8 @@
 //! data, and those flagged `nca_private` (non-zero) exist only to be
 //! referenced by partitions (a partition without `file` reads from the
 //! NCA file itself). The mount shows the ordinary variables as the
-//! netCDF-3 reader serves them, each NCA variable as its assembled master
+//! netCDF-3 or HDF5 reader serves them (netCDF-4 `string` variables not
+//! at all, as ever), each NCA variable as its assembled master
 //! array (dtype and `_FillValue` those of the scalar variable), and hides
 //! the private ones. CF-1.13 aggregation variables in the same file are
 //! assembled too ([`super::cf`]), their definition variables hidden, and
@@ -21,18 +23,19 @@ use super::aggregate::Aggregation;
 use super::descriptor::{MasterSpec, master_fill, parse_nca_array};
 use super::error::NcaError;
 use super::fragment::Context;
+use super::ncfile::{NcFile, Var};
 use crate::engine::array::ArraySource;
 use crate::error::Result;
 use crate::formats::Options;
-use crate::formats::netcdf3::{self, Variable};
+use crate::formats::netcdf3;
 
 /// Whether `v` is an NCA (aggregation) variable.
-pub fn is_nca_variable(v: &Variable) -> bool {
+pub fn is_nca_variable(v: &Var) -> bool {
     v.attributes.contains_key("nca_array")
 }
 
 /// Whether `v` is a private sub-array of an NCA file.
-pub fn is_private(v: &Variable) -> bool {
+pub fn is_private(v: &Var) -> bool {
     match v.attributes.get("nca_private") {
         Some(serde_json::Value::Number(n)) => n.as_f64().is_some_and(|x| x != 0.0),
         Some(serde_json::Value::Array(a)) => {
@@ -44,19 +47,24 @@ pub fn is_private(v: &Variable) -> bool {
 }
 
 /// Whether the file holds any NCA variable.
-pub fn is_nca_file(file: &netcdf3::File) -> bool {
+pub fn is_nca_file(file: &NcFile) -> bool {
     file.variables().iter().any(is_nca_variable)
 }
 
-/// The variables of the open netCDF file `file` as the mount shows them
-/// (see the module doc). A variable that fails is in `skipped`.
+/// The variables of the open classic netCDF file `file` as the mount
+/// shows them (see the module doc). A variable that fails is in `skipped`.
 pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
+    file_variables(Arc::new(NcFile::classic(file)), opts)
+}
+
+/// [`variables`] of any open netCDF file, classic or netCDF-4.
+pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
     let path = Path::new(file.path()).to_path_buf();
     let real = path.canonicalize().unwrap_or_else(|_| path.clone());
     let roots = opts.roots_for(&real);
     let mut out = Variables::default();
     let definitions = super::cf::definition_variables(&file);
-    for e in file.skipped() {
+    for e in file.take_skipped() {
         log::warn!("skipping a variable: {e}");
         out.skipped.push(e);
     }
@@ -65,6 +73,14 @@ pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
             continue;
         }
         if is_private(v) || super::cfa04::is_private(v) || definitions.contains(&v.name) {
+            continue;
+        }
+        if v.is_strings() {
+            // netCDF-4 `string` variables: no flat file carries them.
+            if let Err(e) = file.array(&v.name) {
+                log::warn!("skipping a variable: {e}");
+                out.skipped.push(e);
+            }
             continue;
         }
         let cfa04 = !is_nca_variable(v)
@@ -102,7 +118,7 @@ pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
 
 /// Build the NCA variable `var` of `file`.
 pub(crate) fn aggregation(
-    file: &Arc<netcdf3::File>,
+    file: &Arc<NcFile>,
     var: &str,
     ctx: Arc<Context>,
 ) -> Result<Arc<dyn ArraySource>> {
@@ -112,7 +128,7 @@ pub(crate) fn aggregation(
 }
 
 /// The master of the NCA variable `var`.
-fn master(file: &netcdf3::File, var: &str) -> Result<MasterSpec, NcaError> {
+fn master(file: &NcFile, var: &str) -> Result<MasterSpec, NcaError> {
     let v = file
         .variable(var)
         .ok_or_else(|| NcaError::Missing(format!("variable {var}")))?;
@@ -175,13 +191,10 @@ fn master(file: &netcdf3::File, var: &str) -> Result<MasterSpec, NcaError> {
     })
 }
 
-/// Open the netCDF file at `path` and list its variables, NCA ones
-/// assembled. `Err` only when the file itself cannot be opened.
+/// Open the netCDF file at `path` (classic or netCDF-4) and list its
+/// variables, aggregation ones assembled. `Err` only when the file itself
+/// cannot be opened.
 pub fn open(path: &Path, opts: &Options) -> Result<Variables> {
-    let file = Arc::new(crate::formats::netcdf::open(
-        path,
-        opts.files.as_ref(),
-        Some(&opts.cache),
-    )?);
-    Ok(variables(file, opts))
+    let file = Arc::new(NcFile::open(path, opts.files.as_ref(), &opts.cache)?);
+    Ok(file_variables(file, opts))
 }
