@@ -293,6 +293,31 @@ fn netcdf3_cases() -> Vec<(String, Vec<u8>)> {
     cases
 }
 
+/// (dataset path, expected bytes) of every dataset of the HDF5 fixture
+/// `file` (tests/fixtures/hdf5/manifest.json, written by h5py and
+/// netCDF4-python).
+fn hdf5_cases(file: &str) -> Vec<(String, Vec<u8>)> {
+    let root = fixtures().join("hdf5");
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
+    let entry = manifest
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["file"] == file)
+        .unwrap_or_else(|| panic!("{file} not in the HDF5 manifest"));
+    entry["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            let expected =
+                std::fs::read(root.join("expected").join(d["expected"].as_str().unwrap())).unwrap();
+            (d["path"].as_str().unwrap().to_string(), expected)
+        })
+        .collect()
+}
+
 /// Read every case from `ds` (paths under `prefix`) and compare.
 fn check_all(ds: &Dataset, prefix: &str, cases: &[(String, Vec<u8>)]) {
     let mut failures = Vec::new();
@@ -460,6 +485,13 @@ fn http_urls_name_one_dataset_read_with_ranges() {
             .into_iter()
             .filter_map(|(p, e)| Some((p.strip_prefix(&format!("{file}/"))?.to_string(), e)))
             .collect();
+        assert!(!cases.is_empty(), "{file}");
+        check_all(&ds, "", &cases);
+    }
+    // netCDF-4 / HDF5 objects are read by the HDF5 reader, through ranges.
+    for file in ["nc4.nc", "h5_latest.h5"] {
+        let ds = open(&http.url(&format!("hdf5/data/{file}")));
+        let cases = hdf5_cases(file);
         assert!(!cases.is_empty(), "{file}");
         check_all(&ds, "", &cases);
     }

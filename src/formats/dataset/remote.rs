@@ -32,7 +32,7 @@ use std::sync::Arc;
 use super::{Dataset, MAX_DEPTH, has_dataset_extension, push_hierarchy, push_variables};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::{Options, kerchunk, nca, netcdf, zarr};
+use crate::formats::{Options, kerchunk, nca, zarr};
 use crate::storage::remote::{self, Location, RemoteFiles, RemoteStore};
 use crate::storage::store::Store;
 
@@ -146,9 +146,16 @@ fn add_object(ds: &mut Dataset, loc: &Location, prefix: &str, opts: &Options) ->
     }
     // The URL as the formats' path: RemoteFiles maps it back.
     let path = PathBuf::from(loc.display());
-    let nc = netcdf::open(&path, opts.files.as_ref(), Some(&opts.cache))?;
-    push_variables(ds, prefix, nca::netcdf::variables(Arc::new(nc), opts));
-    Ok(())
+    // netCDF-3, blocked archive or netCDF-4/HDF5, by the magic number:
+    // the same reader a file on disk gets.
+    if super::add_file(ds, &path, prefix, opts)? {
+        Ok(())
+    } else {
+        Err(Error::metadata(
+            loc.display(),
+            "not a netCDF, netCDF-4/HDF5 or blocked netCDF-3 archive",
+        ))
+    }
 }
 
 /// Walk the prefix `dir` (whose listing is `listing`) as a directory of
