@@ -29,7 +29,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{Dataset, MAX_DEPTH, has_dataset_extension, push_hierarchy, push_variables};
+use super::{Dataset, MAX_DEPTH, has_dataset_extension, push_hierarchy};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, kerchunk, nca, zarr};
