@@ -7,6 +7,17 @@
 //!   Zarr does, so the grid is regular. The codec chain is the dataset's
 //!   byte order (`bytes`) then its filter pipeline in order, each filter
 //!   built from its HDF5 id through the codec registry.
+//! - **filter masks**: a chunk may have skipped some filters of the
+//!   pipeline (an optional filter that did not help, such as LZF or szip
+//!   on noise, or a chunk written directly with `H5Dwrite_chunk`); bit `i`
+//!   of its mask says filter `i` was not applied, and those are not
+//!   undone. The chain belongs to the array, not the chunk, so a dataset
+//!   with any such chunk (the index, walked at open, says) gets one
+//!   bytes→bytes codec for its whole pipeline ([`MaskedPipeline`]) and a
+//!   store that appends each chunk's mask to its bytes; the codec takes it
+//!   off and undoes only the filters it names. Datasets whose chunks all
+//!   went through every filter (nearly all) keep the plain chain and
+//!   their fast paths.
 //! - **contiguous**: one range of the file, cut into tiles of whole rows
 //!   of about [`CONTIGUOUS_TILE_BYTES`] (each a contiguous sub-range), so a
 //!   large dataset is neither read whole nor cached whole.
@@ -24,7 +35,9 @@ use super::io::H5File;
 use super::meta::Filter;
 use crate::codec::bytes::BytesCodec;
 use crate::codec::shuffle::Shuffle;
-use crate::codec::{BytesToBytesCodec, Codec, CodecChain, registry};
+use crate::codec::{
+    BytesToBytesCodec, Codec, CodecChain, CodecError, DecodedSize, registry, unknown_size_bound,
+};
 use crate::dtype::Endian;
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, SharedBytes};
@@ -78,12 +91,17 @@ pub fn array(
             filters,
         } => {
             let grid = chunk.iter().map(|&c| DimTiling::Regular(c)).collect();
-            let n = filters.len();
+            let applies = applies(filters.len());
+            let masked = match &chunks {
+                Chunks::Map(m) => m.values().any(|l| l.mask & applies != 0),
+                Chunks::Implicit { .. } => false,
+            };
             (
                 grid,
                 Kind::Chunks {
                     chunks,
-                    nfilters: n,
+                    applies,
+                    masked,
                 },
                 filters,
                 Some(chunk),
@@ -126,7 +144,8 @@ pub fn array(
             )
         }
     };
-    let chain = chain(endian, &filters, item).map_err(|e| Error::metadata(&src, e))?;
+    let masked = matches!(kind, Kind::Chunks { masked: true, .. });
+    let chain = chain(endian, &filters, item, masked).map_err(|e| Error::metadata(&src, e))?;
     let mut meta = meta;
     meta.chunk_shape = chunk_shape;
     let spec = ArraySpec {
@@ -149,8 +168,16 @@ pub fn array(
 /// The codec chain of a dataset: its byte order, then its filters in
 /// pipeline order (the order HDF5 applied them when writing), each built
 /// from its HDF5 id through the codec registry, or why one cannot be.
-fn chain(endian: Endian, filters: &[Filter], item: u64) -> std::result::Result<CodecChain, String> {
+/// `masked`: some chunks skipped filters; the filters then form one
+/// [`MaskedPipeline`].
+fn chain(
+    endian: Endian,
+    filters: &[Filter],
+    item: u64,
+    masked: bool,
+) -> std::result::Result<CodecChain, String> {
     let mut codecs = vec![Codec::ArrayToBytes(Box::new(BytesCodec::new(Some(endian))))];
+    let mut pipeline = Vec::new();
     for f in filters {
         let codec: Box<dyn BytesToBytesCodec> = if f.id == SHUFFLE {
             // HDF5 sets the element size when the dataset is created;
@@ -168,9 +195,85 @@ fn chain(endian: Endian, filters: &[Filter], item: u64) -> std::result::Result<C
                 format!("HDF5 filter {} ({name}) cannot be decoded: {e}", f.id)
             })?
         };
-        codecs.push(Codec::BytesToBytes(codec));
+        pipeline.push(codec);
+    }
+    if masked {
+        codecs.push(Codec::BytesToBytes(Box::new(MaskedPipeline {
+            filters: pipeline,
+        })));
+    } else {
+        codecs.extend(pipeline.into_iter().map(Codec::BytesToBytes));
     }
     CodecChain::new(codecs).map_err(|e| e.to_string())
+}
+
+/// The mask bits that name filters of a pipeline of `n` (HDF5 allows 32).
+fn applies(n: usize) -> u32 {
+    if n >= 32 { u32::MAX } else { (1u32 << n) - 1 }
+}
+
+/// A dataset's whole filter pipeline as one codec, for datasets where
+/// some chunks skipped filters: its input is a chunk's bytes followed by
+/// its filter mask (4 bytes, little-endian, appended by [`H5Store`]), and
+/// it undoes, last to first, the filters the mask does not name.
+#[derive(Debug)]
+struct MaskedPipeline {
+    filters: Vec<Box<dyn BytesToBytesCodec>>,
+}
+
+const MASKED_PIPELINE: &str = "hdf5 filters (masked chunks)";
+
+impl BytesToBytesCodec for MaskedPipeline {
+    fn name(&self) -> &'static str {
+        MASKED_PIPELINE
+    }
+
+    fn encoded_size(&self, _decoded_size: usize) -> Option<usize> {
+        None
+    }
+
+    fn decode(
+        &self,
+        mut buf: Vec<u8>,
+        size: DecodedSize,
+    ) -> std::result::Result<Vec<u8>, CodecError> {
+        let Some(at) = buf.len().checked_sub(4) else {
+            return Err(CodecError::corrupt(MASKED_PIPELINE, "no filter mask"));
+        };
+        let mask = u32::from_le_bytes(buf[at..].try_into().expect("4 bytes"));
+        buf.truncate(at);
+        let applied: Vec<&dyn BytesToBytesCodec> = self
+            .filters
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask & (1 << i) == 0)
+            .map(|(_, c)| c.as_ref())
+            .collect();
+        // sizes[j]: the input of applied[j] when encoding, where known.
+        let mut sizes = vec![match size {
+            DecodedSize::Exact(n) => Some(n),
+            DecodedSize::AtMost(_) => None,
+        }];
+        for c in &applied {
+            let next = sizes
+                .last()
+                .copied()
+                .flatten()
+                .and_then(|s| c.encoded_size(s));
+            sizes.push(next);
+        }
+        for (j, c) in applied.iter().enumerate().rev() {
+            let want = match sizes[j] {
+                Some(n) => DecodedSize::Exact(n),
+                None if j == 0 => size,
+                None => DecodedSize::AtMost(unknown_size_bound(size.limit())),
+            };
+            buf = c.decode(buf, want)?;
+            want.check(c.name(), buf.len())?;
+        }
+        size.check(MASKED_PIPELINE, buf.len())?;
+        Ok(buf)
+    }
 }
 
 /// HDF5's shuffle filter id.
@@ -187,7 +290,11 @@ pub struct FileRef {
 enum Kind {
     Chunks {
         chunks: Chunks,
-        nfilters: usize,
+        /// The mask bits that name a filter of the pipeline.
+        applies: u32,
+        /// Some chunk skipped filters: every chunk's mask follows its
+        /// bytes, for [`MaskedPipeline`].
+        masked: bool,
     },
     Rows {
         addr: Option<u64>,
@@ -253,25 +360,19 @@ impl Store for H5Store {
             return Ok(None);
         };
         match &self.kind {
-            Kind::Chunks { chunks, nfilters } => {
+            Kind::Chunks {
+                chunks,
+                applies,
+                masked,
+            } => {
                 let Some(loc) = chunks.get(&coords) else {
                     return Ok(None);
                 };
-                let applies = if *nfilters >= 32 {
-                    u32::MAX
-                } else {
-                    (1u32 << nfilters) - 1
-                };
-                if loc.mask & applies != 0 {
-                    return Err(self.error(
-                        key,
-                        Hdf5Error::unsupported(
-                            format!("filter mask {:#x}", loc.mask),
-                            "a chunk stored with some of its filters skipped",
-                        ),
-                    ));
+                let mut data = self.read(key, loc.addr, loc.size, limit)?;
+                if *masked {
+                    data.extend_from_slice(&(loc.mask & applies).to_le_bytes());
                 }
-                self.read(key, loc.addr, loc.size, limit).map(Some)
+                Ok(Some(data))
             }
             Kind::Rows {
                 addr,
