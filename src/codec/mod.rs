@@ -70,6 +70,7 @@ pub mod packbits;
 pub mod pcodec;
 pub mod quantize;
 pub mod registry;
+pub mod scaleoffset;
 pub mod shuffle;
 pub mod transpose;
 pub mod zfpy;

@@ -47,8 +47,8 @@ use super::array_filter::{ArrayFilter, FilterArrayCodec, FilterBytesCodec};
 use super::{
     ArrayToBytesCodec, BytesToBytesCodec, Codec, CodecError, adler32, astype, bitround, bitshuffle,
     blosc, bytes, bz2, categorize, crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip,
-    hdf5_lz4, jenkins_lookup3, lz4, lzf, lzma, packbits, pcodec, quantize, shuffle, transpose,
-    v3_extension, zfpy, zlib, zstd,
+    hdf5_lz4, jenkins_lookup3, lz4, lzf, lzma, packbits, pcodec, quantize, scaleoffset, shuffle,
+    transpose, v3_extension, zfpy, zlib, zstd,
 };
 
 /// Every codec slabfs knows, once each.
@@ -88,7 +88,12 @@ pub static CODECS: &[CodecEntry] = &[
 /// HDF5 way (a big-endian size header, the library's own bit packing...),
 /// so they have no numcodecs id or Zarr v3 name, and netcdf-c has no
 /// NCZarr form for them.
-pub static HDF5_FILTERS: &[Hdf5OnlyFilter] = &[lzf::HDF5, hdf5_lz4::HDF5, bitshuffle::HDF5];
+pub static HDF5_FILTERS: &[Hdf5OnlyFilter] = &[
+    lzf::HDF5,
+    hdf5_lz4::HDF5,
+    bitshuffle::HDF5,
+    scaleoffset::HDF5,
+];
 
 /// The prefix zarr-python 3 gives numcodecs ids in Zarr v3 metadata.
 pub const NUMCODECS_PREFIX: &str = "numcodecs.";
@@ -342,7 +347,6 @@ pub fn hdf5_filter_name(id: u32) -> Option<&'static str> {
     Some(match id {
         4 => "szip",
         5 => "nbit",
-        6 => "scaleoffset",
         305 => "lzo",
         32003 => "snappy",
         32013 => "zfp",
