@@ -72,6 +72,7 @@ pub mod quantize;
 pub mod registry;
 pub mod scaleoffset;
 pub mod shuffle;
+pub mod szip;
 pub mod transpose;
 pub mod zfpy;
 pub mod zlib;

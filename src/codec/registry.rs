@@ -48,7 +48,7 @@ use super::{
     ArrayToBytesCodec, BytesToBytesCodec, Codec, CodecError, adler32, astype, bitround, bitshuffle,
     blosc, bytes, bz2, categorize, crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip,
     hdf5_lz4, jenkins_lookup3, lz4, lzf, lzma, packbits, pcodec, quantize, scaleoffset, shuffle,
-    transpose, v3_extension, zfpy, zlib, zstd,
+    szip, transpose, v3_extension, zfpy, zlib, zstd,
 };
 
 /// Every codec slabfs knows, once each.
@@ -93,6 +93,7 @@ pub static HDF5_FILTERS: &[Hdf5OnlyFilter] = &[
     hdf5_lz4::HDF5,
     bitshuffle::HDF5,
     scaleoffset::HDF5,
+    szip::HDF5,
 ];
 
 /// The prefix zarr-python 3 gives numcodecs ids in Zarr v3 metadata.
@@ -345,7 +346,6 @@ pub fn from_hdf5(id: u32, params: &[u32]) -> Result<Box<dyn BytesToBytesCodec>, 
 /// HDF Group's `RegisteredFilterPlugins.md`).
 pub fn hdf5_filter_name(id: u32) -> Option<&'static str> {
     Some(match id {
-        4 => "szip",
         5 => "nbit",
         305 => "lzo",
         32003 => "snappy",
