@@ -125,7 +125,7 @@ mod tests {
     /// "abcabcabcabc" + "xyz": three literals, a back reference of 9 bytes
     /// at distance 3 (overlapping), three literals. Written by hand from
     /// liblzf's format; the fixtures hold h5py-written chunks.
-    const STREAM: &[u8] = &[2, b'a', b'b', b'c', (7 << 5) | 0, 0, 2, 2, b'x', b'y', b'z'];
+    const STREAM: &[u8] = &[2, b'a', b'b', b'c', 7 << 5, 0, 2, 2, b'x', b'y', b'z'];
 
     #[test]
     fn decodes_literals_and_overlapping_references() {

@@ -103,6 +103,7 @@ pub type FromNumcodecs = fn(&Value) -> Result<Box<dyn BytesToBytesCodec>, CodecE
 pub type FromNumcodecsFilter = fn(&Value) -> Result<Box<dyn ArrayFilter>, CodecError>;
 pub type FromNumcodecsArray = fn(&Value) -> Result<Box<dyn ArrayToBytesCodec>, CodecError>;
 pub type FromV3 = fn(&Value) -> Result<Codec, CodecError>;
+pub type FromHdf5 = fn(&[u32]) -> Result<Box<dyn BytesToBytesCodec>, CodecError>;
 
 /// How a codec is built from its numcodecs JSON (the whole object, `id`
 /// included).
@@ -142,7 +143,7 @@ pub struct Hdf5OnlyFilter {
     pub name: &'static str,
     /// Build the decoder from the filter's parameters (`cd_values`, as
     /// the writer's `set_local` completed them).
-    pub build: fn(&[u32]) -> Result<Box<dyn BytesToBytesCodec>, CodecError>,
+    pub build: FromHdf5,
 }
 
 /// One registered codec.

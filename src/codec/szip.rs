@@ -67,7 +67,7 @@ impl Szip {
         };
         let bad = |d: String| Err(CodecError::config(NAME, d));
         // szlib's limits: even block sizes up to 32, 1..=32 or 64 bits.
-        if !(2..=32).contains(&s.pixels_per_block) || s.pixels_per_block % 2 != 0 {
+        if !(2..=32).contains(&s.pixels_per_block) || !s.pixels_per_block.is_multiple_of(2) {
             return bad(format!("{} pixels per block", s.pixels_per_block));
         }
         if !matches!(s.bits_per_pixel, 1..=32 | 64) {
