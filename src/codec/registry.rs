@@ -39,6 +39,12 @@
 //! names every registered codec). `from_v2`, `from_v3`, the `numcodecs.*`
 //! v3 name and the HDF5 conversions then all work.
 //!
+//! An HDF5 filter that no Zarr codec shares (szip, scaleoffset, LZF,
+//! HDF5-framed LZ4, bitshuffle) is a `pub const HDF5: Hdf5OnlyFilter` in
+//! its file and one line in [`HDF5_FILTERS`]; [`from_hdf5`] builds it from
+//! the parameters directly, and its `docs/CODECS.md` row goes in the
+//! "HDF5-only filters" table.
+//!
 //! Lookups scan the table (two dozen entries, once per array opened).
 
 use serde_json::{Map, Value};

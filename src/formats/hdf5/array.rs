@@ -508,3 +508,72 @@ impl ArraySource for Extended {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn zlib(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(4));
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn filter(id: u32, params: &[u32]) -> Filter {
+        Filter {
+            id,
+            name: String::new(),
+            optional: true,
+            params: params.to_vec(),
+        }
+    }
+
+    /// Shuffle then deflate, as h5py writes them; chunks with the mask
+    /// appended, as the store hands them over.
+    #[test]
+    fn a_masked_pipeline_undoes_only_the_filters_applied() {
+        let filters = [filter(2, &[4]), filter(1, &[4])];
+        let pipeline = MaskedPipeline {
+            filters: filters
+                .iter()
+                .map(|f| registry::from_hdf5(f.id, &f.params).unwrap())
+                .collect(),
+        };
+        let data: Vec<u8> = (0..64u32).flat_map(|i| (i * 3).to_le_bytes()).collect();
+        let n = data.len();
+        let shuffled: Vec<u8> = (0..4)
+            .flat_map(|b| data.iter().skip(b).step_by(4).copied().collect::<Vec<_>>())
+            .collect();
+        let with = |mut v: Vec<u8>, mask: u32| {
+            v.extend(mask.to_le_bytes());
+            v
+        };
+        for (stored, mask) in [
+            (zlib(&shuffled), 0),
+            (zlib(&data), 1),
+            (shuffled.clone(), 2),
+            (data.clone(), 3),
+        ] {
+            let got = pipeline
+                .decode(with(stored, mask), DecodedSize::Exact(n))
+                .unwrap();
+            assert_eq!(got, data, "mask {mask}");
+        }
+        // Without the mask's effect: the wrong filters undone are an error
+        // or wrong bytes, never silently right.
+        assert!(
+            pipeline
+                .decode(with(data.clone(), 0), DecodedSize::Exact(n))
+                .is_err()
+        );
+        assert!(pipeline.decode(vec![1, 2], DecodedSize::Exact(n)).is_err());
+        assert_eq!(applies(2), 3);
+        assert_eq!(applies(32), u32::MAX);
+        // The chain: one codec for a masked dataset, one per filter otherwise.
+        let c = chain(Endian::Little, &filters, 4, true).unwrap();
+        assert_eq!(c.names(), ["bytes", MASKED_PIPELINE]);
+        let c = chain(Endian::Little, &filters, 4, false).unwrap();
+        assert_eq!(c.names().len(), 3);
+    }
+}
