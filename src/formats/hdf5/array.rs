@@ -246,7 +246,7 @@ impl BytesToBytesCodec for MaskedPipeline {
             .filters
             .iter()
             .enumerate()
-            .filter(|(i, _)| mask & (1 << i) == 0)
+            .filter(|&(i, _)| i >= 32 || mask >> i & 1 == 0)
             .map(|(_, c)| c.as_ref())
             .collect();
         // sizes[j]: the input of applied[j] when encoding, where known.
