@@ -25,7 +25,11 @@
 //! The AEC decoder is `rust-aec` (pure Rust, MIT; written to match libaec
 //! byte for byte and checked here against HDF5-written chunks in the
 //! fixtures): libaec's own crate (`libaec-sys`) needs CMake and bindgen's
-//! libclang to build, which the default build must not.
+//! libclang to build, which the default build must not. rust-aec 0.1 is
+//! young (one author, December 2025) but small, safe Rust and checked
+//! here against HDF5's own output and damaged input; its one-shot decoder
+//! prints a debugging trace to stderr when `RUST_AEC_TRACE_SAMPLE` is set
+//! in the environment (slabfs never sets it).
 //!
 //! Bounds: the stated size must be the chunk's before anything is
 //! allocated; HDF5 never writes a scanline shorter than a block (its
