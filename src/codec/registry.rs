@@ -539,18 +539,18 @@ mod tests {
             from_v2(&json!({"id": 5})),
             Err(CodecError::Config { .. })
         ));
-        let e = hdf5_to_json(4, &[32, 32]).unwrap_err();
+        let e = hdf5_to_json(5, &[32, 32]).unwrap_err();
         assert!(
             matches!(
                 e,
                 CodecError::UnknownHdf5Filter {
-                    id: 4,
-                    known_as: Some("szip")
+                    id: 5,
+                    known_as: Some("nbit")
                 }
             ),
             "{e}"
         );
-        assert_eq!(e.to_string(), "unsupported HDF5 filter 4 (szip)");
+        assert_eq!(e.to_string(), "unsupported HDF5 filter 5 (nbit)");
         let e = from_hdf5(32013, &[0]).unwrap_err();
         assert_eq!(e.to_string(), "unsupported HDF5 filter 32013 (zfp)");
         let e = hdf5_to_json(40000, &[]).unwrap_err();
