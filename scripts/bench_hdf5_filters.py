@@ -12,7 +12,8 @@ What it does:
 1. Venv and `cargo build --release` as every benchmark (scripts/benchlib.py).
 2. Builds the data once, cached in --data-dir: benchlib's float32 field
    (build_field: a smooth field plus seeded noise, shape (size_mib/4, 1024,
-   1024)) written by h5py into one HDF5 file, one dataset per filter, chunks
+   1024)) rounded to multiples of 1/64 (so that byte-oriented compressors
+   find repeats), written by h5py into one HDF5 file, one dataset per filter, chunks
    (1, 512, 512) = 1 MiB: deflate (level 4, the baseline slabfs already
    had), szip (NN, 32 pixels per block), LZF, LZ4 (hdf5plugin), Bitshuffle
    with LZ4 and with Zstandard (hdf5plugin), scale-offset (D-scale, 2
@@ -78,7 +79,9 @@ def build(data_dir: Path, size_mib: int) -> dict:
     path = data_dir / f"filters-f32-{size_mib}mib-v{FORMAT_VERSION}.h5"
     if not path.exists():
         lib.log(f"writing {path}")
-        a = np.fromfile(field["raw"], dtype="<f4").reshape(field["shape"])
+        # Rounded to 1/64 (exact in float32): noise in the low bits would
+        # leave LZF and LZ4 nothing to find (every chunk stored raw).
+        a = np.round(np.fromfile(field["raw"], dtype="<f4").reshape(field["shape"]) * 64) / 64
         tmp = path.with_suffix(".tmp")
         with h5py.File(tmp, "w", libver="latest") as f:
             for name, kw in filters():
