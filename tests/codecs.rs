@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use serde_json::Value;
-use slabfs::codec::registry::{CODECS, NUMCODECS_PREFIX};
+use slabfs::codec::registry::{CODECS, HDF5_FILTERS, NUMCODECS_PREFIX};
 use slabfs::codec::{
     ChunkRepr, Codec, CodecChain, CodecError, DecodedSize, from_v2, from_v3, v2_chain,
 };
@@ -317,6 +317,19 @@ fn docs_table_every_registered_codec() {
                 h.id
             );
         }
+    }
+    for f in HDF5_FILTERS {
+        let name = format!("`{}`", f.name);
+        let row = rows
+            .iter()
+            .find(|r| r.split('|').nth(1).is_some_and(|c| c.trim() == name))
+            .unwrap_or_else(|| panic!("docs/CODECS.md has no row for {name}"));
+        let id = row.split('|').nth(2).unwrap_or("");
+        assert!(
+            id.trim_start().starts_with(&format!("{} ", f.id)),
+            "{name}: row does not give HDF5 id {}",
+            f.id
+        );
     }
 }
 

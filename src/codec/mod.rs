@@ -48,6 +48,7 @@ pub mod adler32;
 pub mod array_filter;
 pub mod astype;
 pub mod bitround;
+pub mod bitshuffle;
 pub mod blosc;
 pub mod bytes;
 pub mod bz2;
@@ -59,16 +60,20 @@ pub mod delta;
 pub mod fixedscaleoffset;
 pub mod fletcher32;
 pub mod gzip;
+pub mod hdf5_lz4;
 pub mod hdf5_plugin;
 pub mod jenkins_lookup3;
 pub mod lz4;
+pub mod lzf;
 pub mod lzma;
 pub mod numeric;
 pub mod packbits;
 pub mod pcodec;
 pub mod quantize;
 pub mod registry;
+pub mod scaleoffset;
 pub mod shuffle;
+pub mod szip;
 pub mod transpose;
 pub mod zfpy;
 pub mod zlib;
@@ -317,7 +322,7 @@ pub struct CodecChain {
 /// order, by another codec that needs a bound): the chunk's decoded size
 /// twice over plus 64 KiB covers every real compressor's worst-case
 /// expansion while keeping a bomb's cost within the same order as one chunk.
-fn unknown_size_bound(decoded_nbytes: usize) -> usize {
+pub(crate) fn unknown_size_bound(decoded_nbytes: usize) -> usize {
     decoded_nbytes.saturating_mul(2).saturating_add(64 << 10)
 }
 

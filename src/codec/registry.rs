@@ -39,16 +39,22 @@
 //! names every registered codec). `from_v2`, `from_v3`, the `numcodecs.*`
 //! v3 name and the HDF5 conversions then all work.
 //!
+//! An HDF5 filter that no Zarr codec shares (szip, scaleoffset, LZF,
+//! HDF5-framed LZ4, bitshuffle) is a `pub const HDF5: Hdf5OnlyFilter` in
+//! its file and one line in [`HDF5_FILTERS`]; [`from_hdf5`] builds it from
+//! the parameters directly, and its `docs/CODECS.md` row goes in the
+//! "HDF5-only filters" table.
+//!
 //! Lookups scan the table (two dozen entries, once per array opened).
 
 use serde_json::{Map, Value};
 
 use super::array_filter::{ArrayFilter, FilterArrayCodec, FilterBytesCodec};
 use super::{
-    ArrayToBytesCodec, BytesToBytesCodec, Codec, CodecError, adler32, astype, bitround, blosc,
-    bytes, bz2, categorize, crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip,
-    jenkins_lookup3, lz4, lzma, packbits, pcodec, quantize, shuffle, transpose, v3_extension, zfpy,
-    zlib, zstd,
+    ArrayToBytesCodec, BytesToBytesCodec, Codec, CodecError, adler32, astype, bitround, bitshuffle,
+    blosc, bytes, bz2, categorize, crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip,
+    hdf5_lz4, jenkins_lookup3, lz4, lzf, lzma, packbits, pcodec, quantize, scaleoffset, shuffle,
+    szip, transpose, v3_extension, zfpy, zlib, zstd,
 };
 
 /// Every codec slabfs knows, once each.
@@ -83,6 +89,19 @@ pub static CODECS: &[CodecEntry] = &[
     categorize::ENTRY,
 ];
 
+/// HDF5 filters that no Zarr codec shares: built from their HDF5 id and
+/// parameters alone ([`from_hdf5`]). Their stored bytes are framed the
+/// HDF5 way (a big-endian size header, the library's own bit packing...),
+/// so they have no numcodecs id or Zarr v3 name, and netcdf-c has no
+/// NCZarr form for them.
+pub static HDF5_FILTERS: &[Hdf5OnlyFilter] = &[
+    lzf::HDF5,
+    hdf5_lz4::HDF5,
+    bitshuffle::HDF5,
+    scaleoffset::HDF5,
+    szip::HDF5,
+];
+
 /// The prefix zarr-python 3 gives numcodecs ids in Zarr v3 metadata.
 pub const NUMCODECS_PREFIX: &str = "numcodecs.";
 
@@ -90,6 +109,7 @@ pub type FromNumcodecs = fn(&Value) -> Result<Box<dyn BytesToBytesCodec>, CodecE
 pub type FromNumcodecsFilter = fn(&Value) -> Result<Box<dyn ArrayFilter>, CodecError>;
 pub type FromNumcodecsArray = fn(&Value) -> Result<Box<dyn ArrayToBytesCodec>, CodecError>;
 pub type FromV3 = fn(&Value) -> Result<Codec, CodecError>;
+pub type FromHdf5 = fn(&[u32]) -> Result<Box<dyn BytesToBytesCodec>, CodecError>;
 
 /// How a codec is built from its numcodecs JSON (the whole object, `id`
 /// included).
@@ -118,6 +138,18 @@ pub struct Hdf5Filter {
     /// per-variable completion netcdf-c does where it can without the
     /// variable).
     pub to_params: fn(&Value) -> Result<Vec<u32>, CodecError>,
+}
+
+/// An HDF5 filter with no other name ([`HDF5_FILTERS`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Hdf5OnlyFilter {
+    /// The filter id registered with The HDF Group.
+    pub id: u32,
+    /// Its name, for messages and `docs/CODECS.md`.
+    pub name: &'static str,
+    /// Build the decoder from the filter's parameters (`cd_values`, as
+    /// the writer's `set_local` completed them).
+    pub build: FromHdf5,
 }
 
 /// One registered codec.
@@ -273,6 +305,12 @@ pub fn from_v3(value: &Value) -> Result<Option<Codec>, CodecError> {
 /// The numcodecs JSON for HDF5 filter `id` with parameters `params`, as
 /// netcdf-c writes it into NCZarr metadata.
 pub fn hdf5_to_json(id: u32, params: &[u32]) -> Result<Value, CodecError> {
+    if let Some(f) = hdf5_only(id) {
+        return Err(CodecError::config(
+            f.name,
+            format!("HDF5 filter {id} has no numcodecs form"),
+        ));
+    }
     let hdf5 = by_hdf5_id(id)
         .and_then(|e| e.hdf5)
         .ok_or(CodecError::UnknownHdf5Filter {
@@ -295,9 +333,18 @@ pub fn json_to_hdf5(codec: &Value) -> Result<(u32, Vec<u32>), CodecError> {
     Ok((hdf5.id, (hdf5.to_params)(codec)?))
 }
 
-/// Build the codec that undoes HDF5 filter `id` with parameters `params`
-/// (through its numcodecs JSON).
+/// The HDF5-only filter with id `id`.
+pub fn hdf5_only(id: u32) -> Option<&'static Hdf5OnlyFilter> {
+    HDF5_FILTERS.iter().find(|f| f.id == id)
+}
+
+/// Build the codec that undoes HDF5 filter `id` with parameters `params`:
+/// an HDF5-only filter from its parameters, any other through its
+/// numcodecs JSON.
 pub fn from_hdf5(id: u32, params: &[u32]) -> Result<Box<dyn BytesToBytesCodec>, CodecError> {
+    if let Some(f) = hdf5_only(id) {
+        return (f.build)(params);
+    }
     from_v2(&hdf5_to_json(id, params)?)
 }
 
@@ -306,16 +353,9 @@ pub fn from_hdf5(id: u32, params: &[u32]) -> Result<Box<dyn BytesToBytesCodec>, 
 /// HDF Group's `RegisteredFilterPlugins.md`).
 pub fn hdf5_filter_name(id: u32) -> Option<&'static str> {
     Some(match id {
-        4 => "szip",
         5 => "nbit",
-        6 => "scaleoffset",
         305 => "lzo",
-        32000 => "lzf",
         32003 => "snappy",
-        // Its own framing (big-endian sizes and blocks), not numcodecs'
-        // lz4: kerchunk refuses it too.
-        32004 => "lz4 (HDF5 framing)",
-        32008 => "bitshuffle",
         32013 => "zfp",
         32014 => "fpzip",
         32017 => "sz",
@@ -391,6 +431,11 @@ mod tests {
         }
         assert!(ids.len() >= 20, "{ids:?}");
         assert_eq!(hdf5.len(), 6, "{hdf5:?}");
+        hdf5.extend(HDF5_FILTERS.iter().map(|f| f.id));
+        let mut sorted = hdf5.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), hdf5.len(), "duplicate in {hdf5:?}");
         // The names of unsupported filters leave out the supported ones.
         for id in hdf5 {
             assert_eq!(hdf5_filter_name(id), None, "{id}");
@@ -494,20 +539,20 @@ mod tests {
             from_v2(&json!({"id": 5})),
             Err(CodecError::Config { .. })
         ));
-        let e = hdf5_to_json(4, &[32, 32]).unwrap_err();
+        let e = hdf5_to_json(5, &[32, 32]).unwrap_err();
         assert!(
             matches!(
                 e,
                 CodecError::UnknownHdf5Filter {
-                    id: 4,
-                    known_as: Some("szip")
+                    id: 5,
+                    known_as: Some("nbit")
                 }
             ),
             "{e}"
         );
-        assert_eq!(e.to_string(), "unsupported HDF5 filter 4 (szip)");
-        let e = from_hdf5(32004, &[0]).unwrap_err();
-        assert!(e.to_string().contains("32004 (lz4"), "{e}");
+        assert_eq!(e.to_string(), "unsupported HDF5 filter 5 (nbit)");
+        let e = from_hdf5(32013, &[0]).unwrap_err();
+        assert_eq!(e.to_string(), "unsupported HDF5 filter 32013 (zfp)");
         let e = hdf5_to_json(40000, &[]).unwrap_err();
         assert_eq!(e.to_string(), "unsupported HDF5 filter 40000");
         let e = json_to_hdf5(&json!({"id": "lz4"})).unwrap_err();
@@ -678,6 +723,25 @@ mod tests {
         ] {
             assert!(json_to_hdf5(&bad).is_err(), "{bad}");
         }
+    }
+
+    /// HDF5-only filters are built from their parameters and have no
+    /// numcodecs form.
+    #[test]
+    fn hdf5_only_filters() {
+        for f in HDF5_FILTERS {
+            assert!(by_hdf5_id(f.id).is_none(), "{}", f.id);
+            let e = hdf5_to_json(f.id, &[]).unwrap_err();
+            assert!(matches!(e, CodecError::Config { .. }), "{e}");
+        }
+        assert_eq!(from_hdf5(32000, &[4, 261, 600]).unwrap().name(), "lzf");
+        assert_eq!(from_hdf5(32004, &[0]).unwrap().name(), "lz4 (HDF5)");
+        assert_eq!(
+            from_hdf5(32008, &[0, 4, 4, 0, 2]).unwrap().name(),
+            "bitshuffle"
+        );
+        // Parameters are checked.
+        assert!(from_hdf5(32008, &[0, 4]).is_err());
     }
 
     #[test]

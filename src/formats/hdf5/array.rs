@@ -7,6 +7,19 @@
 //!   Zarr does, so the grid is regular. The codec chain is the dataset's
 //!   byte order (`bytes`) then its filter pipeline in order, each filter
 //!   built from its HDF5 id through the codec registry.
+//! - **filter masks**: a chunk may have skipped some filters of the
+//!   pipeline (an optional filter that did not help, such as LZF or szip
+//!   on noise, or a chunk written directly with `H5Dwrite_chunk`); bit `i`
+//!   of its mask says filter `i` was not applied, and those are not
+//!   undone. The chain belongs to the array, not the chunk, and whether
+//!   any chunk skipped a filter is known only once the chunk index is
+//!   read (on the first read, [`super::index::LazyChunks`]). So a filtered
+//!   dataset has two arrays over one store ([`MaskAware`]): one with the
+//!   plain chain (nearly every dataset; its fast paths), one whose whole
+//!   pipeline is one bytes→bytes codec ([`MaskedPipeline`]). The store
+//!   decides once from the index; when some chunk was masked it appends
+//!   each chunk's mask to its bytes and the masked array reads, whose
+//!   codec takes the mask off and undoes only the filters it names.
 //! - **contiguous**: one range of the file, cut into tiles of whole rows
 //!   of about [`CONTIGUOUS_TILE_BYTES`] (each a contiguous sub-range), so a
 //!   large dataset is neither read whole nor cached whole.
@@ -16,7 +29,7 @@
 //! the fill value; the projection, parallel decode, cache, readahead and
 //! lent replies are those of every Zarr array.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::error::Hdf5Error;
 use super::index::LazyChunks;
@@ -24,7 +37,10 @@ use super::io::H5File;
 use super::meta::Filter;
 use crate::codec::bytes::BytesCodec;
 use crate::codec::shuffle::Shuffle;
-use crate::codec::{BytesToBytesCodec, Codec, CodecChain, CodecError, hdf5_plugin, registry};
+use crate::codec::{
+    BytesToBytesCodec, Codec, CodecChain, CodecError, DecodedSize, hdf5_plugin, registry,
+    unknown_size_bound,
+};
 use crate::dtype::Endian;
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, SharedBytes};
@@ -78,16 +94,8 @@ pub fn array(
             filters,
         } => {
             let grid = chunk.iter().map(|&c| DimTiling::Regular(c)).collect();
-            let n = filters.len();
-            (
-                grid,
-                Kind::Chunks {
-                    chunks,
-                    nfilters: n,
-                },
-                filters,
-                Some(chunk),
-            )
+            let applies = applies(filters.len());
+            (grid, Kind::Chunks { chunks, applies }, filters, Some(chunk))
         }
         Storage::Compact(data) => {
             let grid = whole.iter().map(|&e| DimTiling::Regular(e)).collect();
@@ -126,31 +134,110 @@ pub fn array(
             )
         }
     };
-    let chain = chain(endian, &filters, item).map_err(|e| Error::metadata(&src, e))?;
+    let chunked = matches!(kind, Kind::Chunks { .. });
     let mut meta = meta;
     meta.chunk_shape = chunk_shape;
-    let spec = ArraySpec {
-        meta,
-        grid,
-        keys: ChunkKeyEncoding::V2 { separator: '.' },
-        codec_names: chain.names().into_iter().map(String::from).collect(),
-        chain,
-        sharding: None,
-    };
     let store = Arc::new(H5Store {
         file: file.clone(),
         dataset: dataset.to_string(),
         rank,
         kind,
+        masked: OnceLock::new(),
     });
-    Ok(Arc::new(ZarrArray::new(spec, store, "", cache)?))
+    let zarr = |masked: bool| -> Result<Arc<dyn ArraySource>> {
+        let chain = chain(endian, &filters, item, masked).map_err(|e| Error::metadata(&src, e))?;
+        let spec = ArraySpec {
+            meta: meta.clone(),
+            grid: grid.clone(),
+            keys: ChunkKeyEncoding::V2 { separator: '.' },
+            codec_names: chain.names().into_iter().map(String::from).collect(),
+            chain,
+            sharding: None,
+        };
+        Ok(Arc::new(ZarrArray::new(
+            spec,
+            store.clone(),
+            "",
+            cache.clone(),
+        )?))
+    };
+    let plain = zarr(false)?;
+    if !chunked || filters.is_empty() {
+        return Ok(plain);
+    }
+    // Whether a chunk skipped filters is known once the (lazy) index is
+    // read: both arrays are ready and the first read picks one.
+    let masked = zarr(true)?;
+    Ok(Arc::new(MaskAware {
+        plain,
+        masked,
+        store,
+    }))
+}
+
+/// A filtered chunked dataset before its chunk index is read: reads go to
+/// the array with the plain chain (nearly every dataset, with its fast
+/// paths) or, when some chunk skipped filters, to the one with a
+/// [`MaskedPipeline`]. The store decides once, from the index
+/// ([`H5Store::masked`]), and appends the masks to the chunks it serves
+/// exactly when the masked array is the one reading.
+struct MaskAware {
+    plain: Arc<dyn ArraySource>,
+    masked: Arc<dyn ArraySource>,
+    store: Arc<H5Store>,
+}
+
+impl MaskAware {
+    fn pick(&self) -> Result<&Arc<dyn ArraySource>> {
+        Ok(if self.store.masked("index")? {
+            &self.masked
+        } else {
+            &self.plain
+        })
+    }
+}
+
+impl ArraySource for MaskAware {
+    fn meta(&self) -> &ArrayMeta {
+        self.plain.meta()
+    }
+
+    fn change_stamp(&self) -> ChangeStamp {
+        self.plain.change_stamp()
+    }
+
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        self.pick()?.read_region(region, out)
+    }
+
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        match self.pick() {
+            Ok(a) => a.read_shared(region),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn prefetch(&self, region: &Region) {
+        // A failed index read is left for the real read to report.
+        if let Ok(a) = self.pick() {
+            a.prefetch(region);
+        }
+    }
 }
 
 /// The codec chain of a dataset: its byte order, then its filters in
 /// pipeline order (the order HDF5 applied them when writing), each built
 /// from its HDF5 id through the codec registry, or why one cannot be.
-fn chain(endian: Endian, filters: &[Filter], item: u64) -> std::result::Result<CodecChain, String> {
+/// `masked`: some chunks skipped filters; the filters then form one
+/// [`MaskedPipeline`].
+fn chain(
+    endian: Endian,
+    filters: &[Filter],
+    item: u64,
+    masked: bool,
+) -> std::result::Result<CodecChain, String> {
     let mut codecs = vec![Codec::ArrayToBytes(Box::new(BytesCodec::new(Some(endian))))];
+    let mut pipeline = Vec::new();
     for f in filters {
         let codec: Box<dyn BytesToBytesCodec> = if f.id == SHUFFLE {
             // HDF5 sets the element size when the dataset is created;
@@ -158,27 +245,106 @@ fn chain(endian: Endian, filters: &[Filter], item: u64) -> std::result::Result<C
             // tail (netCDF-4 runs fletcher32 before it).
             let size = f.params.first().map_or(item, |&p| p as u64);
             Box::new(Shuffle::hdf5(size as usize))
-        } else if registry::hdf5_to_json(f.id, &f.params)
-            .is_err_and(|e| matches!(e, CodecError::UnknownHdf5Filter { .. }))
-        {
-            // No built-in codec: a filter plugin, if the operator allowed
-            // them and one provides it; otherwise a codec whose decodes
-            // fail naming the filter and the plugin directories, so the
-            // dataset is still listed and only its reads fail (EIO).
-            hdf5_plugin::codec(f.id, &f.params)
         } else {
-            registry::from_hdf5(f.id, &f.params).map_err(|e| {
-                let name = if f.name.is_empty() {
-                    registry::hdf5_filter_name(f.id).unwrap_or("unregistered")
-                } else {
-                    &f.name
-                };
-                format!("HDF5 filter {} ({name}) cannot be decoded: {e}", f.id)
-            })?
+            match registry::from_hdf5(f.id, &f.params) {
+                Ok(c) => c,
+                // No built-in codec: a filter plugin, if the operator
+                // allowed them and one provides it; otherwise a codec whose
+                // decodes fail naming the filter and the plugin directories,
+                // so the dataset is still listed and only its reads fail.
+                Err(CodecError::UnknownHdf5Filter { .. }) => hdf5_plugin::codec(f.id, &f.params),
+                Err(e) => {
+                    let name = if f.name.is_empty() {
+                        registry::hdf5_filter_name(f.id).unwrap_or("unregistered")
+                    } else {
+                        &f.name
+                    };
+                    return Err(format!(
+                        "HDF5 filter {} ({name}) cannot be decoded: {e}",
+                        f.id
+                    ));
+                }
+            }
         };
-        codecs.push(Codec::BytesToBytes(codec));
+        pipeline.push(codec);
+    }
+    if masked {
+        codecs.push(Codec::BytesToBytes(Box::new(MaskedPipeline {
+            filters: pipeline,
+        })));
+    } else {
+        codecs.extend(pipeline.into_iter().map(Codec::BytesToBytes));
     }
     CodecChain::new(codecs).map_err(|e| e.to_string())
+}
+
+/// The mask bits that name filters of a pipeline of `n` (HDF5 allows 32).
+fn applies(n: usize) -> u32 {
+    if n >= 32 { u32::MAX } else { (1u32 << n) - 1 }
+}
+
+/// A dataset's whole filter pipeline as one codec, for datasets where
+/// some chunks skipped filters: its input is a chunk's bytes followed by
+/// its filter mask (4 bytes, little-endian, appended by [`H5Store`]), and
+/// it undoes, last to first, the filters the mask does not name.
+#[derive(Debug)]
+struct MaskedPipeline {
+    filters: Vec<Box<dyn BytesToBytesCodec>>,
+}
+
+const MASKED_PIPELINE: &str = "hdf5 filters (masked chunks)";
+
+impl BytesToBytesCodec for MaskedPipeline {
+    fn name(&self) -> &'static str {
+        MASKED_PIPELINE
+    }
+
+    fn encoded_size(&self, _decoded_size: usize) -> Option<usize> {
+        None
+    }
+
+    fn decode(
+        &self,
+        mut buf: Vec<u8>,
+        size: DecodedSize,
+    ) -> std::result::Result<Vec<u8>, CodecError> {
+        let Some(at) = buf.len().checked_sub(4) else {
+            return Err(CodecError::corrupt(MASKED_PIPELINE, "no filter mask"));
+        };
+        let mask = u32::from_le_bytes(buf[at..].try_into().expect("4 bytes"));
+        buf.truncate(at);
+        let applied: Vec<&dyn BytesToBytesCodec> = self
+            .filters
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i >= 32 || mask >> i & 1 == 0)
+            .map(|(_, c)| c.as_ref())
+            .collect();
+        // sizes[j]: the input of applied[j] when encoding, where known.
+        let mut sizes = vec![match size {
+            DecodedSize::Exact(n) => Some(n),
+            DecodedSize::AtMost(_) => None,
+        }];
+        for c in &applied {
+            let next = sizes
+                .last()
+                .copied()
+                .flatten()
+                .and_then(|s| c.encoded_size(s));
+            sizes.push(next);
+        }
+        for (j, c) in applied.iter().enumerate().rev() {
+            let want = match sizes[j] {
+                Some(n) => DecodedSize::Exact(n),
+                None if j == 0 => size,
+                None => DecodedSize::AtMost(unknown_size_bound(size.limit())),
+            };
+            buf = c.decode(buf, want)?;
+            want.check(c.name(), buf.len())?;
+        }
+        size.check(MASKED_PIPELINE, buf.len())?;
+        Ok(buf)
+    }
 }
 
 /// HDF5's shuffle filter id.
@@ -195,7 +361,8 @@ pub struct FileRef {
 enum Kind {
     Chunks {
         chunks: Box<LazyChunks>,
-        nfilters: usize,
+        /// The mask bits that name a filter of the pipeline.
+        applies: u32,
     },
     Rows {
         addr: Option<u64>,
@@ -214,9 +381,26 @@ struct H5Store {
     dataset: String,
     rank: usize,
     kind: Kind,
+    /// [`H5Store::masked`], once known.
+    masked: OnceLock<bool>,
 }
 
 impl H5Store {
+    /// Whether some chunk of this dataset skipped filters, so every chunk
+    /// served carries its mask for [`MaskedPipeline`]: read from the chunk
+    /// index (walking it if no read has yet), once. An index that cannot
+    /// be read is an error for this read, not remembered.
+    fn masked(&self, key: &str) -> Result<bool> {
+        let Kind::Chunks { chunks, applies } = &self.kind else {
+            return Ok(false);
+        };
+        if let Some(&m) = self.masked.get() {
+            return Ok(m);
+        }
+        let index = chunks.load(&self.file.f).map_err(|e| self.error(key, e))?;
+        Ok(*self.masked.get_or_init(|| index.any_masked(*applies)))
+    }
+
     fn coords(&self, key: &str) -> Option<Vec<u64>> {
         if self.rank == 0 {
             return (key == "0").then(Vec::new);
@@ -261,26 +445,16 @@ impl Store for H5Store {
             return Ok(None);
         };
         match &self.kind {
-            Kind::Chunks { chunks, nfilters } => {
+            Kind::Chunks { chunks, applies } => {
                 let found = chunks.get(&self.file.f, &coords);
                 let Some(loc) = found.map_err(|e| self.error(key, e))? else {
                     return Ok(None);
                 };
-                let applies = if *nfilters >= 32 {
-                    u32::MAX
-                } else {
-                    (1u32 << nfilters) - 1
-                };
-                if loc.mask & applies != 0 {
-                    return Err(self.error(
-                        key,
-                        Hdf5Error::unsupported(
-                            format!("filter mask {:#x}", loc.mask),
-                            "a chunk stored with some of its filters skipped",
-                        ),
-                    ));
+                let mut data = self.read(key, loc.addr, loc.size, limit)?;
+                if self.masked(key)? {
+                    data.extend_from_slice(&(loc.mask & applies).to_le_bytes());
                 }
-                self.read(key, loc.addr, loc.size, limit).map(Some)
+                Ok(Some(data))
             }
             Kind::Rows {
                 addr,
@@ -414,5 +588,74 @@ impl ArraySource for Extended {
         if let Some(c) = self.clip(region) {
             self.inner.prefetch(&c);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn zlib(data: &[u8]) -> Vec<u8> {
+        let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(4));
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    fn filter(id: u32, params: &[u32]) -> Filter {
+        Filter {
+            id,
+            name: String::new(),
+            optional: true,
+            params: params.to_vec(),
+        }
+    }
+
+    /// Shuffle then deflate, as h5py writes them; chunks with the mask
+    /// appended, as the store hands them over.
+    #[test]
+    fn a_masked_pipeline_undoes_only_the_filters_applied() {
+        let filters = [filter(2, &[4]), filter(1, &[4])];
+        let pipeline = MaskedPipeline {
+            filters: filters
+                .iter()
+                .map(|f| registry::from_hdf5(f.id, &f.params).unwrap())
+                .collect(),
+        };
+        let data: Vec<u8> = (0..64u32).flat_map(|i| (i * 3).to_le_bytes()).collect();
+        let n = data.len();
+        let shuffled: Vec<u8> = (0..4)
+            .flat_map(|b| data.iter().skip(b).step_by(4).copied().collect::<Vec<_>>())
+            .collect();
+        let with = |mut v: Vec<u8>, mask: u32| {
+            v.extend(mask.to_le_bytes());
+            v
+        };
+        for (stored, mask) in [
+            (zlib(&shuffled), 0),
+            (zlib(&data), 1),
+            (shuffled.clone(), 2),
+            (data.clone(), 3),
+        ] {
+            let got = pipeline
+                .decode(with(stored, mask), DecodedSize::Exact(n))
+                .unwrap();
+            assert_eq!(got, data, "mask {mask}");
+        }
+        // Without the mask's effect: the wrong filters undone are an error
+        // or wrong bytes, never silently right.
+        assert!(
+            pipeline
+                .decode(with(data.clone(), 0), DecodedSize::Exact(n))
+                .is_err()
+        );
+        assert!(pipeline.decode(vec![1, 2], DecodedSize::Exact(n)).is_err());
+        assert_eq!(applies(2), 3);
+        assert_eq!(applies(32), u32::MAX);
+        // The chain: one codec for a masked dataset, one per filter otherwise.
+        let c = chain(Endian::Little, &filters, 4, true).unwrap();
+        assert_eq!(c.names(), ["bytes", MASKED_PIPELINE]);
+        let c = chain(Endian::Little, &filters, 4, false).unwrap();
+        assert_eq!(c.names().len(), 3);
     }
 }

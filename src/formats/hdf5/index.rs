@@ -109,6 +109,15 @@ impl Chunks {
         }
     }
 
+    /// Whether some stored chunk skipped a filter named in `applies` (bit
+    /// `i`: filter `i` of the pipeline).
+    pub fn any_masked(&self, applies: u32) -> bool {
+        match self {
+            Chunks::Table { entries, .. } => entries.iter().any(|e| e.mask & applies != 0),
+            Chunks::Implicit { .. } => false,
+        }
+    }
+
     /// How many chunks are stored (all of the grid for an implicit index).
     pub fn stored(&self) -> u64 {
         match self {
