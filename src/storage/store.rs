@@ -110,6 +110,25 @@ pub trait Store: Send + Sync + Debug {
         Ok(Some(value[start as usize..end as usize].to_vec()))
     }
 
+    /// The values of many keys at once, each with its size limit, in the
+    /// order asked: what [`get`](Self::get) would answer for each. The
+    /// default reads them one after another, which is right for a local
+    /// store (the caller decodes on several threads anyway); a remote
+    /// store issues them all at once, so a read of many chunks costs one
+    /// round trip instead of one per chunk.
+    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        keys.iter().map(|(k, limit)| self.get(k, *limit)).collect()
+    }
+
+    /// The typical time one request takes before its first byte arrives,
+    /// for stores whose cost is latency (object stores, HTTP), measured
+    /// on recent requests; `None` for local stores. Callers that see
+    /// `Some` gather their reads into [`get_many`](Self::get_many) and
+    /// read further ahead ([`crate::engine::readahead`]).
+    fn latency(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// A number that changes whenever any value whose key starts with
     /// `prefix` ("" for the whole store, else ending in `/`) is added,
     /// removed or rewritten; `None` when the store cannot tell. Only
@@ -557,6 +576,19 @@ impl<S: Store> Store for CountingStore<S> {
         Ok(v)
     }
 
+    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        self.gets.fetch_add(keys.len() as u64, Ordering::SeqCst);
+        let got = self.inner.get_many(keys);
+        for v in got.iter().flatten().flatten() {
+            self.bytes.fetch_add(v.len() as u64, Ordering::SeqCst);
+        }
+        got
+    }
+
+    fn latency(&self) -> Option<std::time::Duration> {
+        self.inner.latency()
+    }
+
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
         self.inner.list_dir(dir)
     }
@@ -576,6 +608,12 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
         (**self).get_range(key, range)
+    }
+    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        (**self).get_many(keys)
+    }
+    fn latency(&self) -> Option<std::time::Duration> {
+        (**self).latency()
     }
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
         (**self).list_dir(dir)

@@ -33,7 +33,7 @@ use futures::StreamExt;
 use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt};
 
 use super::location::{Location, is_url};
-use super::{Remote, block_on, redact};
+use super::{Remote, block_on, block_on_all, redact};
 use crate::error::{Error, Result};
 use crate::storage::files::{Files, ReadAt};
 use crate::storage::store::{ByteRange, Store};
@@ -175,47 +175,69 @@ impl RemoteStore {
         limit: u64,
         want: Option<Range<u64>>,
     ) -> Result<Option<Vec<u8>>> {
-        let store = self.store();
-        let path = loc.prefix().clone();
-        let got = block_on(self.remote.deadline, async move {
-            let r = match store.get_opts(&path, opts).await {
-                Ok(r) => r,
-                Err(object_store::Error::NotFound { .. }) => return Ok(None),
-                Err(e) => return Err(io_error(e)),
-            };
-            if let Some(want) = &want
-                && r.range != *want
-            {
-                return Err(io::Error::other(format!(
-                    "asked for bytes {want:?}, the server answered {:?}",
-                    r.range
-                )));
-            }
-            let len = r.range.end - r.range.start;
-            if len > limit {
-                return Ok(Some(Err(len)));
-            }
-            let body = collect(r.payload, len as usize, limit).await?;
-            if let Ok(b) = &body
-                && b.len() as u64 != len
-            {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("{} bytes received of {len}", b.len()),
-                ));
-            }
-            Ok(Some(body))
-        })
-        .map_err(with_path(loc))?;
-        match got {
-            None => Ok(None),
-            Some(Ok(v)) => Ok(Some(v)),
-            Some(Err(size)) => Err(Error::TooLarge {
-                path: loc.display(),
-                size,
-                limit,
-            }),
-        }
+        let got = block_on(
+            self.remote.deadline,
+            get_value(self.store(), loc.prefix().clone(), opts, limit, want),
+        );
+        value_or_error(loc, limit, got)
+    }
+}
+
+/// One GET of `path` with `opts`: `None` when it does not exist,
+/// `Some(Err(size))` when it holds more than `limit` bytes. The time to
+/// the response's headers is noted as the link's latency.
+async fn get_value(
+    store: Arc<dyn ObjectStore>,
+    path: object_store::path::Path,
+    opts: GetOptions,
+    limit: u64,
+    want: Option<Range<u64>>,
+) -> io::Result<Option<std::result::Result<Vec<u8>, u64>>> {
+    let started = std::time::Instant::now();
+    let r = match store.get_opts(&path, opts).await {
+        Ok(r) => r,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(io_error(e)),
+    };
+    super::note_latency(started.elapsed());
+    if let Some(want) = &want
+        && r.range != *want
+    {
+        return Err(io::Error::other(format!(
+            "asked for bytes {want:?}, the server answered {:?}",
+            r.range
+        )));
+    }
+    let len = r.range.end - r.range.start;
+    if len > limit {
+        return Ok(Some(Err(len)));
+    }
+    let body = collect(r.payload, len as usize, limit).await?;
+    if let Ok(b) = &body
+        && b.len() as u64 != len
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("{} bytes received of {len}", b.len()),
+        ));
+    }
+    Ok(Some(body))
+}
+
+/// What [`Store::get`] answers for the outcome of [`get_value`] on `loc`.
+fn value_or_error(
+    loc: &Location,
+    limit: u64,
+    got: io::Result<Option<std::result::Result<Vec<u8>, u64>>>,
+) -> Result<Option<Vec<u8>>> {
+    match got.map_err(with_path(loc))? {
+        None => Ok(None),
+        Some(Ok(v)) => Ok(Some(v)),
+        Some(Err(size)) => Err(Error::TooLarge {
+            path: loc.display(),
+            size,
+            limit,
+        }),
     }
 }
 
@@ -223,6 +245,43 @@ impl Store for RemoteStore {
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
         let loc = self.remote.location.child(key)?;
         self.get_with(&loc, GetOptions::default(), limit, None)
+    }
+
+    /// All the GETs at once on the runtime, each holding a request
+    /// permit: one round trip for the lot (up to `--max-requests` in
+    /// flight, the rest as permits free up).
+    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        let locs: Vec<Result<Location>> = keys
+            .iter()
+            .map(|(k, _)| self.remote.location.child(k))
+            .collect();
+        let futs: Vec<_> = locs
+            .iter()
+            .zip(keys)
+            .filter_map(|(loc, (_, limit))| loc.as_ref().ok().map(|l| (l, *limit)))
+            .map(|(loc, limit)| {
+                get_value(
+                    self.store(),
+                    loc.prefix().clone(),
+                    GetOptions::default(),
+                    limit,
+                    None,
+                )
+            })
+            .collect();
+        let mut got = block_on_all(self.remote.deadline, futs).into_iter();
+        locs.into_iter()
+            .zip(keys)
+            .map(|(loc, (_, limit))| {
+                let loc = loc?;
+                let answer = got.next().expect("one answer per request");
+                value_or_error(&loc, *limit, answer)
+            })
+            .collect()
+    }
+
+    fn latency(&self) -> Option<std::time::Duration> {
+        Some(super::latency())
     }
 
     fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
