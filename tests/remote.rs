@@ -1033,3 +1033,41 @@ fn a_reads_chunks_are_fetched_concurrently() {
         "27 chunks at 0.5 s per request took {took:?}: fetched one by one"
     );
 }
+
+/// The inner chunks of one shard that a read needs are read with one
+/// ranged GET per shard (they lie within the 1 MiB coalescing gap of each
+/// other), not one each: `sharded_3d` has 18 shard positions (17 stored)
+/// and 75 inner chunks; a whole read costs at most an index request and
+/// one data GET per shard position (one GET per inner chunk, as before,
+/// made it 91 requests).
+#[test]
+fn nearby_ranges_of_a_shard_are_coalesced() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start(&fixtures(), false);
+    let ds = open(&http.url("zarr/v3/sharded.zarr/sharded_3d"));
+    let entry = ds.get("sharded_3d").expect("listed");
+    let expected = zarr_cases()
+        .into_iter()
+        .find(|(p, _)| p == "v3/sharded.zarr/sharded_3d")
+        .unwrap()
+        .1;
+    let before = http.stats()["requests"].as_u64().unwrap();
+    let mut got = vec![0u8; expected.len()];
+    let n = slabfs::engine::read::read_at(
+        entry.array.as_ref(),
+        0,
+        &mut got,
+        slabfs::dtype::Endian::Little,
+    )
+    .unwrap();
+    assert_eq!(n, expected.len());
+    assert!(got == expected, "bytes differ");
+    // (The second `/_stats` counts itself.)
+    let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+    eprintln!("sharded_3d read whole: {requests} requests");
+    assert!(
+        requests <= 2 * 18,
+        "{requests} requests: more than an index and one GET per shard"
+    );
+}

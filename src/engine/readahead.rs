@@ -319,6 +319,21 @@ mod tests {
     }
 
     #[test]
+    fn remote_windows_follow_rate_times_latency_within_bounds() {
+        let max = 32 << 20;
+        // Local: the configured maximum, whatever the rate.
+        assert_eq!(window_limit(max, None, 1e9), max);
+        // 20 ms at 1 GB/s: 4 x 20 MB = 80 MB in flight.
+        let l = Some(Duration::from_millis(20));
+        assert_eq!(window_limit(max, l, 1e9), 80_000_000);
+        // Never below the maximum (a slow start must be able to grow)...
+        assert_eq!(window_limit(max, l, 1e6), max);
+        // ...nor above REMOTE_WINDOW_FACTOR times it, however long the link.
+        let far = Some(Duration::from_millis(500));
+        assert_eq!(window_limit(max, far, 1e9), max * REMOTE_WINDOW_FACTOR);
+    }
+
+    #[test]
     fn a_window_smaller_than_the_minimum_is_honoured() {
         let r = recorder(64 << 20);
         let a: Arc<dyn ArraySource> = r.clone();

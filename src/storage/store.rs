@@ -39,6 +39,7 @@ use std::fmt::Debug;
 use std::fs::{File, Metadata};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{self, Read, Seek};
+use std::ops::Range;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -118,6 +119,35 @@ pub trait Store: Send + Sync + Debug {
     /// round trip instead of one per chunk.
     fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
         keys.iter().map(|(k, limit)| self.get(k, *limit)).collect()
+    }
+
+    /// Parts of many values at once: for each `(key, ranges)`, the bytes
+    /// of each range of the value of `key`, in order (`None` if it does
+    /// not exist; an error if it is shorter than a range needs). The
+    /// default reads range by range; a remote store merges the ranges of
+    /// one object that lie close together into one ranged GET and issues
+    /// them all at once.
+    fn get_ranges(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        requests
+            .iter()
+            .map(|(key, ranges)| {
+                let mut out = Vec::with_capacity(ranges.len());
+                for r in ranges {
+                    let range = ByteRange::At {
+                        offset: r.start,
+                        len: r.end.saturating_sub(r.start),
+                    };
+                    match self.get_range(key, range)? {
+                        Some(v) => out.push(v),
+                        None => return Ok(None),
+                    }
+                }
+                Ok(Some(out))
+            })
+            .collect()
     }
 
     /// The typical time one request takes before its first byte arrives,
@@ -576,6 +606,19 @@ impl<S: Store> Store for CountingStore<S> {
         Ok(v)
     }
 
+    fn get_ranges(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        let n: usize = requests.iter().map(|(_, r)| r.len()).sum();
+        self.gets.fetch_add(n as u64, Ordering::SeqCst);
+        let got = self.inner.get_ranges(requests);
+        for v in got.iter().flatten().flatten().flatten() {
+            self.bytes.fetch_add(v.len() as u64, Ordering::SeqCst);
+        }
+        got
+    }
+
     fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
         self.gets.fetch_add(keys.len() as u64, Ordering::SeqCst);
         let got = self.inner.get_many(keys);
@@ -611,6 +654,12 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
         (**self).get_many(keys)
+    }
+    fn get_ranges(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        (**self).get_ranges(requests)
     }
     fn latency(&self) -> Option<std::time::Duration> {
         (**self).latency()

@@ -272,25 +272,37 @@ impl ZarrArray {
     }
 
     /// Whether reads gather the fetches of their chunks into one
-    /// [`Store::get_many`]: when the store's cost is latency (an object
-    /// store) and each chunk is an object of its own (a sharded array's
-    /// chunks are ranges of shards, read through its index one by one).
+    /// [`fetch_many`](Self::fetch_many): when the store's cost is latency
+    /// (an object store).
     fn fetches_together(&self) -> bool {
-        self.spec.sharding.is_none() && self.store.latency().is_some()
+        self.store.latency().is_some()
     }
 
-    /// The stored bytes of chunks `tiles` (unsharded), all asked for at
-    /// once.
+    /// The stored bytes of chunks `tiles`, all asked for at once: one
+    /// [`Store::get_many`] of their keys, or for a sharded array their
+    /// ranges of the shards in one [`Store::get_ranges`] (after the shard
+    /// indexes, read as [`fetch`](Self::fetch) reads them), which the
+    /// store coalesces.
     fn fetch_many(&self, tiles: &[&[u64]]) -> Vec<Result<Option<Vec<u8>>>> {
+        log::debug!(
+            "{}: fetching {} chunks at once",
+            self.spec.meta.source,
+            tiles.len()
+        );
+        if let Some(sharding) = &self.spec.sharding {
+            let wanted: Vec<(String, Vec<u64>, u64)> = tiles
+                .iter()
+                .map(|t| {
+                    let key = self.chunk_key(&sharding.shard_of(t));
+                    (key, t.to_vec(), self.fetch_limit(t))
+                })
+                .collect();
+            return sharding.fetch_many(self.store.as_ref(), &wanted, &self.cache, self.version);
+        }
         let keys: Vec<(String, u64)> = tiles
             .iter()
             .map(|t| (self.chunk_key(t), self.fetch_limit(t)))
             .collect();
-        log::debug!(
-            "{}: fetching {} chunks at once",
-            self.spec.meta.source,
-            keys.len()
-        );
         self.store.get_many(&keys)
     }
 

@@ -34,6 +34,26 @@
 //! turn. Nothing here is per dataset: a mount of a thousand datasets has
 //! the same runtime and the same bound.
 //!
+//! # Latency: many requests per caller
+//!
+//! One blocking call per request would make the requests in flight as
+//! many as the threads calling (two decode threads and a few FUSE
+//! threads), and a read of many chunks one round trip per chunk or two.
+//! So the stores also take many requests in one call: [`Store::get_many`]
+//! (whole values) and [`Store::get_ranges`] (ranges of values) hand them
+//! all to the runtime at once ([`block_on_all`]), each holding its own
+//! permit, and return when the last has answered. The Zarr read path asks
+//! for every chunk of a read, and readahead for every chunk of its
+//! window, in one such call, then decodes on rayon: the requests in
+//! flight are bounded by `--max-requests`, not by the decode threads.
+//! Ranges of one object within [`store::COALESCE_GAP`] (1 MiB) of each
+//! other are merged into one ranged GET (the inner chunks of a shard).
+//! [`latency`] is a moving average of the time to first byte, which
+//! readahead uses to size its window ([`crate::engine::readahead`]).
+//!
+//! [`Store::get_many`]: crate::storage::store::Store::get_many
+//! [`Store::get_ranges`]: crate::storage::store::Store::get_ranges
+//!
 //! # Faults
 //!
 //! `object_store` retries timeouts, connection errors, 5xx and throttling
@@ -69,7 +89,7 @@ use parking_lot::RwLock;
 use crate::error::{Error, Result};
 
 pub use location::{Location, Scheme, is_url};
-pub use store::{RemoteFile, RemoteFiles, RemoteStore};
+pub use store::{COALESCE_GAP, RemoteFile, RemoteFiles, RemoteStore};
 
 /// How remote sources are reached: one set for the process (a mount, or
 /// one `ls`/`cat`), set by [`configure`] before the first connection.
