@@ -248,14 +248,19 @@ def build_s3s_fs(scratch: Path) -> Path:
 
 
 class Server:
-    def __init__(self, binary: Path, root: Path):
+    def __init__(self, binary: Path | None, root: Path, py: Path):
+        """s3s-fs `binary` serving `root`; with no binary, moto_server (from
+        the venv; in memory; slow: the server is then the bottleneck)."""
         root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        self.proc = subprocess.Popen(
-            [str(binary), "--host", "127.0.0.1", "--port", str(self.port),
-             "--access-key", KEY_ID, "--secret-key", SECRET, str(root)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-        wait_port(self.port, self.proc, "s3s-fs")
+        if binary is None:
+            cmd = [str(py.parent / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)]
+        else:
+            cmd = [str(binary), "--host", "127.0.0.1", "--port", str(self.port),
+                   "--access-key", KEY_ID, "--secret-key", SECRET, str(root)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.DEVNULL)
+        wait_port(self.port, self.proc, cmd[0])
 
     @property
     def endpoint(self) -> str:
@@ -435,6 +440,8 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=lib.REPO / "bench-data")
     ap.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "slabfs-bench-s3",
                     help="where s3s-fs is built and stores its objects (outside the repo)")
+    ap.add_argument("--server", choices=("s3s-fs", "moto"), default="s3s-fs",
+                    help="moto: no build, but the server is the bottleneck (about 370 MB/s)")
     ap.add_argument("--idle-wait", type=float, default=20.0)
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--skip-venv", action="store_true")
@@ -449,7 +456,7 @@ def main() -> None:
     data = lib.build_field(data_dir, args.size_mib)
     scratch = args.scratch.resolve()
     scratch.mkdir(parents=True, exist_ok=True)
-    binary = build_s3s_fs(scratch)
+    binary = build_s3s_fs(scratch) if args.server == "s3s-fs" else None
     latencies = [float(x) for x in args.latency_ms.split(",")]
 
     os.environ.update(AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET,
@@ -458,7 +465,7 @@ def main() -> None:
         os.environ.pop(v, None)
     objects = scratch / "objects"
     shutil.rmtree(objects, ignore_errors=True)
-    server = Server(binary, objects)
+    server = Server(binary, objects, py)
     workdir = Path(tempfile.mkdtemp(prefix="bench-remote-", dir=scratch))
     proxies: list[Proxy] = []
     prefix = data["store"].name
@@ -512,6 +519,7 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
         shutil.rmtree(objects, ignore_errors=True)
 
+    results["server"] = args.server
     report(results, args, command, slabfs, data)
     lib.write_json(data_dir / "remote-results.json", results)
 
@@ -525,8 +533,9 @@ def report(results: dict, args, command: str, slabfs: Path, data: dict) -> None:
     print()
     print(f"Data: float32 {data['shape']}, chunks {data['chunks']} (1 MiB), "
           f"{data['n_chunks']} chunks, {nbytes / MIB:.0f} MiB raw, "
-          f"{data['stored_bytes'] / MIB:.1f} MiB stored. Server: s3s-fs {S3S_VERSION} "
-          f"(patched) on loopback, behind the delay-line proxy. Medians of {args.reps} runs "
+          f"{data['stored_bytes'] / MIB:.1f} MiB stored. Server: "
+          f"{'s3s-fs ' + S3S_VERSION + ' (patched)' if args.server == 's3s-fs' else 'moto'} "
+          f"on loopback, behind the delay-line proxy. Medians of {args.reps} runs "
           "(min-max).")
     print()
     names = {"ceiling": "ceiling (tensorstore kvstore, all objects at once, no decode)",
