@@ -35,7 +35,9 @@
 //!
 //! - up to [`REMOTE_PREFETCHES`] prefetches run at once (each still at
 //!   least a quarter window of new bytes), so the next round trip starts
-//!   while the previous one's chunks decode;
+//!   while the previous one's chunks decode; each runs on a thread of its
+//!   own (at most [`MAX_REMOTE_THREADS`] in the process), which waits on
+//!   the network while the rayon workers go on decoding;
 //! - the largest window is `4 x R x L`, where `R` is the stream's measured
 //!   rate (bytes read per second since it became sequential) and `L` the
 //!   source's measured latency (a moving average of the time to first
@@ -84,6 +86,14 @@ pub const REMOTE_PREFETCHES: usize = 4;
 
 /// A remote stream's window may grow to this many times the maximum.
 pub const REMOTE_WINDOW_FACTOR: u64 = 4;
+
+/// Remote prefetches running at once across the process. Each runs on a
+/// thread of its own, which waits while its chunks are fetched (the
+/// rayon workers must not: they decode); beyond this many, a stream waits
+/// for one of its own to end before starting another.
+pub const MAX_REMOTE_THREADS: usize = 16;
+
+static REMOTE_THREADS: AtomicUsize = AtomicUsize::new(0);
 
 /// The largest window of a stream reading at `rate` bytes/s from a
 /// source of latency `latency` (`None`: local), for a configured maximum
@@ -137,7 +147,7 @@ impl Readahead {
         }
         let size = array.meta().nbytes();
         let end = offset.saturating_add(len).min(size);
-        let (from, to, busy) = {
+        let (from, to, busy, remote) = {
             let mut streams = self.streams.lock();
             let s = streams.get_or_insert_mut(id, || Stream {
                 end: u64::MAX,
@@ -188,11 +198,19 @@ impl Readahead {
                 s.busy.fetch_sub(1, Ordering::AcqRel);
                 return;
             }
+            if latency.is_some()
+                && REMOTE_THREADS.fetch_add(1, Ordering::AcqRel) >= MAX_REMOTE_THREADS
+            {
+                REMOTE_THREADS.fetch_sub(1, Ordering::AcqRel);
+                s.busy.fetch_sub(1, Ordering::AcqRel);
+                return;
+            }
             s.ahead_to = to;
-            (from, to, s.busy.clone())
+            (from, to, s.busy.clone(), latency.is_some())
         };
         let array = array.clone();
-        rayon::spawn(move || {
+        let done = busy.clone();
+        let job = move || {
             // A panic escaping a rayon job aborts the process (rayon's
             // default), and the decode code a prefetch runs is the read
             // path's: contain it as the FUSE adapter contains a read's, and
@@ -207,7 +225,25 @@ impl Readahead {
                 );
             }
             busy.fetch_sub(1, Ordering::Release);
-        });
+        };
+        if !remote {
+            rayon::spawn(job);
+            return;
+        }
+        // A remote prefetch waits on the network while its chunks are
+        // fetched: on a thread of its own, so that no rayon worker waits
+        // (the decode that follows runs on rayon, from this thread).
+        let spawned = std::thread::Builder::new()
+            .name("slabfs-prefetch".into())
+            .spawn(move || {
+                job();
+                REMOTE_THREADS.fetch_sub(1, Ordering::AcqRel);
+            });
+        if let Err(e) = spawned {
+            log::debug!("readahead: no thread for a remote prefetch ({e}), skipped");
+            REMOTE_THREADS.fetch_sub(1, Ordering::AcqRel);
+            done.fetch_sub(1, Ordering::Release);
+        }
     }
 
     /// Forget stream `id` (its file was closed).

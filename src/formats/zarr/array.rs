@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use super::shard::Sharding;
 use crate::codec::{ChunkRepr, CodecChain};
 use crate::engine::array::{ArrayMeta, ArraySource};
-use crate::engine::cache::{ChunkCache, ChunkKey, SharedBytes, next_source_id};
+use crate::engine::cache::{ChunkCache, ChunkKey, Claim, SharedBytes, next_source_id};
 use crate::engine::index::copy::SharedDest;
 use crate::engine::index::tiling::{DimTiling, Piece, Projection};
 use crate::engine::index::{Region, contiguous_run};
@@ -506,13 +506,18 @@ impl ArraySource for ZarrArray {
                 .collect();
             let wanted: Vec<&[u64]> = claims.iter().map(|c| &*c.key().coords).collect();
             let fetched = self.fetch_many(&wanted);
-            claims
-                .into_par_iter()
-                .zip(fetched)
-                .for_each(|(claim, raw)| {
-                    let tile = claim.key().coords.clone();
-                    claim.finish(|| self.decode_chunk(&tile, raw?));
-                });
+            let decode = |(claim, raw): (Claim<'_>, Result<Option<Vec<u8>>>)| {
+                let tile = claim.key().coords.clone();
+                claim.finish(|| self.decode_chunk(&tile, raw?));
+            };
+            // On a thread of readahead's own (a remote prefetch), decode
+            // here: handing the chunks to rayon could deadlock, its
+            // workers may all be reads waiting for these very claims.
+            if rayon::current_thread_index().is_none() {
+                claims.into_iter().zip(fetched).for_each(decode);
+            } else {
+                claims.into_par_iter().zip(fetched).for_each(decode);
+            }
             return;
         }
         tiles.par_iter().for_each(|tile| {
