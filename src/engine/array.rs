@@ -129,6 +129,14 @@ pub trait ArraySource: Send + Sync {
         None
     }
 
+    /// The typical latency of one fetch from where this source's data
+    /// lives, for remote sources ([`crate::storage::store::Store::latency`]);
+    /// `None` for local ones. Readahead keeps more in flight for a source
+    /// that has one ([`crate::engine::readahead`]).
+    fn fetch_latency(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Decode what reading `region` will need into the shared cache, ahead
     /// of a read expected soon ([`crate::engine::readahead`]). Runs to completion;
     /// callers run it in the background. Failures are left for the real

@@ -385,6 +385,38 @@ impl ChunkCache {
         true
     }
 
+    /// Claim `key` for a prefetch whose bytes are fetched first and
+    /// decoded later ([`Claim::finish`]): under the same rule as
+    /// [`prefetch`](Self::prefetch) (`None` if it is cached, being
+    /// decoded, or recently consumed). While claimed, the key is in
+    /// flight: a read of it waits for the claim instead of fetching it a
+    /// second time. A claim dropped unfinished (its fetch failed) lets
+    /// the waiters load it themselves.
+    pub fn claim(&self, key: &ChunkKey) -> Option<Claim<'_>> {
+        let mut inner = self.inner.lock();
+        if inner.lru.contains(key)
+            || inner.inflight.contains_key(key)
+            || inner.consumed.contains(key)
+        {
+            return None;
+        }
+        inner.stats.prefetches += 1;
+        inner
+            .inflight
+            .insert(key.clone(), Arc::new(Flight::default()));
+        Some(Claim {
+            cache: self,
+            key: key.clone(),
+            open: true,
+        })
+    }
+
+    /// Whether `key` is cached or being decoded now.
+    pub fn cached_or_loading(&self, key: &ChunkKey) -> bool {
+        let inner = self.inner.lock();
+        inner.lru.contains(key) || inner.inflight.contains_key(key)
+    }
+
     /// Whether `key` is cached (without touching its recency).
     pub fn contains(&self, key: &ChunkKey) -> bool {
         self.inner.lock().lru.contains(key)
@@ -492,6 +524,48 @@ impl ChunkCache {
         for k in stale {
             if let Some(v) = inner.lru.pop(&k) {
                 inner.bytes -= v.data.len();
+            }
+        }
+    }
+}
+
+/// A key claimed for a prefetch ([`ChunkCache::claim`]).
+pub struct Claim<'a> {
+    cache: &'a ChunkCache,
+    key: ChunkKey,
+    open: bool,
+}
+
+impl Claim<'_> {
+    pub fn key(&self) -> &ChunkKey {
+        &self.key
+    }
+
+    /// Decode the claimed chunk with `load` into the cache and wake its
+    /// waiters. Errors are not kept: the real read reports them.
+    pub fn finish(mut self, load: impl FnOnce() -> Result<Option<Vec<u8>>>) {
+        self.open = false;
+        let load = parking_lot::Mutex::new(Some(load));
+        let once = || match load.lock().take() {
+            Some(f) => f(),
+            None => Ok(None),
+        };
+        if let Err(e) = self.cache.lead(&self.key, &once) {
+            log::debug!(
+                "prefetch of {:?} failed (the read will report it): {e}",
+                self.key
+            );
+        }
+    }
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if self.open {
+            let flight = self.cache.inner.lock().inflight.remove(&self.key);
+            if let Some(f) = flight {
+                *f.done.lock() = true;
+                f.cv.notify_all();
             }
         }
     }

@@ -21,10 +21,39 @@
 //! disk cannot pile up work), a window of at most the maximum (callers
 //! keep it well inside the cache budget, so prefetched chunks are not
 //! evicted before use), and a fixed-size table of streams.
+//!
+//! # Remote sources: latency times throughput
+//!
+//! A source whose fetches cost a round trip
+//! ([`ArraySource::fetch_latency`] is `Some`: an object store) fetches
+//! each prefetch's chunks all at once, so a prefetch costs about one
+//! round trip plus its bytes' transfer. To run at the link's bandwidth
+//! rather than one window per round trip, such a stream keeps more in
+//! flight, by Little's law: to go on reading at rate `R` from a source
+//! that answers after `L`, `R x L` bytes must be on their way. So for
+//! these streams
+//!
+//! - up to [`REMOTE_PREFETCHES`] prefetches run at once (each still at
+//!   least a quarter window of new bytes), so the next round trip starts
+//!   while the previous one's chunks decode; each runs on a thread of its
+//!   own (at most [`MAX_REMOTE_THREADS`] in the process), which waits on
+//!   the network while the rayon workers go on decoding;
+//! - the largest window is `4 x R x L`, where `R` is the stream's measured
+//!   rate (bytes read per second since it became sequential) and `L` the
+//!   source's measured latency (a moving average of the time to first
+//!   byte of its recent requests), kept between the configured maximum
+//!   and [`REMOTE_WINDOW_FACTOR`] times it. The factor 4 is twice the
+//!   `R x L` in flight, so that the rate can still grow: a window sized to
+//!   exactly today's rate would pin it there. The upper bound keeps the
+//!   window a fixed part of the cache budget (the configured maximum is
+//!   an eighth of it, so at most half), whatever the link.
+//!
+//! Local sources are unchanged: one prefetch, the configured maximum.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use lru::LruCache;
 use parking_lot::Mutex;
@@ -52,6 +81,33 @@ const SEQUENTIAL_RUN: u32 = 3;
 /// Streams remembered at once (open files being read).
 const STREAMS: usize = 256;
 
+/// Prefetches of one stream of a remote source running at once.
+pub const REMOTE_PREFETCHES: usize = 4;
+
+/// A remote stream's window may grow to this many times the maximum.
+pub const REMOTE_WINDOW_FACTOR: u64 = 4;
+
+/// Remote prefetches running at once across the process. Each runs on a
+/// thread of its own, which waits while its chunks are fetched (the
+/// rayon workers must not: they decode); beyond this many, a stream waits
+/// for one of its own to end before starting another.
+pub const MAX_REMOTE_THREADS: usize = 16;
+
+static REMOTE_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// The largest window of a stream reading at `rate` bytes/s from a
+/// source of latency `latency` (`None`: local), for a configured maximum
+/// of `max`: see the module docs.
+pub fn window_limit(max: u64, latency: Option<Duration>, rate: f64) -> u64 {
+    match latency {
+        None => max,
+        Some(l) => {
+            let in_flight = 4.0 * rate * l.as_secs_f64();
+            (in_flight as u64).clamp(max, max.saturating_mul(REMOTE_WINDOW_FACTOR))
+        }
+    }
+}
+
 struct Stream {
     /// The furthest end of a read so far.
     end: u64,
@@ -61,8 +117,10 @@ struct Stream {
     window: u64,
     /// Everything before this offset was handed to a prefetch already.
     ahead_to: u64,
-    /// A prefetch of this stream is running.
-    busy: Arc<AtomicBool>,
+    /// Prefetches of this stream running.
+    busy: Arc<AtomicUsize>,
+    /// When the stream became sequential, and where it was then: its rate.
+    since: Option<(Instant, u64)>,
 }
 
 /// The readahead state of all open files.
@@ -89,14 +147,15 @@ impl Readahead {
         }
         let size = array.meta().nbytes();
         let end = offset.saturating_add(len).min(size);
-        let (from, to, busy) = {
+        let (from, to, busy, remote) = {
             let mut streams = self.streams.lock();
             let s = streams.get_or_insert_mut(id, || Stream {
                 end: u64::MAX,
                 run: 0,
                 window: 0,
                 ahead_to: 0,
-                busy: Arc::new(AtomicBool::new(false)),
+                busy: Arc::new(AtomicUsize::new(0)),
+                since: None,
             });
             let continues = s.end != u64::MAX && offset.abs_diff(s.end) <= SLACK;
             s.run = if continues {
@@ -104,14 +163,24 @@ impl Readahead {
             } else {
                 1
             };
+            let latency = array.fetch_latency();
             if s.run >= SEQUENTIAL_RUN {
+                let (t0, at0) = *s.since.get_or_insert((Instant::now(), s.end));
+                let secs = t0.elapsed().as_secs_f64();
+                let rate = if secs > 0.01 {
+                    s.end.saturating_sub(at0) as f64 / secs
+                } else {
+                    0.0
+                };
+                let max = window_limit(self.max_window, latency, rate);
                 // (A small cache budget can make the maximum the smaller.)
-                s.window = (s.window * 2).clamp(MIN_WINDOW.min(self.max_window), self.max_window);
+                s.window = (s.window * 2).clamp(MIN_WINDOW.min(max), max);
                 s.end = s.end.max(end);
             } else {
                 s.window = 0;
                 s.end = end;
                 s.ahead_to = end;
+                s.since = None;
                 return;
             }
             let from = s.ahead_to.max(s.end);
@@ -121,14 +190,27 @@ impl Readahead {
             if to <= from || (to < size && to - from < s.window / 4) {
                 return;
             }
-            if s.busy.swap(true, Ordering::AcqRel) {
+            let allowed = match latency {
+                Some(_) => REMOTE_PREFETCHES,
+                None => 1,
+            };
+            if s.busy.fetch_add(1, Ordering::AcqRel) >= allowed {
+                s.busy.fetch_sub(1, Ordering::AcqRel);
+                return;
+            }
+            if latency.is_some()
+                && REMOTE_THREADS.fetch_add(1, Ordering::AcqRel) >= MAX_REMOTE_THREADS
+            {
+                REMOTE_THREADS.fetch_sub(1, Ordering::AcqRel);
+                s.busy.fetch_sub(1, Ordering::AcqRel);
                 return;
             }
             s.ahead_to = to;
-            (from, to, s.busy.clone())
+            (from, to, s.busy.clone(), latency.is_some())
         };
         let array = array.clone();
-        rayon::spawn(move || {
+        let done = busy.clone();
+        let job = move || {
             // A panic escaping a rayon job aborts the process (rayon's
             // default), and the decode code a prefetch runs is the read
             // path's: contain it as the FUSE adapter contains a read's, and
@@ -142,8 +224,26 @@ impl Readahead {
                     crate::error::panic_message(panic.as_ref())
                 );
             }
-            busy.store(false, Ordering::Release);
-        });
+            busy.fetch_sub(1, Ordering::Release);
+        };
+        if !remote {
+            rayon::spawn(job);
+            return;
+        }
+        // A remote prefetch waits on the network while its chunks are
+        // fetched: on a thread of its own, so that no rayon worker waits
+        // (the decode that follows runs on rayon, from this thread).
+        let spawned = std::thread::Builder::new()
+            .name("slabfs-prefetch".into())
+            .spawn(move || {
+                job();
+                REMOTE_THREADS.fetch_sub(1, Ordering::AcqRel);
+            });
+        if let Err(e) = spawned {
+            log::debug!("readahead: no thread for a remote prefetch ({e}), skipped");
+            REMOTE_THREADS.fetch_sub(1, Ordering::AcqRel);
+            done.fetch_sub(1, Ordering::Release);
+        }
     }
 
     /// Forget stream `id` (its file was closed).
@@ -252,6 +352,21 @@ mod tests {
         let last = got.last().unwrap();
         assert!(last.1 <= 64 * K + (8 << 20), "beyond the window: {last:?}");
         assert!(last.1 > 64 * K + MIN_WINDOW, "window did not grow: {got:?}");
+    }
+
+    #[test]
+    fn remote_windows_follow_rate_times_latency_within_bounds() {
+        let max = 32 << 20;
+        // Local: the configured maximum, whatever the rate.
+        assert_eq!(window_limit(max, None, 1e9), max);
+        // 20 ms at 1 GB/s: 4 x 20 MB = 80 MB in flight.
+        let l = Some(Duration::from_millis(20));
+        assert_eq!(window_limit(max, l, 1e9), 80_000_000);
+        // Never below the maximum (a slow start must be able to grow)...
+        assert_eq!(window_limit(max, l, 1e6), max);
+        // ...nor above REMOTE_WINDOW_FACTOR times it, however long the link.
+        let far = Some(Duration::from_millis(500));
+        assert_eq!(window_limit(max, far, 1e9), max * REMOTE_WINDOW_FACTOR);
     }
 
     #[test]

@@ -39,6 +39,7 @@ use std::fmt::Debug;
 use std::fs::{File, Metadata};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{self, Read, Seek};
+use std::ops::Range;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -108,6 +109,54 @@ pub trait Store: Send + Sync + Debug {
             .resolve(value.len() as u64)
             .ok_or_else(|| range.out_of_bounds(&self.describe(key), value.len() as u64))?;
         Ok(Some(value[start as usize..end as usize].to_vec()))
+    }
+
+    /// The values of many keys at once, each with its size limit, in the
+    /// order asked: what [`get`](Self::get) would answer for each. The
+    /// default reads them one after another, which is right for a local
+    /// store (the caller decodes on several threads anyway); a remote
+    /// store issues them all at once, so a read of many chunks costs one
+    /// round trip instead of one per chunk.
+    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        keys.iter().map(|(k, limit)| self.get(k, *limit)).collect()
+    }
+
+    /// Parts of many values at once: for each `(key, ranges)`, the bytes
+    /// of each range of the value of `key`, in order (`None` if it does
+    /// not exist; an error if it is shorter than a range needs). The
+    /// default reads range by range; a remote store merges the ranges of
+    /// one object that lie close together into one ranged GET and issues
+    /// them all at once.
+    fn get_ranges(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        requests
+            .iter()
+            .map(|(key, ranges)| {
+                let mut out = Vec::with_capacity(ranges.len());
+                for r in ranges {
+                    let range = ByteRange::At {
+                        offset: r.start,
+                        len: r.end.saturating_sub(r.start),
+                    };
+                    match self.get_range(key, range)? {
+                        Some(v) => out.push(v),
+                        None => return Ok(None),
+                    }
+                }
+                Ok(Some(out))
+            })
+            .collect()
+    }
+
+    /// The typical time one request takes before its first byte arrives,
+    /// for stores whose cost is latency (object stores, HTTP), measured
+    /// on recent requests; `None` for local stores. Callers that see
+    /// `Some` gather their reads into [`get_many`](Self::get_many) and
+    /// read further ahead ([`crate::engine::readahead`]).
+    fn latency(&self) -> Option<std::time::Duration> {
+        None
     }
 
     /// A number that changes whenever any value whose key starts with
@@ -557,6 +606,32 @@ impl<S: Store> Store for CountingStore<S> {
         Ok(v)
     }
 
+    fn get_ranges(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        let n: usize = requests.iter().map(|(_, r)| r.len()).sum();
+        self.gets.fetch_add(n as u64, Ordering::SeqCst);
+        let got = self.inner.get_ranges(requests);
+        for v in got.iter().flatten().flatten().flatten() {
+            self.bytes.fetch_add(v.len() as u64, Ordering::SeqCst);
+        }
+        got
+    }
+
+    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        self.gets.fetch_add(keys.len() as u64, Ordering::SeqCst);
+        let got = self.inner.get_many(keys);
+        for v in got.iter().flatten().flatten() {
+            self.bytes.fetch_add(v.len() as u64, Ordering::SeqCst);
+        }
+        got
+    }
+
+    fn latency(&self) -> Option<std::time::Duration> {
+        self.inner.latency()
+    }
+
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
         self.inner.list_dir(dir)
     }
@@ -576,6 +651,18 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
         (**self).get_range(key, range)
+    }
+    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        (**self).get_many(keys)
+    }
+    fn get_ranges(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        (**self).get_ranges(requests)
+    }
+    fn latency(&self) -> Option<std::time::Duration> {
+        (**self).latency()
     }
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
         (**self).list_dir(dir)

@@ -14,9 +14,13 @@ file), so a client's ranged reads cannot be tested against it. This one:
 - answers `GET /_stats` with JSON counts: requests, 503s sent, 206s sent,
   and the `Credential=` scope of the last signed request (key id, date,
   region), for tests of where credentials come from;
-- never lists a directory (404), as an object store would not.
+- never lists a directory (404), as an object store would not;
+- with `--delay SECONDS`, waits that long before answering each request
+  (but `/_stats`), like a distant server: a client that sends its
+  requests one after another pays the delay once per request, one that
+  sends them at once pays it about once.
 
-Usage: range_http.py ROOT [--ignore-range]; prints the port it listens on
+Usage: range_http.py ROOT [--ignore-range] [--delay SECONDS]; prints the port it listens on
 (127.0.0.1, chosen by the kernel) on its first line of stdout.
 """
 
@@ -25,10 +29,12 @@ import os
 import re
 import sys
 import threading
+import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
 ROOT = os.path.abspath(sys.argv[1])
 IGNORE_RANGE = "--ignore-range" in sys.argv[2:]
+DELAY = float(sys.argv[sys.argv.index("--delay") + 1]) if "--delay" in sys.argv else 0.0
 LOCK = threading.Lock()
 STATS = {"requests": 0, "503": 0, "206": 0, "credential": None}
 FAILED_ONCE = set()
@@ -72,6 +78,8 @@ class Handler(SimpleHTTPRequestHandler):
         if path == "/_stats":
             with LOCK:
                 return self.plain(200, json.dumps(STATS).encode())
+        if DELAY:
+            time.sleep(DELAY)
         if path.startswith("/flaky/"):
             key = (self.command, path)
             with LOCK:
@@ -125,6 +133,9 @@ class Handler(SimpleHTTPRequestHandler):
             self.wfile.write(body)
 
 
+# Clients that open many connections at once must not overflow the
+# listen backlog (5 by default): a dropped SYN is retried after a second.
+ThreadingHTTPServer.request_queue_size = 256
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 server.daemon_threads = True
 print(server.server_address[1], flush=True)

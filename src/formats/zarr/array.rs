@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use super::shard::Sharding;
 use crate::codec::{ChunkRepr, CodecChain};
 use crate::engine::array::{ArrayMeta, ArraySource};
-use crate::engine::cache::{ChunkCache, ChunkKey, SharedBytes, next_source_id};
+use crate::engine::cache::{ChunkCache, ChunkKey, Claim, SharedBytes, next_source_id};
 use crate::engine::index::copy::SharedDest;
 use crate::engine::index::tiling::{DimTiling, Piece, Projection};
 use crate::engine::index::{Region, contiguous_run};
@@ -240,7 +240,13 @@ impl ZarrArray {
     }
 
     fn load_chunk(&self, tile: &[u64]) -> Result<Option<Vec<u8>>> {
-        let Some(raw) = self.fetch(tile)? else {
+        self.decode_chunk(tile, self.fetch(tile)?)
+    }
+
+    /// Chunk `tile` decoded from its stored bytes `raw` (`None`: not
+    /// stored).
+    fn decode_chunk(&self, tile: &[u64], raw: Option<Vec<u8>>) -> Result<Option<Vec<u8>>> {
+        let Some(raw) = raw else {
             return Ok(None);
         };
         let repr = self.chunk_repr(tile);
@@ -258,12 +264,51 @@ impl ZarrArray {
         }
     }
 
+    /// The most stored bytes chunk `tile` may have: no codec expands
+    /// data by more than 2x; a bigger file is not a chunk of this array.
+    fn fetch_limit(&self, tile: &[u64]) -> u64 {
+        let nbytes = self.chunk_repr(tile).nbytes().expect("checked at open") as u64;
+        nbytes.saturating_mul(2).saturating_add(1 << 20)
+    }
+
+    /// Whether reads gather the fetches of their chunks into one
+    /// [`fetch_many`](Self::fetch_many): when the store's cost is latency
+    /// (an object store).
+    fn fetches_together(&self) -> bool {
+        self.store.latency().is_some()
+    }
+
+    /// The stored bytes of chunks `tiles`, all asked for at once: one
+    /// [`Store::get_many`] of their keys, or for a sharded array their
+    /// ranges of the shards in one [`Store::get_ranges`] (after the shard
+    /// indexes, read as [`fetch`](Self::fetch) reads them), which the
+    /// store coalesces.
+    fn fetch_many(&self, tiles: &[&[u64]]) -> Vec<Result<Option<Vec<u8>>>> {
+        log::debug!(
+            "{}: fetching {} chunks at once",
+            self.spec.meta.source,
+            tiles.len()
+        );
+        if let Some(sharding) = &self.spec.sharding {
+            let wanted: Vec<(String, Vec<u64>, u64)> = tiles
+                .iter()
+                .map(|t| {
+                    let key = self.chunk_key(&sharding.shard_of(t));
+                    (key, t.to_vec(), self.fetch_limit(t))
+                })
+                .collect();
+            return sharding.fetch_many(self.store.as_ref(), &wanted, &self.cache, self.version);
+        }
+        let keys: Vec<(String, u64)> = tiles
+            .iter()
+            .map(|t| (self.chunk_key(t), self.fetch_limit(t)))
+            .collect();
+        self.store.get_many(&keys)
+    }
+
     /// The stored bytes of chunk `tile`, `None` if it is not stored.
     fn fetch(&self, tile: &[u64]) -> Result<Option<Vec<u8>>> {
-        let nbytes = self.chunk_repr(tile).nbytes().expect("checked at open") as u64;
-        // No codec expands data by more than 2x; a bigger file is not a
-        // chunk of this array.
-        let limit = nbytes.saturating_mul(2).saturating_add(1 << 20);
+        let limit = self.fetch_limit(tile);
         if let Some(sharding) = &self.spec.sharding {
             let key = self.chunk_key(&sharding.shard_of(tile));
             return sharding.fetch(
@@ -312,7 +357,16 @@ impl ZarrArray {
     /// # Safety
     /// Concurrent calls must be for different pieces of one projection
     /// (their destination sub-boxes are then disjoint).
-    unsafe fn read_piece(&self, piece: &Piece, dest: &SharedDest<'_>, many: bool) -> Result<()> {
+    ///
+    /// `fetched` is the chunk's stored bytes when the read fetched them
+    /// already (with the other chunks', [`fetch_many`](Self::fetch_many)).
+    unsafe fn read_piece(
+        &self,
+        piece: &Piece,
+        dest: &SharedDest<'_>,
+        many: bool,
+        fetched: Option<Result<Option<Vec<u8>>>>,
+    ) -> Result<()> {
         let item = self.spec.meta.item_size();
         let shape = self.chunk_shape(&piece.tile);
         let copy = |data: &[u8]| {
@@ -336,10 +390,15 @@ impl ZarrArray {
         // straight into place, bypassing the cache (see ChunkCache::peek).
         // A chunk read piecemeal goes through the cache.
         let key = self.key(&piece.tile);
+        let fetched = parking_lot::Mutex::new(fetched);
+        let stored = || match fetched.lock().take() {
+            Some(raw) => raw,
+            None => self.fetch(&piece.tile),
+        };
         if !(many && piece.count == shape) {
             let chunk = self
                 .cache
-                .get_or_load(&key, || self.load_chunk(&piece.tile))?;
+                .get_or_load(&key, || self.decode_chunk(&piece.tile, stored()?))?;
             match chunk {
                 Some(data) => {
                     copy(&data);
@@ -358,7 +417,7 @@ impl ZarrArray {
             copy(&data);
             return Ok(());
         }
-        let Some(raw) = self.fetch(&piece.tile)? else {
+        let Some(raw) = stored()? else {
             fill();
             return Ok(());
         };
@@ -427,11 +486,40 @@ impl ArraySource for ZarrArray {
         }
     }
 
+    fn fetch_latency(&self) -> Option<std::time::Duration> {
+        self.store.latency()
+    }
+
+    /// Each chunk decoded into the cache on the rayon pool. Over an
+    /// object store, the chunks not cached are claimed (so a read that
+    /// arrives meanwhile waits for them rather than fetching them again),
+    /// fetched all at once, then decoded.
     fn prefetch(&self, region: &Region) {
         let tiles: Vec<Vec<u64>> = Projection::new(&self.spec.grid, region)
             .pieces()
             .map(|p| p.tile)
             .collect();
+        if self.fetches_together() {
+            let claims: Vec<_> = tiles
+                .iter()
+                .filter_map(|t| self.cache.claim(&self.key(t)))
+                .collect();
+            let wanted: Vec<&[u64]> = claims.iter().map(|c| &*c.key().coords).collect();
+            let fetched = self.fetch_many(&wanted);
+            let decode = |(claim, raw): (Claim<'_>, Result<Option<Vec<u8>>>)| {
+                let tile = claim.key().coords.clone();
+                claim.finish(|| self.decode_chunk(&tile, raw?));
+            };
+            // On a thread of readahead's own (a remote prefetch), decode
+            // here: handing the chunks to rayon could deadlock, its
+            // workers may all be reads waiting for these very claims.
+            if rayon::current_thread_index().is_none() {
+                claims.into_iter().zip(fetched).for_each(decode);
+            } else {
+                claims.into_par_iter().zip(fetched).for_each(decode);
+            }
+            return;
+        }
         tiles.par_iter().for_each(|tile| {
             self.cache
                 .prefetch(&self.key(tile), || self.load_chunk(tile));
@@ -488,12 +576,31 @@ impl ArraySource for ZarrArray {
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
         let pieces: Vec<Piece> = Projection::new(&self.spec.grid, region).pieces().collect();
         let dest = SharedDest::new(out, &region.count);
+        // Over an object store, the chunks not cached are fetched first,
+        // all at once (one round trip, not one per chunk), then decoded.
+        // Their stored bytes are held together meanwhile: no more than
+        // the read's own output buffer, since codecs rarely expand.
+        let mut fetched: Vec<Option<Result<Option<Vec<u8>>>>> =
+            pieces.iter().map(|_| None).collect();
+        if pieces.len() > 1 && self.fetches_together() {
+            let want: Vec<usize> = (0..pieces.len())
+                .filter(|&i| !self.cache.cached_or_loading(&self.key(&pieces[i].tile)))
+                .collect();
+            if want.len() > 1 {
+                let tiles: Vec<&[u64]> = want.iter().map(|&i| pieces[i].tile.as_slice()).collect();
+                for (i, raw) in want.iter().zip(self.fetch_many(&tiles)) {
+                    fetched[*i] = Some(raw);
+                }
+            }
+        }
         // The chunks of a large read are decoded in parallel, each copied
         // into place by the thread that decoded it (while it is still in
         // that core's cache); a read inside one chunk stays on this thread.
         // SAFETY: the pieces of one projection partition the region, so
         // their destination sub-boxes are disjoint.
-        let read = |p: &Piece| unsafe { self.read_piece(p, &dest, pieces.len() > 1) };
+        let read = |(p, raw): (&Piece, Option<Result<Option<Vec<u8>>>>)| unsafe {
+            self.read_piece(p, &dest, pieces.len() > 1, raw)
+        };
         // Pieces of chunks already decoded are only copies: not worth
         // waking the pool for.
         let all_cached = || {
@@ -502,9 +609,9 @@ impl ArraySource for ZarrArray {
                 .all(|p| self.cache.contains(&self.key(&p.tile)))
         };
         if pieces.len() > 1 && !all_cached() {
-            pieces.par_iter().try_for_each(read)
+            pieces.par_iter().zip(fetched).try_for_each(read)
         } else {
-            pieces.iter().try_for_each(read)
+            pieces.iter().zip(fetched).try_for_each(read)
         }
     }
 }

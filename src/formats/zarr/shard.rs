@@ -75,6 +75,7 @@
 //! requires it).
 
 use serde_json::Value;
+use std::ops::Range;
 
 use crate::codec::transpose::Transpose;
 use crate::codec::{
@@ -771,6 +772,31 @@ impl Sharding {
         }
     }
 
+    /// [`fetch`](Self::fetch) of many chunks at once, each `(key of its
+    /// shard, tile, limit)`: the indexes on the way as `fetch` reads them
+    /// (cached), then the chunks' byte ranges, all in one
+    /// [`Store::get_ranges`], which a remote store answers with one GET
+    /// per run of nearby chunks of a shard, all at once.
+    pub fn fetch_many(
+        &self,
+        store: &dyn Store,
+        wanted: &[(String, Vec<u64>, u64)],
+        cache: &ChunkCache,
+        version: u64,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let limit = |l: u64| self.stored_limit.map_or(l, |s| s.max(l));
+        match &self.mode {
+            Mode::Indexed(ix) => ix.fetch_many(store, wanted, cache, version, limit),
+            Mode::Whole => {
+                let keys: Vec<(String, u64)> = wanted
+                    .iter()
+                    .map(|(k, _, l)| (k.clone(), limit(*l)))
+                    .collect();
+                store.get_many(&keys)
+            }
+        }
+    }
+
     /// Drop the cached indexes on the way to read unit `tile` (see
     /// `Indexed::forget_indexes`); nothing for shards decoded whole,
     /// whose indexes are never kept apart from the shard.
@@ -817,11 +843,80 @@ impl Indexed {
         limit: u64,
     ) -> Result<Option<Vec<u8>>> {
         let stored = self.stored_tile(tile);
-        let r = self.fetch_through_indexes(store, key, &stored, tile, cache, version, limit);
+        let r = self
+            .locate(store, key, &stored, tile, cache, version, limit)
+            .and_then(|at| match at {
+                // A shard that vanished since its index was read: empty.
+                Some((offset, len)) => store.get_range(key, ByteRange::At { offset, len }),
+                None => Ok(None),
+            });
         if r.is_err() {
             self.forget_indexes(tile, cache, version);
         }
         r
+    }
+
+    /// [`Sharding::fetch_many`] of indexed shards.
+    fn fetch_many(
+        &self,
+        store: &dyn Store,
+        wanted: &[(String, Vec<u64>, u64)],
+        cache: &ChunkCache,
+        version: u64,
+        limit: impl Fn(u64) -> u64,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = wanted.iter().map(|_| None).collect();
+        // Per shard: its key, the chunks' ranges, and which of `wanted`.
+        let mut shards: Vec<(String, Vec<Range<u64>>, Vec<usize>)> = Vec::new();
+        for (i, (key, tile, l)) in wanted.iter().enumerate() {
+            let stored = self.stored_tile(tile);
+            match self.locate(store, key, &stored, tile, cache, version, limit(*l)) {
+                Ok(Some((offset, len))) => {
+                    let s = match shards.iter().position(|s| s.0 == *key) {
+                        Some(s) => s,
+                        None => {
+                            shards.push((key.clone(), Vec::new(), Vec::new()));
+                            shards.len() - 1
+                        }
+                    };
+                    shards[s].1.push(offset..offset + len);
+                    shards[s].2.push(i);
+                }
+                Ok(None) => out[i] = Some(Ok(None)),
+                Err(e) => {
+                    self.forget_indexes(tile, cache, version);
+                    out[i] = Some(Err(e));
+                }
+            }
+        }
+        let requests: Vec<(String, Vec<Range<u64>>)> = shards
+            .iter()
+            .map(|(k, r, _)| (k.clone(), r.clone()))
+            .collect();
+        for ((key, _, which), got) in shards.iter().zip(store.get_ranges(&requests)) {
+            match got {
+                Ok(Some(parts)) => {
+                    for (&i, part) in which.iter().zip(parts) {
+                        out[i] = Some(Ok(Some(part)));
+                    }
+                }
+                // A shard that vanished since its index was read: empty.
+                Ok(None) => which.iter().for_each(|&i| out[i] = Some(Ok(None))),
+                Err(e) => {
+                    let detail = e.to_string();
+                    for &i in which {
+                        self.forget_indexes(&wanted[i].1, cache, version);
+                        out[i] = Some(Err(Error::Io {
+                            path: store.describe(key),
+                            source: std::io::Error::other(detail.clone()),
+                        }));
+                    }
+                }
+            }
+        }
+        out.into_iter()
+            .map(|o| o.expect("every chunk answered"))
+            .collect()
     }
 
     /// Drop the cached indexes on the way to leaf chunk `tile`. Called
@@ -841,10 +936,12 @@ impl Indexed {
         }
     }
 
-    /// [`Indexed::fetch`] of leaf `tile` in the stored order; `shown` is
-    /// the same tile in the array's order, for messages.
+    /// Where leaf `tile` (in the stored order) lies in the shard stored
+    /// under `key`: `(offset, len)`, `None` if the shard or the chunk is
+    /// empty. Reads each level's index (cached under `version`). `shown`
+    /// is the same tile in the array's order, for messages.
     #[allow(clippy::too_many_arguments)]
-    fn fetch_through_indexes(
+    fn locate(
         &self,
         store: &dyn Store,
         key: &str,
@@ -853,7 +950,7 @@ impl Indexed {
         cache: &ChunkCache,
         version: u64,
         limit: u64,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<(u64, u64)>> {
         let leaf = self.leaf_shape();
         let corrupt = |detail: String| Error::Chunk {
             path: store.describe(key),
@@ -923,8 +1020,7 @@ impl Indexed {
             store.describe(key),
             offset + len
         );
-        // A shard that vanished since its index was read: treat as empty.
-        store.get_range(key, ByteRange::At { offset, len })
+        Ok(Some((offset, len)))
     }
 
     /// Read and decode one index of `level` for the block at `range` of

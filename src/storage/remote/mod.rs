@@ -34,6 +34,26 @@
 //! turn. Nothing here is per dataset: a mount of a thousand datasets has
 //! the same runtime and the same bound.
 //!
+//! # Latency: many requests per caller
+//!
+//! One blocking call per request would make the requests in flight as
+//! many as the threads calling (two decode threads and a few FUSE
+//! threads), and a read of many chunks one round trip per chunk or two.
+//! So the stores also take many requests in one call: [`Store::get_many`]
+//! (whole values) and [`Store::get_ranges`] (ranges of values) hand them
+//! all to the runtime at once ([`block_on_all`]), each holding its own
+//! permit, and return when the last has answered. The Zarr read path asks
+//! for every chunk of a read, and readahead for every chunk of its
+//! window, in one such call, then decodes on rayon: the requests in
+//! flight are bounded by `--max-requests`, not by the decode threads.
+//! Ranges of one object within [`store::COALESCE_GAP`] (1 MiB) of each
+//! other are merged into one ranged GET (the inner chunks of a shard).
+//! [`latency`] is a moving average of the time to first byte, which
+//! readahead uses to size its window ([`crate::engine::readahead`]).
+//!
+//! [`Store::get_many`]: crate::storage::store::Store::get_many
+//! [`Store::get_ranges`]: crate::storage::store::Store::get_ranges
+//!
 //! # Faults
 //!
 //! `object_store` retries timeouts, connection errors, 5xx and throttling
@@ -70,7 +90,7 @@ use parking_lot::RwLock;
 use crate::error::{Error, Result};
 
 pub use location::{Location, Scheme, is_url, strip_secrets};
-pub use store::{RemoteFile, RemoteFiles, RemoteStore};
+pub use store::{COALESCE_GAP, RemoteFile, RemoteFiles, RemoteStore};
 
 /// How remote sources are reached: one set for the process (a mount, or
 /// one `ls`/`cat`), set by [`configure`] before the first connection.
@@ -199,39 +219,77 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 /// Run `fut` on the shared runtime and wait for it, holding one of the
 /// [`Config::max_requests`] permits, within `deadline`. Called from FUSE
 /// and rayon threads, never from the runtime's own.
-pub(crate) fn block_on<T>(
+pub(crate) fn block_on<T: Send>(
     deadline: Duration,
     fut: impl std::future::Future<Output = std::io::Result<T>> + Send,
 ) -> std::io::Result<T> {
+    block_on_all(deadline, vec![fut])
+        .pop()
+        .expect("one future, one answer")
+}
+
+/// Run all of `futs` on the shared runtime at once and wait for every
+/// answer, in order: each request holds a permit of its own while it runs
+/// (so at most [`Config::max_requests`] are in flight across the process,
+/// the rest wait their turn) and has `deadline` from when it starts.
+/// This is how one read asks for all its chunks in one round trip instead
+/// of one after another.
+pub(crate) fn block_on_all<T: Send, F>(deadline: Duration, futs: Vec<F>) -> Vec<std::io::Result<T>>
+where
+    F: std::future::Future<Output = std::io::Result<T>> + Send,
+{
     let shared = shared();
-    let requests = shared.requests.clone();
-    let mut stopping = shared.stopping.subscribe();
     let stopped = || std::io::Error::new(std::io::ErrorKind::Interrupted, "slabfs is stopping");
     if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
-        return Err(stopped());
+        return futs.iter().map(|_| Err(stopped())).collect();
     }
+    let n = futs.len();
+    let mut stopping = shared.stopping.subscribe();
     shared.rt.block_on(async move {
-        let work = async move {
-            let _permit = requests
-                .acquire_owned()
-                .await
-                .map_err(|_| std::io::Error::other("the remote I/O runtime is shutting down"))?;
-            match tokio::time::timeout(deadline, fut).await {
-                Ok(r) => r,
-                Err(_) => Err(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    format!("no answer within {} s", deadline.as_secs()),
-                )),
+        let work = futures::future::join_all(futs.into_iter().map(|fut| {
+            let requests = shared.requests.clone();
+            async move {
+                let _permit = requests.acquire_owned().await.map_err(|_| {
+                    std::io::Error::other("the remote I/O runtime is shutting down")
+                })?;
+                match tokio::time::timeout(deadline, fut).await {
+                    Ok(r) => r,
+                    Err(_) => Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer within {} s", deadline.as_secs()),
+                    )),
+                }
             }
-        };
+        }));
         let cancelled = async move {
             let _ = stopping.wait_for(|s| *s).await;
         };
         match futures::future::select(Box::pin(work), Box::pin(cancelled)).await {
             futures::future::Either::Left((r, _)) => r,
-            futures::future::Either::Right(_) => Err(stopped()),
+            futures::future::Either::Right(_) => (0..n).map(|_| Err(stopped())).collect(),
         }
     })
+}
+
+/// Time to first byte of recent requests, in microseconds (a moving
+/// average; 0 before the first).
+static LATENCY_US: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Note the time a request took to its response's headers.
+pub(crate) fn note_latency(took: Duration) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let now = took.as_micros().min(u64::MAX as u128) as u64;
+    // An exponential moving average over about the last 8 requests: a
+    // slow outlier moves it a little, a changed link within a few reads.
+    // (A lost update between two threads only drops one sample.)
+    let old = LATENCY_US.load(Relaxed);
+    let new = if old == 0 { now } else { (old * 7 + now) / 8 };
+    LATENCY_US.store(new.max(1), Relaxed);
+}
+
+/// The measured time to first byte of remote requests (zero before any).
+pub fn latency() -> Duration {
+    Duration::from_micros(LATENCY_US.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 /// End every remote call waiting or in flight, and every later one, with

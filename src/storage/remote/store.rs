@@ -33,7 +33,7 @@ use futures::StreamExt;
 use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt};
 
 use super::location::{Location, is_url};
-use super::{Remote, block_on, redact};
+use super::{Remote, block_on, block_on_all, redact};
 use crate::error::{Error, Result};
 use crate::storage::files::{Files, ReadAt};
 use crate::storage::store::{ByteRange, Store};
@@ -130,6 +130,33 @@ async fn collect(
     Ok(Ok(buf))
 }
 
+/// Ranges of one object this close (or closer) are read with one GET:
+/// the gap `object_store` itself merges across in `get_ranges`
+/// (`OBJECT_STORE_COALESCE_DEFAULT`, 1 MiB). On any link but loopback a
+/// second request's round trip (milliseconds) costs more than moving 1 MiB
+/// more in the same response (about a millisecond at 1 GB/s), so up to
+/// this gap one GET is cheaper; beyond it the unwanted bytes start to cost
+/// more than the request saved. (`object_store`'s `get_ranges` itself is
+/// not used: it runs its parts ten at a time outside the
+/// `--max-requests` bound; here each merged range is one request under
+/// it.)
+pub const COALESCE_GAP: u64 = object_store::OBJECT_STORE_COALESCE_DEFAULT;
+
+/// `ranges` sorted and merged wherever two are at most `gap` apart (or
+/// overlap); empty ranges are dropped.
+fn merge_ranges(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
+    let mut sorted: Vec<Range<u64>> = ranges.iter().filter(|r| r.start < r.end).cloned().collect();
+    sorted.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for r in sorted {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end.saturating_add(gap) => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
 /// The keys under a prefix of an object store, as a [`Store`].
 #[derive(Clone)]
 pub struct RemoteStore {
@@ -175,47 +202,69 @@ impl RemoteStore {
         limit: u64,
         want: Option<Range<u64>>,
     ) -> Result<Option<Vec<u8>>> {
-        let store = self.store();
-        let path = loc.prefix().clone();
-        let got = block_on(self.remote.deadline, async move {
-            let r = match store.get_opts(&path, opts).await {
-                Ok(r) => r,
-                Err(object_store::Error::NotFound { .. }) => return Ok(None),
-                Err(e) => return Err(io_error(e)),
-            };
-            if let Some(want) = &want
-                && r.range != *want
-            {
-                return Err(io::Error::other(format!(
-                    "asked for bytes {want:?}, the server answered {:?}",
-                    r.range
-                )));
-            }
-            let len = r.range.end - r.range.start;
-            if len > limit {
-                return Ok(Some(Err(len)));
-            }
-            let body = collect(r.payload, len as usize, limit).await?;
-            if let Ok(b) = &body
-                && b.len() as u64 != len
-            {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!("{} bytes received of {len}", b.len()),
-                ));
-            }
-            Ok(Some(body))
-        })
-        .map_err(with_path(loc))?;
-        match got {
-            None => Ok(None),
-            Some(Ok(v)) => Ok(Some(v)),
-            Some(Err(size)) => Err(Error::TooLarge {
-                path: loc.display(),
-                size,
-                limit,
-            }),
-        }
+        let got = block_on(
+            self.remote.deadline,
+            get_value(self.store(), loc.prefix().clone(), opts, limit, want),
+        );
+        value_or_error(loc, limit, got)
+    }
+}
+
+/// One GET of `path` with `opts`: `None` when it does not exist,
+/// `Some(Err(size))` when it holds more than `limit` bytes. The time to
+/// the response's headers is noted as the link's latency.
+async fn get_value(
+    store: Arc<dyn ObjectStore>,
+    path: object_store::path::Path,
+    opts: GetOptions,
+    limit: u64,
+    want: Option<Range<u64>>,
+) -> io::Result<Option<std::result::Result<Vec<u8>, u64>>> {
+    let started = std::time::Instant::now();
+    let r = match store.get_opts(&path, opts).await {
+        Ok(r) => r,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(io_error(e)),
+    };
+    super::note_latency(started.elapsed());
+    if let Some(want) = &want
+        && r.range != *want
+    {
+        return Err(io::Error::other(format!(
+            "asked for bytes {want:?}, the server answered {:?}",
+            r.range
+        )));
+    }
+    let len = r.range.end - r.range.start;
+    if len > limit {
+        return Ok(Some(Err(len)));
+    }
+    let body = collect(r.payload, len as usize, limit).await?;
+    if let Ok(b) = &body
+        && b.len() as u64 != len
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("{} bytes received of {len}", b.len()),
+        ));
+    }
+    Ok(Some(body))
+}
+
+/// What [`Store::get`] answers for the outcome of [`get_value`] on `loc`.
+fn value_or_error(
+    loc: &Location,
+    limit: u64,
+    got: io::Result<Option<std::result::Result<Vec<u8>, u64>>>,
+) -> Result<Option<Vec<u8>>> {
+    match got.map_err(with_path(loc))? {
+        None => Ok(None),
+        Some(Ok(v)) => Ok(Some(v)),
+        Some(Err(size)) => Err(Error::TooLarge {
+            path: loc.display(),
+            size,
+            limit,
+        }),
     }
 }
 
@@ -223,6 +272,120 @@ impl Store for RemoteStore {
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
         let loc = self.remote.location.child(key)?;
         self.get_with(&loc, GetOptions::default(), limit, None)
+    }
+
+    /// All the GETs at once on the runtime, each holding a request
+    /// permit: one round trip for the lot (up to `--max-requests` in
+    /// flight, the rest as permits free up).
+    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        let locs: Vec<Result<Location>> = keys
+            .iter()
+            .map(|(k, _)| self.remote.location.child(k))
+            .collect();
+        let futs: Vec<_> = locs
+            .iter()
+            .zip(keys)
+            .filter_map(|(loc, (_, limit))| loc.as_ref().ok().map(|l| (l, *limit)))
+            .map(|(loc, limit)| {
+                get_value(
+                    self.store(),
+                    loc.prefix().clone(),
+                    GetOptions::default(),
+                    limit,
+                    None,
+                )
+            })
+            .collect();
+        let mut got = block_on_all(self.remote.deadline, futs).into_iter();
+        locs.into_iter()
+            .zip(keys)
+            .map(|(loc, (_, limit))| {
+                let loc = loc?;
+                let answer = got.next().expect("one answer per request");
+                value_or_error(&loc, *limit, answer)
+            })
+            .collect()
+    }
+
+    fn latency(&self) -> Option<std::time::Duration> {
+        Some(super::latency())
+    }
+
+    /// The ranges of each object merged where they lie within
+    /// [`COALESCE_GAP`] of each other, one ranged GET per merged range,
+    /// all of them at once (each under a `--max-requests` permit).
+    fn get_ranges(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        let plans: Vec<(Result<Location>, Vec<Range<u64>>)> = requests
+            .iter()
+            .map(|(k, ranges)| {
+                (
+                    self.remote.location.child(k),
+                    merge_ranges(ranges, COALESCE_GAP),
+                )
+            })
+            .collect();
+        let mut futs = Vec::new();
+        for (loc, merged) in &plans {
+            let Ok(loc) = loc else { continue };
+            for m in merged {
+                let opts = GetOptions {
+                    range: Some(GetRange::Bounded(m.clone())),
+                    ..Default::default()
+                };
+                futs.push(get_value(
+                    self.store(),
+                    loc.prefix().clone(),
+                    opts,
+                    u64::MAX,
+                    Some(m.clone()),
+                ));
+            }
+        }
+        log::debug!(
+            "{}: {} ranges of {} objects in {} GETs",
+            self.remote.location.display(),
+            requests.iter().map(|(_, r)| r.len()).sum::<usize>(),
+            requests.len(),
+            futs.len()
+        );
+        let mut got = block_on_all(self.remote.deadline, futs).into_iter();
+        plans
+            .into_iter()
+            .zip(requests)
+            .map(|((loc, merged), (_, ranges))| {
+                let loc = loc?;
+                // Every answer of this object is taken, whatever happens.
+                let parts: Vec<Result<Option<Vec<u8>>>> = merged
+                    .iter()
+                    .map(|_| value_or_error(&loc, u64::MAX, got.next().expect("one per GET")))
+                    .collect();
+                let mut bodies = Vec::with_capacity(parts.len());
+                for p in parts {
+                    match p? {
+                        Some(b) => bodies.push(b),
+                        None => return Ok(None),
+                    }
+                }
+                Ok(Some(
+                    ranges
+                        .iter()
+                        .map(|r| {
+                            if r.start >= r.end {
+                                return Vec::new();
+                            }
+                            // The merged range holding r: the last one
+                            // starting at or before it.
+                            let i = merged.partition_point(|m| m.start <= r.start) - 1;
+                            let at = (r.start - merged[i].start) as usize;
+                            bodies[i][at..at + (r.end - r.start) as usize].to_vec()
+                        })
+                        .collect(),
+                ))
+            })
+            .collect()
     }
 
     fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
@@ -616,7 +779,16 @@ impl Refused {
 
 #[cfg(test)]
 mod tests {
-    use super::one_line;
+    use super::{merge_ranges, one_line};
+
+    #[test]
+    fn ranges_closer_than_the_gap_merge() {
+        let m = merge_ranges(&[10..20, 0..5, 30..40, 100..110, 19..25, 7..7], 5);
+        assert_eq!(m, vec![0..40, 100..110]);
+        assert_eq!(merge_ranges(&[0..10, 16..20], 5), vec![0..10, 16..20]);
+        assert_eq!(merge_ranges(&[0..10, 15..20], 5), vec![0..20]);
+        assert!(merge_ranges(&[], 5).is_empty());
+    }
 
     #[test]
     fn server_errors_become_one_short_line() {

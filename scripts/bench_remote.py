@@ -1,0 +1,597 @@
+#!/usr/bin/env python3
+"""Remote read benchmark: a 256 MiB zstd Zarr array in a local S3 server, read
+sequentially through a `slabfs mount` of the bucket (`dd bs=1M`) against
+zarr-python 3 (over obstore) and tensorstore's `s3` kvstore, with 0 and with
+20 ms added to every request; then random 4 KiB reads through the mount,
+counting the GETs they cost.
+
+Usage (from the repository root, as root: it mounts):
+
+    .venv/bin/python scripts/bench_remote.py [--size-mib 256] [--reps 3]
+        [--latency-ms 0,20] [--data-dir bench-data] [--scratch DIR]
+
+What it does:
+
+1. The data: benchlib.build_field (the float32 Zarr v3 array of
+   bench_read.py, 1 MiB chunks, zarr-python's default bytes + zstd).
+2. The server: s3s-fs 0.14.1 (crates.io), built once into --scratch
+   (outside the repository) with three fixes, because stock it is the
+   bottleneck (docs/perf/remote.md): it reads files in 4 KiB pieces (now
+   1 MiB), reads past the end of a requested range (now stops there), and
+   leaves Nagle's algorithm on (now TCP_NODELAY). The array is uploaded
+   with boto3 (PutObject: the server keeps each object's ETag).
+3. Latency: every client talks to the server through a delay line, a TCP
+   proxy run by this script in a process of its own (`--proxy`): bytes from
+   the client reach the server `latency` later; bytes back are forwarded at
+   once. So every request costs one more `latency` of round trip, as a
+   distant server would. The proxy also counts the GET and HEAD requests it
+   forwards (for the random-read check).
+4. The ceiling: tensorstore's kvstore reading every chunk object at once,
+   no decoding, through the same proxy: what the server, the proxy and the
+   loopback deliver.
+5. Contenders, each a fresh process, interleaved, --reps times after a
+   warm-up round, for each latency:
+   - slabfs: `slabfs mount s3://bench/f32-256mib.zarr MNT` (started before
+     the timing, so its listing is not timed), then `dd if=MNT/field
+     of=/dev/null bs=1M` timed; a new mount for every run, so its chunk
+     cache and the kernel's page cache are cold;
+   - zarr-python: `zarr.open_array(zarr.storage.ObjectStore(S3Store(...)))[:]`
+     (its default concurrency, `async.concurrency`);
+   - tensorstore: `ts.open({"driver": "zarr3", "kvstore": {"driver": "s3",
+     ...}}).read()` (its default request concurrency).
+   The Python peers' time is their in-process open + read (no interpreter
+   start-up), the fair match for dd's time on a mount already up.
+   Every contender's bytes are checked once (sha256 against the raw file).
+6. Random 4 KiB reads: a new mount, then 256 `pread`s of 4 KiB at seeded
+   random page offsets (POSIX_FADV_RANDOM: no kernel readahead), then the
+   same 256 again. The proxy's GET count during the first pass must be the
+   number of distinct chunks those pages touch (one ranged GET per cold
+   chunk; a 4 KiB page of this array spans two chunks), during the second
+   pass zero.
+7. Markdown tables on stdout, raw numbers in <data-dir>/remote-results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import mmap
+import os
+import random
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import benchlib as lib
+
+MIB = lib.MIB
+BUCKET = "bench"
+KEY_ID = "slabfsbench"
+SECRET = "slabfsbenchsecret"
+S3S_VERSION = "0.14.1"
+RANDOM_READS = 256
+
+
+# --------------------------------------------------------------------------
+# the delay-line proxy (run as `bench_remote.py --proxy ...`)
+
+
+def proxy_main(listen_port: int, upstream_port: int, delay_ms: float, counts: str) -> None:
+    """Forward 127.0.0.1:listen_port to 127.0.0.1:upstream_port; client bytes
+    are held `delay_ms` before they go on. GET and HEAD requests are counted
+    into the 16-byte file `counts` (two little-endian u64)."""
+    delay = delay_ms / 1000.0
+    with open(counts, "r+b") as f:
+        shared = mmap.mmap(f.fileno(), 16)
+    lock = threading.Lock()
+    tally = [0, 0]
+
+    def count(data: bytes, tail: bytes) -> bytes:
+        seen = tail + data
+        gets, heads = seen.count(b"GET /"), seen.count(b"HEAD /")
+        if gets or heads:
+            with lock:
+                tally[0] += gets
+                tally[1] += heads
+                struct.pack_into("<QQ", shared, 0, *tally)
+        # Keep the last bytes, minus any request line already counted.
+        t = seen[-5:]
+        return b"" if b"GET /" in t or b"HEAD /" in t else t
+
+    def up(c: socket.socket, u: socket.socket) -> None:
+        tail = b""
+        try:
+            while data := c.recv(1 << 16):
+                arrived = time.monotonic()
+                tail = count(data, tail)
+                if delay:
+                    wait = arrived + delay - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
+                u.sendall(data)
+        except OSError:
+            pass
+        for s in (u, c):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def down(c: socket.socket, u: socket.socket) -> None:
+        buf = bytearray(1 << 20)
+        view = memoryview(buf)
+        try:
+            while n := u.recv_into(buf):
+                c.sendall(view[:n])
+        except OSError:
+            pass
+        for s in (u, c):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", listen_port))
+    ls.listen(1024)
+    print("ready", flush=True)
+    while True:
+        c, _ = ls.accept()
+        u = socket.create_connection(("127.0.0.1", upstream_port))
+        for s in (c, u):
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        threading.Thread(target=up, args=(c, u), daemon=True).start()
+        threading.Thread(target=down, args=(c, u), daemon=True).start()
+
+
+class Proxy:
+    def __init__(self, upstream_port: int, delay_ms: float, workdir: Path):
+        self.port = free_port()
+        self.delay_ms = delay_ms
+        self.counts = workdir / f"proxy-{self.port}.counts"
+        self.counts.write_bytes(bytes(16))
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--proxy", str(self.port), str(upstream_port),
+             str(delay_ms), str(self.counts)],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        assert self.proc.stdout.readline().strip() == b"ready"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def requests(self) -> tuple[int, int]:
+        """(GETs, HEADs) forwarded so far."""
+        return struct.unpack("<QQ", self.counts.read_bytes())
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen, what: str) -> None:
+    t0 = time.perf_counter()
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.perf_counter() - t0 > 60:
+                lib.fail(f"{what} did not start on port {port}")
+            time.sleep(0.05)
+
+
+# --------------------------------------------------------------------------
+# the S3 server
+
+
+PATCHES = [
+    # file, old, new: read 1 MiB at a time and stop at the range's end.
+    ("src/s3.rs",
+     "let body = bytes_stream(ReaderStream::with_capacity(file, 4096), content_length_usize);",
+     "let body = bytes_stream(ReaderStream::with_capacity("
+     "tokio::io::AsyncReadExt::take(file, content_length), 1 << 20), content_length_usize);"),
+    # No Nagle: a small reply must not wait for the client's delayed ACK.
+    ("src/main.rs",
+     "        let conn = http_server.serve_connection(TokioIo::new(socket), service.clone());",
+     "        let _ = socket.set_nodelay(true);\n"
+     "        let conn = http_server.serve_connection(TokioIo::new(socket), service.clone());"),
+]
+
+
+def build_s3s_fs(scratch: Path) -> Path:
+    """s3s-fs S3S_VERSION from crates.io, patched (PATCHES), built in scratch."""
+    binary = scratch / "s3s-target" / "release" / "s3s-fs"
+    src = scratch / "s3s-fs"
+    stamp = scratch / "s3s-fs.patched"
+    if binary.exists() and stamp.exists():
+        return binary
+    lib.log(f"building s3s-fs {S3S_VERSION} (patched) in {scratch} ...")
+    fetch = scratch / "fetch"
+    (fetch / "src").mkdir(parents=True, exist_ok=True)
+    (fetch / "src" / "lib.rs").write_text("")
+    (fetch / "Cargo.toml").write_text(
+        '[package]\nname = "fetch-s3s-fs"\nversion = "0.0.0"\nedition = "2021"\n'
+        f'[dependencies]\ns3s-fs = {{ version = "={S3S_VERSION}", features = ["binary"] }}\n')
+    subprocess.run(["cargo", "fetch", "--manifest-path", str(fetch / "Cargo.toml")], check=True)
+    home = Path(os.environ.get("CARGO_HOME", Path.home() / ".cargo"))
+    found = sorted(home.glob(f"registry/src/*/s3s-fs-{S3S_VERSION}"))
+    if not found:
+        lib.fail(f"s3s-fs {S3S_VERSION} source not found under {home}/registry/src")
+    shutil.rmtree(src, ignore_errors=True)
+    shutil.copytree(found[0], src)
+    for rel, old, new in PATCHES:
+        p = src / rel
+        text = p.read_text()
+        if text.count(old) != 1:
+            lib.fail(f"s3s-fs {rel}: the line to patch is not there once")
+        p.write_text(text.replace(old, new))
+    env = dict(os.environ, CARGO_TARGET_DIR=str(scratch / "s3s-target"))
+    subprocess.run(["cargo", "build", "--release", "--features", "binary"], cwd=src, env=env,
+                   check=True)
+    stamp.write_text("patched\n")
+    return binary
+
+
+class Server:
+    def __init__(self, binary: Path | None, root: Path, py: Path):
+        """s3s-fs `binary` serving `root`; with no binary, moto_server (from
+        the venv; in memory; slow: the server is then the bottleneck)."""
+        root.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        if binary is None:
+            cmd = [str(py.parent / "moto_server"), "-H", "127.0.0.1", "-p", str(self.port)]
+        else:
+            cmd = [str(binary), "--host", "127.0.0.1", "--port", str(self.port),
+                   "--access-key", KEY_ID, "--secret-key", SECRET, str(root)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.DEVNULL)
+        wait_port(self.port, self.proc, cmd[0])
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def upload(endpoint: str, store: Path, prefix: str) -> int:
+    """Every file of the Zarr store under prefix/ in BUCKET; returns the count."""
+    import boto3
+    from concurrent.futures import ThreadPoolExecutor
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                      aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET)
+    try:
+        s3.create_bucket(Bucket=BUCKET)
+    except s3.exceptions.BucketAlreadyOwnedByYou:
+        pass
+    files = [p for p in store.rglob("*") if p.is_file()]
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda p: s3.upload_file(str(p), BUCKET,
+                                             f"{prefix}/{p.relative_to(store).as_posix()}"),
+                    files))
+    return len(files)
+
+
+# --------------------------------------------------------------------------
+# contenders
+
+CHILD_HEAD = r"""
+import hashlib, json, os, sys, time
+endpoint, prefix, array, nbytes, check = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
+def done(a, t0, t1, c0, c1):
+    assert a.nbytes == nbytes, a.nbytes
+    out = {"read_s": t1 - t0, "read_cpu_s": c1 - c0}
+    if check:
+        out["sha256"] = hashlib.sha256(a.tobytes()).hexdigest()
+    print(json.dumps(out))
+"""
+
+ZARR_CHILD = CHILD_HEAD + r"""
+import zarr
+from obstore.store import S3Store
+c0, t0 = time.process_time(), time.perf_counter()
+store = S3Store("bench", endpoint=endpoint, region="us-east-1", access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"], client_options={"allow_http": True})
+a = zarr.open_array(zarr.storage.ObjectStore(store, read_only=True), path=prefix + "/" + array, mode="r")[:]
+t1, c1 = time.perf_counter(), time.process_time()
+done(a, t0, t1, c0, c1)
+"""
+
+TS_SPEC = r"""
+import tensorstore as ts
+def kv(path):
+    return {"driver": "s3", "bucket": "bench", "path": path, "endpoint": endpoint, "aws_region": "us-east-1"}
+"""
+
+TS_CHILD = CHILD_HEAD + TS_SPEC + r"""
+c0, t0 = time.process_time(), time.perf_counter()
+a = ts.open({"driver": "zarr3", "kvstore": kv(prefix + "/" + array + "/")}).result().read().result()
+t1, c1 = time.perf_counter(), time.process_time()
+done(a, t0, t1, c0, c1)
+"""
+
+# The ceiling: every chunk object at once, stored bytes, no decoding.
+CEILING_CHILD = CHILD_HEAD + TS_SPEC + r"""
+store = ts.KvStore.open(kv(prefix + "/" + array + "/")).result()
+keys = [k for k in store.list().result() if k.startswith(b"c/")]
+c0, t0 = time.process_time(), time.perf_counter()
+got = [store.read(k) for k in keys]
+total = sum(len(f.result().value) for f in got)
+t1, c1 = time.perf_counter(), time.process_time()
+print(json.dumps({"read_s": t1 - t0, "read_cpu_s": c1 - c0, "stored_bytes": total, "objects": len(keys)}))
+"""
+
+RANDOM_CHILD = r"""
+import json, os, random, sys, time
+path, nbytes, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rng = random.Random(seed)
+offs = [rng.randrange(nbytes // 4096) * 4096 for _ in range(n)]
+fd = os.open(path, os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+out = {}
+for name in ("cold", "warm"):
+    lat = []
+    for o in offs:
+        t0 = time.perf_counter_ns()
+        b = os.pread(fd, 4096, o)
+        lat.append(time.perf_counter_ns() - t0)
+        assert len(b) == 4096
+    out[name] = lat
+    print(name, flush=True)
+    sys.stdin.readline()  # the parent reads the proxy's counts between passes
+print(json.dumps(out))
+"""
+
+
+def pages_chunks(data: dict, n: int, seed: int) -> int:
+    """Distinct chunks the random pages of RANDOM_CHILD touch."""
+    nz, ny, nx = data["shape"]
+    _, cy, cx = data["chunks"]
+    rng = random.Random(seed)
+    chunks = set()
+    for _ in range(n):
+        e = rng.randrange(data["nbytes"] // 4096) * 4096 // 4
+        z, rest = divmod(e, ny * nx)
+        y, x = divmod(rest, nx)
+        for xx in range(x, x + 1024, cx):
+            chunks.add((z, y // cy, xx // cx))
+    return len(chunks)
+
+
+# --------------------------------------------------------------------------
+# runs
+
+
+def mount(slabfs: Path, url: str, mnt: Path, log_path: Path, endpoint: str) -> lib.Mount:
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    mnt.mkdir(parents=True, exist_ok=True)
+    # The source is a URL: a str, never a Path ("s3://" would lose a slash).
+    return lib.Mount(slabfs, url, mnt, "field", log_path).start(timeout=120)
+
+
+def run_slabfs(slabfs, url, workdir, endpoint, nbytes, check_raw=None) -> dict:
+    m = mount(slabfs, url, workdir / "mnt", workdir / "mount.log", endpoint)
+    try:
+        if check_raw is not None:
+            got = lib.sha_cmd(["cat", str(m.file)])
+            if got != check_raw:
+                lib.fail(f"slabfs mount: bytes differ from the raw file: {got} != {check_raw}")
+            m.stop()
+            m = mount(slabfs, url, workdir / "mnt", workdir / "mount.log", endpoint)
+        r = lib.run_child(["dd", f"if={m.file}", "of=/dev/null", "bs=1M"], daemon=m)
+        r["read_s"] = r["wall_s"]
+        return r
+    finally:
+        m.stop()
+
+
+def run_random(slabfs, url, workdir, proxy: Proxy, data: dict, seed: int) -> dict:
+    m = mount(slabfs, url, workdir / "mnt", workdir / "mount.log", proxy.endpoint)
+    try:
+        p = subprocess.Popen([sys.executable, "-c", RANDOM_CHILD, str(m.file),
+                              str(data["nbytes"]), str(RANDOM_READS), str(seed)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        counts = [proxy.requests()]
+        for _ in ("cold", "warm"):
+            p.stdout.readline()
+            counts.append(proxy.requests())
+            p.stdin.write(b"\n")
+            p.stdin.flush()
+        lat = json.loads(p.stdout.readline())
+        p.wait()
+        return {
+            "cold_gets": counts[1][0] - counts[0][0],
+            "warm_gets": counts[2][0] - counts[1][0],
+            "cold_heads": counts[1][1] - counts[0][1],
+            "cold": lib.lat_summary(lat["cold"]),
+            "warm": lib.lat_summary(lat["warm"]),
+        }
+    finally:
+        m.stop()
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--proxy":
+        proxy_main(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-mib", type=int, default=256)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--latency-ms", default="0,20", help="comma-separated added latencies")
+    ap.add_argument("--data-dir", type=Path, default=lib.REPO / "bench-data")
+    ap.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "slabfs-bench-s3",
+                    help="where s3s-fs is built and stores its objects (outside the repo)")
+    ap.add_argument("--server", choices=("s3s-fs", "moto"), default="s3s-fs",
+                    help="moto: no build, but the server is the bottleneck (about 370 MB/s)")
+    ap.add_argument("--idle-wait", type=float, default=20.0)
+    ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--skip-venv", action="store_true")
+    args = ap.parse_args()
+    command = lib.command_line()
+    if os.geteuid() != 0:
+        lib.fail("run as root: the benchmark mounts")
+    py = lib.use_venv(args.skip_venv, ("numpy", "zarr", "tensorstore", "obstore", "boto3"))
+    lib.exit_on_signals()
+    data_dir = lib.abs_dir(args.data_dir)
+    slabfs = lib.build_slabfs(args.no_build)
+    data = lib.build_field(data_dir, args.size_mib)
+    scratch = args.scratch.resolve()
+    scratch.mkdir(parents=True, exist_ok=True)
+    binary = build_s3s_fs(scratch) if args.server == "s3s-fs" else None
+    latencies = [float(x) for x in args.latency_ms.split(",")]
+
+    os.environ.update(AWS_ACCESS_KEY_ID=KEY_ID, AWS_SECRET_ACCESS_KEY=SECRET,
+                      AWS_REGION="us-east-1")
+    for v in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3"):
+        os.environ.pop(v, None)
+    objects = scratch / "objects"
+    shutil.rmtree(objects, ignore_errors=True)
+    server = Server(binary, objects, py)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-remote-", dir=scratch))
+    proxies: list[Proxy] = []
+    prefix = data["store"].name
+    url = f"s3://{BUCKET}/{prefix}"
+    nbytes = data["nbytes"]
+    raw_sha = lib.sha_file(data["raw"])
+    results: dict = {"command": command, "data": data, "latencies": {}}
+    try:
+        n = upload(server.endpoint, data["store"], prefix)
+        lib.log(f"uploaded {n} objects to {server.endpoint}/{BUCKET}/{prefix}")
+        for lat in latencies:
+            proxy = Proxy(server.port, lat, workdir)
+            proxies.append(proxy)
+            ep = proxy.endpoint
+
+            def peer(child, check, ep=ep, lat=lat):
+                r = lib.run_child([str(py), "-c", child, ep, prefix, data["array"],
+                                   str(nbytes), "1" if check else "0"], capture=True)
+                if check and (r["sha256"], nbytes) != raw_sha:
+                    lib.fail(f"a peer's bytes differ from the raw file at {lat} ms")
+                return r
+
+            cs = {
+                "ceiling": lambda check: peer(CEILING_CHILD, False),
+                "slabfs": lambda check, ep=ep: run_slabfs(
+                    slabfs, url, workdir, ep, nbytes, raw_sha if check else None),
+                "zarr": lambda check: peer(ZARR_CHILD, check),
+                "tensorstore": lambda check: peer(TS_CHILD, check),
+            }
+            for name, run in cs.items():
+                run(True)  # checked once, untimed (and a warm-up)
+            runs: dict = {k: [] for k in cs}
+            for rep in range(args.warmup + args.reps):
+                for name, run in cs.items():
+                    lib.wait_idle(args.idle_wait)
+                    r = run(False)
+                    tag = "warmup" if rep < args.warmup else f"rep {rep - args.warmup + 1}"
+                    lib.log(f"[{lat:g} ms {tag}] {name:<12} {r['read_s']:.3f}s "
+                            f"other-load {r['foreign']:.0%}")
+                    if rep >= args.warmup:
+                        runs[name].append(r)
+            rnd = run_random(slabfs, url, workdir, proxy, data, seed=lib.FIELD_SEED)
+            rnd["expected_gets"] = pages_chunks(data, RANDOM_READS, lib.FIELD_SEED)
+            lib.log(f"[{lat:g} ms] random 4 KiB: {rnd['cold_gets']} GETs cold "
+                    f"(distinct chunks: {rnd['expected_gets']}), {rnd['warm_gets']} warm")
+            results["latencies"][lat] = {"runs": runs, "random": rnd}
+    finally:
+        for p in proxies:
+            p.stop()
+        server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(objects, ignore_errors=True)
+
+    results["server"] = args.server
+    report(results, args, command, slabfs, data)
+    lib.write_json(data_dir / "remote-results.json", results)
+
+
+def report(results: dict, args, command: str, slabfs: Path, data: dict) -> None:
+    hdr, m, v = lib.header_lines(command, slabfs)
+    results.update(machine=m, versions=v)
+    nbytes = data["nbytes"]
+    print()
+    print("\n".join(hdr))
+    print()
+    print(f"Data: float32 {data['shape']}, chunks {data['chunks']} (1 MiB), "
+          f"{data['n_chunks']} chunks, {nbytes / MIB:.0f} MiB raw, "
+          f"{data['stored_bytes'] / MIB:.1f} MiB stored. Server: "
+          f"{'s3s-fs ' + S3S_VERSION + ' (patched)' if args.server == 's3s-fs' else 'moto'} "
+          f"on loopback, behind the delay-line proxy. Medians of {args.reps} runs "
+          "(min-max).")
+    print()
+    names = {"ceiling": "ceiling (tensorstore kvstore, all objects at once, no decode)",
+             "slabfs": "slabfs mount, `dd bs=1M`", "zarr": "zarr-python 3.1 + obstore",
+             "tensorstore": "tensorstore s3 kvstore"}
+    lats = list(results["latencies"])
+    print("| contender | " + " | ".join(f"{lat:g} ms: s (MB/s)" for lat in lats) + " |")
+    print("|---|" + "---:|" * len(lats))
+    med: dict = {}
+    for k, label in names.items():
+        cells = []
+        for lat in lats:
+            rs = [r["read_s"] for r in results["latencies"][lat]["runs"][k]]
+            s = lib.summary(rs)
+            med[(k, lat)] = s["median"]
+            size = (results["latencies"][lat]["runs"][k][0].get("stored_bytes", nbytes))
+            cells.append(f"{s['median']:.3f} ({s['min']:.3f}–{s['max']:.3f}), "
+                         f"{size / s['median'] / 1e6:.0f}")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+    print("| target | " + " | ".join(f"{lat:g} ms" for lat in lats) + " |")
+    print("|---|" + "---:|" * len(lats))
+    for k, label, target in (("tensorstore", "slabfs / tensorstore (≥ 1)", 1.0),
+                             ("zarr", "slabfs / zarr-python (≥ 2)", 2.0)):
+        print(f"| {label} | " + " | ".join(
+            f"{med[(k, lat)] / med[('slabfs', lat)]:.2f} "
+            f"{'met' if med[(k, lat)] / med[('slabfs', lat)] >= target else 'missed'}"
+            for lat in lats) + " |")
+    if len(lats) > 1:
+        base = lats[0]
+        cells = []
+        for lat in lats:
+            frac = med[("slabfs", base)] / med[("slabfs", lat)]
+            cells.append(f"{frac:.0%}" + ("" if lat == base else
+                                          (" met" if frac >= 0.7 else " missed")))
+        print(f"| slabfs throughput vs {base:g} ms (≥ 70%) | " + " | ".join(cells) + " |")
+        cells = []
+        for lat in lats:
+            frac = med[("ceiling", lat)] * nbytes / results["latencies"][lat]["runs"]["ceiling"][0][
+                "stored_bytes"] / med[("slabfs", lat)]
+            cells.append(f"{frac:.0%}")
+        print("| slabfs vs ceiling (same bytes/s) | " + " | ".join(cells) + " |")
+    print()
+    print("Random 4 KiB reads through the mount (256 seeded pages, POSIX_FADV_RANDOM):")
+    print()
+    print("| latency | GETs, first pass | distinct chunks touched | GETs, second pass | "
+          "first pass mean / p90 µs | second pass mean µs |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for lat in lats:
+        r = results["latencies"][lat]["random"]
+        print(f"| {lat:g} ms | {r['cold_gets']} | {r['expected_gets']} | {r['warm_gets']} | "
+              f"{r['cold']['mean_us']:.0f} / {r['cold']['p90_us']:.0f} | "
+              f"{r['warm']['mean_us']:.1f} |")
+    print("\n(In the first pass a read whose two chunks an earlier read fetched is served "
+          "from the cache: the mean, not the median, shows the cold reads.)")
+
+
+if __name__ == "__main__":
+    main()
