@@ -33,13 +33,25 @@ fn expected(name: &str) -> Vec<u8> {
     std::fs::read(fixtures().join("expected").join(name)).unwrap()
 }
 
+/// The files of every `manifest*.json` (each generator writes its own:
+/// tests/fixtures/hdf5/README.md).
 fn manifest() -> Vec<Value> {
-    let raw = std::fs::read(fixtures().join("manifest.json")).unwrap();
-    serde_json::from_slice::<Value>(&raw)
+    let mut names: Vec<PathBuf> = std::fs::read_dir(fixtures())
         .unwrap()
-        .as_array()
-        .unwrap()
-        .clone()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("manifest") && n.ends_with(".json"))
+        })
+        .collect();
+    names.sort();
+    let mut files = Vec::new();
+    for p in names {
+        let raw = std::fs::read(&p).unwrap();
+        files.extend(serde_json::from_slice::<Vec<Value>>(&raw).unwrap());
+    }
+    files
 }
 
 fn cache() -> Arc<ChunkCache> {

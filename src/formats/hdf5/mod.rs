@@ -41,8 +41,9 @@
 //! Superblocks 0 to 3 (signature at 0 or after a user block); object
 //! headers 1 and 2 with continuation blocks (every version 2 checksum
 //! verified); groups by symbol table, by link messages and in dense
-//! storage; attributes compact and dense, of integer, float and string
-//! types (fixed- and variable-length); datasets of integers and IEEE
+//! storage; attributes compact and dense (huge ones, stored outside the
+//! fractal heap, too), of integer, float and string types (fixed- and
+//! variable-length); shared (committed) datatypes; datasets of integers and IEEE
 //! floats of either byte order and fixed-length strings (as `|S<n>`);
 //! layouts compact, contiguous and chunked with every chunk index HDF5
 //! writes (v1 B-tree, single chunk, implicit, fixed array, extensible
@@ -53,9 +54,9 @@
 //! failing the file: types a flat file cannot carry (variable-length,
 //! compound, enum, reference, opaque, array, bitfield, time), null
 //! dataspaces, virtual datasets, layout messages of HDF5 1.4 (versions 1
-//! and 2), shared (committed) datatypes, filters without a codec (szip,
-//! lzf, HDF5-framed lz4, bitshuffle...), huge fractal-heap objects, paged
-//! extensible-array data blocks (more than 1024 chunks in one block), and
+//! and 2, which no HDF5 since 1.6 writes), messages in the shared object
+//! header message heap, filters without a codec (szip, lzf, HDF5-framed
+//! lz4, bitshuffle...), paged extensible-array data blocks (more than 1024 chunks in one block), and
 //! a dataset whose dense attributes cannot be read (shown without them it
 //! could be misread). Soft and external links are not followed. A chunk
 //! whose filter mask says a filter was skipped fails its reads (EIO with
@@ -510,21 +511,17 @@ fn dataset(
     let f = &file.f;
     let what = p.node.path.as_str();
     let find = |kind: u16| p.node.messages.iter().find(|m| m.kind == kind);
+    // A message's bytes, those of the committed datatype it refers to
+    // when it is shared.
     let need = |kind: u16, name: &str| {
         let m = find(kind).ok_or_else(|| Hdf5Error::corrupt(what, format!("no {name} message")))?;
-        if m.flags & meta::MSG_FLAG_SHARED != 0 {
-            return Err(Hdf5Error::unsupported(
-                what,
-                format!("a shared (committed) {name}"),
-            ));
-        }
-        Ok(m)
+        m.resolved(f, what)
     };
-    let space = meta::dataspace(f, &need(meta::MSG_DATASPACE, "dataspace")?.data, what)?;
+    let space = meta::dataspace(f, &need(meta::MSG_DATASPACE, "dataspace")?, what)?;
     if space.null {
         return Err(Hdf5Error::unsupported(what, "a null dataspace (no elements)").into());
     }
-    let (h5type, size) = meta::datatype(f, &need(meta::MSG_DATATYPE, "datatype")?.data, what)?;
+    let (h5type, size) = meta::datatype(f, &need(meta::MSG_DATATYPE, "datatype")?, what)?;
     let (dtype, endian) = match flat_type(&h5type) {
         Some(t) => t,
         None => {
@@ -563,7 +560,7 @@ fn dataset(
     meta.dimension_names = dims;
     meta.attributes = attributes(f, p, heap);
     let nbytes = meta.nbytes();
-    let layout = meta::layout(f, &need(meta::MSG_LAYOUT, "data layout")?.data, what)?;
+    let layout = meta::layout(f, &need(meta::MSG_LAYOUT, "data layout")?, what)?;
     let storage = match layout {
         Layout::Compact(data) => {
             if data.len() as u64 != nbytes {
