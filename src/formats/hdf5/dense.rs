@@ -355,7 +355,10 @@ impl Heap {
     /// The records of the huge-object B-tree: key → (address, length).
     fn huge_records(&self, f: &H5File, what: &str) -> H5Result<HashMap<u64, (u64, u64)>> {
         if f.undefined(self.huge_btree) {
-            return Err(Hdf5Error::corrupt(what, "a huge object but no huge-object B-tree"));
+            return Err(Hdf5Error::corrupt(
+                what,
+                "a huge object but no huge-object B-tree",
+            ));
         }
         let mut records = Vec::new();
         btree_records(f, self.huge_btree, what, &mut records)?;

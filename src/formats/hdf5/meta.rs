@@ -338,9 +338,7 @@ pub fn shared_message(f: &H5File, kind: u16, data: &[u8], what: &str) -> H5Resul
     let m = object_header(f, addr, &swhat)?
         .into_iter()
         .find(|m| m.kind == kind)
-        .ok_or_else(|| {
-            Hdf5Error::corrupt(&swhat, format!("no message of type {kind:#x} there"))
-        })?;
+        .ok_or_else(|| Hdf5Error::corrupt(&swhat, format!("no message of type {kind:#x} there")))?;
     if m.flags & MSG_FLAG_SHARED != 0 {
         return Err(Hdf5Error::corrupt(
             &swhat,
