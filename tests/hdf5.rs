@@ -33,20 +33,25 @@ fn expected(name: &str) -> Vec<u8> {
     std::fs::read(fixtures().join("expected").join(name)).unwrap()
 }
 
-/// The files of manifest.json (generate.py) and manifest.scale.json
-/// (generate_scale.py: large chunk indexes).
+/// The files of every `manifest*.json` (each generator writes its own:
+/// tests/fixtures/hdf5/README.md).
 fn manifest() -> Vec<Value> {
-    ["manifest.json", "manifest.scale.json"]
-        .iter()
-        .flat_map(|m| {
-            let raw = std::fs::read(fixtures().join(m)).unwrap();
-            serde_json::from_slice::<Value>(&raw)
-                .unwrap()
-                .as_array()
-                .unwrap()
-                .clone()
+    let mut names: Vec<PathBuf> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("manifest") && n.ends_with(".json"))
         })
-        .collect()
+        .collect();
+    names.sort();
+    let mut files = Vec::new();
+    for p in names {
+        let raw = std::fs::read(&p).unwrap();
+        files.extend(serde_json::from_slice::<Vec<Value>>(&raw).unwrap());
+    }
+    files
 }
 
 fn cache() -> Arc<ChunkCache> {

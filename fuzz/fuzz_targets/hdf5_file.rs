@@ -20,29 +20,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slabfs::codec::jenkins_lookup3::hashlittle;
-
-const SIGNATURES: &[&[u8; 4]] = &[
-    b"OHDR", b"OCHK", b"FRHP", b"FHIB", b"BTHD", b"BTIN", b"BTLF", b"FAHD", b"FADB", b"EAHD",
-    b"EAIB", b"EASB", b"EADB",
-];
-
-/// `data` with the checksum of every structure that starts with a known
-/// signature recomputed (see the module doc).
-fn with_checksums(data: &[u8]) -> Vec<u8> {
-    let mut file = data.to_vec();
-    let starts: Vec<usize> = (0..file.len().saturating_sub(3))
-        .filter(|&i| SIGNATURES.iter().any(|s| &file[i..i + 4] == *s))
-        .collect();
-    for (k, &start) in starts.iter().enumerate() {
-        let end = starts.get(k + 1).copied().unwrap_or(file.len());
-        if end >= start + 8 {
-            let sum = hashlittle(&file[start..end - 4], 0);
-            file[end - 4..end].copy_from_slice(&sum.to_le_bytes());
-        }
-    }
-    file
-}
+use slabfs_fuzz::hdf5_with_checksums as with_checksums;
 
 fuzz_target!(|data: &[u8]| {
     slabfs_fuzz::open_and_probe("hdf5/data", "fuzz.h5", data);

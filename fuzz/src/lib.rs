@@ -36,8 +36,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use slabfs::ArraySource;
-use slabfs::engine::cache::ChunkCache;
 use slabfs::dtype::Endian;
+use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
 
 /// Largest decoded chunk the targets let slabfs decode (see the module
@@ -266,5 +266,284 @@ pub fn dump(name: &str, data: &[u8]) {
     if let Some(dir) = std::env::var_os("SLABFS_FUZZ_DUMP") {
         let path = Path::new(&dir).join(name);
         std::fs::write(&path, data).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}
+
+/// An HDF5 file held in memory: what the HDF5 structure targets give the
+/// parsers (`formats::hdf5::meta`, `index`, `dense`) to read from.
+#[derive(Debug)]
+pub struct MemFile(pub Vec<u8>);
+
+impl slabfs::storage::files::ReadAt for MemFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let src = start
+            .checked_add(buf.len())
+            .and_then(|end| self.0.get(start..end))
+            .ok_or(std::io::ErrorKind::UnexpectedEof)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn size(&self) -> std::io::Result<u64> {
+        Ok(self.0.len() as u64)
+    }
+}
+
+/// Signatures of the version 2 structures whose checksum the HDF5 reader
+/// checks (see [`hdf5_with_checksums`]).
+pub const HDF5_SIGNATURES: &[&[u8; 4]] = &[
+    b"OHDR", b"OCHK", b"FRHP", b"FHIB", b"BTHD", b"BTIN", b"BTLF", b"FAHD", b"FADB", b"EAHD",
+    b"EAIB", b"EASB", b"EADB",
+];
+
+/// `data` with the checksum of every structure that starts with one of
+/// [`HDF5_SIGNATURES`] recomputed: the 4 bytes before the next such
+/// signature (or the end) set to the lookup3 hash of the bytes from the
+/// signature to there. That is only right for structures laid out back to
+/// back, which is what small files mostly hold, and lets the fuzzer reach
+/// behind the checksums random mutations almost never get right.
+pub fn hdf5_with_checksums(data: &[u8]) -> Vec<u8> {
+    use slabfs::codec::jenkins_lookup3::hashlittle;
+    let mut file = data.to_vec();
+    let starts: Vec<usize> = (0..file.len().saturating_sub(3))
+        .filter(|&i| HDF5_SIGNATURES.iter().any(|s| &file[i..i + 4] == *s))
+        .collect();
+    for (k, &start) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).copied().unwrap_or(file.len());
+        if end >= start + 8 {
+            let sum = hashlittle(&file[start..end - 4], 0);
+            file[end - 4..end].copy_from_slice(&sum.to_le_bytes());
+        }
+    }
+    file
+}
+
+/// The input of the HDF5 structure targets (`hdf5_object_header`,
+/// `hdf5_btree_v1`, `hdf5_btree_v2`, `hdf5_fixed_array`,
+/// `hdf5_extensible_array`, `hdf5_fractal_heap`):
+///
+/// ```text
+/// flags (1) | addr (8, LE) | addr2 (8, LE) | target fields... | file bytes
+/// ```
+///
+/// - flags bits 0-1: size of file addresses (0 or 3: 8 bytes, 1: 4, 2: 2),
+///   bits 2-3 size of lengths, the same way; bits 4-6 choose what the
+///   target parses (its module doc); bit 7: recompute the checksums of
+///   the file bytes first ([`hdf5_with_checksums`]).
+/// - `addr`: where the structure is (relative to the file's start, as if
+///   the superblock were at 0); `addr2`: a second structure some targets
+///   need (a group's local heap, a dense index's name B-tree).
+pub struct H5Input<'a> {
+    pub flags: u8,
+    pub addr: u64,
+    pub addr2: u64,
+    /// What follows the two addresses: the target's fields, then the file.
+    pub rest: &'a [u8],
+}
+
+impl<'a> H5Input<'a> {
+    pub fn parse(data: &'a [u8]) -> Option<H5Input<'a>> {
+        let (head, rest) = data.split_at_checked(17)?;
+        Some(H5Input {
+            flags: head[0],
+            addr: u64::from_le_bytes(head[1..9].try_into().unwrap()),
+            addr2: u64::from_le_bytes(head[9..17].try_into().unwrap()),
+            rest,
+        })
+    }
+
+    /// The bits 4-6 of the flags.
+    pub fn selector(&self) -> u8 {
+        (self.flags >> 4) & 0x07
+    }
+
+    /// The HDF5 file over `bytes` (checksums recomputed when flag bit 7
+    /// says so), with the sizes the flags give.
+    pub fn file(&self, bytes: &[u8]) -> slabfs::formats::hdf5::io::H5File {
+        let size = |code: u8| match code & 3 {
+            1 => 4,
+            2 => 2,
+            _ => 8,
+        };
+        let bytes = if self.flags & 0x80 != 0 {
+            hdf5_with_checksums(bytes)
+        } else {
+            bytes.to_vec()
+        };
+        dump("hdf5.bin", &bytes);
+        slabfs::formats::hdf5::io::H5File {
+            len: bytes.len() as u64,
+            file: Arc::new(MemFile(bytes)),
+            base: 0,
+            sizeof_addr: size(self.flags),
+            sizeof_len: size(self.flags >> 2),
+        }
+    }
+}
+
+/// A chunked dataset's geometry as the chunk-index targets decode it:
+///
+/// ```text
+/// rank (1: 1 + b % 4) | gflags (1) | element size (4, LE) |
+/// per dimension: shape (4, LE), layout extent (4, LE), chunk (4, LE)
+/// ```
+///
+/// gflags bit 0: the dataset has filters; bit 1: it has one unlimited
+/// dimension, `(gflags >> 2) % rank`. The layout extent is at least the
+/// shape; a chunk of 0 is taken as 1.
+#[derive(Debug)]
+pub struct Geom {
+    pub shape: Vec<u64>,
+    pub layout_shape: Vec<u64>,
+    pub chunk: Vec<u64>,
+    pub chunk_nbytes: u64,
+    pub filtered: bool,
+    pub unlimited: Option<usize>,
+}
+
+impl Geom {
+    /// The geometry at the start of `data` and the bytes after it.
+    pub fn parse(data: &[u8]) -> Option<(Geom, &[u8])> {
+        let (&r, data) = data.split_first()?;
+        let rank = 1 + (r % 4) as usize;
+        let (head, data) = data.split_at_checked(5 + 12 * rank)?;
+        let word = |at: usize| u32::from_le_bytes(head[at..at + 4].try_into().unwrap()) as u64;
+        let gflags = head[0];
+        let elem = word(1).max(1);
+        let mut g = Geom {
+            shape: Vec::new(),
+            layout_shape: Vec::new(),
+            chunk: Vec::new(),
+            chunk_nbytes: elem,
+            filtered: gflags & 1 != 0,
+            unlimited: (gflags & 2 != 0).then_some((gflags as usize >> 2) % rank),
+        };
+        for d in 0..rank {
+            let at = 5 + 12 * d;
+            g.shape.push(word(at));
+            g.layout_shape.push(word(at + 4).max(word(at)));
+            g.chunk.push(word(at + 8).max(1));
+            g.chunk_nbytes = g.chunk_nbytes.saturating_mul(word(at + 8).max(1));
+        }
+        Some((g, data))
+    }
+
+    pub fn geometry(&self) -> slabfs::formats::hdf5::index::Geometry<'_> {
+        slabfs::formats::hdf5::index::Geometry {
+            shape: &self.shape,
+            layout_shape: &self.layout_shape,
+            chunk: &self.chunk,
+            chunk_nbytes: self.chunk_nbytes,
+            filtered: self.filtered,
+            unlimited: self.unlimited,
+        }
+    }
+
+    /// Chunks per dimension over `shape`.
+    pub fn grid(&self, shape: &[u64]) -> Vec<u64> {
+        shape
+            .iter()
+            .zip(&self.chunk)
+            .map(|(&s, &c)| s.div_ceil(c))
+            .collect()
+    }
+}
+
+/// Walk the chunk index `index` of the dataset `g` in `f` and check what
+/// every chunk index must give: chunk coordinates of the dataset's rank
+/// inside its grid (no more chunks than the grid holds), and for an
+/// implicit index the grid of the layout extent.
+pub fn check_chunk_index(
+    f: &slabfs::formats::hdf5::io::H5File,
+    index: &slabfs::formats::hdf5::meta::ChunkIndex,
+    g: &Geom,
+) {
+    use slabfs::formats::hdf5::index::{Chunks, chunks};
+    debug(|| format!("{index:?} {g:?}"));
+    let Ok(found) = chunks(f, index, &g.geometry(), "fuzz") else {
+        return;
+    };
+    let grid = g.grid(&g.shape);
+    match found {
+        Chunks::Map(map) => {
+            let total = grid
+                .iter()
+                .try_fold(1u64, |a, &n| a.checked_mul(n))
+                .expect("a grid that overflows has no chunks");
+            assert!(map.len() as u64 <= total, "more chunks than the grid's");
+            for coords in map.keys() {
+                assert_eq!(coords.len(), g.shape.len(), "coordinates of the wrong rank");
+                for (d, (&c, &n)) in coords.iter().zip(&grid).enumerate() {
+                    assert!(
+                        c < n,
+                        "chunk {coords:?} outside the grid {grid:?} (dimension {d})"
+                    );
+                }
+            }
+        }
+        Chunks::Implicit { down, nbytes, .. } => {
+            assert_eq!(down, g.grid(&g.layout_shape));
+            assert_eq!(nbytes, g.chunk_nbytes);
+        }
+    }
+}
+
+/// Decode every header message slabfs reads with its parser, as the
+/// group walk and the dataset builder do, and check what the parsers
+/// promise: dataspaces of rank at most 32 (with as many maximum sizes),
+/// attribute values of exactly `elements x size` bytes.
+pub fn parse_messages(
+    f: &slabfs::formats::hdf5::io::H5File,
+    messages: &[slabfs::formats::hdf5::meta::Message],
+) {
+    use slabfs::formats::hdf5::meta;
+    for m in messages {
+        assert_ne!(m.kind, 0, "a NIL message was kept");
+        assert_ne!(m.kind, meta::MSG_CONTINUATION, "a continuation was kept");
+        let what = "fuzz";
+        match m.kind {
+            meta::MSG_DATASPACE => {
+                if let Ok(s) = meta::dataspace(f, &m.data, what) {
+                    assert!(s.dims.len() <= 32);
+                    if let Some(max) = &s.max {
+                        assert_eq!(max.len(), s.dims.len());
+                    }
+                }
+            }
+            meta::MSG_DATATYPE => {
+                let _ = meta::datatype(f, &m.data, what);
+            }
+            meta::MSG_FILL | meta::MSG_FILL_OLD => {
+                let _ = meta::fill_value(f, m.kind, &m.data, what);
+            }
+            meta::MSG_LAYOUT => {
+                if let Ok(meta::Layout::Chunked { chunk, .. }) = meta::layout(f, &m.data, what) {
+                    assert!(chunk.len() <= 32 && !chunk.contains(&0));
+                }
+            }
+            meta::MSG_FILTERS => {
+                let _ = meta::filters(f, &m.data, what);
+            }
+            meta::MSG_ATTRIBUTE => {
+                if let Ok(a) = meta::attribute(f, &m.data, what) {
+                    let n = a.space.num_elements().unwrap() * a.size as u64;
+                    assert_eq!(a.data.len() as u64, n, "attribute {:?}", a.name);
+                }
+            }
+            meta::MSG_LINK => {
+                let _ = meta::link(f, &m.data, what);
+            }
+            meta::MSG_LINK_INFO => {
+                let _ = meta::link_info_dense(f, &m.data, what);
+            }
+            meta::MSG_ATTRIBUTE_INFO => {
+                let _ = meta::attribute_info_dense(f, &m.data, what);
+            }
+            meta::MSG_SYMBOL_TABLE => {
+                let _ = meta::symbol_table(f, &m.data, what);
+            }
+            _ => {}
+        }
     }
 }

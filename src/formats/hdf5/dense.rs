@@ -10,14 +10,19 @@
 //! Reading is a walk over every record of the name index (the order does
 //! not matter: callers sort by name) and, for each record's heap ID, a
 //! lookup of the object in the heap's doubling table of direct and
-//! indirect blocks. Huge objects (stored outside the blocks) and heaps
-//! with I/O filters are refused; they hold neither links nor attributes
-//! in files netCDF or h5py write.
+//! indirect blocks. Huge objects, larger than the heap's largest managed
+//! object (an attribute of 64 KiB or more), are stored outside the
+//! blocks, in a range of their own: their heap ID holds that range's
+//! address and length when it is wide enough ("direct"), else a key into
+//! the heap's v2 B-tree of huge objects, whose records give the range.
+//! Heaps with I/O filters are refused; netCDF and h5py never write them
+//! for links or attributes.
 
-use std::collections::HashSet;
+use std::cell::OnceCell;
+use std::collections::{HashMap, HashSet};
 
 use super::error::{H5Result, Hdf5Error};
-use super::io::{H5File, check_checksum};
+use super::io::{Cursor, H5File, check_checksum};
 
 /// Deeper trees are corrupt (a v2 B-tree of 512-byte nodes holds billions
 /// of records at depth 8).
@@ -186,6 +191,12 @@ impl Tree<'_> {
 /// A fractal heap's header: its doubling table and ID encoding.
 struct Heap {
     addr: u64,
+    /// Bytes of a heap ID.
+    id_len: usize,
+    /// The v2 B-tree of huge objects (undefined when there are none).
+    huge_btree: u64,
+    /// Its records, huge object ID → (address, length), read on first use.
+    huge: OnceCell<HashMap<u64, (u64, u64)>>,
     /// Bytes of a heap offset and of an object length in a managed ID.
     off_size: usize,
     len_size: usize,
@@ -207,11 +218,13 @@ impl Heap {
         let mut c = f.cursor(&buf, &hwhat);
         c.signature(b"FRHP")?;
         c.skip(1)?;
-        c.u16()?; // heap ID length
+        let id_len = c.u16()? as usize;
         let filters = c.u16()?;
         let flags = c.u8()?;
         let max_managed = c.u32()? as u64;
-        c.skip((l + o + l + o + 8 * l) as usize)?;
+        c.skip(l as usize)?; // next huge object ID
+        let huge_btree = c.addr()?;
+        c.skip((l + o + 8 * l) as usize)?;
         let width = c.u16()? as u64;
         let start = c.length()?;
         let max_direct = c.length()?;
@@ -255,6 +268,9 @@ impl Heap {
         );
         Ok(Heap {
             addr,
+            id_len,
+            huge_btree,
+            huge: OnceCell::new(),
             off_size,
             len_size,
             width,
@@ -284,17 +300,15 @@ impl Heap {
         let flags = c.u8()?;
         match (flags >> 4) & 0x03 {
             0 => {}
+            1 => return self.huge_object(f, &mut c, &owhat),
             2 => {
                 // Tiny: the object is in the ID, its length - 1 in the low
                 // bits of the first byte.
                 let n = (flags & 0x0F) as usize + 1;
                 return Ok(c.bytes(n)?.to_vec());
             }
-            _ => {
-                return Err(Hdf5Error::unsupported(
-                    &owhat,
-                    "a huge object (stored outside the heap)",
-                ));
+            t => {
+                return Err(Hdf5Error::corrupt(&owhat, format!("heap ID of type {t}")));
             }
         }
         let offset = c.uint(self.off_size)?;
@@ -311,6 +325,56 @@ impl Heap {
             self.locate(f, self.root, self.root_rows, 0, offset, 0, &owhat)?
         };
         self.read_in_direct(f, block, at, len, &owhat)
+    }
+
+    /// A huge object, its ID after the flags byte in `c` (H5HFhuge.c):
+    /// the object's address and length when the ID has room for both,
+    /// else a key of `min(id_len - 1, 8)` bytes into the huge-object
+    /// B-tree (records of type 1: address, length, key).
+    fn huge_object(&self, f: &H5File, c: &mut Cursor<'_>, what: &str) -> H5Result<Vec<u8>> {
+        let (o, l) = (f.sizeof_addr as usize, f.sizeof_len as usize);
+        let (addr, len) = if self.id_len > o + l {
+            (c.addr()?, c.length()?)
+        } else {
+            let key = c.uint(self.id_len.saturating_sub(1).min(8))?;
+            let found = match self.huge.get() {
+                Some(map) => map.get(&key).copied(),
+                None => {
+                    let map = self.huge_records(f, what)?;
+                    self.huge.get_or_init(|| map).get(&key).copied()
+                }
+            };
+            found.ok_or_else(|| {
+                Hdf5Error::corrupt(what, format!("huge object {key} not in its B-tree"))
+            })?
+        };
+        let hwhat = format!("{what}: huge object at {addr:#x}");
+        f.read(addr, len, &hwhat)
+    }
+
+    /// The records of the huge-object B-tree: key → (address, length).
+    fn huge_records(&self, f: &H5File, what: &str) -> H5Result<HashMap<u64, (u64, u64)>> {
+        if f.undefined(self.huge_btree) {
+            return Err(Hdf5Error::corrupt(
+                what,
+                "a huge object but no huge-object B-tree",
+            ));
+        }
+        let mut records = Vec::new();
+        btree_records(f, self.huge_btree, what, &mut records)?;
+        let mut map = HashMap::with_capacity(records.len());
+        for (kind, rec) in records {
+            if kind != 1 {
+                return Err(Hdf5Error::unsupported(
+                    what,
+                    format!("huge objects indexed by B-tree records of type {kind}"),
+                ));
+            }
+            let mut c = f.cursor(&rec, what);
+            let (addr, len, key) = (c.addr()?, c.length()?, c.length()?);
+            map.insert(key, (addr, len));
+        }
+        Ok(map)
     }
 
     fn f_undefined(&self, f: &H5File) -> bool {

@@ -27,7 +27,7 @@ pub const MSG_SYMBOL_TABLE: u16 = 0x0011;
 pub const MSG_ATTRIBUTE_INFO: u16 = 0x0015;
 
 /// Header message flag: the message is stored in the shared-message heap
-/// or another object's header, not here.
+/// or another object's header, not here ([`shared_message`]).
 pub const MSG_FLAG_SHARED: u8 = 0x02;
 
 /// The HDF5 limit on a dataspace's rank (`H5S_MAX_RANK`).
@@ -277,6 +277,75 @@ fn v2_messages(
         push_message(f, kind, flags, data, what, messages, pending)?;
     }
     Ok(())
+}
+
+impl Message {
+    /// This message's bytes, or those of the message it refers to when it
+    /// is shared ([`shared_message`]).
+    pub fn resolved(&self, f: &H5File, what: &str) -> H5Result<std::borrow::Cow<'_, [u8]>> {
+        if self.flags & MSG_FLAG_SHARED == 0 {
+            return Ok(std::borrow::Cow::Borrowed(&self.data));
+        }
+        shared_message(f, self.kind, &self.data, what).map(std::borrow::Cow::Owned)
+    }
+}
+
+/// The bytes of the message of type `kind` that the shared message
+/// `data` refers to (spec IV.A.2 "Shared Messages"): a message kept in
+/// another object's header, as a committed datatype is (h5py's
+/// `create_dataset(..., dtype=f["t"])`, netCDF-4 user-defined types).
+///
+/// Encodings: version 1 (type, 6 reserved bytes, address) and 2 (type,
+/// address) always point to an object header; version 3 says where by
+/// its type, 2 for an object header, 1 for the shared object header
+/// message heap (a file-wide table of messages HDF5 writes only when
+/// asked to with `H5Pset_shared_mesg_nindexes`; netCDF and h5py never
+/// do), which is not read. The message found must not itself be shared:
+/// HDF5 never chains them, so a chain is corruption (and could loop).
+pub fn shared_message(f: &H5File, kind: u16, data: &[u8], what: &str) -> H5Result<Vec<u8>> {
+    let mut c = f.cursor(data, what);
+    let version = c.u8()?;
+    let place = c.u8()?;
+    let addr = match (version, place) {
+        (1, _) => {
+            c.skip(6)?;
+            c.addr()?
+        }
+        (2, _) | (3, 2) => c.addr()?,
+        (3, 1) => {
+            return Err(Hdf5Error::unsupported(
+                what,
+                "a message in the shared object header message heap",
+            ));
+        }
+        (3, t) => {
+            return Err(Hdf5Error::corrupt(
+                what,
+                format!("a shared message of type {t}"),
+            ));
+        }
+        (v, _) => {
+            return Err(Hdf5Error::unsupported(
+                what,
+                format!("shared message version {v}"),
+            ));
+        }
+    };
+    if f.undefined(addr) {
+        return Err(Hdf5Error::corrupt(what, "a shared message with no address"));
+    }
+    let swhat = format!("{what}: shared message at {addr:#x}");
+    let m = object_header(f, addr, &swhat)?
+        .into_iter()
+        .find(|m| m.kind == kind)
+        .ok_or_else(|| Hdf5Error::corrupt(&swhat, format!("no message of type {kind:#x} there")))?;
+    if m.flags & MSG_FLAG_SHARED != 0 {
+        return Err(Hdf5Error::corrupt(
+            &swhat,
+            "a shared message refers to another shared message",
+        ));
+    }
+    Ok(m.data)
 }
 
 /// A dataspace message.
@@ -740,17 +809,20 @@ pub fn attribute(f: &H5File, data: &[u8], what: &str) -> H5Result<Attribute> {
         .trim_end_matches('\0')
         .to_string();
     let awhat = format!("{what}: attribute {name:?}");
-    if flags & 0x03 != 0 {
-        return Err(Hdf5Error::unsupported(
-            &awhat,
-            "a shared datatype or dataspace",
-        ));
+    if flags & 0x02 != 0 {
+        return Err(Hdf5Error::unsupported(&awhat, "a shared dataspace"));
     }
     let dt = c.bytes(dt_len)?;
     c.skip(pad(dt_len) - dt_len)?;
     let ds = c.bytes(ds_len)?;
     c.skip(pad(ds_len) - ds_len)?;
-    let (dtype, size) = datatype(f, dt, &awhat)?;
+    // Flag bit 0: the datatype is shared (h5py's `dtype=f["t"]`): the
+    // bytes say where it is.
+    let (dtype, size) = if flags & 0x01 != 0 {
+        datatype(f, &shared_message(f, MSG_DATATYPE, dt, &awhat)?, &awhat)?
+    } else {
+        datatype(f, dt, &awhat)?
+    };
     let space = dataspace(f, ds, &awhat)?;
     let n = space
         .num_elements()
