@@ -27,6 +27,7 @@
 //! the definition in the tests and against hdf5plugin-written chunks in
 //! the fixtures.
 
+use super::hdf5_lz4::header;
 use super::registry::{Hdf5OnlyFilter, hdf5_param};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
@@ -204,7 +205,7 @@ impl Bitshuffle {
                 (encoded, block)
             }
             _ => {
-                let (_, block_bytes, body) = header(encoded)?;
+                let (_, block_bytes, body) = header(NAME, encoded)?;
                 (body, block_bytes / self.elem_size)
             }
         };
@@ -215,7 +216,7 @@ impl Bitshuffle {
     fn decoded_len(&self, encoded: &[u8]) -> Result<u64, CodecError> {
         let n = match self.compression {
             Compression::None => encoded.len() as u64,
-            _ => header(encoded)?.0,
+            _ => header(NAME, encoded)?.0,
         };
         if !n.is_multiple_of(self.elem_size as u64) {
             return Err(CodecError::corrupt(
@@ -225,20 +226,6 @@ impl Bitshuffle {
         }
         Ok(n)
     }
-}
-
-/// The header of a compressed chunk: decoded size, block size in bytes,
-/// the blocks.
-fn header(encoded: &[u8]) -> Result<(u64, usize, &[u8]), CodecError> {
-    if encoded.len() < 12 {
-        return Err(CodecError::corrupt(
-            NAME,
-            format!("{} bytes cannot hold the 12-byte header", encoded.len()),
-        ));
-    }
-    let total = u64::from_be_bytes(encoded[..8].try_into().expect("8 bytes"));
-    let block = u32::from_be_bytes(encoded[8..12].try_into().expect("4 bytes")) as usize;
-    Ok((total, block, &encoded[12..]))
 }
 
 impl BytesToBytesCodec for Bitshuffle {

@@ -37,11 +37,16 @@ pub const HDF5: Hdf5OnlyFilter = Hdf5OnlyFilter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hdf5Lz4;
 
-/// The stated decoded size, block size and the blocks.
-fn header(encoded: &[u8]) -> Result<(u64, usize, &[u8]), CodecError> {
+/// The header of HDF5's block framing (this filter's and bitshuffle's):
+/// the stated decoded size (8 bytes, big-endian), the block size (4
+/// bytes, big-endian), then the blocks. `codec` names the errors.
+pub(crate) fn header<'a>(
+    codec: &'static str,
+    encoded: &'a [u8],
+) -> Result<(u64, usize, &'a [u8]), CodecError> {
     if encoded.len() < 12 {
         return Err(CodecError::corrupt(
-            NAME,
+            codec,
             format!("{} bytes cannot hold the 12-byte header", encoded.len()),
         ));
     }
@@ -96,7 +101,7 @@ impl BytesToBytesCodec for Hdf5Lz4 {
     }
 
     fn decode(&self, encoded: Vec<u8>, size: DecodedSize) -> Result<Vec<u8>, CodecError> {
-        let (total, block, blocks) = header(&encoded)?;
+        let (total, block, blocks) = header(NAME, &encoded)?;
         let n = usize::try_from(total).map_err(|_| CodecError::TooLarge {
             codec: NAME,
             limit: size.limit(),
@@ -108,7 +113,7 @@ impl BytesToBytesCodec for Hdf5Lz4 {
     }
 
     fn decode_into(&self, encoded: &[u8], out: &mut [u8]) -> Option<Result<(), CodecError>> {
-        Some(header(encoded).and_then(|(total, block, blocks)| {
+        Some(header(NAME, encoded).and_then(|(total, block, blocks)| {
             let n = usize::try_from(total).unwrap_or(usize::MAX);
             DecodedSize::Exact(out.len()).check(NAME, n)?;
             decode_blocks(blocks, block, out)

@@ -326,6 +326,42 @@ pub(crate) fn unknown_size_bound(decoded_nbytes: usize) -> usize {
     decoded_nbytes.saturating_mul(2).saturating_add(64 << 10)
 }
 
+/// Undo the bytes→bytes `codecs` (in encoding order) on `buf`, last to
+/// first, each checked against the size its input had when encoding:
+/// known from `first` (the first codec's input, when known) through the
+/// codecs that fix their output size, else at most
+/// [`unknown_size_bound`]`(nbytes)` (`nbytes`: the decoded chunk's size).
+pub(crate) fn undo_bytes_to_bytes<'a, C>(
+    codecs: &[C],
+    first: Option<usize>,
+    nbytes: usize,
+    mut buf: Vec<u8>,
+) -> Result<Vec<u8>, CodecError>
+where
+    C: std::ops::Deref<Target = dyn BytesToBytesCodec + 'a>,
+{
+    // sizes[j] = size of the input to codecs[j] when encoding.
+    let mut sizes = Vec::with_capacity(codecs.len() + 1);
+    sizes.push(first);
+    for c in codecs {
+        let next = sizes
+            .last()
+            .copied()
+            .flatten()
+            .and_then(|s| c.encoded_size(s));
+        sizes.push(next);
+    }
+    for (j, c) in codecs.iter().enumerate().rev() {
+        let size = match sizes[j] {
+            Some(n) => DecodedSize::Exact(n),
+            None => DecodedSize::AtMost(unknown_size_bound(nbytes)),
+        };
+        buf = c.decode(buf, size)?;
+        size.check(c.name(), buf.len())?;
+    }
+    Ok(buf)
+}
+
 impl CodecChain {
     /// Build a chain from codecs in encoding order, checking the families
     /// come in the order the spec requires.
@@ -489,28 +525,9 @@ impl CodecChain {
         let array_repr = reprs.last().expect("non-empty");
         let total = repr.nbytes().expect("checked by reprs");
 
-        // sizes[j] = size of the input to bytes_to_bytes[j] when encoding.
-        let mut sizes = Vec::with_capacity(self.bytes_to_bytes.len() + 1);
-        sizes.push(self.array_to_bytes.encoded_size(array_repr));
-        for c in &self.bytes_to_bytes {
-            let next = sizes
-                .last()
-                .copied()
-                .flatten()
-                .and_then(|s| c.encoded_size(s));
-            sizes.push(next);
-        }
-
-        let mut buf = encoded;
-        for (j, c) in self.bytes_to_bytes.iter().enumerate().rev() {
-            let size = match sizes[j] {
-                Some(n) => DecodedSize::Exact(n),
-                None => DecodedSize::AtMost(unknown_size_bound(total)),
-            };
-            buf = c.decode(buf, size)?;
-            size.check(c.name(), buf.len())?;
-        }
-        if let Some(expected) = sizes[0]
+        let first = self.array_to_bytes.encoded_size(array_repr);
+        let mut buf = undo_bytes_to_bytes(&self.bytes_to_bytes, first, total, encoded)?;
+        if let Some(expected) = first
             && buf.len() != expected
         {
             return Err(CodecError::WrongSize {

@@ -366,22 +366,30 @@ impl ChunkCache {
     /// chunks before this rule). Returns whether it ran `load`. Errors are
     /// not kept: the real read reports them.
     pub fn prefetch(&self, key: &ChunkKey, load: impl Fn() -> Result<Option<Vec<u8>>>) -> bool {
-        {
-            let mut inner = self.inner.lock();
-            if inner.lru.contains(key)
-                || inner.inflight.contains_key(key)
-                || inner.consumed.contains(key)
-            {
-                return false;
-            }
-            inner.stats.prefetches += 1;
-            inner
-                .inflight
-                .insert(key.clone(), Arc::new(Flight::default()));
+        if !self.start_prefetch(key) {
+            return false;
         }
         if let Err(e) = self.lead(key, &load) {
             log::debug!("prefetch of {key:?} failed (the read will report it): {e}");
         }
+        true
+    }
+
+    /// Put `key` in flight for a prefetch, unless it is cached, in flight
+    /// already or recently consumed (then `false`): the rule of
+    /// [`prefetch`](Self::prefetch) and [`claim`](Self::claim).
+    fn start_prefetch(&self, key: &ChunkKey) -> bool {
+        let mut inner = self.inner.lock();
+        if inner.lru.contains(key)
+            || inner.inflight.contains_key(key)
+            || inner.consumed.contains(key)
+        {
+            return false;
+        }
+        inner.stats.prefetches += 1;
+        inner
+            .inflight
+            .insert(key.clone(), Arc::new(Flight::default()));
         true
     }
 
@@ -393,17 +401,9 @@ impl ChunkCache {
     /// second time. A claim dropped unfinished (its fetch failed) lets
     /// the waiters load it themselves.
     pub fn claim(&self, key: &ChunkKey) -> Option<Claim<'_>> {
-        let mut inner = self.inner.lock();
-        if inner.lru.contains(key)
-            || inner.inflight.contains_key(key)
-            || inner.consumed.contains(key)
-        {
+        if !self.start_prefetch(key) {
             return None;
         }
-        inner.stats.prefetches += 1;
-        inner
-            .inflight
-            .insert(key.clone(), Arc::new(Flight::default()));
         Some(Claim {
             cache: self,
             key: key.clone(),

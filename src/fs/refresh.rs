@@ -933,6 +933,18 @@ mod tests {
     #[derive(Default)]
     struct Recorder(Mutex<Vec<Call>>);
 
+    /// A [`Recorder`] the test keeps while the refresher owns its handle.
+    struct Shared(Arc<Recorder>);
+
+    impl Invalidate for Shared {
+        fn inode(&self, ino: u64) -> io::Result<()> {
+            self.0.inode(ino)
+        }
+        fn entry(&self, parent: u64, name: &str) -> io::Result<()> {
+            self.0.entry(parent, name)
+        }
+    }
+
     impl Invalidate for Recorder {
         fn inode(&self, ino: u64) -> io::Result<()> {
             self.0.lock().push(Call::Inode(ino));
@@ -1259,15 +1271,6 @@ mod tests {
         let fs = Arc::new(SlabFs::new(&opened.entries, config(Views::default())).with_cache(cache));
         assert_eq!(read_all(&fs, "s.zarr"), vec![7u8; 4]);
         let rec: Arc<Recorder> = Arc::new(Recorder::default());
-        struct Shared(Arc<Recorder>);
-        impl Invalidate for Shared {
-            fn inode(&self, ino: u64) -> io::Result<()> {
-                self.0.inode(ino)
-            }
-            fn entry(&self, parent: u64, name: &str) -> io::Result<()> {
-                self.0.entry(parent, name)
-            }
-        }
         let refresher = spawn(
             fs.clone(),
             dir.path().to_path_buf(),
@@ -1563,15 +1566,6 @@ mod tests {
         assert_eq!(before, read_all(&fs, "refs/classic.nc/scale"));
         let refs_scale = ino(&fs, "refs/classic.json/scale");
         let rec: Arc<Recorder> = Arc::new(Recorder::default());
-        struct Shared(Arc<Recorder>);
-        impl Invalidate for Shared {
-            fn inode(&self, ino: u64) -> io::Result<()> {
-                self.0.inode(ino)
-            }
-            fn entry(&self, parent: u64, name: &str) -> io::Result<()> {
-                self.0.entry(parent, name)
-            }
-        }
         let refresher = spawn(
             fs.clone(),
             src.clone(),

@@ -39,7 +39,7 @@ use crate::codec::bytes::BytesCodec;
 use crate::codec::shuffle::Shuffle;
 use crate::codec::{
     BytesToBytesCodec, Codec, CodecChain, CodecError, DecodedSize, hdf5_plugin, registry,
-    unknown_size_bound,
+    undo_bytes_to_bytes,
 };
 use crate::dtype::Endian;
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
@@ -320,28 +320,11 @@ impl BytesToBytesCodec for MaskedPipeline {
             .filter(|&(i, _)| i >= 32 || mask >> i & 1 == 0)
             .map(|(_, c)| c.as_ref())
             .collect();
-        // sizes[j]: the input of applied[j] when encoding, where known.
-        let mut sizes = vec![match size {
+        let first = match size {
             DecodedSize::Exact(n) => Some(n),
             DecodedSize::AtMost(_) => None,
-        }];
-        for c in &applied {
-            let next = sizes
-                .last()
-                .copied()
-                .flatten()
-                .and_then(|s| c.encoded_size(s));
-            sizes.push(next);
-        }
-        for (j, c) in applied.iter().enumerate().rev() {
-            let want = match sizes[j] {
-                Some(n) => DecodedSize::Exact(n),
-                None if j == 0 => size,
-                None => DecodedSize::AtMost(unknown_size_bound(size.limit())),
-            };
-            buf = c.decode(buf, want)?;
-            want.check(c.name(), buf.len())?;
-        }
+        };
+        let buf = undo_bytes_to_bytes(&applied, first, size.limit(), buf)?;
         size.check(MASKED_PIPELINE, buf.len())?;
         Ok(buf)
     }
