@@ -1797,6 +1797,200 @@ fn a_reads_chunks_are_fetched_concurrently() {
     );
 }
 
+/// `Store::get_each` hands each value on as it arrives, not in the order
+/// asked once all are in: with the first of two chunks delayed by 2 s,
+/// the second is handed over first (a prefetch decodes it meanwhile), and
+/// both answers are right.
+#[test]
+fn get_each_hands_values_on_as_they_arrive() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start_with(&fixtures(), &["--delay", "2.0", "--delay-only", "/c/0/0/0"]);
+    let root = Location::parse(&http.url("zarr/v3/consolidated.zarr/model/temperature")).unwrap();
+    let files = RemoteFiles::new(vec![root.clone()]).unwrap();
+    let store = files.store_at(&root).unwrap();
+    let keys = [
+        ("c/0/0/0".to_string(), 1 << 20),
+        ("c/0/0/1".to_string(), 1 << 20),
+    ];
+    let mut order = Vec::new();
+    store.get_each(&keys, &mut |i, got| {
+        let on_disk = std::fs::read(
+            fixtures()
+                .join("zarr/v3/consolidated.zarr/model/temperature")
+                .join(&keys[i].0),
+        )
+        .unwrap();
+        assert_eq!(got.unwrap().unwrap(), on_disk, "{}", keys[i].0);
+        order.push(i);
+    });
+    assert_eq!(
+        order,
+        [1, 0],
+        "handed on in the order asked, not as they arrived"
+    );
+}
+
+/// A read of a netCDF-3 record variable over HTTP is one ranged GET: the
+/// 6 records of `small` in `wide_records.nc` lie 8 KiB apart (each record
+/// also holds `wide`), farther than a local read merges (one page), and
+/// are merged into one range with the bytes between them, not fetched
+/// record by record (tests/fixtures/netcdf3/generate_wide.py).
+#[test]
+fn netcdf3_records_are_read_with_one_request() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start(&fixtures(), false);
+    let ds = open(&http.url("netcdf3/wide/wide_records.nc"));
+    let entry = ds.get("small").expect("listed");
+    let expected = std::fs::read(fixtures().join("netcdf3/wide/expected/small.bin")).unwrap();
+    let before = http.stats()["requests"].as_u64().unwrap();
+    let mut got = vec![0u8; expected.len()];
+    let n = slabfs::engine::read::read_at(
+        entry.array.as_ref(),
+        0,
+        &mut got,
+        slabfs::dtype::Endian::Little,
+    )
+    .unwrap();
+    assert_eq!(n, expected.len());
+    assert!(got == expected, "bytes differ");
+    // (The second `/_stats` counts itself.)
+    let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+    assert_eq!(requests, 1, "6 records, one request each");
+}
+
+/// `ReadAt::read_many` of a remote object sends its ranges at once: three
+/// ranges at 1 s per request take about 1 s, not 3, and each holds its
+/// bytes.
+#[test]
+fn remote_file_reads_many_ranges_at_once() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start_with(&fixtures(), &["--delay", "1.0"]);
+    let url = http.url("netcdf3/data/classic_types.nc");
+    let root = Location::parse(&url).unwrap();
+    let files = RemoteFiles::new(vec![root]).unwrap();
+    let file = files.open(Path::new(&url)).unwrap();
+    let on_disk = std::fs::read(fixtures().join("netcdf3/data/classic_types.nc")).unwrap();
+    let (mut a, mut b, mut c) = (vec![0u8; 10], vec![0u8; 100], vec![0u8; 7]);
+    let started = Instant::now();
+    file.read_many(&mut [(0, &mut a[..]), (200, &mut b[..]), (1000, &mut c[..])])
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(a, on_disk[..10]);
+    assert_eq!(b, on_disk[200..300]);
+    assert_eq!(c, on_disk[1000..1007]);
+    assert!(
+        took < Duration::from_millis(2500),
+        "3 ranges at 1 s per request took {took:?}: one after another"
+    );
+}
+
+/// Opening a netCDF-4 / HDF5 object over HTTP parses its metadata from a
+/// few block reads, not one request per object-header piece: every
+/// fixture file (each under 256 KiB) costs at most 10 requests to open
+/// (4 Zarr probes, a HEAD, the format probes at 0 and 512 for a user
+/// block, one block); `h5_latest.h5` cost 2,663 before. The datasets are all there.
+#[test]
+fn hdf5_metadata_is_read_in_blocks() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start(&fixtures(), false);
+    for file in [
+        "h5_latest.h5",
+        "h5_earliest.h5",
+        "nc4.nc",
+        "filters.h5",
+        "userblock.h5",
+    ] {
+        let before = http.stats()["requests"].as_u64().unwrap();
+        let ds = open(&http.url(&format!("hdf5/data/{file}")));
+        // (The second `/_stats` counts itself.)
+        let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+        assert!(requests <= 10, "{file}: {requests} requests to open");
+        for (path, _) in hdf5_cases(file) {
+            assert!(ds.get(&path).is_some(), "{file}: {path} not listed");
+        }
+    }
+}
+
+/// The chunks of one read of an HDF5 dataset over HTTP are fetched
+/// several at once, not one after another: `fixed` in `h5_latest.h5` has
+/// 12 chunks; at 0.5 s per request, one by one took 6 s. (The first read
+/// also walks the chunk index; the second, timed, only fetches chunks:
+/// the cache is too small to keep any.)
+#[test]
+fn hdf5_chunks_of_a_read_are_fetched_concurrently() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start_with(&fixtures(), &["--delay", "0.5"]);
+    let url = http.url("hdf5/data/h5_latest.h5");
+    let ds = dataset::open(Path::new(&url), Arc::new(ChunkCache::new(0)))
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let entry = ds.get("fixed").expect("listed");
+    let (_, expected) = hdf5_cases("h5_latest.h5")
+        .into_iter()
+        .find(|(p, _)| p == "fixed")
+        .unwrap();
+    let mut got = vec![0u8; expected.len()];
+    let read = |got: &mut [u8]| {
+        slabfs::engine::read::read_at(entry.array.as_ref(), 0, got, slabfs::dtype::Endian::Little)
+            .unwrap()
+    };
+    assert_eq!(read(&mut got), expected.len());
+    got.fill(0);
+    let started = Instant::now();
+    assert_eq!(read(&mut got), expected.len());
+    let took = started.elapsed();
+    assert!(got == expected, "bytes differ");
+    assert!(
+        took < Duration::from_secs(3),
+        "12 chunks at 0.5 s per request took {took:?}: fetched one by one"
+    );
+}
+
+/// A prefetch of a byte range asks for the chunks of all the range's
+/// boxes in one round trip. A range from inside a row of plane 4 of
+/// `model/temperature` (12 x 20 x 16, chunks 5 x 8 x 6) to inside row 6
+/// of plane 5 is four boxes, whose new chunks lie in three of them (all
+/// stored: a missing chunk is asked for again by each read): one
+/// fetch per box, as before, took three round trips (3 s at 1 s per
+/// request); one for all of them takes one. Then reading the range costs
+/// no request: every chunk it needs was decoded into the cache.
+#[test]
+fn a_prefetch_fetches_all_its_boxes_at_once() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start_with(&fixtures(), &["--delay", "1.0"]);
+    let ds = open(&http.url("zarr/v3/consolidated.zarr"));
+    let entry = ds.get("model/temperature").expect("listed");
+    let array = entry.array.as_ref();
+    let expected = zarr_cases()
+        .into_iter()
+        .find(|(p, _)| p == "v3/consolidated.zarr/model/temperature")
+        .unwrap()
+        .1;
+    let item = array.meta().item_size() as u64;
+    let (from, to) = ((4 * 320 + 3 * 16 + 5) * item, (5 * 320 + 6 * 16 + 7) * item);
+    let started = Instant::now();
+    slabfs::engine::readahead::prefetch_bytes(array, from, to);
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(2500),
+        "a prefetch of 4 boxes at 1 s per request took {took:?}: one round trip per box"
+    );
+    let before = http.stats()["requests"].as_u64().unwrap();
+    let mut got = vec![0u8; (to - from) as usize];
+    let n = slabfs::engine::read::read_at(array, from, &mut got, slabfs::dtype::Endian::Little)
+        .unwrap();
+    assert_eq!(n, got.len());
+    assert!(got == expected[from as usize..to as usize], "bytes differ");
+    // (The second `/_stats` counts itself.)
+    let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+    assert_eq!(requests, 0, "the prefetch left chunks to fetch");
+}
+
 /// The inner chunks of one shard that a read needs are read with one
 /// ranged GET per shard (they lie within the 1 MiB coalescing gap of each
 /// other), not one each: `sharded_3d` has 18 shard positions (17 stored)

@@ -436,7 +436,7 @@ mod panics {
             }
             Ok(())
         }
-        fn prefetch(&self, _region: &Region) {
+        fn prefetch(&self, _regions: &[Region]) {
             if self.panic_in_prefetch {
                 panic!("injected panic in prefetch of {}", self.meta.source);
             }

@@ -137,11 +137,13 @@ pub trait ArraySource: Send + Sync {
         None
     }
 
-    /// Decode what reading `region` will need into the shared cache, ahead
-    /// of a read expected soon ([`crate::engine::readahead`]). Runs to completion;
+    /// Decode what reading `regions` will need into the shared cache,
+    /// ahead of a read expected soon ([`crate::engine::readahead`]): the
+    /// boxes of one byte range, given together so that a remote source
+    /// fetches all their chunks in one round trip. Runs to completion;
     /// callers run it in the background. Failures are left for the real
     /// read to report. Sources without a cache do nothing.
-    fn prefetch(&self, region: &Region) {
-        let _ = region;
+    fn prefetch(&self, regions: &[Region]) {
+        let _ = regions;
     }
 }

@@ -26,8 +26,10 @@
 //!
 //! A source whose fetches cost a round trip
 //! ([`ArraySource::fetch_latency`] is `Some`: an object store) fetches
-//! each prefetch's chunks all at once, so a prefetch costs about one
-//! round trip plus its bytes' transfer. To run at the link's bandwidth
+//! each prefetch's chunks all at once (those of every box of its byte
+//! range together: one request per box would cost one round trip per
+//! box) and decodes each as soon as its bytes are in, so a prefetch
+//! costs about one round trip plus its bytes' transfer. To run at the link's bandwidth
 //! rather than one window per round trip, such a stream keeps more in
 //! flight, by Little's law: to go on reading at rate `R` from a source
 //! that answers after `L`, `R x L` bytes must be on their way. So for
@@ -37,7 +39,8 @@
 //!   least a quarter window of new bytes), so the next round trip starts
 //!   while the previous one's chunks decode; each runs on a thread of its
 //!   own (at most [`MAX_REMOTE_THREADS`] in the process), which waits on
-//!   the network while the rayon workers go on decoding;
+//!   the network and decodes its chunks as they arrive, while the rayon
+//!   workers serve reads;
 //! - the largest window is `4 x R x L`, where `R` is the stream's measured
 //!   rate (bytes read per second since it became sequential) and `L` the
 //!   source's measured latency (a moving average of the time to first
@@ -206,6 +209,11 @@ impl Readahead {
                 return;
             }
             s.ahead_to = to;
+            log::trace!(
+                "{}: readahead of stream {id}, window {} KiB: bytes {from}..{to}",
+                array.meta().source,
+                s.window >> 10
+            );
             (from, to, s.busy.clone(), latency.is_some())
         };
         let array = array.clone();
@@ -232,7 +240,7 @@ impl Readahead {
         }
         // A remote prefetch waits on the network while its chunks are
         // fetched: on a thread of its own, so that no rayon worker waits
-        // (the decode that follows runs on rayon, from this thread).
+        // (it decodes them there too, as they arrive).
         let spawned = std::thread::Builder::new()
             .name("slabfs-prefetch".into())
             .spawn(move || {
@@ -261,9 +269,7 @@ pub fn prefetch_bytes(array: &dyn ArraySource, from: u64, to: u64) {
         meta.item_size() as u64,
         meta.num_elements(),
     );
-    for region in boxes(&meta.shape, first, end) {
-        array.prefetch(&region);
-    }
+    array.prefetch(&boxes(&meta.shape, first, end));
 }
 
 #[cfg(test)]
@@ -288,10 +294,12 @@ mod tests {
         fn read_region(&self, _: &Region, _: &mut [u8]) -> Result<()> {
             unreachable!("readahead only prefetches")
         }
-        fn prefetch(&self, region: &Region) {
-            // 1-d: the region is an element range.
-            let (s, n) = (region.start[0], region.count[0]);
-            self.asked.lock().push((s, s + n));
+        fn prefetch(&self, regions: &[Region]) {
+            // 1-d: each region is an element range.
+            for region in regions {
+                let (s, n) = (region.start[0], region.count[0]);
+                self.asked.lock().push((s, s + n));
+            }
         }
     }
 

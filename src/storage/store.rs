@@ -43,7 +43,7 @@ use std::ops::Range;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::RwLock;
 
@@ -114,11 +114,32 @@ pub trait Store: Send + Sync + Debug {
     /// The values of many keys at once, each with its size limit, in the
     /// order asked: what [`get`](Self::get) would answer for each. The
     /// default reads them one after another, which is right for a local
-    /// store (the caller decodes on several threads anyway); a remote
-    /// store issues them all at once, so a read of many chunks costs one
-    /// round trip instead of one per chunk.
+    /// store (the caller decodes on several threads anyway), and for a
+    /// store with a [`latency`](Self::latency) (one whose `get` is a
+    /// blocking round trip: an HDF5 file or a blocked archive read from
+    /// an object store) several at once on threads ([`fan_out`]); an
+    /// object store issues them all at once on its runtime, so a read of
+    /// many chunks costs one round trip instead of one per chunk.
     fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        if self.latency().is_some() && keys.len() > 1 {
+            return fan_out(keys.len(), |i| self.get(&keys[i].0, keys[i].1));
+        }
         keys.iter().map(|(k, limit)| self.get(k, *limit)).collect()
+    }
+
+    /// [`get_many`](Self::get_many), each answer handed to `each` with its
+    /// index in `keys` as soon as it is there, in the order they arrive:
+    /// the caller can decode the first values while the others are still
+    /// on their way. The default asks [`get_many`](Self::get_many) and
+    /// hands the answers on in order.
+    fn get_each(
+        &self,
+        keys: &[(String, u64)],
+        each: &mut dyn FnMut(usize, Result<Option<Vec<u8>>>),
+    ) {
+        for (i, got) in self.get_many(keys).into_iter().enumerate() {
+            each(i, got);
+        }
     }
 
     /// Parts of many values at once: for each `(key, ranges)`, the bytes
@@ -628,6 +649,20 @@ impl<S: Store> Store for CountingStore<S> {
         got
     }
 
+    fn get_each(
+        &self,
+        keys: &[(String, u64)],
+        each: &mut dyn FnMut(usize, Result<Option<Vec<u8>>>),
+    ) {
+        self.gets.fetch_add(keys.len() as u64, Ordering::SeqCst);
+        self.inner.get_each(keys, &mut |i, got| {
+            if let Ok(Some(v)) = &got {
+                self.bytes.fetch_add(v.len() as u64, Ordering::SeqCst);
+            }
+            each(i, got)
+        })
+    }
+
     fn latency(&self) -> Option<std::time::Duration> {
         self.inner.latency()
     }
@@ -645,6 +680,72 @@ impl<S: Store> Store for CountingStore<S> {
     }
 }
 
+/// Threads [`fan_out`] runs at once across the process (beyond them, the
+/// calling threads do the work themselves).
+pub const FAN_OUT_THREADS: usize = 64;
+
+/// Threads one [`fan_out`] call uses, its caller included.
+pub const FAN_OUT_PER_CALL: usize = 16;
+
+static FANNED_OUT: AtomicUsize = AtomicUsize::new(0);
+
+/// `get(i)` for every `i < n`, in that order, on up to
+/// [`FAN_OUT_PER_CALL`] threads at once: for blocking calls whose cost is
+/// a round trip (a range of an object read by a format's own store), so
+/// that their waits overlap instead of adding up. The threads are scoped
+/// to the call and bounded for the process ([`FAN_OUT_THREADS`]); when
+/// none is free, or one cannot be started, the caller does the work
+/// alone, as without this. A panic in `get` reaches the caller.
+pub fn fan_out<T: Send>(n: usize, get: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    /// Gives the process-wide threads back, even on a panic.
+    struct Taken(usize);
+    impl Drop for Taken {
+        fn drop(&mut self) {
+            FANNED_OUT.fetch_sub(self.0, Ordering::AcqRel);
+        }
+    }
+    let mut taken = Taken(0);
+    while taken.0 + 1 < n.min(FAN_OUT_PER_CALL) {
+        if FANNED_OUT.fetch_add(1, Ordering::AcqRel) >= FAN_OUT_THREADS {
+            FANNED_OUT.fetch_sub(1, Ordering::AcqRel);
+            break;
+        }
+        taken.0 += 1;
+    }
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= n {
+                return done;
+            }
+            done.push((i, get(i)));
+        }
+    };
+    let mut all: Vec<(usize, T)> = std::thread::scope(|s| {
+        let helpers: Vec<_> = (0..taken.0)
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .name("slabfs-fetch".into())
+                    .spawn_scoped(s, work)
+                    .ok()
+            })
+            .collect();
+        let mut all = work();
+        for h in helpers {
+            match h.join() {
+                Ok(done) => all.extend(done),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        all
+    });
+    drop(taken);
+    all.sort_unstable_by_key(|(i, _)| *i);
+    all.into_iter().map(|(_, t)| t).collect()
+}
+
 impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
         (**self).get(key, limit)
@@ -654,6 +755,13 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
         (**self).get_many(keys)
+    }
+    fn get_each(
+        &self,
+        keys: &[(String, u64)],
+        each: &mut dyn FnMut(usize, Result<Option<Vec<u8>>>),
+    ) {
+        (**self).get_each(keys, each)
     }
     fn get_ranges(
         &self,

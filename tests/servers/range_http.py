@@ -18,9 +18,11 @@ file), so a client's ranged reads cannot be tested against it. This one:
 - with `--delay SECONDS`, waits that long before answering each request
   (but `/_stats`), like a distant server: a client that sends its
   requests one after another pays the delay once per request, one that
-  sends them at once pays it about once.
+  sends them at once pays it about once; with `--delay-only TEXT` as
+  well, only requests whose path contains TEXT wait.
 
-Usage: range_http.py ROOT [--ignore-range] [--delay SECONDS]; prints the port it listens on
+Usage: range_http.py ROOT [--ignore-range] [--delay SECONDS [--delay-only TEXT]]; prints the
+port it listens on
 (127.0.0.1, chosen by the kernel) on its first line of stdout.
 """
 
@@ -35,6 +37,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 ROOT = os.path.abspath(sys.argv[1])
 IGNORE_RANGE = "--ignore-range" in sys.argv[2:]
 DELAY = float(sys.argv[sys.argv.index("--delay") + 1]) if "--delay" in sys.argv else 0.0
+DELAY_ONLY = sys.argv[sys.argv.index("--delay-only") + 1] if "--delay-only" in sys.argv else ""
 LOCK = threading.Lock()
 STATS = {"requests": 0, "503": 0, "206": 0, "credential": None}
 FAILED_ONCE = set()
@@ -78,7 +81,7 @@ class Handler(SimpleHTTPRequestHandler):
         if path == "/_stats":
             with LOCK:
                 return self.plain(200, json.dumps(STATS).encode())
-        if DELAY:
+        if DELAY and DELAY_ONLY in path:
             time.sleep(DELAY)
         if path.startswith("/flaky/"):
             key = (self.command, path)

@@ -217,10 +217,10 @@ impl ArraySource for MaskAware {
         }
     }
 
-    fn prefetch(&self, region: &Region) {
+    fn prefetch(&self, regions: &[Region]) {
         // A failed index read is left for the real read to report.
         if let Ok(a) = self.pick() {
-            a.prefetch(region);
+            a.prefetch(regions);
         }
     }
 }
@@ -473,6 +473,12 @@ impl Store for H5Store {
         Ok(Vec::new())
     }
 
+    /// The file's: an HDF5 file read from an object store fetches the
+    /// chunks of a read several at once ([`Store::get_many`]).
+    fn latency(&self) -> Option<std::time::Duration> {
+        self.file.f.file.latency()
+    }
+
     fn describe(&self, key: &str) -> String {
         format!("{} (dataset {}, chunk {key})", self.file.path, self.dataset)
     }
@@ -567,10 +573,9 @@ impl ArraySource for Extended {
             .flatten()
     }
 
-    fn prefetch(&self, region: &Region) {
-        if let Some(c) = self.clip(region) {
-            self.inner.prefetch(&c);
-        }
+    fn prefetch(&self, regions: &[Region]) {
+        let clipped: Vec<Region> = regions.iter().filter_map(|r| self.clip(r)).collect();
+        self.inner.prefetch(&clipped);
     }
 }
 

@@ -263,7 +263,8 @@ impl LazyChunks {
         if let Some(c) = self.loaded.get() {
             return Ok(c);
         }
-        let c = chunks(f, &self.index, &self.geometry, &self.what)?;
+        // Its nodes are read through a block cache for the walk only.
+        let c = chunks(&f.for_parsing(), &self.index, &self.geometry, &self.what)?;
         log::debug!(
             "{}: chunk index loaded, {} chunks, {} bytes",
             self.what,

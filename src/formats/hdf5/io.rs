@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::error::{H5Result, Hdf5Error};
 use crate::codec::jenkins_lookup3::hashlittle;
-use crate::storage::files::ReadAt;
+use crate::storage::files::{ReadAt, ReadCache};
 
 /// The signature every HDF5 superblock starts with.
 pub const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
@@ -36,6 +36,19 @@ pub struct H5File {
 }
 
 impl H5File {
+    /// This file read through a [`ReadCache`], for parsing metadata (many
+    /// small reads, most of them near each other): to be dropped after,
+    /// as the cache holds a few blocks. As is if its size cannot be read.
+    pub fn for_parsing(&self) -> H5File {
+        match ReadCache::new(self.file.clone()) {
+            Ok(c) => H5File {
+                file: Arc::new(c),
+                ..self.clone()
+            },
+            Err(_) => self.clone(),
+        }
+    }
+
     /// Whether `addr` is the undefined address (all bits set).
     pub fn undefined(&self, addr: u64) -> bool {
         let bits = 8 * self.sizeof_addr as u32;

@@ -101,7 +101,7 @@ use crate::dtype::{DataType, Endian};
 use crate::engine::array::{ArrayMeta, ArraySource};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::storage::files::{Files, ReadAt};
+use crate::storage::files::{Files, ReadAt, ReadCache};
 use array::{FileRef, Storage};
 use error::H5Result;
 use index::{Geometry, GlobalHeap};
@@ -269,10 +269,13 @@ pub fn from_reader(
         path: name.clone(),
         source: Box::new(e),
     };
-    let base = find_signature(file.as_ref())
+    // The metadata is parsed through a block cache (many small reads,
+    // most near each other); data and chunk indexes read the file itself.
+    let parse: Arc<dyn ReadAt> = Arc::new(ReadCache::new(file.clone()).map_err(io)?);
+    let base = find_signature(parse.as_ref())
         .map_err(io)?
         .ok_or_else(|| fmt(Hdf5Error::NoSignature))?;
-    let (f, sb) = meta::superblock(file, base, len).map_err(fmt)?;
+    let (f, sb) = meta::superblock(parse, base, len).map_err(fmt)?;
     let mut contents = Contents::default();
     let mut nodes = Vec::new();
     let mut walk = Walk {
@@ -286,8 +289,9 @@ pub fn from_reader(
     let root = meta::object_header(&f, sb.root, "root group").map_err(fmt)?;
     walk.group(sb.root, "", root, 0).map_err(fmt)?;
     let groups = std::mem::take(&mut walk.attributes);
-    let file = Arc::new(FileRef { path: name, f });
-    build(&file, nodes, groups, cache, &mut contents);
+    let raw = H5File { file, ..f.clone() };
+    let file = Arc::new(FileRef { path: name, f: raw });
+    build(&file, &f, nodes, groups, cache, &mut contents);
     Ok(contents)
 }
 
@@ -453,14 +457,18 @@ fn object_attributes(
     (attrs, dense_error)
 }
 
+/// The datasets (reading through `file`) and group attributes of the
+/// walked `nodes` and `groups`; their remaining metadata (attributes in
+/// heaps, dimension scales) read through `f`, the parse's cached view of
+/// the same file.
 fn build(
     file: &Arc<FileRef>,
+    f: &H5File,
     nodes: Vec<Node>,
     groups: Vec<(String, Vec<Attribute>)>,
     cache: Arc<ChunkCache>,
     out: &mut Contents,
 ) {
-    let f = &file.f;
     let mut heap = GlobalHeap::default();
     for (path, attrs) in groups {
         let what = if path.is_empty() { "/" } else { path.as_str() };
@@ -599,7 +607,7 @@ fn build(
             .find(|m| m.kind == meta::MSG_DATATYPE)
             .and_then(|m| meta::datatype(f, &m.data, &path).ok())
             .is_some_and(|(t, _)| t == H5Type::VlenString);
-        match dataset(file, &p, &mut heap, dims, cache.clone(), vlen_string) {
+        match dataset(file, f, &p, &mut heap, dims, cache.clone(), vlen_string) {
             Ok(refs) if vlen_string => out.strings.push((
                 shown,
                 Strings {
@@ -663,15 +671,17 @@ fn base_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
+/// The array of dataset `p`, reading from `file`; its metadata read
+/// through `f` (see [`build`]).
 fn dataset(
     file: &Arc<FileRef>,
+    f: &H5File,
     p: &Parsed,
     heap: &mut GlobalHeap,
     dims: Vec<Option<String>>,
     cache: Arc<ChunkCache>,
     vlen_string: bool,
 ) -> std::result::Result<Arc<dyn ArraySource>, DatasetError> {
-    let f = &file.f;
     let what = p.node.path.as_str();
     let find = |kind: u16| p.node.messages.iter().find(|m| m.kind == kind);
     // A message's bytes, those of the committed datatype it refers to

@@ -93,6 +93,8 @@ pub struct RefStore {
     /// version they pinned; a failed read drops it, so the next one opens
     /// the object again. At most one per target of this file.
     opened: Mutex<HashMap<usize, Arc<dyn ReadAt>>>,
+    /// Whether some target is a URL (see [`RefStore::is_remote`]).
+    any_remote: bool,
 }
 
 /// The identity of a file's contents as far as `stat` can tell (as
@@ -148,14 +150,17 @@ impl RefStore {
             };
             entries.insert(key, entry);
         }
-        RefStore {
+        let mut store = RefStore {
             file: file.display().to_string(),
             entries,
             targets,
             roots,
             remote,
             opened: Mutex::new(HashMap::new()),
-        }
+            any_remote: false,
+        };
+        store.any_remote = store.targets.iter().any(|t| store.is_remote(t));
+        store
     }
 
     /// Whether target `t` is a URL (admitted when it was resolved).
@@ -436,6 +441,12 @@ impl Store for RefStore {
         out.sort();
         out.dedup();
         Ok(out)
+    }
+
+    /// An object store's when some target is a URL: the references of a
+    /// read are then fetched several at once ([`Store::get_many`]).
+    fn latency(&self) -> Option<std::time::Duration> {
+        self.any_remote.then(remote::latency)
     }
 
     fn describe(&self, key: &str) -> String {

@@ -10,6 +10,13 @@
 //! dataset opened, shared by every variable; no chunk cache is involved:
 //! the data is stored uncompressed and the kernel's page cache already
 //! holds what was read recently.
+//!
+//! A remote object ([`ReadAt::latency`] is `Some`) pays a round trip per
+//! read rather than a system call, so there the runs are merged across
+//! gaps up to [`COALESCE_GAP`] (a record variable's records, the other
+//! variables' bytes between them read and dropped) and all the windows
+//! of a read are fetched at once ([`ReadAt::read_many`]): a read costs
+//! about one round trip, whatever its number of records.
 
 use std::sync::Arc;
 
@@ -19,6 +26,7 @@ use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::Region;
 use crate::error::{Error, Result};
 use crate::storage::files::ReadAt;
+use crate::storage::remote::COALESCE_GAP;
 
 /// Runs separated by at most this many bytes are read with one call: one
 /// page, about what a system call costs in copying time, and what the page
@@ -28,6 +36,9 @@ pub const MAX_GAP: u64 = 4096;
 /// A window of several runs is at most this long, bounding the scratch
 /// buffer of one read.
 pub const MAX_WINDOW: u64 = 4 << 20;
+
+/// The longest window of merged runs over a remote object.
+pub const REMOTE_MAX_WINDOW: u64 = 16 << 20;
 
 /// The open file a dataset's variables read from.
 #[derive(Debug)]
@@ -62,32 +73,68 @@ impl Netcdf3Array {
     /// Read `buf.len()` bytes at `offset`, with errors naming the file and
     /// the variable.
     fn pread(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.shared.file.read_exact_at(buf, offset).map_err(|e| {
-            let end = offset + buf.len() as u64;
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                let size = self
-                    .shared
-                    .file
-                    .size()
-                    .map_or_else(|_| "unknown".to_string(), |n| n.to_string());
-                Error::metadata(
-                    &self.shared.path,
-                    format!(
-                        "variable {:?}: bytes {offset}..{end} lie past the end of the file \
+        self.shared
+            .file
+            .read_exact_at(buf, offset)
+            .map_err(|e| self.read_error(e, offset, offset + buf.len() as u64))
+    }
+
+    /// The error for a failed read of bytes `offset..end`, naming the
+    /// file and the variable.
+    fn read_error(&self, e: std::io::Error, offset: u64, end: u64) -> Error {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            let size = self
+                .shared
+                .file
+                .size()
+                .map_or_else(|_| "unknown".to_string(), |n| n.to_string());
+            Error::metadata(
+                &self.shared.path,
+                format!(
+                    "variable {:?}: bytes {offset}..{end} lie past the end of the file \
                          ({size} bytes): the file is truncated",
-                        self.name
-                    ),
-                )
-            } else {
-                Error::Io {
-                    path: format!(
-                        "{} (variable {:?}, bytes {offset}..{end})",
-                        self.shared.path, self.name
-                    ),
-                    source: e,
-                }
+                    self.name
+                ),
+            )
+        } else {
+            Error::Io {
+                path: format!(
+                    "{} (variable {:?}, bytes {offset}..{end})",
+                    self.shared.path, self.name
+                ),
+                source: e,
             }
-        })
+        }
+    }
+
+    /// Fill `out` with the runs of `region`, merged across gaps up to
+    /// [`COALESCE_GAP`] and all read at once: for a remote object.
+    /// Returns the number of windows read.
+    fn read_all_at_once(&self, region: &Region, out: &mut [u8]) -> Result<usize> {
+        let windows: Vec<_> =
+            coalesce(self.layout.runs(region), COALESCE_GAP, REMOTE_MAX_WINDOW).collect();
+        let mut bufs: Vec<Vec<u8>> = windows.iter().map(|w| vec![0; w.len as usize]).collect();
+        let mut reads: Vec<(u64, &mut [u8])> = windows
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(w, b)| (w.offset, b.as_mut_slice()))
+            .collect();
+        if let Err(e) = self.shared.file.read_many(&mut reads) {
+            let first = windows.first().map_or(0, |w| w.offset);
+            let end = windows.last().map_or(0, |w| w.offset + w.len);
+            return Err(self.read_error(e, first, end));
+        }
+        let mut pos = 0usize;
+        for (w, buf) in windows.iter().zip(&bufs) {
+            for run in &w.runs {
+                let at = (run.offset - w.offset) as usize;
+                let len = run.len as usize;
+                out[pos..pos + len].copy_from_slice(&buf[at..at + len]);
+                pos += len;
+            }
+        }
+        debug_assert_eq!(pos, out.len(), "runs cover the region");
+        Ok(windows.len())
     }
 }
 
@@ -124,6 +171,32 @@ impl ArraySource for Netcdf3Array {
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        let windows = if self.shared.file.latency().is_some() {
+            self.read_all_at_once(region, out)?
+        } else {
+            self.read_one_by_one(region, out)?
+        };
+        log::debug!(
+            "netcdf3 read: file={} variable={} start={:?} count={:?} bytes={} reads={windows}",
+            self.shared.path,
+            self.name,
+            region.start,
+            region.count,
+            out.len()
+        );
+        // netCDF-3 data is big-endian on disk.
+        if cfg!(target_endian = "little") {
+            swap_in_place(out, self.meta.dtype.swap_unit());
+        }
+        Ok(())
+    }
+}
+
+impl Netcdf3Array {
+    /// Fill `out` with the runs of `region`, merged across gaps up to
+    /// [`MAX_GAP`], one positioned read per window: for a local file.
+    /// Returns the number of windows read.
+    fn read_one_by_one(&self, region: &Region, out: &mut [u8]) -> Result<usize> {
         let mut pos = 0usize;
         let mut windows = 0usize;
         let mut scratch = Vec::new();
@@ -145,18 +218,6 @@ impl ArraySource for Netcdf3Array {
             }
         }
         debug_assert_eq!(pos, out.len(), "runs cover the region");
-        log::debug!(
-            "netcdf3 read: file={} variable={} start={:?} count={:?} bytes={} reads={windows}",
-            self.shared.path,
-            self.name,
-            region.start,
-            region.count,
-            out.len()
-        );
-        // netCDF-3 data is big-endian on disk.
-        if cfg!(target_endian = "little") {
-            swap_in_place(out, self.meta.dtype.swap_unit());
-        }
-        Ok(())
+        Ok(windows)
     }
 }

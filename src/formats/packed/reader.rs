@@ -317,6 +317,12 @@ impl Store for BlockStore {
         Ok(Vec::new())
     }
 
+    /// The archive file's: an archive read from an object store fetches
+    /// the blocks of a read several at once ([`Store::get_many`]).
+    fn latency(&self) -> Option<std::time::Duration> {
+        self.archive.file.latency()
+    }
+
     fn describe(&self, key: &str) -> String {
         format!(
             "{} (variable {:?} block {key})",
@@ -419,18 +425,20 @@ impl<A: ArraySource> ArraySource for Reshaped<A> {
         })
     }
 
-    fn prefetch(&self, region: &Region) {
+    fn prefetch(&self, regions: &[Region]) {
         let (mut lo, mut hi) = (u64::MAX, 0u64);
-        let _ = self.runs(region, |first, len| {
-            lo = lo.min(first);
-            hi = hi.max(first + len);
-            Ok(())
-        });
+        for region in regions {
+            let _ = self.runs(region, |first, len| {
+                lo = lo.min(first);
+                hi = hi.max(first + len);
+                Ok(())
+            });
+        }
         if lo < hi {
-            self.inner.prefetch(&Region {
+            self.inner.prefetch(&[Region {
                 start: vec![lo],
                 count: vec![hi - lo],
-            });
+            }]);
         }
     }
 }

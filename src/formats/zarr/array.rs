@@ -284,6 +284,18 @@ impl ZarrArray {
     /// indexes, read as [`fetch`](Self::fetch) reads them), which the
     /// store coalesces.
     fn fetch_many(&self, tiles: &[&[u64]]) -> Vec<Result<Option<Vec<u8>>>> {
+        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = tiles.iter().map(|_| None).collect();
+        self.fetch_each(tiles, &mut |i, got| out[i] = Some(got));
+        out.into_iter()
+            .map(|got| got.expect("one answer per chunk"))
+            .collect()
+    }
+
+    /// [`fetch_many`](Self::fetch_many), each chunk's bytes handed to
+    /// `each` (with its index in `tiles`) as they arrive
+    /// ([`Store::get_each`]); a sharded array's all at once, after the
+    /// last range arrived.
+    fn fetch_each(&self, tiles: &[&[u64]], each: &mut dyn FnMut(usize, Result<Option<Vec<u8>>>)) {
         log::debug!(
             "{}: fetching {} chunks at once",
             self.spec.meta.source,
@@ -297,13 +309,15 @@ impl ZarrArray {
                     (key, t.to_vec(), self.fetch_limit(t))
                 })
                 .collect();
-            return sharding.fetch_many(self.store.as_ref(), &wanted, &self.cache, self.version);
+            let got = sharding.fetch_many(self.store.as_ref(), &wanted, &self.cache, self.version);
+            got.into_iter().enumerate().for_each(|(i, g)| each(i, g));
+            return;
         }
         let keys: Vec<(String, u64)> = tiles
             .iter()
             .map(|t| (self.chunk_key(t), self.fetch_limit(t)))
             .collect();
-        self.store.get_many(&keys)
+        self.store.get_each(&keys, each)
     }
 
     /// The stored bytes of chunk `tile`, `None` if it is not stored.
@@ -494,30 +508,45 @@ impl ArraySource for ZarrArray {
     /// object store, the chunks not cached are claimed (so a read that
     /// arrives meanwhile waits for them rather than fetching them again),
     /// fetched all at once, then decoded.
-    fn prefetch(&self, region: &Region) {
-        let tiles: Vec<Vec<u64>> = Projection::new(&self.spec.grid, region)
-            .pieces()
-            .map(|p| p.tile)
+    fn prefetch(&self, regions: &[Region]) {
+        // The boxes of a byte range are disjoint but may share chunks.
+        let mut tiles: Vec<Vec<u64>> = regions
+            .iter()
+            .flat_map(|r| {
+                Projection::new(&self.spec.grid, r)
+                    .pieces()
+                    .map(|p| p.tile)
+                    .collect::<Vec<_>>()
+            })
             .collect();
+        tiles.sort_unstable();
+        tiles.dedup();
         if self.fetches_together() {
-            let claims: Vec<_> = tiles
+            // Claimed first, so that a read arriving meanwhile waits for
+            // the claim instead of fetching the chunk a second time.
+            let mut claims: Vec<Option<Claim<'_>>> = tiles
                 .iter()
                 .filter_map(|t| self.cache.claim(&self.key(t)))
+                .map(Some)
                 .collect();
-            let wanted: Vec<&[u64]> = claims.iter().map(|c| &*c.key().coords).collect();
-            let fetched = self.fetch_many(&wanted);
-            let decode = |(claim, raw): (Claim<'_>, Result<Option<Vec<u8>>>)| {
-                let tile = claim.key().coords.clone();
-                claim.finish(|| self.decode_chunk(&tile, raw?));
-            };
-            // On a thread of readahead's own (a remote prefetch), decode
-            // here: handing the chunks to rayon could deadlock, its
-            // workers may all be reads waiting for these very claims.
-            if rayon::current_thread_index().is_none() {
-                claims.into_iter().zip(fetched).for_each(decode);
-            } else {
-                claims.into_par_iter().zip(fetched).for_each(decode);
+            if claims.is_empty() {
+                return;
             }
+            let wanted: Vec<Vec<u64>> = claims
+                .iter()
+                .flatten()
+                .map(|c| c.key().coords.to_vec())
+                .collect();
+            let wanted: Vec<&[u64]> = wanted.iter().map(Vec::as_slice).collect();
+            // Each chunk decoded here, on the prefetch's own thread, as
+            // soon as its bytes are in: handing it to rayon could
+            // deadlock, its workers may all be reads waiting for these
+            // very claims.
+            self.fetch_each(&wanted, &mut |i, raw| {
+                if let Some(claim) = claims[i].take() {
+                    claim.finish(|| self.decode_chunk(wanted[i], raw?));
+                }
+            });
             return;
         }
         tiles.par_iter().for_each(|tile| {

@@ -43,9 +43,13 @@
 //! (whole values) and [`Store::get_ranges`] (ranges of values) hand them
 //! all to the runtime at once ([`block_on_all`]), each holding its own
 //! permit, and return when the last has answered. The Zarr read path asks
-//! for every chunk of a read, and readahead for every chunk of its
-//! window, in one such call, then decodes on rayon: the requests in
-//! flight are bounded by `--max-requests`, not by the decode threads.
+//! for every chunk of a read in one such call, then decodes on rayon;
+//! readahead asks for every chunk of its window with
+//! [`Store::get_each`], which hands each value on as it arrives
+//! ([`each_on_runtime`]: the requests are tasks of the runtime), so the
+//! first chunks decode while the last are still on their way. The
+//! requests in flight are bounded by `--max-requests`, not by the decode
+//! threads.
 //! Ranges of one object within [`store::COALESCE_GAP`] (1 MiB) of each
 //! other are merged into one ranged GET (the inner chunks of a shard).
 //! [`latency`] is a moving average of the time to first byte, which
@@ -53,6 +57,7 @@
 //!
 //! [`Store::get_many`]: crate::storage::store::Store::get_many
 //! [`Store::get_ranges`]: crate::storage::store::Store::get_ranges
+//! [`Store::get_each`]: crate::storage::store::Store::get_each
 //!
 //! # Faults
 //!
@@ -269,6 +274,87 @@ where
             futures::future::Either::Right(_) => (0..n).map(|_| Err(stopped())).collect(),
         }
     })
+}
+
+/// Run all of `futs` on the shared runtime at once, as [`block_on_all`]
+/// does, but hand each answer to `each` (with its index in `futs`) on the
+/// calling thread as soon as it arrives, while the others are still on
+/// their way: a prefetch decodes its first chunks while the last ones are
+/// in flight instead of after them. The requests run as tasks of the
+/// runtime (its workers receive the bodies meanwhile); if the caller
+/// unwinds, the tasks still running are cancelled.
+pub(crate) fn each_on_runtime<T, F>(
+    deadline: Duration,
+    futs: Vec<F>,
+    mut each: impl FnMut(usize, std::io::Result<T>),
+) where
+    T: Send + 'static,
+    F: std::future::Future<Output = std::io::Result<T>> + Send + 'static,
+{
+    let shared = shared();
+    let stopped = || std::io::Error::new(std::io::ErrorKind::Interrupted, "slabfs is stopping");
+    if STOPPING.load(std::sync::atomic::Ordering::SeqCst) {
+        (0..futs.len()).for_each(|i| each(i, Err(stopped())));
+        return;
+    }
+    /// Aborts the tasks not yet done when dropped.
+    struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+    impl Drop for Tasks {
+        fn drop(&mut self) {
+            self.0.iter().for_each(|t| t.abort());
+        }
+    }
+    let n = futs.len();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tasks = Tasks(
+        futs.into_iter()
+            .enumerate()
+            .map(|(i, fut)| {
+                let tx = tx.clone();
+                let requests = shared.requests.clone();
+                let mut stopping = shared.stopping.subscribe();
+                shared.rt.spawn(async move {
+                    let work = async move {
+                        let _permit = requests.acquire_owned().await.map_err(|_| {
+                            std::io::Error::other("the remote I/O runtime is shutting down")
+                        })?;
+                        match tokio::time::timeout(deadline, fut).await {
+                            Ok(r) => r,
+                            Err(_) => Err(std::io::Error::new(
+                                std::io::ErrorKind::TimedOut,
+                                format!("no answer within {} s", deadline.as_secs()),
+                            )),
+                        }
+                    };
+                    let cancelled = async move {
+                        let _ = stopping.wait_for(|s| *s).await;
+                    };
+                    let r = match futures::future::select(Box::pin(work), Box::pin(cancelled)).await
+                    {
+                        futures::future::Either::Left((r, _)) => r,
+                        futures::future::Either::Right(_) => Err(stopped()),
+                    };
+                    let _ = tx.send((i, r));
+                })
+            })
+            .collect(),
+    );
+    drop(tx);
+    let mut answered = vec![false; n];
+    for (i, r) in rx.iter() {
+        answered[i] = true;
+        each(i, r);
+    }
+    drop(tasks);
+    // Every task sends once, unless the runtime dropped it (shutting down).
+    for (i, _) in answered.iter().enumerate().filter(|(_, a)| !**a) {
+        each(
+            i,
+            Err(std::io::Error::other(
+                "the remote I/O runtime is shutting down",
+            )),
+        );
+    }
 }
 
 /// Time to first byte of recent requests, in microseconds (a moving

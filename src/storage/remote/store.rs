@@ -33,7 +33,7 @@ use futures::StreamExt;
 use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt};
 
 use super::location::{Location, is_url};
-use super::{Remote, block_on, block_on_all, redact};
+use super::{Remote, block_on, block_on_all, each_on_runtime, redact};
 use crate::error::{Error, Result};
 use crate::storage::files::{Files, ReadAt};
 use crate::storage::store::{ByteRange, Store};
@@ -278,33 +278,40 @@ impl Store for RemoteStore {
     /// permit: one round trip for the lot (up to `--max-requests` in
     /// flight, the rest as permits free up).
     fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
-        let locs: Vec<Result<Location>> = keys
-            .iter()
-            .map(|(k, _)| self.remote.location.child(k))
-            .collect();
-        let futs: Vec<_> = locs
-            .iter()
-            .zip(keys)
-            .filter_map(|(loc, (_, limit))| loc.as_ref().ok().map(|l| (l, *limit)))
-            .map(|(loc, limit)| {
-                get_value(
-                    self.store(),
-                    loc.prefix().clone(),
-                    GetOptions::default(),
-                    limit,
-                    None,
-                )
-            })
-            .collect();
-        let mut got = block_on_all(self.remote.deadline, futs).into_iter();
-        locs.into_iter()
-            .zip(keys)
-            .map(|(loc, (_, limit))| {
-                let loc = loc?;
-                let answer = got.next().expect("one answer per request");
-                value_or_error(&loc, *limit, answer)
-            })
+        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = keys.iter().map(|_| None).collect();
+        self.get_each(keys, &mut |i, got| out[i] = Some(got));
+        out.into_iter()
+            .map(|got| got.expect("one answer per key"))
             .collect()
+    }
+
+    /// As [`get_many`](Self::get_many), each answer handed on as it arrives.
+    fn get_each(
+        &self,
+        keys: &[(String, u64)],
+        each: &mut dyn FnMut(usize, Result<Option<Vec<u8>>>),
+    ) {
+        let mut asked = Vec::with_capacity(keys.len());
+        let mut futs = Vec::with_capacity(keys.len());
+        for (i, (key, limit)) in keys.iter().enumerate() {
+            match self.remote.location.child(key) {
+                Ok(loc) => {
+                    futs.push(get_value(
+                        self.store(),
+                        loc.prefix().clone(),
+                        GetOptions::default(),
+                        *limit,
+                        None,
+                    ));
+                    asked.push((i, loc, *limit));
+                }
+                Err(e) => each(i, Err(e)),
+            }
+        }
+        each_on_runtime(self.remote.deadline, futs, |j, answer| {
+            let (i, loc, limit) = &asked[j];
+            each(*i, value_or_error(loc, *limit, answer));
+        });
     }
 
     fn latency(&self) -> Option<std::time::Duration> {
@@ -558,36 +565,47 @@ impl RemoteFile {
     }
 }
 
-impl ReadAt for RemoteFile {
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        if buf.is_empty() {
-            return Ok(());
-        }
+impl RemoteFile {
+    /// Check that `buf.len()` bytes at `offset` lie inside the version
+    /// opened: their range.
+    fn span(&self, offset: u64, len: usize) -> io::Result<Range<u64>> {
         let end = offset
-            .checked_add(buf.len() as u64)
+            .checked_add(len as u64)
             .filter(|&e| e <= self.version.size)
             .ok_or_else(|| {
                 io::Error::new(
                     io::ErrorKind::UnexpectedEof,
                     format!(
-                        "{}: bytes {offset}+{} are past the end ({} bytes)",
+                        "{}: bytes {offset}+{len} are past the end ({} bytes)",
                         self.remote.location.display(),
-                        buf.len(),
                         self.version.size
                     ),
                 )
             })?;
+        Ok(offset..end)
+    }
+
+    /// One ranged GET of `range`, pinned to the version opened (`If-Match`
+    /// its ETag; without ETags, size and time must hold): an object that
+    /// changed since is an error, never mixed bytes. The time to the
+    /// answer's headers is noted as the link's latency.
+    fn get_pinned(
+        &self,
+        range: Range<u64>,
+    ) -> impl std::future::Future<Output = io::Result<impl AsRef<[u8]> + Send + use<>>> + Send + 'static
+    {
         let store = self.remote.store.clone();
         let path = self.remote.location.prefix().clone();
         let version = self.version.clone();
-        let shown = self.remote.location.display();
-        let bytes = block_on(self.remote.deadline, async move {
+        async move {
             let opts = GetOptions {
-                range: Some(GetRange::Bounded(offset..end)),
+                range: Some(GetRange::Bounded(range.clone())),
                 if_match: version.e_tag.clone(),
                 ..Default::default()
             };
+            let started = std::time::Instant::now();
             let r = store.get_opts(&path, opts).await.map_err(io_error)?;
+            super::note_latency(started.elapsed());
             let now = Version {
                 size: r.meta.size,
                 e_tag: r.meta.e_tag.clone(),
@@ -605,29 +623,72 @@ impl ReadAt for RemoteFile {
                      dataset is reopened (--refresh)",
                 ));
             }
-            if r.range != (offset..end) {
+            if r.range != range {
                 return Err(io::Error::other(format!(
-                    "asked for bytes {:?}, the server answered {:?}",
-                    offset..end,
+                    "asked for bytes {range:?}, the server answered {:?}",
                     r.range
                 )));
             }
-            r.bytes().await.map_err(io_error)
-        })
-        .map_err(|e| io::Error::new(e.kind(), format!("{shown}: {e}")))?;
-        if bytes.len() != buf.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{}: {} bytes received of {}",
-                    self.remote.location.display(),
-                    bytes.len(),
-                    buf.len()
-                ),
-            ));
+            let bytes = r.bytes().await.map_err(io_error)?;
+            if bytes.len() as u64 != range.end - range.start {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "{} bytes received of {}",
+                        bytes.len(),
+                        range.end - range.start
+                    ),
+                ));
+            }
+            Ok(bytes)
         }
-        buf.copy_from_slice(&bytes);
+    }
+
+    /// `e` with the object's URL in front.
+    fn named(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("{}: {e}", self.remote.location.display()))
+    }
+}
+
+impl ReadAt for RemoteFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        if buf.is_empty() {
+            return Ok(());
+        }
+        let range = self.span(offset, buf.len())?;
+        let bytes =
+            block_on(self.remote.deadline, self.get_pinned(range)).map_err(|e| self.named(e))?;
+        buf.copy_from_slice(bytes.as_ref());
         Ok(())
+    }
+
+    /// All the ranged GETs at once, each under a `--max-requests` permit:
+    /// about one round trip for the lot.
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
+        let mut futs = Vec::with_capacity(reads.len());
+        for (offset, buf) in reads.iter() {
+            if !buf.is_empty() {
+                futs.push(self.get_pinned(self.span(*offset, buf.len())?));
+            }
+        }
+        log::debug!(
+            "{}: {} ranges at once",
+            self.remote.location.display(),
+            futs.len()
+        );
+        let mut got = block_on_all(self.remote.deadline, futs).into_iter();
+        for (_, buf) in reads.iter_mut().filter(|(_, b)| !b.is_empty()) {
+            let bytes = got
+                .next()
+                .expect("one answer per range")
+                .map_err(|e| self.named(e))?;
+            buf.copy_from_slice(bytes.as_ref());
+        }
+        Ok(())
+    }
+
+    fn latency(&self) -> Option<std::time::Duration> {
+        Some(super::latency())
     }
 
     /// The size of the version opened.
