@@ -123,14 +123,32 @@ impl Roots {
                 Some(s) => PathBuf::from(s),
                 None => opened,
             };
-            // Another file than the one checked: a component was swapped.
-            if opened != real
-                && (!self.0.iter().any(|r| opened.starts_with(r)) || special(&opened).is_some())
-            {
-                return Err(self.refused(&opened));
-            }
+            self.judge_opened(real, &opened)?;
         }
         Ok(file)
+    }
+
+    /// Whether the file opened for the checked path `real` may be read,
+    /// now that it is known to be at `opened`. Another path than the one
+    /// checked, outside the roots or special: a component was swapped
+    /// between the check and the open (refused), or the file was renamed
+    /// out of the roots, or deleted, meanwhile. In the last case `real`
+    /// is gone and the answer is "not found", as it would have been a
+    /// moment later: a dataset moved away mid-read is ENOENT for the
+    /// reader, not a refusal. Either way nothing is read.
+    fn judge_opened(&self, real: &Path, opened: &Path) -> io::Result<()> {
+        if opened == real
+            || (self.0.iter().any(|r| opened.starts_with(r)) && special(opened).is_none())
+        {
+            return Ok(());
+        }
+        match std::fs::symlink_metadata(real) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} was moved or removed while being opened", real.display()),
+            )),
+            _ => Err(self.refused(opened)),
+        }
     }
 
     fn refused(&self, real: &Path) -> io::Error {
@@ -273,6 +291,30 @@ mod tests {
             reference(Path::new("/a/b"), "d.nc"),
             PathBuf::from("/a/b/d.nc")
         );
+    }
+
+    /// Regression (a rare failure of tests/soak.rs): a file renamed out of
+    /// the roots between the check and the open was refused (EIO at the
+    /// mount) instead of being not found (ENOENT). The judgement after the
+    /// open, for a file that turned out to be outside: "not found" when
+    /// the checked path is gone, refused when it is still there (a
+    /// component was swapped: the path leads elsewhere than what was
+    /// opened).
+    #[test]
+    fn a_file_moved_out_while_opened_is_not_found() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        std::fs::create_dir(&root).unwrap();
+        let outside = tmp.path().join("moved.nc");
+        std::fs::write(&outside, b"x").unwrap();
+        let roots = Roots::new([root.clone()]);
+        let gone = root.join("data.nc");
+        let e = roots.judge_opened(&gone, &outside).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::NotFound, "{e}");
+        std::fs::write(&gone, b"y").unwrap();
+        let e = roots.judge_opened(&gone, &outside).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+        assert!(roots.judge_opened(&gone, &gone).is_ok());
     }
 
     /// Regression: devices, FIFOs and /proc files were admitted when a
