@@ -1950,6 +1950,33 @@ fn hdf5_chunks_of_a_read_are_fetched_concurrently() {
     );
 }
 
+/// The change stamps of all the variables of one netCDF-3 object cost one
+/// HEAD, not one each (a refresh pass asks for every variable's; the 13
+/// files of `nc3/` cost 117 HEADs at mount before).
+#[test]
+fn the_variables_of_one_object_share_its_stamp() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start(&fixtures(), false);
+    let ds = open(&http.url("netcdf3/data/classic_types.nc"));
+    assert!(ds.entries.len() > 10, "{} variables", ds.entries.len());
+    // Past the reuse of the opening HEAD's answer.
+    std::thread::sleep(remote::STAMP_REUSE + Duration::from_millis(100));
+    let before = http.stats()["requests"].as_u64().unwrap();
+    let stamps: Vec<_> = ds
+        .entries
+        .iter()
+        .map(|e| e.array.change_stamp().data)
+        .collect();
+    // (The second `/_stats` counts itself.)
+    let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+    assert_eq!(requests, 1, "one HEAD per variable");
+    assert!(
+        stamps.iter().all(|s| s.is_some() && *s == stamps[0]),
+        "{stamps:?}"
+    );
+}
+
 /// A prefetch of a byte range asks for the chunks of all the range's
 /// boxes in one round trip. A range from inside a row of plane 4 of
 /// `model/temperature` (12 x 20 x 16, chunks 5 x 8 x 6) to inside row 6

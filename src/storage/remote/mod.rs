@@ -95,7 +95,7 @@ use parking_lot::RwLock;
 use crate::error::{Error, Result};
 
 pub use location::{Location, Scheme, is_url, strip_secrets};
-pub use store::{COALESCE_GAP, RemoteFile, RemoteFiles, RemoteStore};
+pub use store::{COALESCE_GAP, RemoteFile, RemoteFiles, RemoteStore, STAMP_REUSE};
 
 /// How remote sources are reached: one set for the process (a mount, or
 /// one `ls`/`cat`), set by [`configure`] before the first connection.

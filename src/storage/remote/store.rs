@@ -533,7 +533,17 @@ struct Version {
 pub struct RemoteFile {
     remote: Remote,
     version: Version,
+    /// The last [`ReadAt::stamp`] and when it was taken: the variables of
+    /// one object (a netCDF file's dozens) all ask within one refresh
+    /// pass, and one HEAD answers them all ([`STAMP_REUSE`]).
+    stamped: parking_lot::Mutex<Option<(std::time::Instant, u64)>>,
 }
+
+/// How long a remote object's stamp answers for it again without a new
+/// HEAD: long enough for one refresh pass to ask for every variable of
+/// the object (milliseconds apart), shorter than any refresh interval
+/// (whole seconds).
+pub const STAMP_REUSE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl fmt::Debug for RemoteFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -550,6 +560,8 @@ impl RemoteFile {
         let meta = block_on(remote.deadline, async move {
             store.head(&path).await.map_err(io_error)
         })?;
+        // The HEAD also answers the first stamps (those of the mount).
+        let stamped = Some((std::time::Instant::now(), stamp_of(&meta)));
         Ok(RemoteFile {
             version: Version {
                 size: meta.size,
@@ -557,6 +569,7 @@ impl RemoteFile {
                 last_modified: meta.last_modified.timestamp_nanos_opt(),
             },
             remote,
+            stamped: parking_lot::Mutex::new(stamped),
         })
     }
 
@@ -644,6 +657,22 @@ impl RemoteFile {
         }
     }
 
+    /// The object's current version by a HEAD, hashed.
+    fn head_stamp(&self) -> Option<u64> {
+        let store = self.remote.store.clone();
+        let path = self.remote.location.prefix().clone();
+        let now = block_on(self.remote.deadline, async move {
+            store.head(&path).await.map_err(io_error)
+        });
+        match now {
+            Ok(m) => Some(stamp_of(&m)),
+            Err(e) => {
+                log::debug!("{}: {e}", self.remote.location.display());
+                None
+            }
+        }
+    }
+
     /// `e` with the object's URL in front.
     fn named(&self, e: io::Error) -> io::Error {
         io::Error::new(e.kind(), format!("{}: {e}", self.remote.location.display()))
@@ -697,25 +726,26 @@ impl ReadAt for RemoteFile {
     }
 
     /// The object's current version (a HEAD), hashed; `None` if the HEAD
-    /// fails (the refresh then keeps what it has).
+    /// fails (the refresh then keeps what it has). A stamp taken less
+    /// than [`STAMP_REUSE`] ago is answered again (a failure never is).
     fn stamp(&self) -> Option<u64> {
-        let store = self.remote.store.clone();
-        let path = self.remote.location.prefix().clone();
-        let now = block_on(self.remote.deadline, async move {
-            store.head(&path).await.map_err(io_error)
-        });
-        match now {
-            Ok(m) => {
-                let mut h = DefaultHasher::new();
-                (m.size, m.e_tag, m.last_modified.timestamp_nanos_opt()).hash(&mut h);
-                Some(h.finish())
-            }
-            Err(e) => {
-                log::debug!("{}: {e}", self.remote.location.display());
-                None
-            }
+        let mut stamped = self.stamped.lock();
+        if let Some((at, s)) = *stamped
+            && at.elapsed() < STAMP_REUSE
+        {
+            return Some(s);
         }
+        let s = self.head_stamp()?;
+        *stamped = Some((std::time::Instant::now(), s));
+        Some(s)
     }
+}
+
+/// A remote object's version (size, ETag, time) as one number.
+fn stamp_of(m: &object_store::ObjectMeta) -> u64 {
+    let mut h = DefaultHasher::new();
+    (m.size, &m.e_tag, m.last_modified.timestamp_nanos_opt()).hash(&mut h);
+    h.finish()
 }
 
 /// Opens files and stores by URL, for a dataset read from a remote
