@@ -429,13 +429,12 @@ impl Geom {
         Some((g, data))
     }
 
-    pub fn geometry(&self) -> slabfs::formats::hdf5::index::Geometry<'_> {
+    pub fn geometry(&self) -> slabfs::formats::hdf5::index::Geometry {
         slabfs::formats::hdf5::index::Geometry {
-            shape: &self.shape,
-            layout_shape: &self.layout_shape,
-            chunk: &self.chunk,
+            shape: self.shape.clone(),
+            layout_shape: self.layout_shape.clone(),
+            chunk: self.chunk.clone(),
             chunk_nbytes: self.chunk_nbytes,
-            filtered: self.filtered,
             unlimited: self.unlimited,
         }
     }
@@ -464,22 +463,23 @@ pub fn check_chunk_index(
     let Ok(found) = chunks(f, index, &g.geometry(), "fuzz") else {
         return;
     };
-    let grid = g.grid(&g.shape);
     match found {
-        Chunks::Map(map) => {
-            let total = grid
+        Chunks::Table {
+            grid: table_grid,
+            entries,
+        } => {
+            let total = table_grid
                 .iter()
                 .try_fold(1u64, |a, &n| a.checked_mul(n))
                 .expect("a grid that overflows has no chunks");
-            assert!(map.len() as u64 <= total, "more chunks than the grid's");
-            for coords in map.keys() {
-                assert_eq!(coords.len(), g.shape.len(), "coordinates of the wrong rank");
-                for (d, (&c, &n)) in coords.iter().zip(&grid).enumerate() {
-                    assert!(
-                        c < n,
-                        "chunk {coords:?} outside the grid {grid:?} (dimension {d})"
-                    );
-                }
+            assert!(entries.len() as u64 <= total, "more chunks than the grid's");
+            assert!(
+                entries.windows(2).all(|w| w[0].linear() < w[1].linear()),
+                "entries not sorted by linear index, or repeated"
+            );
+            if let Some(last) = entries.last() {
+                let at = last.linear();
+                assert!(at < total, "chunk {at} outside the grid {table_grid:?}");
             }
         }
         Chunks::Implicit { down, nbytes, .. } => {

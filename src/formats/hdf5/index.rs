@@ -63,6 +63,13 @@ pub struct Entry {
     mask: u32,
 }
 
+impl Entry {
+    /// Row-major index of the chunk in the current chunk grid.
+    pub fn linear(&self) -> u64 {
+        self.linear
+    }
+}
+
 // The 24 bytes per chunk the module doc promises.
 const _: () = assert!(std::mem::size_of::<Entry>() == 24);
 
