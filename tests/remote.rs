@@ -1981,6 +1981,45 @@ fn the_variables_of_one_object_share_its_stamp() {
     );
 }
 
+/// A redirect within the server is followed; one to another origin (here
+/// another server on loopback) is refused, with a message naming only
+/// that origin, and the other server is never asked.
+#[test]
+fn redirects_to_another_host_are_refused() {
+    let _g = serial();
+    configure(None);
+    let http = Http::start(&fixtures(), false);
+    let other = Http::start(&fixtures(), false);
+    let (_, expected) = netcdf3_cases()
+        .into_iter()
+        .find(|(p, _)| p == "classic_types.nc/fixed_i4")
+        .unwrap();
+    let ds = open(&http.url("redirect-here/netcdf3/data/classic_types.nc"));
+    let mut got = vec![0u8; expected.len()];
+    let array = ds.get("fixed_i4").expect("listed").array.clone();
+    slabfs::engine::read::read_at(array.as_ref(), 0, &mut got, slabfs::dtype::Endian::Little)
+        .unwrap();
+    assert_eq!(got, expected, "through a redirect within the server");
+
+    let before = other.stats()["requests"].as_u64().unwrap();
+    let away = http.url(&format!(
+        "redirect-away/{}/netcdf3/data/classic_types.nc",
+        other.port
+    ));
+    let err = dataset::open(Path::new(&away), Arc::new(ChunkCache::new(1 << 20)))
+        .err()
+        .unwrap_or_else(|| panic!("{away}: opened through a redirect to another host"));
+    let msg = slabfs::fs::error::chain(&err);
+    assert!(msg.contains("refused"), "{msg}");
+    assert!(
+        msg.contains(&format!("http://127.0.0.1:{}", other.port)),
+        "{msg}"
+    );
+    // (This `/_stats` counts itself.)
+    let after = other.stats()["requests"].as_u64().unwrap();
+    assert_eq!(after - before, 1, "the other server was asked");
+}
+
 /// A prefetch of a byte range asks for the chunks of all the range's
 /// boxes in one round trip. A range from inside a row of plane 4 of
 /// `model/temperature` (12 x 20 x 16, chunks 5 x 8 x 6) to inside row 6

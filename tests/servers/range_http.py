@@ -15,6 +15,9 @@ file), so a client's ranged reads cannot be tested against it. This one:
   and the `Credential=` scope of the last signed request (key id, date,
   region), for tests of where credentials come from;
 - never lists a directory (404), as an object store would not;
+- answers `/redirect-here/PATH` with a 302 to `/PATH` on itself, and
+  `/redirect-away/PORT/PATH` with a 302 to `http://127.0.0.1:PORT/PATH`
+  (another server: a client must not follow it);
 - with `--delay SECONDS`, waits that long before answering each request
   (but `/_stats`), like a distant server: a client that sends its
   requests one after another pays the delay once per request, one that
@@ -83,6 +86,19 @@ class Handler(SimpleHTTPRequestHandler):
                 return self.plain(200, json.dumps(STATS).encode())
         if DELAY and DELAY_ONLY in path:
             time.sleep(DELAY)
+        for prefix in ("/redirect-here/", "/redirect-away/"):
+            if path.startswith(prefix):
+                rest = path[len(prefix):]
+                if prefix == "/redirect-away/":
+                    port, _, rest = rest.partition("/")
+                    where = "http://127.0.0.1:%s/%s" % (port, rest)
+                else:
+                    where = "/" + rest
+                self.send_response(302)
+                self.send_header("Location", where)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
         if path.startswith("/flaky/"):
             key = (self.command, path)
             with LOCK:

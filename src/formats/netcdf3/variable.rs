@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use super::layout::{VarLayout, coalesce};
+use super::layout::{VarLayout, Window, coalesce};
 use crate::dtype::swap_in_place;
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::Region;
@@ -126,12 +126,7 @@ impl Netcdf3Array {
         }
         let mut pos = 0usize;
         for (w, buf) in windows.iter().zip(&bufs) {
-            for run in &w.runs {
-                let at = (run.offset - w.offset) as usize;
-                let len = run.len as usize;
-                out[pos..pos + len].copy_from_slice(&buf[at..at + len]);
-                pos += len;
-            }
+            pos = copy_runs(w, buf, out, pos);
         }
         debug_assert_eq!(pos, out.len(), "runs cover the region");
         Ok(windows.len())
@@ -210,14 +205,21 @@ impl Netcdf3Array {
             }
             scratch.resize(w.len as usize, 0);
             self.pread(&mut scratch, w.offset)?;
-            for run in &w.runs {
-                let at = (run.offset - w.offset) as usize;
-                let len = run.len as usize;
-                out[pos..pos + len].copy_from_slice(&scratch[at..at + len]);
-                pos += len;
-            }
+            pos = copy_runs(&w, &scratch, out, pos);
         }
         debug_assert_eq!(pos, out.len(), "runs cover the region");
         Ok(windows)
     }
+}
+
+/// Copy the runs of window `w`, read into `buf`, to `out` from `pos` on;
+/// returns where the next run goes.
+fn copy_runs(w: &Window, buf: &[u8], out: &mut [u8], mut pos: usize) -> usize {
+    for run in &w.runs {
+        let at = (run.offset - w.offset) as usize;
+        let len = run.len as usize;
+        out[pos..pos + len].copy_from_slice(&buf[at..at + len]);
+        pos += len;
+    }
+    pos
 }

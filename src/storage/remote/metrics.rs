@@ -5,7 +5,8 @@
 //!
 //! At the HTTP layer, below `object_store`: every store is built with a
 //! [`Metered`] connector ([`connector`]), which wraps the reqwest client
-//! `object_store` would use anyway and sees each HTTP attempt it sends,
+//! (`object_store`'s own, with slabfs's redirect rule: [`super::client`])
+//! and sees each HTTP attempt it sends,
 //! retries included. So the counts are what went over the wire, not what
 //! the layers above asked for, and no call site in the read path needs a
 //! hook of its own.
@@ -55,7 +56,6 @@ use std::time::Instant;
 use object_store::ClientOptions;
 use object_store::client::{
     HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
-    ReqwestConnector,
 };
 use parking_lot::Mutex;
 
@@ -185,7 +185,7 @@ pub struct MeteredConnector {
 
 impl HttpConnector for MeteredConnector {
     fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
-        let inner = ReqwestConnector::default().connect(options)?;
+        let inner = HttpClient::new(super::client::reqwest_client(options)?);
         Ok(HttpClient::new(Metered {
             inner,
             metrics: self.metrics.clone(),

@@ -81,6 +81,7 @@
 //! environment variables and of the URL's password and query parameters,
 //! should any of them appear in it.
 
+mod client;
 mod location;
 pub mod metrics;
 mod profile;
@@ -251,21 +252,10 @@ where
     let n = futs.len();
     let mut stopping = shared.stopping.subscribe();
     shared.rt.block_on(async move {
-        let work = futures::future::join_all(futs.into_iter().map(|fut| {
-            let requests = shared.requests.clone();
-            async move {
-                let _permit = requests.acquire_owned().await.map_err(|_| {
-                    std::io::Error::other("the remote I/O runtime is shutting down")
-                })?;
-                match tokio::time::timeout(deadline, fut).await {
-                    Ok(r) => r,
-                    Err(_) => Err(std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        format!("no answer within {} s", deadline.as_secs()),
-                    )),
-                }
-            }
-        }));
+        let work = futures::future::join_all(
+            futs.into_iter()
+                .map(|fut| bounded(shared.requests.clone(), deadline, fut)),
+        );
         let cancelled = async move {
             let _ = stopping.wait_for(|s| *s).await;
         };
@@ -274,6 +264,26 @@ where
             futures::future::Either::Right(_) => (0..n).map(|_| Err(stopped())).collect(),
         }
     })
+}
+
+/// `fut` holding one of the [`Config::max_requests`] permits (waiting for
+/// one first), an error if it takes longer than `deadline`.
+async fn bounded<T>(
+    requests: Arc<tokio::sync::Semaphore>,
+    deadline: Duration,
+    fut: impl std::future::Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    let _permit = requests
+        .acquire_owned()
+        .await
+        .map_err(|_| std::io::Error::other("the remote I/O runtime is shutting down"))?;
+    match tokio::time::timeout(deadline, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {} s", deadline.as_secs()),
+        )),
+    }
 }
 
 /// Run all of `futs` on the shared runtime at once, as [`block_on_all`]
@@ -314,18 +324,7 @@ pub(crate) fn each_on_runtime<T, F>(
                 let requests = shared.requests.clone();
                 let mut stopping = shared.stopping.subscribe();
                 shared.rt.spawn(async move {
-                    let work = async move {
-                        let _permit = requests.acquire_owned().await.map_err(|_| {
-                            std::io::Error::other("the remote I/O runtime is shutting down")
-                        })?;
-                        match tokio::time::timeout(deadline, fut).await {
-                            Ok(r) => r,
-                            Err(_) => Err(std::io::Error::new(
-                                std::io::ErrorKind::TimedOut,
-                                format!("no answer within {} s", deadline.as_secs()),
-                            )),
-                        }
-                    };
+                    let work = bounded(requests, deadline, fut);
                     let cancelled = async move {
                         let _ = stopping.wait_for(|s| *s).await;
                     };
