@@ -470,6 +470,11 @@ fn build(
     out: &mut Contents,
 ) {
     let mut heap = GlobalHeap::default();
+    // netCDF-4 (netcdf-c writes `_NCProperties` at the root since 4.4,
+    // and its dimension bookkeeping on every dimension before that).
+    let mut netcdf = groups
+        .iter()
+        .any(|(path, attrs)| path.is_empty() && attrs.iter().any(|a| a.name == "_NCProperties"));
     for (path, attrs) in groups {
         let what = if path.is_empty() { "/" } else { path.as_str() };
         let shown = attributes_json(f, &attrs, &mut heap, what);
@@ -494,6 +499,9 @@ fn build(
             dense_error,
         });
     }
+    netcdf |= parsed
+        .iter()
+        .any(|p| p.attr("_Netcdf4Dimid").is_some() || p.attr("_Netcdf4Coordinates").is_some());
     let mut scale_by_addr: HashMap<u64, String> = HashMap::new();
     let mut scale_by_id: HashMap<i64, u64> = HashMap::new();
     let mut unlimited_scales: HashSet<u64> = HashSet::new();
@@ -607,7 +615,16 @@ fn build(
             .find(|m| m.kind == meta::MSG_DATATYPE)
             .and_then(|m| meta::datatype(f, &m.data, &path).ok())
             .is_some_and(|(t, _)| t == H5Type::VlenString);
-        match dataset(file, f, &p, &mut heap, dims, cache.clone(), vlen_string) {
+        match dataset(
+            file,
+            f,
+            &p,
+            &mut heap,
+            dims,
+            cache.clone(),
+            vlen_string,
+            netcdf,
+        ) {
             Ok(refs) if vlen_string => out.strings.push((
                 shown,
                 Strings {
@@ -633,6 +650,30 @@ fn build(
             Err(DatasetError::Other(e)) => out.skipped.push(e),
         }
     }
+}
+
+/// The fill value netCDF gives dataset `p` (elements of `dtype`, `size`
+/// bytes, stored in `endian` order) when HDF5's fill value message defines
+/// none: its `_FillValue` attribute when that has the dataset's type,
+/// else netCDF's default for the type. In `endian` order, as a fill value
+/// message's would be.
+fn netcdf_fill(p: &Parsed, dtype: &DataType, endian: Endian, size: usize) -> Vec<u8> {
+    if let Some(a) = p.attr("_FillValue")
+        && a.data.len() == size
+        && let Some((t, e)) = flat_type(&a.dtype)
+        && t == *dtype
+    {
+        let mut v = a.data.clone();
+        if e != endian && !matches!(dtype, DataType::FixedBytes(_)) {
+            v.reverse();
+        }
+        return v;
+    }
+    let mut v = dtype.netcdf_default_fill();
+    if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
+        v.reverse();
+    }
+    v
 }
 
 /// `a` shown with the longer `shape` (netCDF's unlimited dimension length).
@@ -672,7 +713,9 @@ fn base_name(path: &str) -> &str {
 }
 
 /// The array of dataset `p`, reading from `file`; its metadata read
-/// through `f` (see [`build`]).
+/// through `f` (see [`build`]). `netcdf`: the file is netCDF-4 (its fill
+/// values follow netCDF's rules when HDF5's does not define one).
+#[allow(clippy::too_many_arguments)]
 fn dataset(
     file: &Arc<FileRef>,
     f: &H5File,
@@ -681,6 +724,7 @@ fn dataset(
     dims: Vec<Option<String>>,
     cache: Arc<ChunkCache>,
     vlen_string: bool,
+    netcdf: bool,
 ) -> std::result::Result<Arc<dyn ArraySource>, DatasetError> {
     let what = p.node.path.as_str();
     let find = |kind: u16| p.node.messages.iter().find(|m| m.kind == kind);
@@ -710,9 +754,11 @@ fn dataset(
             .into());
         }
     };
-    // The fill value: the new message's, else the old one's, else zeros
-    // (HDF5's default).
-    let mut fill = vec![0u8; size];
+    // The fill value: the new message's, else the old one's; else, in a
+    // netCDF-4 file, the `_FillValue` attribute or netCDF's default for
+    // the type (a file netcdf-c wrote with fill mode off, as `nccopy`
+    // does, has a message that defines none); else zeros (HDF5's default).
+    let mut fill = None;
     for kind in [meta::MSG_FILL, meta::MSG_FILL_OLD] {
         if let Some(m) = find(kind)
             && let Some(v) = meta::fill_value(f, kind, &m.data, what)?
@@ -724,10 +770,15 @@ fn dataset(
                 )
                 .into());
             }
-            fill = v;
+            fill = Some(v);
             break;
         }
     }
+    let mut fill = match fill {
+        Some(v) => v,
+        None if netcdf => netcdf_fill(p, &dtype, endian, size),
+        None => vec![0u8; size],
+    };
     if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
         fill.reverse();
     }

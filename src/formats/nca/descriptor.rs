@@ -579,23 +579,9 @@ pub fn master_fill(attrs: &Map<String, Value>, dtype: &DataType) -> Result<Vec<u
     }
 }
 
-/// netCDF's default fill value for a type (`NC_FILL_*`), zero for types
-/// netCDF does not have.
+/// netCDF's default fill value for a type ([`DataType::netcdf_default_fill`]).
 pub fn default_fill(dtype: &DataType) -> Vec<u8> {
-    const NC_FILL_REAL: f64 = 9.969_209_968_386_869e36;
-    match dtype {
-        DataType::Int8 => (-127i8).to_ne_bytes().to_vec(),
-        DataType::Int16 => (-32767i16).to_ne_bytes().to_vec(),
-        DataType::Int32 => (-2_147_483_647i32).to_ne_bytes().to_vec(),
-        DataType::Int64 => (-9_223_372_036_854_775_806i64).to_ne_bytes().to_vec(),
-        DataType::UInt8 => vec![255],
-        DataType::UInt16 => 65535u16.to_ne_bytes().to_vec(),
-        DataType::UInt32 => u32::MAX.to_ne_bytes().to_vec(),
-        DataType::UInt64 => (u64::MAX - 1).to_ne_bytes().to_vec(),
-        DataType::Float32 => (NC_FILL_REAL as f32).to_ne_bytes().to_vec(),
-        DataType::Float64 => NC_FILL_REAL.to_ne_bytes().to_vec(),
-        other => vec![0; other.size()],
-    }
+    dtype.netcdf_default_fill()
 }
 
 /// Top-level keys of a descriptor.
