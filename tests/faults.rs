@@ -542,6 +542,51 @@ fn netcdf3_variable_rows() {
 }
 
 #[test]
+fn hdf5_chunk() {
+    // float32 `checked` (4, 5) of nc4.nc (netCDF4-python): chunks of
+    // (2, 5) with deflate and fletcher32; the second chunk (rows 2..4) is
+    // faulted, at the bytes h5py says it has (chunk_map.json). The
+    // checksum catches a flipped byte.
+    let file = fixtures().join("hdf5/data/nc4.nc");
+    let map: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixtures().join("hdf5/chunk_map.json")).unwrap())
+            .unwrap();
+    let chunk = map["nc4.nc"]["checked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["start"] == serde_json::json!([2, 0]))
+        .expect("the second chunk of `checked`")
+        .clone();
+    let (at, size) = (
+        chunk["offset"].as_u64().unwrap(),
+        chunk["size"].as_u64().unwrap(),
+    );
+    exercise(|| {
+        let (plan, cache) = plan_and_cache();
+        let ds = open(&file, &plan, &cache);
+        Target {
+            what: "hdf5",
+            array: array(&ds, "checked"),
+            expected: expected("hdf5/expected/nc4.nc.checked.bin"),
+            faulted: Box::new(|i| i[0] >= 2),
+            rule: Box::new(move |f| Rule::new("nc4.nc", f).bytes(at..at + size)),
+            flip: at + size / 2,
+            undetected_flip: None,
+            names: vec!["nc4.nc".into(), "checked".into()],
+            cached: true,
+            reloads_indexes: false,
+            other: (
+                array(&ds, "zstd"),
+                expected("hdf5/expected/nc4.nc.zstd.bin"),
+            ),
+            plan,
+            cache,
+        }
+    });
+}
+
+#[test]
 fn nca_zarr_fragment_chunk() {
     // mixed.nca.json tas (time 6, lat 4, lon 5): partition [1, 0] is
     // frag/mixed_10.zarr (time 2..6, lon 0..2), a v3 store of chunks

@@ -153,7 +153,9 @@ pub fn confined(roots: Roots) -> Arc<dyn Files> {
 /// next header: dozens of reads of a few bytes each). Locally that is a
 /// system call per piece; from an object store a round trip per piece,
 /// which made opening one netCDF-4 file over a 20 ms link take a second.
-/// Through this, neighbouring pieces come from one block read.
+/// Through this, neighbouring pieces come from one block read; a block
+/// that fails to read falls back to the piece alone, so a fault next to
+/// the metadata (in a chunk's bytes) fails no more than before.
 ///
 /// Meant to live only while a file's metadata is parsed (memory:
 /// [`ReadCache::BLOCKS`] blocks), not for data: reads of a block or more
@@ -221,7 +223,13 @@ impl ReadAt for ReadCache {
         let mut at = offset;
         while at < end {
             let i = at / self.block;
-            let data = self.block(i)?;
+            // A block that cannot be read (a bad sector or a failed
+            // request somewhere in it, maybe in data next to the metadata
+            // wanted) must not fail more than the read itself would have:
+            // the piece asked for is read on its own instead.
+            let Ok(data) = self.block(i) else {
+                return self.inner.read_exact_at(buf, offset);
+            };
             let from = (at - i * self.block) as usize;
             let n = (data.len() - from).min((end - at) as usize);
             let to = (at - offset) as usize;
