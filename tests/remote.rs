@@ -237,6 +237,17 @@ impl Http {
         let body = reply.split("\r\n\r\n").nth(1).unwrap();
         serde_json::from_str(body).unwrap()
     }
+
+    /// Requests the server has answered so far (this one included).
+    fn requests(&self) -> u64 {
+        self.stats()["requests"].as_u64().unwrap()
+    }
+
+    /// Requests answered since [`requests`](Self::requests) said `before`,
+    /// not counting this call's own `/_stats`.
+    fn requests_since(&self, before: u64) -> u64 {
+        self.requests() - before - 1
+    }
 }
 
 impl Drop for Http {
@@ -1783,7 +1794,7 @@ fn a_reads_chunks_are_fetched_concurrently() {
         .find(|(p, _)| p == "v3/consolidated.zarr/model/temperature")
         .unwrap()
         .1;
-    let before = http.stats()["requests"].as_u64().unwrap();
+    let before = http.requests();
     let started = Instant::now();
     let mut got = vec![0u8; expected.len()];
     let n =
@@ -1791,8 +1802,7 @@ fn a_reads_chunks_are_fetched_concurrently() {
     let took = started.elapsed();
     assert_eq!(n, expected.len());
     assert!(got == expected, "bytes differ");
-    // (The second `/_stats` counts itself.)
-    let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+    let requests = http.requests_since(before);
     // 27 chunk keys (some missing: 404s are requests too), one GET each.
     assert_eq!(requests, 27, "one GET per chunk");
     assert!(
@@ -1848,7 +1858,7 @@ fn netcdf3_records_are_read_with_one_request() {
     let ds = open(&http.url("netcdf3/wide/wide_records.nc"));
     let entry = ds.get("small").expect("listed");
     let expected = std::fs::read(fixtures().join("netcdf3/wide/expected/small.bin")).unwrap();
-    let before = http.stats()["requests"].as_u64().unwrap();
+    let before = http.requests();
     let mut got = vec![0u8; expected.len()];
     let n = slabfs::engine::read::read_at(
         entry.array.as_ref(),
@@ -1859,8 +1869,7 @@ fn netcdf3_records_are_read_with_one_request() {
     .unwrap();
     assert_eq!(n, expected.len());
     assert!(got == expected, "bytes differ");
-    // (The second `/_stats` counts itself.)
-    let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+    let requests = http.requests_since(before);
     assert_eq!(requests, 1, "6 records, one request each");
 }
 
@@ -1908,10 +1917,9 @@ fn hdf5_metadata_is_read_in_blocks() {
         "filters.h5",
         "userblock.h5",
     ] {
-        let before = http.stats()["requests"].as_u64().unwrap();
+        let before = http.requests();
         let ds = open(&http.url(&format!("hdf5/data/{file}")));
-        // (The second `/_stats` counts itself.)
-        let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+        let requests = http.requests_since(before);
         assert!(requests <= 10, "{file}: {requests} requests to open");
         for (path, _) in hdf5_cases(file) {
             assert!(ds.get(&path).is_some(), "{file}: {path} not listed");
@@ -1966,14 +1974,13 @@ fn the_variables_of_one_object_share_its_stamp() {
     assert!(ds.entries.len() > 10, "{} variables", ds.entries.len());
     // Past the reuse of the opening HEAD's answer.
     std::thread::sleep(remote::STAMP_REUSE + Duration::from_millis(100));
-    let before = http.stats()["requests"].as_u64().unwrap();
+    let before = http.requests();
     let stamps: Vec<_> = ds
         .entries
         .iter()
         .map(|e| e.array.change_stamp().data)
         .collect();
-    // (The second `/_stats` counts itself.)
-    let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+    let requests = http.requests_since(before);
     assert_eq!(requests, 1, "one HEAD per variable");
     assert!(
         stamps.iter().all(|s| s.is_some() && *s == stamps[0]),
@@ -2001,7 +2008,7 @@ fn redirects_to_another_host_are_refused() {
         .unwrap();
     assert_eq!(got, expected, "through a redirect within the server");
 
-    let before = other.stats()["requests"].as_u64().unwrap();
+    let before = other.requests();
     let away = http.url(&format!(
         "redirect-away/{}/netcdf3/data/classic_types.nc",
         other.port
@@ -2015,9 +2022,11 @@ fn redirects_to_another_host_are_refused() {
         msg.contains(&format!("http://127.0.0.1:{}", other.port)),
         "{msg}"
     );
-    // (This `/_stats` counts itself.)
-    let after = other.stats()["requests"].as_u64().unwrap();
-    assert_eq!(after - before, 1, "the other server was asked");
+    assert_eq!(
+        other.requests_since(before),
+        0,
+        "the other server was asked"
+    );
 }
 
 /// A prefetch of a byte range asks for the chunks of all the range's
@@ -2050,14 +2059,13 @@ fn a_prefetch_fetches_all_its_boxes_at_once() {
         took < Duration::from_millis(2500),
         "a prefetch of 4 boxes at 1 s per request took {took:?}: one round trip per box"
     );
-    let before = http.stats()["requests"].as_u64().unwrap();
+    let before = http.requests();
     let mut got = vec![0u8; (to - from) as usize];
     let n = slabfs::engine::read::read_at(array, from, &mut got, slabfs::dtype::Endian::Little)
         .unwrap();
     assert_eq!(n, got.len());
     assert!(got == expected[from as usize..to as usize], "bytes differ");
-    // (The second `/_stats` counts itself.)
-    let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+    let requests = http.requests_since(before);
     assert_eq!(requests, 0, "the prefetch left chunks to fetch");
 }
 
@@ -2079,7 +2087,7 @@ fn nearby_ranges_of_a_shard_are_coalesced() {
         .find(|(p, _)| p == "v3/sharded.zarr/sharded_3d")
         .unwrap()
         .1;
-    let before = http.stats()["requests"].as_u64().unwrap();
+    let before = http.requests();
     let mut got = vec![0u8; expected.len()];
     let n = slabfs::engine::read::read_at(
         entry.array.as_ref(),
@@ -2090,8 +2098,7 @@ fn nearby_ranges_of_a_shard_are_coalesced() {
     .unwrap();
     assert_eq!(n, expected.len());
     assert!(got == expected, "bytes differ");
-    // (The second `/_stats` counts itself.)
-    let requests = http.stats()["requests"].as_u64().unwrap() - before - 1;
+    let requests = http.requests_since(before);
     eprintln!("sharded_3d read whole: {requests} requests");
     assert!(
         requests <= 2 * 18,
