@@ -105,6 +105,14 @@ def proxy_main(listen_port: int, upstream_port: int, delay_ms: float, counts: st
         t = seen[-5:]
         return b"" if b"GET /" in t or b"HEAD /" in t else t
 
+    def close(*socks: socket.socket) -> None:
+        # Both directions of both ends: the other thread's recv returns.
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
     def up(c: socket.socket, u: socket.socket) -> None:
         tail = b""
         try:
@@ -118,11 +126,7 @@ def proxy_main(listen_port: int, upstream_port: int, delay_ms: float, counts: st
                 u.sendall(data)
         except OSError:
             pass
-        for s in (u, c):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        close(u, c)
 
     def down(c: socket.socket, u: socket.socket) -> None:
         buf = bytearray(1 << 20)
@@ -132,11 +136,7 @@ def proxy_main(listen_port: int, upstream_port: int, delay_ms: float, counts: st
                 c.sendall(view[:n])
         except OSError:
             pass
-        for s in (u, c):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        close(u, c)
 
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

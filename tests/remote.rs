@@ -1590,6 +1590,26 @@ impl Drop for Azurite {
     }
 }
 
+/// `slabfs ls URL` prints what `slabfs ls` of the netCDF-3 fixtures on
+/// disk prints, and `slabfs cat` of every seventh variable under `url`
+/// gives what netCDF4-python wrote.
+fn lists_and_cats_as_on_disk(url: &str) {
+    let local = fixtures().join("netcdf3/data");
+    let on_disk = slabfs(&["ls", local.to_str().unwrap()]);
+    let remote = slabfs(&["ls", url]);
+    assert!(on_disk.status.success() && remote.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&remote.stdout),
+        String::from_utf8_lossy(&on_disk.stdout)
+    );
+    for (path, expected) in netcdf3_cases().iter().step_by(7) {
+        let (file, var) = path.split_once('/').unwrap();
+        let out = slabfs(&["cat", &format!("{url}/{file}"), var]);
+        assert!(out.status.success(), "{path}");
+        assert!(out.stdout == *expected, "{path}: cat differs");
+    }
+}
+
 /// An Azure container (Azurite) reads as the same tree as the files on
 /// disk: `slabfs ls` prints the same listing, and every variable reads
 /// byte-identical to what netCDF4-python wrote, through the library and
@@ -1614,20 +1634,7 @@ fn azure_container_reads_as_the_files_on_disk() {
     let ds = open("az://data/nc3");
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         check_all(&ds, "", &netcdf3_cases());
-        let local = fixtures().join("netcdf3/data");
-        let on_disk = slabfs(&["ls", local.to_str().unwrap()]);
-        let remote = slabfs(&["ls", "az://data/nc3"]);
-        assert!(on_disk.status.success() && remote.status.success());
-        assert_eq!(
-            String::from_utf8_lossy(&remote.stdout),
-            String::from_utf8_lossy(&on_disk.stdout)
-        );
-        for (path, expected) in netcdf3_cases().iter().step_by(7) {
-            let (file, var) = path.split_once('/').unwrap();
-            let out = slabfs(&["cat", &format!("az://data/nc3/{file}"), var]);
-            assert!(out.status.success(), "{path}");
-            assert!(out.stdout == *expected, "{path}: cat differs");
-        }
+        lists_and_cats_as_on_disk("az://data/nc3");
         let requests: u64 = counted("az://data").requests.iter().sum();
         assert!(
             requests > 0,
@@ -1748,20 +1755,7 @@ fn gcs_bucket_reads_as_the_files_on_disk() {
     let result = std::panic::catch_unwind(|| {
         let ds = open("gs://data/nc3");
         check_all(&ds, "", &netcdf3_cases());
-        let local = fixtures().join("netcdf3/data");
-        let on_disk = slabfs(&["ls", local.to_str().unwrap()]);
-        let remote = slabfs(&["ls", "gs://data/nc3"]);
-        assert!(on_disk.status.success() && remote.status.success());
-        assert_eq!(
-            String::from_utf8_lossy(&remote.stdout),
-            String::from_utf8_lossy(&on_disk.stdout)
-        );
-        for (path, expected) in netcdf3_cases().iter().step_by(7) {
-            let (file, var) = path.split_once('/').unwrap();
-            let out = slabfs(&["cat", &format!("gs://data/nc3/{file}"), var]);
-            assert!(out.status.success(), "{path}");
-            assert!(out.stdout == *expected, "{path}: cat differs");
-        }
+        lists_and_cats_as_on_disk("gs://data/nc3");
     });
     // SAFETY: as above.
     unsafe { std::env::remove_var("GOOGLE_SERVICE_ACCOUNT") };

@@ -149,12 +149,18 @@ struct Table {
     grid: Vec<u64>,
     max_chunks: u64,
     entries: Vec<Entry>,
+    /// The file's undefined address: a chunk there was never written.
+    undefined: u64,
 }
 
 impl Table {
     /// Record the chunk at grid coordinates `coords`; one outside the
-    /// current grid (left by a shrink) is ignored.
+    /// current grid (left by a shrink), or at the undefined address (an
+    /// index slot of a chunk never written), is ignored.
     fn insert(&mut self, coords: &[u64], loc: ChunkLoc, what: &str) -> H5Result<()> {
+        if loc.addr == self.undefined {
+            return Ok(());
+        }
         let Some(linear) = linear_index(coords, &self.grid) else {
             return Ok(());
         };
@@ -304,6 +310,7 @@ pub fn chunks(f: &H5File, index: &ChunkIndex, g: &Geometry, what: &str) -> H5Res
         grid,
         max_chunks,
         entries: Vec::new(),
+        undefined: f.undefined_address(),
     };
     let undefined = |a: u64| f.undefined(a);
     match *index {
@@ -320,10 +327,8 @@ pub fn chunks(f: &H5File, index: &ChunkIndex, g: &Geometry, what: &str) -> H5Res
             }
         }
         ChunkIndex::Single { addr, filtered } => {
-            if !undefined(addr) {
-                let (size, mask) = filtered.unwrap_or((g.chunk_nbytes, 0));
-                table.insert(&vec![0; g.shape.len()], ChunkLoc { addr, size, mask }, what)?;
-            }
+            let (size, mask) = filtered.unwrap_or((g.chunk_nbytes, 0));
+            table.insert(&vec![0; g.shape.len()], ChunkLoc { addr, size, mask }, what)?;
         }
         ChunkIndex::Implicit { addr } => {
             if !undefined(addr) {
@@ -514,17 +519,12 @@ fn fixed_array(f: &H5File, addr: u64, g: &Geometry, table: &mut Table, what: &st
             };
             let coords = unlinear(i, &down);
             i += 1;
-            if !f.undefined(a) {
-                table.insert(
-                    &coords,
-                    ChunkLoc {
-                        addr: a,
-                        size,
-                        mask,
-                    },
-                    &bwhat,
-                )?;
-            }
+            let loc = ChunkLoc {
+                addr: a,
+                size,
+                mask,
+            };
+            table.insert(&coords, loc, &bwhat)?;
         }
     }
     Ok(())
@@ -643,7 +643,7 @@ fn extensible_array(
             } else {
                 (g.chunk_nbytes, 0)
             };
-            if f.undefined(a) || i >= max_idx_set {
+            if i >= max_idx_set {
                 continue;
             }
             let swizzled = unlinear(i, &down);
@@ -780,17 +780,12 @@ fn btree_v2(f: &H5File, addr: u64, g: &Geometry, table: &mut Table, what: &str) 
             }
         };
         let coords = (0..rank).map(|_| c.u64()).collect::<H5Result<Vec<_>>>()?;
-        if !f.undefined(a) {
-            table.insert(
-                &coords,
-                ChunkLoc {
-                    addr: a,
-                    size,
-                    mask,
-                },
-                what,
-            )?;
-        }
+        let loc = ChunkLoc {
+            addr: a,
+            size,
+            mask,
+        };
+        table.insert(&coords, loc, what)?;
     }
     Ok(())
 }

@@ -51,8 +51,13 @@ impl H5File {
 
     /// Whether `addr` is the undefined address (all bits set).
     pub fn undefined(&self, addr: u64) -> bool {
+        addr == self.undefined_address()
+    }
+
+    /// The undefined address: all bits of an address set.
+    pub fn undefined_address(&self) -> u64 {
         let bits = 8 * self.sizeof_addr as u32;
-        addr == if bits >= 64 {
+        if bits >= 64 {
             u64::MAX
         } else {
             (1u64 << bits) - 1

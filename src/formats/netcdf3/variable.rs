@@ -108,6 +108,29 @@ impl Netcdf3Array {
     }
 
     /// Fill `out` with the runs of `region`, merged across gaps up to
+    /// [`MAX_GAP`], one positioned read per window: for a local file.
+    /// Returns the number of windows read.
+    fn read_one_by_one(&self, region: &Region, out: &mut [u8]) -> Result<usize> {
+        let mut pos = 0usize;
+        let mut windows = 0usize;
+        let mut scratch = Vec::new();
+        for w in coalesce(self.layout.runs(region), MAX_GAP, MAX_WINDOW) {
+            windows += 1;
+            if let [run] = w.runs[..] {
+                let len = run.len as usize;
+                self.pread(&mut out[pos..pos + len], run.offset)?;
+                pos += len;
+                continue;
+            }
+            scratch.resize(w.len as usize, 0);
+            self.pread(&mut scratch, w.offset)?;
+            pos = copy_runs(&w, &scratch, out, pos);
+        }
+        debug_assert_eq!(pos, out.len(), "runs cover the region");
+        Ok(windows)
+    }
+
+    /// Fill `out` with the runs of `region`, merged across gaps up to
     /// [`COALESCE_GAP`] and all read at once: for a remote object.
     /// Returns the number of windows read.
     fn read_all_at_once(&self, region: &Region, out: &mut [u8]) -> Result<usize> {
@@ -184,31 +207,6 @@ impl ArraySource for Netcdf3Array {
             swap_in_place(out, self.meta.dtype.swap_unit());
         }
         Ok(())
-    }
-}
-
-impl Netcdf3Array {
-    /// Fill `out` with the runs of `region`, merged across gaps up to
-    /// [`MAX_GAP`], one positioned read per window: for a local file.
-    /// Returns the number of windows read.
-    fn read_one_by_one(&self, region: &Region, out: &mut [u8]) -> Result<usize> {
-        let mut pos = 0usize;
-        let mut windows = 0usize;
-        let mut scratch = Vec::new();
-        for w in coalesce(self.layout.runs(region), MAX_GAP, MAX_WINDOW) {
-            windows += 1;
-            if let [run] = w.runs[..] {
-                let len = run.len as usize;
-                self.pread(&mut out[pos..pos + len], run.offset)?;
-                pos += len;
-                continue;
-            }
-            scratch.resize(w.len as usize, 0);
-            self.pread(&mut scratch, w.offset)?;
-            pos = copy_runs(&w, &scratch, out, pos);
-        }
-        debug_assert_eq!(pos, out.len(), "runs cover the region");
-        Ok(windows)
     }
 }
 
