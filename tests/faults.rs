@@ -653,9 +653,12 @@ fn kerchunk_reference() {
     exercise(|| {
         let (plan, cache) = plan_and_cache();
         let refs = fixtures().join("kerchunk/data/netcdf4.json");
-        let store = kerchunk::load(&refs, &kerchunk::Options::default())
-            .unwrap()
-            .expect("a references file");
+        let store = kerchunk::load(
+            &refs,
+            &slabfs::formats::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20))),
+        )
+        .unwrap()
+        .expect("a references file");
         let store = Arc::new(FaultyStore::new(store, plan.clone()));
         let h = zarr::open_store(store, cache.clone()).unwrap();
         let get = |p: &str| -> Arc<dyn ArraySource> {

@@ -626,9 +626,12 @@ fn the_store_reads_exactly_the_referenced_bytes() {
     });
     let path = dir.join("r.json");
     std::fs::write(&path, doc.to_string()).unwrap();
-    let store = kerchunk::load(&path, &kerchunk::Options::default())
-        .unwrap()
-        .unwrap();
+    let store = kerchunk::load(
+        &path,
+        &slabfs::formats::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20))),
+    )
+    .unwrap()
+    .unwrap();
     assert_eq!(
         store.get("x/0", 20).unwrap().unwrap(),
         (10u8..30).collect::<Vec<_>>()
@@ -714,9 +717,12 @@ fn change_stamps_follow_the_references_and_their_targets() {
             ".zgroup": "{\"zarr_format\":2}",
             "a/0": ["a.bin", 0, 8], "b/0": ["b.bin", b_offset, 8]}});
         std::fs::write(dir.join("r.json"), doc.to_string()).unwrap();
-        kerchunk::load(&dir.join("r.json"), &kerchunk::Options::default())
-            .unwrap()
-            .unwrap()
+        kerchunk::load(
+            &dir.join("r.json"),
+            &slabfs::formats::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20))),
+        )
+        .unwrap()
+        .unwrap()
     };
     let stamp = |s: &kerchunk::RefStore, p: &str| s.change_stamp(p).unwrap().unwrap();
     let s0 = write(0);

@@ -56,6 +56,8 @@ use crate::error::{Error, Result};
 use crate::formats::{Options, kerchunk, nca, netcdf, packed, zarr};
 use crate::storage::confine::Roots;
 use crate::storage::files::{self, Files};
+use crate::storage::remote::{Location, RemoteFiles};
+use crate::storage::scope::WithUrls;
 
 mod remote;
 
@@ -127,8 +129,39 @@ fn allowed_roots(source: &Path, allow_outside: &[PathBuf]) -> Vec<PathBuf> {
             });
         }
     }
-    roots.extend(allow_outside.iter().cloned());
+    roots.extend(allow_outside.iter().filter(|r| !is_url(r)).cloned());
     roots
+}
+
+fn is_url(path: &Path) -> bool {
+    path.to_str().is_some_and(crate::storage::remote::is_url)
+}
+
+/// The options a local SOURCE's datasets open with: its local roots, its
+/// `--allow-outside` URLs (connected now, so a bad one fails at mount),
+/// and `files` (local paths) routed with those URLs.
+fn local_options(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    files: Arc<dyn Files>,
+) -> Result<Options> {
+    let mut opts = Options::new(allowed_roots(source, allow_outside), cache);
+    opts.files = files;
+    let urls = allow_outside
+        .iter()
+        .filter_map(|r| r.to_str().filter(|s| crate::storage::remote::is_url(s)))
+        .map(Location::parse)
+        .collect::<Result<Vec<_>>>()?;
+    if !urls.is_empty() {
+        let remote = Arc::new(RemoteFiles::new(urls)?);
+        opts.files = Arc::new(WithUrls {
+            local: opts.files,
+            remote: remote.clone(),
+        });
+        opts.remote = Some(remote);
+    }
+    Ok(opts)
 }
 
 /// [`open_with_roots`], reading every data file and store through `files`
@@ -145,8 +178,7 @@ pub fn open_with(
         path: source.display().to_string(),
         source: e,
     })?;
-    let mut opts = Options::new(allowed_roots(source, allow_outside), cache.clone());
-    opts.files = files;
+    let opts = local_options(source, cache, allow_outside, files)?;
     let mut ds = Dataset::default();
     if meta.is_dir() && zarr::is_store(source) {
         let name = source
@@ -194,8 +226,12 @@ pub fn open_entry(
         return Ok(ds);
     }
     let roots = allowed_roots(source, allow_outside);
-    let mut opts = Options::new(roots.clone(), cache);
-    opts.files = files::confined(Roots::new(roots));
+    let opts = local_options(
+        source,
+        cache,
+        allow_outside,
+        files::confined(Roots::new(roots)),
+    )?;
     let roots = Roots::new(opts.roots.clone());
     add_named(&mut ds, &dir, name, parent, &opts, &roots, depth)?;
     ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -244,8 +280,7 @@ fn push_hierarchy(ds: &mut Dataset, h: zarr::Hierarchy, prefix: &str, root_name:
 /// Add the arrays of the kerchunk references file `file` under `prefix`;
 /// `Ok(false)` when the file holds no references.
 fn add_references(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Result<bool> {
-    let kopts = kerchunk::Options::new(opts.roots.clone());
-    let Some(h) = kerchunk::open(file, &kopts, opts.cache.clone())? else {
+    let Some(h) = kerchunk::open(file, opts)? else {
         return Ok(false);
     };
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned());

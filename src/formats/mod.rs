@@ -35,6 +35,8 @@ use std::sync::Arc;
 use crate::engine::cache::ChunkCache;
 use crate::storage::confine::Roots;
 use crate::storage::files::{self, Files};
+use crate::storage::remote::RemoteFiles;
+use crate::storage::scope::Scope;
 
 pub mod dataset;
 pub mod hdf5;
@@ -46,16 +48,20 @@ pub mod packed;
 pub mod zarr;
 
 /// How the formats open what a source references: the files seam, the
-/// shared chunk cache and the confinement roots. One set for every format
-/// a mount opens (aggregations pass it on to their fragments).
+/// shared chunk cache and where references may lead. One set for every
+/// format a mount opens (aggregations pass it on to their fragments).
 #[derive(Clone)]
 pub struct Options {
-    /// Every referenced file must resolve under one of these. Empty: the
-    /// directory holding the file being opened.
+    /// Every referenced local file must resolve under one of these.
+    /// Empty: the directory holding the file being opened.
     pub roots: Vec<PathBuf>,
+    /// The URLs references may read (a remote source's own location and
+    /// `--allow-outside URL`s); `None`: no URL at all.
+    pub remote: Option<Arc<RemoteFiles>>,
     /// The chunk cache Zarr arrays and blocked archives read through.
     pub cache: Arc<ChunkCache>,
-    /// How data files and stores are opened ([`crate::storage::files`]).
+    /// How data files and stores are opened ([`crate::storage::files`]);
+    /// it opens the URLs of `remote` too.
     pub files: Arc<dyn Files>,
 }
 
@@ -63,21 +69,23 @@ impl Options {
     pub fn new(roots: Vec<PathBuf>, cache: Arc<ChunkCache>) -> Options {
         Options {
             roots,
+            remote: None,
             cache,
             files: files::os(),
         }
     }
 
-    /// The confinement roots for references made by the file at `file`.
-    pub fn roots_for(&self, file: &Path) -> Arc<Roots> {
-        if file.to_str().is_some_and(crate::storage::remote::is_url) {
-            // A remote file's references are confined by its
-            // `RemoteFiles`; no local directory is ever a root for it.
-            Arc::new(Roots::default())
+    /// Where the references made by the file at `file` may lead
+    /// ([`Scope`]): a remote file's only to the URL roots, a local
+    /// file's to the local roots too.
+    pub fn scope_for(&self, file: &Path) -> Arc<Scope> {
+        let local = if file.to_str().is_some_and(crate::storage::remote::is_url) {
+            Roots::default()
         } else if self.roots.is_empty() {
-            Arc::new(Roots::new(file.parent().map(Path::to_path_buf)))
+            Roots::new(file.parent().map(Path::to_path_buf))
         } else {
-            Arc::new(Roots::new(self.roots.iter().cloned()))
-        }
+            Roots::new(self.roots.iter().cloned())
+        };
+        Arc::new(Scope::new(Arc::new(local), self.remote.clone()))
     }
 }

@@ -65,6 +65,11 @@ impl Roots {
         )
     }
 
+    /// Whether there is no root at all (nothing local may be read).
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Where `path` really points, if that is under a root and is not
     /// special (see the module doc; a path that does not exist is not).
     pub fn check(&self, path: &Path) -> Result<PathBuf, PathBuf> {

@@ -137,6 +137,30 @@ pub fn file_stamp(path: &Path) -> Option<u64> {
     Some(h.finish())
 }
 
+/// [`file_stamp`] of a local path; for a URL, the remote object's own
+/// stamp (a HEAD: its ETag, size and time), opened through `files`.
+pub fn stamp_at(files: &dyn Files, path: &Path) -> Option<u64> {
+    if is_url(path) {
+        files.open(path).ok()?.stamp()
+    } else {
+        file_stamp(path)
+    }
+}
+
+/// Whether something is at `path`: a local file or directory, or a
+/// remote object that answers (a HEAD).
+pub fn exists_at(files: &dyn Files, path: &Path) -> bool {
+    if is_url(path) {
+        files.open(path).is_ok()
+    } else {
+        path.exists()
+    }
+}
+
+fn is_url(path: &Path) -> bool {
+    path.to_str().is_some_and(crate::storage::remote::is_url)
+}
+
 /// The real file system, unconfined, as a shared [`Files`].
 pub fn os() -> Arc<dyn Files> {
     Arc::new(OsFiles::unconfined())
@@ -146,6 +170,60 @@ pub fn os() -> Arc<dyn Files> {
 pub fn confined(roots: Roots) -> Arc<dyn Files> {
     Arc::new(OsFiles::confined(roots))
 }
+
+/// The path references made by the file `path` are resolved against: its
+/// canonical path locally (symlinks followed, as the kernel will), the
+/// URL itself for a remote object.
+pub fn real_path(path: &Path) -> io::Result<std::path::PathBuf> {
+    if is_url(path) {
+        Ok(path.to_path_buf())
+    } else {
+        path.canonicalize()
+    }
+}
+
+/// A small document (a descriptor, a references file) read whole through
+/// `files`, local or remote alike. Its first bytes (up to
+/// [`SNIFF_BYTES`]) are shown to `wanted` first: `Ok(None)` when it says
+/// the file is not what the caller reads, without reading the rest or
+/// minding its size. Larger than `limit` bytes: [`Error::TooLarge`].
+pub fn read_document(
+    files: &dyn Files,
+    path: &Path,
+    limit: u64,
+    wanted: impl Fn(&[u8]) -> bool,
+) -> crate::error::Result<Option<Vec<u8>>> {
+    use crate::error::Error;
+    let io = |e| Error::Io {
+        path: path.display().to_string(),
+        source: e,
+    };
+    let file = files.open(path).map_err(io)?;
+    let size = file.size().map_err(io)?;
+    let mut text = vec![0u8; size.min(SNIFF_BYTES) as usize];
+    file.read_exact_at(&mut text, 0).map_err(io)?;
+    if !wanted(&text) {
+        return Ok(None);
+    }
+    if size > limit {
+        return Err(Error::TooLarge {
+            path: path.display().to_string(),
+            size,
+            limit,
+        });
+    }
+    let head = text.len();
+    if (head as u64) < size {
+        text.resize(size as usize, 0);
+        file.read_exact_at(&mut text[head..], head as u64)
+            .map_err(io)?;
+    }
+    Ok(Some(text))
+}
+
+/// How much of a document [`read_document`] reads before deciding: small
+/// documents (most descriptors) in one read, one round trip remotely.
+pub const SNIFF_BYTES: u64 = 64 << 10;
 
 /// A [`ReadAt`] that reads small ranges in whole blocks and keeps the last
 /// few: for parsing a file's metadata, which a format reads as many small

@@ -20,6 +20,9 @@
 //!   implementations of the same two traits, so formats never learn where
 //!   their bytes live; URL confinement ([`remote::Location::within`]) sits
 //!   next to [`confine`]'s.
+//! - [`scope`]: where the references one file makes may lead (local
+//!   roots, URL roots), resolved and checked in one place for every
+//!   format.
 //!
 //! May import: [`crate::error`] and nothing else of the crate (checked by
 //! `tests/layers.rs`).
@@ -29,4 +32,5 @@ pub mod descriptors;
 pub mod faults;
 pub mod files;
 pub mod remote;
+pub mod scope;
 pub mod store;

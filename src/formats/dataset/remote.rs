@@ -16,15 +16,17 @@
 //! - **HTTP** cannot list: the URL names one dataset, a Zarr store (a
 //!   single array, or a group with consolidated metadata) or a file.
 //!
+//! NCA descriptors (`*.nca.json`) and kerchunk reference files (any
+//! other `*.json`, recognised by content: one that is not references is
+//! passed over) are datasets here as on disk, and so are CF-1.13 and
+//! CFA-0.4 aggregation variables in netCDF objects. Their references are
+//! resolved against their own URL ([`crate::storage::scope`]).
+//!
 //! The formats read through [`RemoteFiles`], which answers their paths
 //! (the URL joined with names, as `Path`s) with ranged GETs and keys, and
 //! refuses any location outside the source's bucket and prefix (or host
 //! and path) unless `--allow-outside URL` admits it, and any local path
 //! at all.
-//!
-//! Not yet read from URLs: NCA descriptors (`*.nca.json`) and kerchunk
-//! reference files; inside a prefix they are reported as skipped (NCA)
-//! or passed over (other `*.json`, which may be any document).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -62,6 +64,7 @@ pub(super) fn open(
     let files = Arc::new(RemoteFiles::new(roots)?);
     let opts = Options {
         roots: Vec::new(),
+        remote: Some(files.clone()),
         cache,
         files: files.clone(),
     };
@@ -132,28 +135,21 @@ fn probe_store(store: &RemoteStore) -> Result<bool> {
 /// Add the dataset file at `loc` under the mount path `prefix`.
 fn add_object(ds: &mut Dataset, loc: &Location, prefix: &str, opts: &Options) -> Result<()> {
     let name = loc.name().unwrap_or_default();
-    if nca::is_descriptor(Path::new(&name)) {
-        return Err(Error::metadata(
-            loc.display(),
-            "NCA descriptors are not read from URL sources yet",
-        ));
-    }
-    if kerchunk::has_json_extension(&name) {
-        return Err(Error::metadata(
-            loc.display(),
-            "kerchunk reference files are not read from URL sources yet",
-        ));
-    }
     // The URL as the formats' path: RemoteFiles maps it back.
     let path = PathBuf::from(loc.display());
+    if nca::is_descriptor(Path::new(&name)) {
+        return super::add_descriptor(ds, &path, prefix, opts);
+    }
     // netCDF-3, blocked archive or netCDF-4/HDF5, by the magic number:
-    // the same reader a file on disk gets.
-    if super::add_file(ds, &path, prefix, opts)? {
+    // the same reader a file on disk gets; else references.
+    if super::add_file(ds, &path, prefix, opts)? || super::add_references(ds, &path, prefix, opts)?
+    {
         Ok(())
     } else {
         Err(Error::metadata(
             loc.display(),
-            "not a netCDF, netCDF-4/HDF5 or blocked netCDF-3 archive",
+            "not a dataset (a netCDF, netCDF-4/HDF5 or blocked netCDF-3 archive, an NCA \
+             descriptor or a kerchunk references file)",
         ))
     }
 }
@@ -194,19 +190,13 @@ fn walk(
                 }
                 Ok(())
             } else if nca::is_descriptor(Path::new(&name)) {
-                Err(Error::metadata(
-                    loc.display(),
-                    "NCA descriptors are not read from URL sources yet: not shown",
-                ))
+                super::add_descriptor(ds, Path::new(&loc.display()), &rel, opts)
             } else if has_dataset_extension(&name) {
                 add_object(ds, &loc, &rel, opts)
+            } else if kerchunk::has_json_extension(&name) {
+                // Ok(false): some other JSON document, not a dataset.
+                super::add_references(ds, Path::new(&loc.display()), &rel, opts).map(|_| ())
             } else {
-                if kerchunk::has_json_extension(&name) {
-                    log::debug!(
-                        "{}: kerchunk references are not read from URL sources yet",
-                        loc.display()
-                    );
-                }
                 Ok(())
             }
         });

@@ -35,7 +35,7 @@ pub enum RefsError {
     /// A url that is not a local file (`s3://`, `http://`, `memory://`...).
     #[error(
         "ref {key:?}: url {url:?} is not a local file (only relative paths, absolute paths and \
-         file:// urls can be read)"
+         file:// urls can be read, and URLs under an --allow-outside URL)"
     )]
     Scheme { key: String, url: String },
     /// A url that resolves (symlinks and `..` followed) outside every

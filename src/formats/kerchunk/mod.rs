@@ -50,42 +50,24 @@ pub mod refs;
 pub mod store;
 pub mod template;
 
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use error::RefsError;
 pub use store::RefStore;
 
-use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::formats::Options;
 use crate::formats::zarr::{self, Hierarchy};
-use crate::storage::confine::Roots;
-use crate::storage::remote::{self, RemoteFiles};
+use crate::storage::files;
+use crate::storage::remote;
+use crate::storage::scope::{Refusal, Scope};
 use crate::storage::store::Store;
 
 /// Reference files larger than this are refused (kerchunk's JSON for a
 /// few thousand chunks is a megabyte; much larger sets use its Parquet
 /// form, which we do not read).
 pub const MAX_REFS_BYTES: u64 = 256 << 20;
-
-/// How many bytes are looked at to decide whether a file can be JSON at all.
-const SNIFF_BYTES: usize = 512;
-
-/// What a references file may touch.
-#[derive(Debug, Clone, Default)]
-pub struct Options {
-    /// Every referenced file must resolve under one of these. Empty: the
-    /// directory holding the references file.
-    pub roots: Vec<PathBuf>,
-}
-
-impl Options {
-    pub fn new(roots: Vec<PathBuf>) -> Options {
-        Options { roots }
-    }
-}
 
 /// Whether a directory walk should look inside the file `name` for
 /// references: its name ends in `.json` (any case). Content decides.
@@ -94,148 +76,77 @@ pub fn has_json_extension(name: &str) -> bool {
         .is_some_and(|(stem, ext)| !stem.is_empty() && ext.eq_ignore_ascii_case("json"))
 }
 
-/// Read the references file at `path` into a store; `Ok(None)` when it is
-/// no references file. An error for a file that is unreadable, not JSON,
-/// or references in a form we do not read.
+/// Read the references file at `path` (a local path or a URL) into a
+/// store; `Ok(None)` when it is no references file. An error for a file
+/// that is unreadable, not JSON, or references in a form we do not read.
+/// Its references may lead where `opts` allows ([`Options::scope_for`]).
 pub fn load(path: &Path, opts: &Options) -> Result<Option<RefStore>> {
-    let io = |e| Error::Io {
+    let real = files::real_path(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: e,
-    };
-    let real = path.canonicalize().map_err(io)?;
-    // O_NONBLOCK: a FIFO where a references file was cannot hang the open
-    // (it is then refused as no regular file).
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(&real)
-        .map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
+    })?;
+    let looks_like_json =
+        |head: &[u8]| head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    let Some(text) =
+        files::read_document(opts.files.as_ref(), &real, MAX_REFS_BYTES, looks_like_json)?
+    else {
         return Ok(None);
-    }
+    };
     let err = |source| Error::Format {
         path: real.display().to_string(),
         source: Box::new(source),
     };
-    let mut head = Vec::with_capacity(SNIFF_BYTES);
-    (&mut file)
-        .take(SNIFF_BYTES as u64)
-        .read_to_end(&mut head)
-        .map_err(io)?;
-    if head.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Ok(None);
-    }
-    if meta.len() > MAX_REFS_BYTES {
-        return Err(Error::TooLarge {
-            path: real.display().to_string(),
-            size: meta.len(),
-            limit: MAX_REFS_BYTES,
-        });
-    }
-    let mut text = head;
-    (&mut file)
-        .take(MAX_REFS_BYTES + 1 - text.len() as u64)
-        .read_to_end(&mut text)
-        .map_err(io)?;
     let doc: serde_json::Value =
         serde_json::from_slice(&text).map_err(|e| err(RefsError::Json(Arc::new(e))))?;
     drop(text);
     let Some(parsed) = refs::parse(doc).map_err(err)? else {
         return Ok(None);
     };
-    // URL roots (`--allow-outside s3://...`) admit URL targets; the
-    // others are local directories.
-    let (url_roots, local_roots): (Vec<&PathBuf>, Vec<&PathBuf>) = opts
-        .roots
-        .iter()
-        .partition(|r| r.to_str().is_some_and(remote::is_url));
-    let roots = Arc::new(if local_roots.is_empty() {
-        Roots::new(real.parent().map(Path::to_path_buf))
-    } else {
-        Roots::new(local_roots.into_iter().cloned())
-    });
-    let remote = if url_roots.is_empty() {
-        None
-    } else {
-        let locations = url_roots
-            .iter()
-            .map(|r| remote::Location::parse(&r.to_string_lossy()))
-            .collect::<Result<Vec<_>>>()?;
-        Some(Arc::new(RemoteFiles::new(locations)?))
-    };
-    let base = real.parent().unwrap_or(Path::new("/")).to_path_buf();
-    let check = roots.clone();
-    let admit = remote.clone();
+    let scope = opts.scope_for(&real);
+    let check = scope.clone();
+    let from = real.clone();
     Ok(Some(RefStore::new(
         &real,
         parsed.refs,
-        roots,
-        remote,
-        move |key, url| resolve(&base, &check, admit.as_deref(), key, url),
+        scope,
+        move |key, url| resolve(&from, &check, key, url),
     )))
 }
 
-/// The local path `url` names (relative to `base`, the references file's
-/// directory), if it is a local file under `roots`; or the URL itself
-/// (`s3://`, `https://`...) if `remote` admits it (it lies under one of
-/// the `--allow-outside` URLs).
+/// The location `url` names, made by the references file `from`: a local
+/// path (relative to `from`'s directory, absolute, `file://`) or a URL
+/// (absolute, or relative to a remote `from`), if `scope` allows it
+/// ([`Scope`]).
 pub fn resolve(
-    base: &Path,
-    roots: &Roots,
-    remote: Option<&RemoteFiles>,
+    from: &Path,
+    scope: &Scope,
     key: &str,
     url: &str,
 ) -> std::result::Result<PathBuf, RefsError> {
-    if let Some(files) = remote.filter(|_| remote::is_url(url)) {
-        return match files.admit(Path::new(url)) {
-            Ok(_) => Ok(PathBuf::from(url)),
-            Err(e) => Err(RefsError::Outside {
-                key: key.to_string(),
-                url: remote::strip_secrets(url),
-                resolved: PathBuf::from(
-                    remote::Location::parse(url)
-                        .map(|l| l.display())
-                        .unwrap_or_else(|_| e.to_string()),
-                ),
-                roots: files.describe(),
-            }),
-        };
-    }
-    let path = match url.strip_prefix("file://") {
-        // RFC 8089 allows the host "localhost" (file://localhost/a/b).
-        Some(rest) => rest
-            .strip_prefix("localhost")
-            .filter(|r| r.starts_with('/'))
-            .unwrap_or(rest),
-        None if url.contains("://") => {
-            return Err(RefsError::Scheme {
-                key: key.to_string(),
-                url: url.to_string(),
-            });
-        }
-        None => url,
-    };
-    let path = base.join(path); // an absolute `path` replaces `base`
-    roots.check(&path).map_err(|resolved| RefsError::Outside {
-        key: key.to_string(),
-        url: url.to_string(),
-        resolved,
-        roots: roots.describe(),
-    })?;
-    Ok(path)
+    scope.resolve(from, url).map_err(|r| match r {
+        Refusal::Scheme | Refusal::NoUrls => RefsError::Scheme {
+            key: key.to_string(),
+            url: url.to_string(),
+        },
+        Refusal::Outside(resolved) => RefsError::Outside {
+            key: key.to_string(),
+            url: remote::strip_secrets(url),
+            resolved: PathBuf::from(resolved),
+            roots: scope.describe(),
+        },
+    })
 }
 
 /// Open the references file at `path` as a Zarr hierarchy; `Ok(None)`
 /// when it is no references file. An array whose keys hold a refused
 /// reference (another scheme, outside the roots, malformed) is moved to
 /// [`Hierarchy::skipped`] with the first such reason.
-pub fn open(path: &Path, opts: &Options, cache: Arc<ChunkCache>) -> Result<Option<Hierarchy>> {
+pub fn open(path: &Path, opts: &Options) -> Result<Option<Hierarchy>> {
     let Some(store) = load(path, opts)? else {
         return Ok(None);
     };
     let store = Arc::new(store);
-    let mut h = zarr::open_store(store.clone(), cache)?;
+    let mut h = zarr::open_store(store.clone(), opts.cache.clone())?;
     let refused: Vec<(&str, &RefsError)> = store.refused().collect();
     if refused.is_empty() {
         return Ok(Some(h));
@@ -268,6 +179,8 @@ pub fn open(path: &Path, opts: &Options, cache: Arc<ChunkCache>) -> Result<Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::confine::Roots;
+    use crate::storage::remote::RemoteFiles;
 
     #[test]
     fn resolves_local_urls_and_refuses_the_rest() {
@@ -275,8 +188,9 @@ mod tests {
         let root = tmp.path().canonicalize().unwrap();
         std::fs::create_dir(root.join("sub")).unwrap();
         std::fs::write(root.join("sub/a.nc"), b"x").unwrap();
-        let roots = Roots::new([root.clone()]);
-        let r = |url: &str| resolve(&root.join("sub"), &roots, None, "k", url);
+        let scope = Scope::new(Arc::new(Roots::new([root.clone()])), None);
+        let from = root.join("sub/refs.json");
+        let r = |url: &str| resolve(&from, &scope, "k", url);
         assert_eq!(r("a.nc").unwrap(), root.join("sub/a.nc"));
         assert_eq!(r("../sub/a.nc").unwrap(), root.join("sub/../sub/a.nc"));
         let abs = root.join("sub/a.nc").display().to_string();
@@ -309,7 +223,9 @@ mod tests {
         let roots = Roots::new([tmp.path().to_path_buf()]);
         let allowed = remote::Location::parse("s3://bucket/refs").unwrap();
         let files = RemoteFiles::new(vec![allowed]).unwrap();
-        let r = |url: &str| resolve(tmp.path(), &roots, Some(&files), "k", url);
+        let scope = Scope::new(Arc::new(roots), Some(Arc::new(files)));
+        let from = tmp.path().join("refs.json");
+        let r = |url: &str| resolve(&from, &scope, "k", url);
         assert_eq!(
             r("s3://bucket/refs/a/b.nc").unwrap(),
             PathBuf::from("s3://bucket/refs/a/b.nc")

@@ -46,10 +46,9 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::storage::confine::Roots;
 use crate::storage::files::{Files, ReadAt};
-
-use crate::storage::remote::{self, RemoteFiles};
+use crate::storage::remote;
+use crate::storage::scope::Scope;
 use crate::storage::store::{ByteRange, Store, TORN_READ_RETRIES};
 
 use super::error::RefsError;
@@ -85,10 +84,9 @@ pub struct RefStore {
     file: String,
     entries: BTreeMap<String, Entry>,
     targets: Vec<Target>,
-    roots: Arc<Roots>,
-    /// Opens URL targets (only those `resolve` admitted); `None` when no
-    /// URL is allowed.
-    remote: Option<Arc<RemoteFiles>>,
+    /// Where targets may lead; its URL roots open URL targets (only those
+    /// `resolve` admitted).
+    scope: Arc<Scope>,
     /// URL targets opened (a HEAD each), by target index: reads reuse the
     /// version they pinned; a failed read drops it, so the next one opens
     /// the object again. At most one per target of this file.
@@ -117,8 +115,7 @@ impl RefStore {
     pub fn new(
         file: &Path,
         refs: BTreeMap<String, std::result::Result<Ref, RefsError>>,
-        roots: Arc<Roots>,
-        remote: Option<Arc<RemoteFiles>>,
+        scope: Arc<Scope>,
         resolve: impl Fn(&str, &str) -> std::result::Result<PathBuf, RefsError>,
     ) -> RefStore {
         let mut targets: Vec<Target> = Vec::new();
@@ -154,8 +151,7 @@ impl RefStore {
             file: file.display().to_string(),
             entries,
             targets,
-            roots,
-            remote,
+            scope,
             opened: Mutex::new(HashMap::new()),
             any_remote: false,
         };
@@ -165,7 +161,7 @@ impl RefStore {
 
     /// Whether target `t` is a URL (admitted when it was resolved).
     fn is_remote(&self, t: &Target) -> bool {
-        self.remote.is_some() && t.path.to_str().is_some_and(remote::is_url)
+        self.scope.remote().is_some() && t.path.to_str().is_some_and(remote::is_url)
     }
 
     /// The opened URL target `t` (index `i`), opening it if need be.
@@ -174,8 +170,8 @@ impl RefStore {
             return Ok(f.clone());
         }
         let files = self
-            .remote
-            .as_ref()
+            .scope
+            .remote()
             .ok_or_else(|| io::Error::other("no URL is allowed"))?;
         let f = files.open(&t.path)?;
         self.opened.lock().insert(i, f.clone());
@@ -246,12 +242,13 @@ impl RefStore {
         if self.is_remote(t) {
             return self.read_remote(key, t, pick);
         }
-        let real = self.roots.check(&t.path).map_err(|resolved| {
+        let roots = self.scope.local();
+        let real = roots.check(&t.path).map_err(|resolved| {
             self.err(RefsError::Outside {
                 key: key.to_string(),
                 url: t.url.clone(),
                 resolved,
-                roots: self.roots.describe(),
+                roots: self.scope.describe(),
             })
         })?;
         let io_err = |e: io::Error| {
@@ -264,7 +261,7 @@ impl RefStore {
         for attempt in 1..=TORN_READ_RETRIES + 1 {
             // Checks again what it opens: a symlink or FIFO swapped in
             // since the check above is refused, never read or waited on.
-            let file = self.roots.open_checked(&real).map_err(io_err)?;
+            let file = roots.open_checked(&real).map_err(io_err)?;
             let before = file.metadata().map_err(io_err)?;
             let (start, end) = pick(before.len())?;
             let mut buf = vec![0u8; (end - start) as usize];
@@ -497,8 +494,8 @@ impl Store for RefStore {
             if self.is_remote(&self.targets[t]) {
                 // A HEAD now: its ETag, size and time.
                 let stamp = self
-                    .remote
-                    .as_ref()
+                    .scope
+                    .remote()
                     .and_then(|f| f.open(path).ok())
                     .and_then(|f| f.stamp());
                 match stamp {

@@ -36,6 +36,7 @@ use crate::engine::index::Region;
 use crate::engine::index::copy::SharedDest;
 use crate::engine::index::tiling::{DimTiling, Piece, Projection};
 use crate::error::Result;
+use crate::storage::files::{self, Files};
 
 /// Cell grids larger than this are refused: partitions so misaligned that
 /// their boundaries cut the master into more cells than this are not a
@@ -55,6 +56,8 @@ pub struct Aggregation {
     partitions: Vec<Partition>,
     /// The descriptor (or NCA netCDF file) this master was read from.
     descriptor: std::path::PathBuf,
+    /// What opened it (asked for its stamp when it is a URL).
+    files: Arc<dyn Files>,
 }
 
 impl std::fmt::Debug for Aggregation {
@@ -125,6 +128,7 @@ impl Aggregation {
             calendar: spec.calendar.clone(),
         });
         let descriptor = ctx.file.clone();
+        let files = ctx.files.clone();
         let mut partitions = Vec::with_capacity(spec.array.partitions.len());
         for p in spec.array.partitions {
             partitions.push(Partition::new(p, ctx.clone(), facts.clone()).map_err(err)?);
@@ -139,6 +143,7 @@ impl Aggregation {
             cells,
             partitions,
             descriptor,
+            files,
         })
     }
 
@@ -219,7 +224,8 @@ impl ArraySource for Aggregation {
     fn change_stamp(&self) -> ChangeStamp {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        let mut known = super::file_stamp(&self.descriptor).map(|s| s.hash(&mut h));
+        let mut known =
+            files::stamp_at(self.files.as_ref(), &self.descriptor).map(|s| s.hash(&mut h));
         for p in &self.partitions {
             known = known.and(p.change_stamp().map(|s| s.hash(&mut h)));
         }

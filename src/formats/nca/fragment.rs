@@ -36,8 +36,8 @@ use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::netcdf;
-use crate::storage::confine::{self, Roots};
 use crate::storage::files::{Files, ReadAt};
+use crate::storage::scope::{Refusal, Scope};
 
 /// Aggregations nested deeper than this are refused.
 pub const MAX_DEPTH: usize = 16;
@@ -45,11 +45,12 @@ pub const MAX_DEPTH: usize = 16;
 /// What one aggregation's partitions are opened against: the descriptor
 /// they were read from and the shared resources of the load.
 pub struct Context {
-    pub roots: Arc<Roots>,
+    /// Where its references may lead ([`Scope`]).
+    pub scope: Arc<Scope>,
     pub cache: Arc<ChunkCache>,
     /// How fragment files and stores are opened.
     pub files: Arc<dyn Files>,
-    /// The NCA file (descriptor) itself, canonical.
+    /// The NCA file (descriptor) itself, canonical (or its URL).
     pub file: PathBuf,
     /// Its netCDF form, when it is a netCDF file.
     pub netcdf: Option<Arc<NcFile>>,
@@ -126,7 +127,7 @@ impl Opened {
 
 impl Context {
     pub fn new(
-        roots: Arc<Roots>,
+        scope: Arc<Scope>,
         cache: Arc<ChunkCache>,
         files: Arc<dyn Files>,
         file: PathBuf,
@@ -134,7 +135,7 @@ impl Context {
         chain: Vec<(PathBuf, String)>,
     ) -> Context {
         Context {
-            roots,
+            scope,
             cache,
             files,
             file,
@@ -151,11 +152,6 @@ impl Context {
             Shared::Owner(s) => s.clone(),
             Shared::Nested(w) => w.upgrade().unwrap_or_default(),
         }
-    }
-
-    /// The descriptor's directory, which relative `file`s are relative to.
-    fn base_dir(&self) -> &Path {
-        self.file.parent().unwrap_or(Path::new("/"))
     }
 
     /// Locate the sub-array of `spec` (see the module doc). Errors are
@@ -178,16 +174,33 @@ impl Context {
             None => (self.file.clone(), true),
             Some(f) => {
                 // URIs as CF-1.13 and CFA-0.4 fragments take them: file://
-                // is a path, other schemes are refused here, not taken
-                // for relative file names.
-                let f = &super::cf::uri_path(f)
-                    .map_err(|d| NcaError::invalid(format!("{}.data.file", spec.label), d))?;
-                let p = confine::reference(self.base_dir(), f);
-                let real = self.roots.check(&p).map_err(|real| NcaError::OutsideRoot {
-                    partition: spec.label.clone(),
-                    path: format!("{f} (resolves to {})", real.display()),
-                    roots: self.roots.describe(),
-                })?;
+                // is a path (percent-decoded), a URL is read where the
+                // scope allows, other schemes are refused, not taken for
+                // relative file names.
+                let f = &if crate::storage::remote::is_url(f) {
+                    f.clone()
+                } else {
+                    super::cf::uri_path(f)
+                        .map_err(|d| NcaError::invalid(format!("{}.data.file", spec.label), d))?
+                };
+                let outside = |r: Refusal| match r {
+                    Refusal::Scheme => NcaError::invalid(
+                        format!("{}.data.file", spec.label),
+                        format!("{f:?}: not a file name or a URL slabfs reads"),
+                    ),
+                    Refusal::NoUrls => NcaError::OutsideRoot {
+                        partition: spec.label.clone(),
+                        path: format!("{f} (a URL: --allow-outside URL admits one)"),
+                        roots: self.scope.describe(),
+                    },
+                    Refusal::Outside(to) => NcaError::OutsideRoot {
+                        partition: spec.label.clone(),
+                        path: format!("{f} (resolves to {to})"),
+                        roots: self.scope.describe(),
+                    },
+                };
+                let p = self.scope.join(&self.file, f).map_err(outside)?;
+                let real = self.scope.check(&p).map_err(outside)?;
                 let is_self = real == self.file;
                 (real, is_self)
             }
@@ -196,7 +209,7 @@ impl Context {
             Some(f) => f,
             None if is_self => own_format,
             None if own_format == Format::NetCdf => Format::NetCdf,
-            None => sniff(&path).ok_or_else(|| {
+            None => sniff(&path, self.files.as_ref()).ok_or_else(|| {
                 NcaError::invalid(
                     format!("{}.format", spec.label),
                     format!(
@@ -261,12 +274,12 @@ impl Context {
 
     fn open_uncached(&self, spec: &PartitionSpec, target: &Target) -> Result<Opened> {
         // The file may have been replaced by a symlink since load.
-        if !target.is_self && self.roots.check(&target.path).is_err() {
+        if !target.is_self && self.scope.check(&target.path).is_err() {
             return Err(Error::metadata(
                 target.path.display().to_string(),
                 format!(
                     "now resolves outside the allowed roots ({})",
-                    self.roots.describe()
+                    self.scope.describe()
                 ),
             ));
         }
@@ -311,7 +324,7 @@ impl Context {
                 Ok(Opened::Plain(Arc::new(raw)))
             }
             Format::Zarr => {
-                if !target.path.is_dir() {
+                if !is_url(&target.path) && !target.path.is_dir() {
                     return Err(Error::Io {
                         path: target.path.display().to_string(),
                         source: std::io::Error::new(
@@ -371,7 +384,7 @@ impl Context {
         let mut chain = self.chain.clone();
         chain.push(pair);
         let mut ctx = Context::new(
-            self.roots.clone(),
+            self.scope.clone(),
             self.cache.clone(),
             self.files.clone(),
             file.to_path_buf(),
@@ -413,17 +426,28 @@ impl Context {
 
 /// Guess the format of an existing file for a JSON descriptor's partition
 /// without `format`. `None`: cannot tell (or the file does not exist).
-fn sniff(path: &Path) -> Option<Format> {
-    if !path.exists() {
-        // A missing fragment is a read error, not a load error: guess from
-        // the name so the rest of the array still loads.
+fn sniff(path: &Path, files: &dyn Files) -> Option<Format> {
+    let by_name = || {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-        return match ext.as_str() {
+        match ext.as_str() {
             "nc" | "nc3" | "nc4" | "cdf" => Some(Format::NetCdf),
             "zarr" => Some(Format::Zarr),
             "json" => Some(Format::Nca),
             _ => None,
+        }
+    };
+    if is_url(path) {
+        // An object or a prefix: the name says which (a HEAD and a
+        // listing per partition would say no more for a Zarr store).
+        return match by_name() {
+            Some(Format::NetCdf) | None => sniff_bytes(path, files),
+            named => named,
         };
+    }
+    if !path.exists() {
+        // A missing fragment is a read error, not a load error: guess from
+        // the name so the rest of the array still loads.
+        return by_name();
     }
     if path.is_dir() {
         return crate::formats::zarr::is_store(path).then_some(Format::Zarr);
@@ -431,10 +455,21 @@ fn sniff(path: &Path) -> Option<Format> {
     if path.extension().is_some_and(|e| e == "json") {
         return Some(Format::Nca);
     }
-    match netcdf::sniff(path) {
+    sniff_bytes(path, files)
+}
+
+/// netCDF, if the file's magic number says so.
+fn sniff_bytes(path: &Path, files: &dyn Files) -> Option<Format> {
+    let kind = files.open(path).and_then(|f| netcdf::kind_of(f.as_ref()));
+    match kind {
         Ok(netcdf::Kind::Classic(_)) | Ok(netcdf::Kind::Hdf5) => Some(Format::NetCdf),
         _ => None,
     }
+}
+
+/// Whether `path` is a URL (a remote fragment) rather than a local path.
+fn is_url(path: &Path) -> bool {
+    path.to_str().is_some_and(crate::storage::remote::is_url)
 }
 
 #[cfg(test)]

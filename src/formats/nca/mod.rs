@@ -76,6 +76,7 @@ pub use error::NcaError;
 use crate::engine::array::ArraySource;
 use crate::error::{Error, Result};
 use crate::formats::Options;
+use crate::storage::files::{self, Files};
 use fragment::Context;
 
 /// Descriptor files larger than this are refused (a real one with a
@@ -97,47 +98,40 @@ pub fn is_descriptor(path: &Path) -> bool {
         .is_some_and(|n| n.ends_with(".nca.json"))
 }
 
-/// Read and parse the descriptor at `path`.
-fn read_descriptor(path: &Path) -> Result<serde_json::Value> {
+/// Read and parse the descriptor at `path` (a local path or a URL)
+/// through `files`.
+fn read_descriptor(path: &Path, files: &dyn Files) -> Result<serde_json::Value> {
     let name = path.display().to_string();
-    let io = |e| Error::Io {
-        path: name.clone(),
-        source: e,
-    };
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > MAX_DESCRIPTOR_BYTES {
-        return Err(Error::TooLarge {
-            path: name,
-            size: len,
-            limit: MAX_DESCRIPTOR_BYTES,
-        });
-    }
-    let text = std::fs::read_to_string(path).map_err(io)?;
+    let text = files::read_document(files, path, MAX_DESCRIPTOR_BYTES, |_| true)?
+        .expect("every document is wanted");
+    let text = String::from_utf8(text)
+        .map_err(|_| Error::metadata(name.clone(), "not UTF-8 text (a JSON descriptor must be)"))?;
     descriptor::parse_json(&text).map_err(|e| e.at(&name))
 }
 
-/// Open the JSON descriptor at `path`: every variable it defines, each
-/// assembled from its partitions. `Err` when the descriptor as a whole
-/// cannot be read or parsed; a variable that fails is in `skipped`.
+/// Open the JSON descriptor at `path` (a local path or a URL): every
+/// variable it defines, each assembled from its partitions. `Err` when
+/// the descriptor as a whole cannot be read or parsed; a variable that
+/// fails is in `skipped`.
 pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
-    let real = path.canonicalize().map_err(|e| Error::Io {
+    let real = files::real_path(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: e,
     })?;
-    let doc = read_descriptor(&real)?;
+    let doc = read_descriptor(&real, opts.files.as_ref())?;
     let name = real.display().to_string();
     let masters = descriptor::json_masters(&doc).map_err(|e| e.at(&name))?;
     // Global attributes are not shown; a disagreement is still worth a line.
     if let Ok((_, Some(note))) = descriptor::global_attributes(&doc) {
         log::warn!("{name}: {note}");
     }
-    let roots = opts.roots_for(&real);
+    let scope = opts.scope_for(&real);
     let mut out = Variables::default();
     for (var, spec) in masters {
         let vname = format!("{name}: {var}");
         let built = spec.map_err(|e| e.at(&vname)).and_then(|spec| {
             let ctx = Context::new(
-                roots.clone(),
+                scope.clone(),
                 opts.cache.clone(),
                 opts.files.clone(),
                 real.clone(),
@@ -160,7 +154,7 @@ pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
 /// The variable `var` of the descriptor at `path` (canonical), for a
 /// nested aggregation opened under `ctx`.
 pub(crate) fn json_variable(path: &Path, var: &str, ctx: Context) -> Result<Arc<dyn ArraySource>> {
-    let doc = read_descriptor(path)?;
+    let doc = read_descriptor(path, ctx.files.as_ref())?;
     let name = format!("{}: {var}", path.display());
     let masters = descriptor::json_masters(&doc).map_err(|e| e.at(&name))?;
     let spec = masters

@@ -28,6 +28,7 @@ use crate::engine::array::ArraySource;
 use crate::error::Result;
 use crate::formats::Options;
 use crate::formats::netcdf3;
+use crate::storage::files;
 
 /// Whether `v` is an NCA (aggregation) variable.
 pub fn is_nca_variable(v: &Var) -> bool {
@@ -60,8 +61,8 @@ pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
 /// [`variables`] of any open netCDF file, classic or netCDF-4.
 pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
     let path = Path::new(file.path()).to_path_buf();
-    let real = path.canonicalize().unwrap_or_else(|_| path.clone());
-    let roots = opts.roots_for(&real);
+    let real = files::real_path(&path).unwrap_or_else(|_| path.clone());
+    let scope = opts.scope_for(&real);
     let mut out = Variables::default();
     let definitions = super::cf::definition_variables(&file);
     for e in file.take_skipped() {
@@ -88,7 +89,7 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
             && super::cfa04::is_cfa_variable(v);
         let array = if is_nca_variable(v) || super::cf::is_aggregation_variable(v) || cfa04 {
             let ctx = Context::new(
-                roots.clone(),
+                scope.clone(),
                 opts.cache.clone(),
                 opts.files.clone(),
                 real.clone(),

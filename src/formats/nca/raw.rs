@@ -107,7 +107,10 @@ impl ArraySource for RawArray {
     fn change_stamp(&self) -> ChangeStamp {
         ChangeStamp {
             cache_id: None,
-            data: super::file_stamp(Path::new(&self.path)),
+            data: self
+                .file
+                .stamp()
+                .or_else(|| super::file_stamp(Path::new(&self.path))),
         }
     }
 
