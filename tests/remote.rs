@@ -143,15 +143,32 @@ impl S3 {
     }
 
     /// Create the bucket and upload the fixtures: `zarr/v2/...` and
-    /// `zarr/v3/...` when `zarr`, and `nc3/*.nc` (16 threads: moto takes
-    /// about 10 ms a request).
+    /// `zarr/v3/...` when `zarr`, and `nc3/*.nc`.
     fn upload_fixtures(&self, zarr: bool) {
-        let root = fixtures();
-        let parts = if zarr {
-            "[('zarr/v2', 'zarr/v2'), ('zarr/v3', 'zarr/v3'), ('netcdf3/data', 'nc3')]"
+        if zarr {
+            self.upload(&[
+                ("zarr/v2", "zarr/v2"),
+                ("zarr/v3", "zarr/v3"),
+                ("netcdf3/data", "nc3"),
+            ]);
         } else {
-            "[('netcdf3/data', 'nc3')]"
-        };
+            self.upload(&[("netcdf3/data", "nc3")]);
+        }
+    }
+
+    /// Create the bucket and upload each fixture directory `(from, to)`
+    /// (under tests/fixtures) to the prefix `to` (16 threads: moto takes
+    /// about 10 ms a request).
+    fn upload(&self, parts: &[(&str, &str)]) {
+        let root = fixtures();
+        let parts = format!(
+            "[{}]",
+            parts
+                .iter()
+                .map(|(from, to)| format!("({from:?}, {to:?})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         self.boto(&format!(
             "from concurrent.futures import ThreadPoolExecutor\n\
              s3.create_bucket(Bucket='{BUCKET}')\n\
@@ -2098,4 +2115,408 @@ fn nearby_ranges_of_a_shard_are_coalesced() {
         requests <= 2 * 18,
         "{requests} requests: more than an index and one GET per shard"
     );
+}
+
+/// One NCA manifest case (tests/fixtures/nca/manifest.json, values from
+/// netCDF4-python and numpy): its path under `nca/data`, expected
+/// little-endian bytes, tolerance, and the missing fragment its reads
+/// must name, if any.
+struct NcaCase {
+    path: String,
+    expected: Vec<u8>,
+    rtol: f64,
+    missing: Option<String>,
+}
+
+fn nca_cases() -> Vec<NcaCase> {
+    let root = fixtures().join("nca");
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
+    let cases: Vec<NcaCase> = manifest["arrays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let source = e["source"].as_str().unwrap();
+            let missing = e["error_regions"].as_array().unwrap().first().map(|r| {
+                let f = r["file"].as_str().unwrap();
+                f.rsplit('/').next().unwrap().to_string()
+            });
+            NcaCase {
+                path: format!(
+                    "{}/{}",
+                    source.strip_prefix("data/").unwrap(),
+                    e["variable"].as_str().unwrap()
+                ),
+                expected: std::fs::read(root.join(e["expected"].as_str().unwrap())).unwrap(),
+                rtol: e["rtol"].as_f64().unwrap(),
+                missing,
+            }
+        })
+        .collect();
+    assert!(cases.len() > 30, "{} NCA cases", cases.len());
+    cases
+}
+
+/// Read every NCA case from `ds` (paths under `prefix`, or only the
+/// cases under `only` with it stripped) and compare: bytes, or float64
+/// values within the case's tolerance; a case with a missing fragment
+/// must fail, naming it.
+fn check_nca(ds: &Dataset, prefix: &str, only: Option<&str>) -> usize {
+    use slabfs::dtype::Endian;
+    use slabfs::engine::read::read_at;
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for case in nca_cases() {
+        let rel = match only {
+            Some(o) => match case.path.strip_prefix(o) {
+                Some(r) => r.to_string(),
+                None => continue,
+            },
+            None => case.path.clone(),
+        };
+        let path = format!("{prefix}{rel}");
+        let Some(entry) = ds.get(&path) else {
+            failures.push(format!("{path}: not listed"));
+            continue;
+        };
+        checked += 1;
+        let mut got = vec![0u8; case.expected.len()];
+        let read = read_at(entry.array.as_ref(), 0, &mut got, Endian::Little);
+        match (&case.missing, read) {
+            (Some(name), Err(e)) if e.to_string().contains(name.as_str()) => {}
+            (Some(name), r) => {
+                failures.push(format!("{path}: {r:?}, expected an error naming {name}"))
+            }
+            (None, Err(e)) => failures.push(format!("{path}: {e}")),
+            (None, Ok(n)) if n != got.len() => failures.push(format!("{path}: {n} bytes")),
+            (None, Ok(_)) if case.rtol == 0.0 => {
+                if got != case.expected {
+                    failures.push(format!("{path}: bytes differ"));
+                }
+            }
+            (None, Ok(_)) => {
+                let f = |b: &[u8]| f64::from_le_bytes(b.try_into().unwrap());
+                let bad = got
+                    .chunks(8)
+                    .zip(case.expected.chunks(8))
+                    .position(|(a, b)| (f(a) - f(b)).abs() > case.rtol * f(b).abs().max(1e-300));
+                if let Some(i) = bad {
+                    failures.push(format!("{path}: element {i} differs"));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    checked
+}
+
+/// (path under `kerchunk/data`, expected bytes) of every variable of the
+/// kerchunk references fixtures that the writers' manifest has values
+/// for (kerchunk's references, netCDF4-python's reads).
+fn kerchunk_cases() -> Vec<(String, Vec<u8>)> {
+    let root = fixtures().join("kerchunk");
+    let m: Value =
+        serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
+    let mut cases = Vec::new();
+    for r in m["references"].as_array().unwrap() {
+        let file = r["file"].as_str().unwrap().strip_prefix("data/").unwrap();
+        let vars = &m["datasets"][r["dataset"].as_str().unwrap()]["variables"];
+        for v in r["variables"].as_array().unwrap() {
+            let v = v.as_str().unwrap();
+            if let Some(e) = vars[v]["expected"].as_str() {
+                cases.push((format!("{file}/{v}"), std::fs::read(root.join(e)).unwrap()));
+            }
+        }
+    }
+    assert!(cases.len() > 20, "{} kerchunk cases", cases.len());
+    cases
+}
+
+/// NCA descriptors, CF-1.13 and CFA-0.4 aggregation files and kerchunk
+/// references in a bucket mount as the same trees on disk do: the same
+/// names, the same skipped datasets, every master and array equal to
+/// what the writers say, fragments and targets resolved against the
+/// descriptor's own URL (relative `frag/x.nc`, nested descriptors, Zarr
+/// and raw fragments), a missing fragment failing only the reads that
+/// touch it, naming it. One descriptor by URL, over S3 and over HTTP,
+/// reads its prefix's fragments.
+#[test]
+fn aggregations_and_references_in_a_bucket_read_as_on_disk() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload(&[("nca/data", "nca"), ("kerchunk/data", "kerchunk")]);
+    configure(Some(s3.endpoint()));
+    let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
+    for (prefix, local) in [("nca", "nca/data"), ("kerchunk", "kerchunk/data")] {
+        let ds = open(&format!("s3://{BUCKET}/{prefix}"));
+        let on_disk =
+            dataset::open(&fixtures().join(local), Arc::new(ChunkCache::new(1 << 20))).unwrap();
+        let (got, want) = (names(&ds), names(&on_disk));
+        let only = |a: &[String], b: &[String]| -> Vec<String> {
+            a.iter().filter(|n| !b.contains(n)).cloned().collect()
+        };
+        assert!(
+            got == want,
+            "{prefix}: only in the bucket {:?}, only on disk {:?}; skipped {:?}",
+            only(&got, &want),
+            only(&want, &got),
+            ds.skipped
+        );
+        assert_eq!(
+            ds.skipped.len(),
+            on_disk.skipped.len(),
+            "{prefix}: {:?}",
+            ds.skipped
+        );
+    }
+    let ds = open(&format!("s3://{BUCKET}/nca"));
+    assert!(check_nca(&ds, "", None) > 30);
+    let refs = open(&format!("s3://{BUCKET}/kerchunk"));
+    check_all(&refs, "", &kerchunk_cases());
+
+    // One descriptor, and one CF-1.13 aggregation file, by URL: their
+    // variables at the root, fragments from the prefix that holds them.
+    let one = open(&format!("s3://{BUCKET}/nca/mixed.nca.json"));
+    assert_eq!(check_nca(&one, "", Some("mixed.nca.json/")), 1);
+    let one = open(&format!("s3://{BUCKET}/nca/cf/grid2d/agg.nc"));
+    assert_eq!(check_nca(&one, "", Some("cf/grid2d/agg.nc/")), 1);
+    let one = open(&format!("s3://{BUCKET}/kerchunk/netcdf4.json"));
+    let cases: Vec<_> = kerchunk_cases()
+        .into_iter()
+        .filter_map(|(p, e)| Some((p.strip_prefix("netcdf4.json/")?.to_string(), e)))
+        .collect();
+    check_all(&one, "", &cases);
+
+    // `slabfs ls` lists the bucket as the directory; `slabfs cat` serves
+    // the writers' bytes.
+    if cfg!(target_endian = "little") {
+        let endpoint = s3.endpoint();
+        for (prefix, local) in [("nca", "nca/data"), ("kerchunk", "kerchunk/data")] {
+            let url = format!("s3://{BUCKET}/{prefix}");
+            let ls = slabfs(&["ls", "--endpoint-url", &endpoint, &url]);
+            assert!(
+                ls.status.success(),
+                "{}",
+                String::from_utf8_lossy(&ls.stderr)
+            );
+            let on_disk = slabfs(&["ls", fixtures().join(local).to_str().unwrap()]);
+            assert_eq!(ls.stdout, on_disk.stdout, "ls of {url} and of {local}");
+        }
+        let url = format!("s3://{BUCKET}/nca");
+        // Each `cat` walks the prefix again: a few are enough here.
+        let cases = nca_cases();
+        let exact = cases
+            .iter()
+            .filter(|c| c.rtol == 0.0 && c.missing.is_none());
+        for case in exact.step_by(6) {
+            let cat = slabfs(&["cat", "--endpoint-url", &endpoint, &url, &case.path]);
+            assert!(
+                cat.status.success(),
+                "{}",
+                String::from_utf8_lossy(&cat.stderr)
+            );
+            assert!(
+                cat.stdout == case.expected,
+                "{}: slabfs cat differs",
+                case.path
+            );
+        }
+    }
+
+    // A local CF-1.13 aggregation whose fragment URIs are s3:// URLs
+    // (netCDF4-python rewrites `fragment_uris`): read through the bucket
+    // where --allow-outside admits it.
+    let dir = tempfile::tempdir().unwrap();
+    let agg = dir.path().join("agg.nc");
+    let script = r#"
+import sys, numpy as np, netCDF4
+src = netCDF4.Dataset(sys.argv[1])
+dst = netCDF4.Dataset(sys.argv[2], "w", format="NETCDF3_CLASSIC")
+uris = netCDF4.chartostring(src["fragment_uris"][:])
+new = np.array([sys.argv[3] + str(u) for u in uris.flat]).reshape(uris.shape)
+n = max(len(u) for u in new.flat)
+for name, d in src.dimensions.items():
+    if name != "strlen11":
+        dst.createDimension(name, len(d))
+dst.createDimension("strlen_url", n)
+for name, v in src.variables.items():
+    dims = tuple("strlen_url" if d == "strlen11" else d for d in v.dimensions)
+    o = dst.createVariable(name, v.dtype, dims)
+    o.setncatts({k: v.getncattr(k) for k in v.ncattrs()})
+    o[...] = netCDF4.stringtochar(new.astype(f"S{n}")) if name == "fragment_uris" else v[...]
+dst.close()
+"#;
+    let out = Command::new(common::python())
+        .arg("-c")
+        .arg(script)
+        .arg(fixtures().join("nca/data/cf/basic/agg.nc"))
+        .arg(&agg)
+        .arg(format!("s3://{BUCKET}/nca/cf/basic/"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let allowed = PathBuf::from(format!("s3://{BUCKET}/nca/cf"));
+    let ds =
+        dataset::open_with_roots(&agg, Arc::new(ChunkCache::new(1 << 20)), &[allowed]).unwrap();
+    assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
+    assert_eq!(check_nca(&ds, "", Some("cf/basic/agg.nc/")), 1);
+    let ds = dataset::open_with_roots(&agg, Arc::new(ChunkCache::new(1 << 20)), &[]).unwrap();
+    assert!(ds.get("q").is_none(), "read without --allow-outside");
+
+    // HTTP cannot list: the URL names the descriptor, and its fragments
+    // (netCDF, raw, a nested descriptor) are fetched by URL.
+    let http = Http::start(&fixtures(), false);
+    for (file, only) in [
+        ("nca/data/nested.nca.json", "nested.nca.json/"),
+        ("nca/data/holes.nca.json", "holes.nca.json/"),
+        ("nca/data/cfa04/tas.nc", "cfa04/tas.nc/"),
+    ] {
+        let one = open(&http.url(file));
+        assert!(check_nca(&one, "", Some(only)) >= 1, "{file}");
+    }
+}
+
+/// References made by a descriptor or a references file in a bucket stay
+/// in the source's prefix: `..`, its percent-escaped form, a sibling
+/// prefix, another bucket, another host, a local path (absolute or
+/// `file://`) are refused when the dataset loads, the variable reported
+/// as skipped, naming where the reference leads, even where an object
+/// (or a file) waits at the end of the route. `--allow-outside URL`
+/// admits exactly its prefix.
+#[test]
+fn references_in_a_bucket_stay_in_its_prefix() {
+    let _g = serial();
+    let s3 = S3::start();
+    configure(Some(s3.endpoint()));
+    let scalar = fixtures().join("nca/data/frag/scalar.nc");
+    let h5 = fixtures().join("kerchunk/data/netcdf4.h5");
+    let port = s3.port;
+    // (the descriptor's `file`, whether it is read without --allow-outside)
+    let routes = [
+        ("frag/scalar.nc".to_string(), true),
+        (format!("s3://{BUCKET}/in/frag/scalar.nc"), true),
+        ("../outside/frag/scalar.nc".to_string(), false),
+        ("%2e%2e/outside/frag/scalar.nc".to_string(), false),
+        ("../inX/frag/scalar.nc".to_string(), false),
+        (format!("s3://{BUCKET}/outside/frag/scalar.nc"), false),
+        ("s3://other-bucket/in/frag/scalar.nc".to_string(), false),
+        (
+            format!("http://127.0.0.1:{port}/{BUCKET}/in/frag/scalar.nc"),
+            false,
+        ),
+        (scalar.display().to_string(), false),
+        (format!("file://{}", scalar.display()), false),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut uploads = Vec::new();
+    for (i, (file, _)) in routes.iter().enumerate() {
+        let doc = serde_json::json!({"dimensions": {}, "variables": {"s": {
+            "dtype": "float64", "nca_dimensions": "", "nca_array": {
+                "directions": true, "pdimensions": [], "pshape": [],
+                "Partitions": [{"index": [], "location": [], "format": "netcdf",
+                                "data": {"file": file, "ncvar": "s"}}]}}}});
+        let p = dir.path().join(format!("d{i}.nca.json"));
+        std::fs::write(&p, doc.to_string()).unwrap();
+        uploads.push((p.display().to_string(), BUCKET, format!("in/d{i}.nca.json")));
+    }
+    // kerchunk references out of the prefix (a local path, `..`) and in.
+    for (name, url) in [
+        ("in", "netcdf4.h5".to_string()),
+        ("up", "../outside/netcdf4.h5".to_string()),
+        ("abs", h5.display().to_string()),
+    ] {
+        let sub = dir.path().join(name);
+        std::fs::create_dir(&sub).unwrap();
+        let refs = refs_to(&sub, &url);
+        uploads.push((
+            refs.display().to_string(),
+            BUCKET,
+            format!("in/refs_{name}.json"),
+        ));
+    }
+    let scalar = scalar.display().to_string();
+    let h5 = h5.display().to_string();
+    for (bucket, key, file) in [
+        (BUCKET, "in/frag/scalar.nc", &scalar),
+        (BUCKET, "outside/frag/scalar.nc", &scalar),
+        (BUCKET, "inX/frag/scalar.nc", &scalar),
+        ("other-bucket", "in/frag/scalar.nc", &scalar),
+        (BUCKET, "in/netcdf4.h5", &h5),
+        (BUCKET, "outside/netcdf4.h5", &h5),
+    ] {
+        uploads.push((file.clone(), bucket, key.to_string()));
+    }
+    let uploads: Vec<String> = uploads
+        .iter()
+        .map(|(f, b, k)| format!("({f:?}, {b:?}, {k:?})"))
+        .collect();
+    s3.boto(&format!(
+        "s3.create_bucket(Bucket='{BUCKET}')\n\
+         s3.create_bucket(Bucket='other-bucket')\n\
+         for f, b, k in [{}]:\n\
+         \x20   s3.upload_file(f, b, k)",
+        uploads.join(", ")
+    ));
+    let expected = nca_cases()
+        .into_iter()
+        .find(|c| c.path == "scalar.nca.json/s")
+        .unwrap()
+        .expected;
+    let url = PathBuf::from(format!("s3://{BUCKET}/in"));
+    let cache = || Arc::new(ChunkCache::new(1 << 20));
+    let allowed = [PathBuf::from(format!("s3://{BUCKET}/outside"))];
+    for (roots, admitted) in [(&[][..], 2), (&allowed[..], 5)] {
+        let ds = dataset::open_with_roots(&url, cache(), roots).unwrap();
+        let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
+        let mut read = 0;
+        for (i, (file, inside)) in routes.iter().enumerate() {
+            let path = format!("d{i}.nca.json/s");
+            match ds.get(&path) {
+                Some(_) => {
+                    let outside_ok = !roots.is_empty() && file.contains("outside/");
+                    assert!(*inside || outside_ok, "{file}: admitted ({roots:?})");
+                    check_all(&ds, "", &[(path, expected.clone())]);
+                    read += 1;
+                }
+                None => {
+                    let why = skipped
+                        .iter()
+                        .find(|m| m.contains(&format!("d{i}.nca.json")))
+                        .unwrap_or_else(|| panic!("{file}: neither shown nor skipped"));
+                    assert!(why.contains("outside the allowed"), "{file}: {why}");
+                    assert!(!why.contains(SECRET));
+                }
+            }
+        }
+        assert_eq!(read, admitted, "{roots:?}: {skipped:#?}");
+        // References: relative and inside read; a local path never, `..`
+        // only with the prefix allowed.
+        assert!(ds.get("refs_in.json/big").is_some(), "{skipped:#?}");
+        assert!(ds.get("refs_abs.json/big").is_none());
+        assert_eq!(ds.get("refs_up.json/big").is_some(), !roots.is_empty());
+        assert!(
+            skipped
+                .iter()
+                .any(|m| m.contains("refs_abs.json") && m.contains("local path")),
+            "{skipped:#?}"
+        );
+    }
+
+    // A local descriptor whose fragment is a URL: read only under an
+    // --allow-outside URL.
+    let local = dir.path().join("local.nca.json");
+    let doc = std::fs::read_to_string(dir.path().join("d1.nca.json")).unwrap();
+    std::fs::write(&local, doc).unwrap();
+    let ds = dataset::open_with_roots(&local, cache(), std::slice::from_ref(&url)).unwrap();
+    assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
+    check_all(&ds, "", &[("s".to_string(), expected.clone())]);
+    let ds = dataset::open_with_roots(&local, cache(), &[]).unwrap();
+    assert!(ds.get("s").is_none());
+    let why = ds.skipped[0].to_string();
+    assert!(why.contains("--allow-outside URL admits"), "{why}");
 }

@@ -32,7 +32,11 @@
 //! the extra roots given to [`open_with_roots`] (`--allow-outside`).
 //!
 //! A SOURCE that is a URL is read from its server the same way
-//! ([`remote`]: a bucket prefix walked like a directory, or one dataset).
+//! ([`remote`]: a bucket prefix walked like a directory, or one dataset),
+//! aggregations and references included. Where references may lead,
+//! local or remote, is decided in one place ([`crate::storage::scope`]);
+//! a local SOURCE's `--allow-outside` URLs are connected at open and its
+//! files routed through [`WithUrls`].
 //!
 //! Dataset files are recognised by content, not name: SOURCE itself is
 //! sniffed whatever its name, and inside a directory every regular file

@@ -50,24 +50,33 @@ pub(super) fn open(
     allow_outside: &[PathBuf],
 ) -> Result<Dataset> {
     let root = Location::parse(url)?;
-    let mut roots = vec![root.clone()];
-    for extra in allow_outside {
-        match extra.to_str().filter(|s| remote::is_url(s)) {
-            Some(s) => roots.push(Location::parse(s)?),
+    let mut extra = Vec::new();
+    for r in allow_outside {
+        match r.to_str().filter(|s| remote::is_url(s)) {
+            Some(s) => extra.push(Location::parse(s)?),
             None => log::warn!(
                 "--allow-outside {}: a local path, ignored for the remote source {}",
-                extra.display(),
+                r.display(),
                 root.display()
             ),
         }
     }
-    let files = Arc::new(RemoteFiles::new(roots)?);
-    let opts = Options {
-        roots: Vec::new(),
-        remote: Some(files.clone()),
-        cache,
-        files: files.clone(),
+    // What references may read: under the source, or, when the source
+    // is one object, under the prefix holding it (as a file SOURCE on
+    // disk may read its directory); and the `--allow-outside` URLs.
+    let options = |within: &Location| -> Result<Options> {
+        let mut roots = vec![within.clone()];
+        roots.extend(extra.iter().cloned());
+        let files = Arc::new(RemoteFiles::new(roots)?);
+        Ok(Options {
+            roots: Vec::new(),
+            remote: Some(files.clone()),
+            cache: cache.clone(),
+            files,
+        })
     };
+    let opts = options(&root)?;
+    let files = opts.remote.clone().expect("set above");
     let io = |loc: &Location| {
         let shown = loc.display();
         move |source| Error::Io {
@@ -97,7 +106,7 @@ pub(super) fn open(
                     ),
                 });
             }
-            add_object(&mut ds, &root, "", &opts)?;
+            add_object(&mut ds, &root, "", &options(&root.parent())?)?;
         } else {
             walk(&mut ds, &files, &root, listing, "", &opts, 0);
         }
@@ -109,7 +118,7 @@ pub(super) fn open(
             &name,
         );
     } else {
-        add_object(&mut ds, &root, "", &opts)?;
+        add_object(&mut ds, &root, "", &options(&root.parent())?)?;
     }
     ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(ds)

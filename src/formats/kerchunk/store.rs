@@ -12,7 +12,7 @@
 //!   the file, never a short value;
 //! - `[url]`: the whole file;
 //! - a URL target (admitted under an `--allow-outside URL` location when
-//!   resolved): one ranged GET through [`RemoteFiles`], the object opened
+//!   resolved): one ranged GET through [`RemoteFiles`](crate::storage::remote::RemoteFiles), the object opened
 //!   (one HEAD) once and kept while its reads succeed; its version is
 //!   pinned (ETag), so a replaced object fails reads until the next one
 //!   opens it again: never two versions in one value.

@@ -430,11 +430,16 @@ fn master(file: &NcFile, var: &str, name: &str) -> Result<MasterSpec> {
     })
 }
 
-/// A fragment URI as a path: `file://` URIs, absolute or relative paths.
-/// Other schemes (http, s3...) are not supported.
+/// A fragment URI as a path: `file://` URIs, absolute or relative paths;
+/// a URL of a store slabfs reads (`s3://`, `https://`...) as it is (the
+/// aggregation's scope decides whether it may be read). Other schemes
+/// are refused.
 pub(crate) fn uri_path(uri: &str) -> Result<String, String> {
     if uri.is_empty() {
         return Err("empty".into());
+    }
+    if crate::storage::remote::is_url(uri) {
+        return Ok(uri.to_string());
     }
     if let Some(rest) = uri.strip_prefix("file://") {
         // file:///abs/path, or file://localhost/abs/path
@@ -450,7 +455,8 @@ pub(crate) fn uri_path(uri: &str) -> Result<String, String> {
     }
     if let Some((scheme, _)) = uri.split_once("://") {
         return Err(format!(
-            "{uri:?}: {scheme} URIs are not supported (local files only)"
+            "{uri:?}: {scheme} URIs are not supported (paths, file:// and the URLs of \
+             docs/REMOTE.md only)"
         ));
     }
     Ok(uri.to_string())
@@ -504,10 +510,14 @@ mod tests {
             uri_path("file://localhost/data/a.nc").unwrap(),
             "/data/a.nc"
         );
+        assert_eq!(
+            uri_path("https://example.org/a.nc").unwrap(),
+            "https://example.org/a.nc"
+        );
         assert!(
-            uri_path("https://example.org/a.nc")
+            uri_path("ftp://example.org/a.nc")
                 .unwrap_err()
-                .contains("https")
+                .contains("ftp")
         );
         assert!(uri_path("file://host/a.nc").is_err());
     }

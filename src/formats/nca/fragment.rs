@@ -437,11 +437,15 @@ fn sniff(path: &Path, files: &dyn Files) -> Option<Format> {
         }
     };
     if is_url(path) {
-        // An object or a prefix: the name says which (a HEAD and a
-        // listing per partition would say no more for a Zarr store).
+        // A Zarr store (a prefix) or a descriptor by its name (a listing
+        // per partition would say no more); else the object's magic
+        // number, or its name when it is missing.
         return match by_name() {
-            Some(Format::NetCdf) | None => sniff_bytes(path, files),
-            named => named,
+            named @ Some(Format::Zarr | Format::Nca) => named,
+            named => match files.open(path) {
+                Ok(f) => sniff_bytes(f.as_ref()),
+                Err(_) => named,
+            },
         };
     }
     if !path.exists() {
@@ -455,13 +459,12 @@ fn sniff(path: &Path, files: &dyn Files) -> Option<Format> {
     if path.extension().is_some_and(|e| e == "json") {
         return Some(Format::Nca);
     }
-    sniff_bytes(path, files)
+    sniff_bytes(files.open(path).ok()?.as_ref())
 }
 
 /// netCDF, if the file's magic number says so.
-fn sniff_bytes(path: &Path, files: &dyn Files) -> Option<Format> {
-    let kind = files.open(path).and_then(|f| netcdf::kind_of(f.as_ref()));
-    match kind {
+fn sniff_bytes(file: &dyn ReadAt) -> Option<Format> {
+    match netcdf::kind_of(file) {
         Ok(netcdf::Kind::Classic(_)) | Ok(netcdf::Kind::Hdf5) => Some(Format::NetCdf),
         _ => None,
     }

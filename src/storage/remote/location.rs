@@ -164,6 +164,19 @@ impl Location {
         self.prefix.filename().map(str::to_string)
     }
 
+    /// The location one segment up (the "directory" holding an object);
+    /// the store's root is its own parent.
+    pub fn parent(&self) -> Location {
+        let prefix = match self.prefix.as_ref().rsplit_once('/') {
+            Some((up, _)) => ObjectPath::from(up),
+            None => ObjectPath::default(),
+        };
+        Location {
+            prefix,
+            ..self.clone()
+        }
+    }
+
     /// The location of `rel` under this one. `rel` is relative (keys come
     /// from metadata, which is input): empty, `.` and `..` segments are
     /// refused.
@@ -286,6 +299,9 @@ mod tests {
             assert!(!root.within(&l), "{bad} admitted as {l:?}");
         }
         assert!(root.child("x/../../y").is_err());
+        assert_eq!(ok.parent().display(), "s3://b/data/x");
+        assert_eq!(root.parent().display(), "s3://b");
+        assert_eq!(root.parent().parent().display(), "s3://b");
         assert!(root.child("/y").is_err());
         assert_eq!(root.child("x/y").unwrap().display(), "s3://b/data/x/y");
         let h = Location::parse("http://h:1/a").unwrap();
