@@ -2520,3 +2520,68 @@ fn references_in_a_bucket_stay_in_its_prefix() {
     let why = ds.skipped[0].to_string();
     assert!(why.contains("--allow-outside URL admits"), "{why}");
 }
+
+/// An HTTP Zarr store cannot be listed: an idle refresh asks whether its
+/// root metadata changed with conditional GETs (`If-None-Match`, a `304`
+/// and no body for each key that exists), and does not walk; a changed
+/// key makes the next pass walk.
+#[test]
+fn an_idle_refresh_of_an_http_store_costs_conditional_gets() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(fixtures().join("zarr/v2/consolidated.zarr"))
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let http = Http::start(dir.path(), false);
+    let m = common::mount::Mount::start(
+        Path::new(&http.url("consolidated.zarr")),
+        &["--refresh", "1"],
+    );
+    let wait_runs = |at_least: u64| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let doc = mount_stats(&m);
+            if doc["refresh"]["runs"].as_u64().unwrap() >= at_least {
+                return doc;
+            }
+            assert!(Instant::now() < deadline, "{doc}\n{}", m.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // The first pass walks and learns the ETags; the next ones are idle.
+    let a = wait_runs(2);
+    let (s304, s200) = (
+        http.stats()["304"].as_u64().unwrap(),
+        http.stats()["200"].as_u64().unwrap(),
+    );
+    let b = wait_runs(a["refresh"]["runs"].as_u64().unwrap() + 4);
+    let runs = b["refresh"]["runs"].as_u64().unwrap() - a["refresh"]["runs"].as_u64().unwrap();
+    assert_eq!(b["refresh"]["walks"], 1, "{b}");
+    let stats = http.stats();
+    // .zmetadata and .zgroup exist (zarr.json and .zarray answer 404):
+    // two 304s a pass, one pass at most half done when read.
+    let not_modified = stats["304"].as_u64().unwrap() - s304;
+    assert!(
+        2 * runs <= not_modified && not_modified <= 2 * (runs + 1),
+        "{not_modified} 304s in {runs} passes: {stats}"
+    );
+    assert_eq!(
+        stats["200"].as_u64().unwrap(),
+        s200,
+        "a body was sent: {stats}"
+    );
+    // The metadata changes: the next pass walks.
+    let zmeta = dir.path().join("consolidated.zarr/.zmetadata");
+    let text = std::fs::read_to_string(&zmeta).unwrap();
+    std::fs::write(&zmeta, format!("{text}\n")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while mount_stats(&m)["refresh"]["walks"] != 2 {
+        assert!(Instant::now() < deadline, "not seen:\n{}", m.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    m.stop();
+}

@@ -65,6 +65,8 @@ use crate::storage::scope::WithUrls;
 
 mod remote;
 
+pub use remote::ZARR_KEYS;
+
 /// One array of a dataset and its path in the mount.
 #[derive(Clone)]
 pub struct Entry {

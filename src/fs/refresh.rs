@@ -91,7 +91,7 @@
 //!   systems, too many directories, the kernel's watch limit: one warning,
 //!   then periodic walks, as before watching existed).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -261,10 +261,13 @@ fn source_exists(source: &str) -> bool {
 /// changed: the key, size, ETag and time of every object under its prefix
 /// (one recursive LIST per 1,000 objects,
 /// [`crate::storage::store::Store::change_stamp`]) and, when the URL names
-/// one object, its version (a HEAD, and a second one when it exists).
-/// `None` when that cannot be told (not a URL; an HTTP URL of a Zarr store,
-/// which cannot be listed; a failed request): the caller walks.
-fn remote_stamp(source: &str) -> Option<u64> {
+/// one object, its version (a HEAD, and a second one when it exists). A
+/// source that cannot be listed and is no object (an HTTP Zarr store):
+/// the versions of its root metadata keys ([`dataset::ZARR_KEYS`]), asked
+/// with conditional GETs against the ETags in `seen` (a `304` each while
+/// unchanged). `None` when that cannot be told (not a URL; a failed
+/// request): the caller walks.
+fn remote_stamp(source: &str, seen: &mut HashMap<String, String>) -> Option<u64> {
     use std::hash::{DefaultHasher, Hash, Hasher};
 
     use crate::storage::files::ReadAt;
@@ -272,10 +275,11 @@ fn remote_stamp(source: &str) -> Option<u64> {
     if !remote::is_url(source) {
         return None;
     }
-    let stamp = || -> crate::error::Result<Option<u64>> {
+    let mut stamp = || -> crate::error::Result<Option<u64>> {
         let loc = remote::Location::parse(source)?;
         let at = remote::connect(&loc)?;
-        let listed = remote::RemoteStore::new(at.clone()).change_stamp("")?;
+        let store = remote::RemoteStore::new(at.clone());
+        let listed = store.change_stamp("")?;
         // The bucket's root is no object (a HEAD of it asks the bucket).
         let named = loc.name().is_some();
         let object = match named.then(|| remote::RemoteFile::open(at)) {
@@ -289,11 +293,15 @@ fn remote_stamp(source: &str) -> Option<u64> {
                 });
             }
         };
-        Ok(match (listed, object) {
-            (None, None) | (_, Some(None)) => None,
-            (l, o) => {
+        let keys = match (listed, object) {
+            (None, None) => Some(store.versions(&dataset::ZARR_KEYS, seen)?),
+            _ => None,
+        };
+        Ok(match (listed, object, keys) {
+            (None, None, None) | (_, Some(None), _) => None,
+            (l, o, k) => {
                 let mut h = DefaultHasher::new();
-                (l, o).hash(&mut h);
+                (l, o, k).hash(&mut h);
                 Some(h.finish())
             }
         })
@@ -304,7 +312,6 @@ fn remote_stamp(source: &str) -> Option<u64> {
     })
 }
 
-/// Whether the mount path `path` is one of `units` or under one.
 fn under_any(path: &str, units: &BTreeSet<&str>) -> bool {
     let mut p = path;
     loop {
@@ -492,6 +499,7 @@ pub fn spawn(
                     quiet: None,
                     walked: Instant::now(),
                     rescan: cfg.rescan,
+                    etags: HashMap::new(),
                 };
                 run(&mut pass, &cfg, &channel, &stop);
             })?
@@ -521,6 +529,9 @@ struct Pass<'a> {
     /// `--allow-outside` locations).
     walked: Instant,
     rescan: Option<Duration>,
+    /// The ETags of an HTTP Zarr store's metadata keys, for the
+    /// conditional GETs of [`remote_stamp`] (at most four entries).
+    etags: HashMap<String, String>,
 }
 
 impl Pass<'_> {
@@ -679,7 +690,9 @@ impl Pass<'_> {
         let (fs, source) = (self.fs, self.source);
         // A URL source: one listing says whether anything changed, which
         // costs far fewer requests than re-opening every dataset.
-        let stamp = source.to_str().and_then(remote_stamp);
+        let stamp = source
+            .to_str()
+            .and_then(|s| remote_stamp(s, &mut self.etags));
         let rescan_due = self.rescan.is_some_and(|r| self.walked.elapsed() >= r);
         if stamp.is_some() && stamp == self.quiet && !rescan_due {
             log::debug!("refresh of {}: unchanged", source.display());

@@ -8,10 +8,12 @@ file), so a client's ranged reads cannot be tested against it. This one:
   `--ignore-range`, when it behaves like `http.server` (200, whole body),
   which a client must refuse rather than take as the range;
 - sends an `ETag` (mtime and size) and honours `If-Match` (412), so an
-  object replaced between two ranges is caught;
+  object replaced between two ranges is caught, and `If-None-Match`
+  (304, no body), so a client can ask whether an object changed;
 - under `/flaky/...` answers each (method, path) 503 the first time and
   serves it normally the next (the same file as without the prefix);
 - answers `GET /_stats` with JSON counts: requests, 503s sent, 206s sent,
+  304s sent, full 200 bodies sent,
   and the `Credential=` scope of the last signed request (key id, date,
   region), for tests of where credentials come from;
 - never lists a directory (404), as an object store would not;
@@ -42,7 +44,7 @@ IGNORE_RANGE = "--ignore-range" in sys.argv[2:]
 DELAY = float(sys.argv[sys.argv.index("--delay") + 1]) if "--delay" in sys.argv else 0.0
 DELAY_ONLY = sys.argv[sys.argv.index("--delay-only") + 1] if "--delay-only" in sys.argv else ""
 LOCK = threading.Lock()
-STATS = {"requests": 0, "503": 0, "206": 0, "credential": None}
+STATS = {"requests": 0, "503": 0, "206": 0, "304": 0, "200": 0, "credential": None}
 FAILED_ONCE = set()
 
 
@@ -116,6 +118,13 @@ class Handler(SimpleHTTPRequestHandler):
         match = self.headers.get("If-Match")
         if match and match.strip() not in ("*", etag):
             return self.plain(412, b"precondition failed")
+        none_match = self.headers.get("If-None-Match")
+        if none_match and none_match.strip() in ("*", etag):
+            self.count("304")
+            self.send_response(304)
+            self.send_header("ETag", etag)
+            self.end_headers()
+            return
         size = st.st_size
         start, end, code = 0, size, 200
         rng = self.headers.get("Range")
@@ -137,6 +146,8 @@ class Handler(SimpleHTTPRequestHandler):
                 return
             code = 206
             self.count("206")
+        elif self.command == "GET":
+            self.count("200")
         with open(local, "rb") as f:
             f.seek(start)
             body = f.read(end - start)

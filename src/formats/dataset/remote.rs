@@ -38,8 +38,9 @@ use crate::formats::{Options, kerchunk, nca, zarr};
 use crate::storage::remote::{self, Location, RemoteFiles, RemoteStore};
 use crate::storage::store::Store;
 
-/// The keys whose presence makes a prefix a Zarr store.
-const ZARR_KEYS: [&str; 4] = ["zarr.json", ".zmetadata", ".zgroup", ".zarray"];
+/// The keys whose presence makes a prefix a Zarr store (the refresh of
+/// an HTTP store, which cannot be listed, asks whether they changed).
+pub const ZARR_KEYS: [&str; 4] = ["zarr.json", ".zmetadata", ".zgroup", ".zarray"];
 
 /// Open the dataset(s) at the URL `url`; `allow_outside` URLs are further
 /// locations references may read (local paths are ignored: a remote

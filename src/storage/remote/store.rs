@@ -22,6 +22,7 @@
 //! its body is read; the body is then read with the same bound, in case
 //! the headers lied.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io;
@@ -192,6 +193,54 @@ impl RemoteStore {
             }
         })
         .map_err(with_path(&loc))
+    }
+
+    /// A number that changes when any of the objects `keys` changes,
+    /// appears or goes away, for sources that cannot be listed (HTTP).
+    /// Asked with conditional GETs, all at once: a key whose ETag is in
+    /// `seen` is asked `If-None-Match` it, and costs a `304` and no body
+    /// while it is unchanged; `seen` learns each key's current ETag. An
+    /// answer without an ETag counts by its size and time.
+    pub fn versions(&self, keys: &[&str], seen: &mut HashMap<String, String>) -> Result<u64> {
+        let mut futs = Vec::with_capacity(keys.len());
+        for key in keys {
+            let loc = self.remote.location.child(key)?;
+            let store = self.store();
+            let opts = GetOptions {
+                if_none_match: seen.get(*key).cloned(),
+                ..Default::default()
+            };
+            futs.push(async move {
+                match store.get_opts(loc.prefix(), opts).await {
+                    // The body is not needed: dropping it closes the stream.
+                    Ok(r) => Ok(Some(match r.meta.e_tag {
+                        Some(tag) => Ok(tag),
+                        None => Err((r.meta.size, r.meta.last_modified.timestamp_nanos_opt())),
+                    })),
+                    Err(object_store::Error::NotModified { .. }) => Ok(None),
+                    Err(object_store::Error::NotFound { .. }) => Ok(Some(Err((u64::MAX, None)))),
+                    Err(e) => Err(io_error(e)),
+                }
+            });
+        }
+        let answers = super::block_on_all(self.remote.deadline, futs);
+        let mut h = DefaultHasher::new();
+        for (key, answer) in keys.iter().zip(answers) {
+            let answer = answer.map_err(with_path(&self.remote.location.child(key)?))?;
+            match answer {
+                // 304: still the version `seen` has.
+                None => seen.get(*key).hash(&mut h),
+                Some(Ok(tag)) => {
+                    Some(&tag).hash(&mut h);
+                    seen.insert(key.to_string(), tag);
+                }
+                Some(Err(size_and_time)) => {
+                    seen.remove(*key);
+                    size_and_time.hash(&mut h);
+                }
+            }
+        }
+        Ok(h.finish())
     }
 
     /// One GET of `key` with `opts`; `None` when it does not exist.
