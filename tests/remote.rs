@@ -2585,3 +2585,84 @@ fn an_idle_refresh_of_an_http_store_costs_conditional_gets() {
     }
     m.stop();
 }
+
+/// A profile that assumes a role (`role_arn` + `source_profile`, the
+/// source a role itself: a chain): slabfs asks STS (moto, on loopback)
+/// for the role's credentials with the source's, and signs the S3
+/// requests with what STS answered (the range server records the key id
+/// of the signature's scope). Neither the source's secret nor the role's
+/// shows anywhere. A cycle of profiles is an error naming the cycle.
+#[test]
+fn aws_profile_assumes_its_role_through_sts() {
+    let _g = serial();
+    let sts = S3::start();
+    let http = Http::start(&fixtures(), false);
+    let dir = tempfile::tempdir().unwrap();
+    let credentials = dir.path().join("credentials");
+    let config = dir.path().join("config");
+    std::fs::write(
+        &credentials,
+        "[base]\naws_access_key_id = AKIABASEKEY\n\
+         aws_secret_access_key = BaseSecretNeverShown-31\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &config,
+        "[profile outer]\nrole_arn = arn:aws:iam::123456789012:role/outer\n\
+         source_profile = inner\nregion = eu-central-1\n\
+         [profile inner]\nrole_arn = arn:aws:iam::123456789012:role/inner\n\
+         source_profile = base\nrole_session_name = slabfs-test\n\
+         [profile loop1]\nrole_arn = arn:aws:iam::123456789012:role/l\nsource_profile = loop2\n\
+         [profile loop2]\nrole_arn = arn:aws:iam::123456789012:role/l\nsource_profile = loop1\n",
+    )
+    .unwrap();
+    let ls = |profile: &str| {
+        Command::new(env!("CARGO_BIN_EXE_slabfs"))
+            .args([
+                "ls",
+                "--log-level",
+                "debug",
+                "--retries",
+                "0",
+                "--endpoint-url",
+                &format!("http://127.0.0.1:{}", http.port),
+                "s3://no-such-bucket/x",
+            ])
+            .env_remove("AWS_ACCESS_KEY_ID")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .env_remove("AWS_REGION")
+            .env("AWS_PROFILE", profile)
+            .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
+            .env("AWS_CONFIG_FILE", &config)
+            .env("AWS_ENDPOINT_URL_STS", sts.endpoint())
+            .output()
+            .unwrap()
+    };
+    let out = ls("outer");
+    // The range server is no S3: the listing fails, signed.
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("BaseSecretNeverShown"), "{stderr}");
+    assert!(
+        stderr.contains("assumed role arn:aws:iam::123456789012:role/inner")
+            && stderr.contains("assumed role arn:aws:iam::123456789012:role/outer"),
+        "{stderr}"
+    );
+    let credential = http.stats()["credential"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    // moto's temporary key ids start with ASIA; the region is the profile's.
+    assert!(
+        credential.starts_with("ASIA") && credential.contains("/eu-central-1/s3/"),
+        "signed with {credential:?}\n{stderr}"
+    );
+    // The role's secret, which slabfs learned from STS, shows nowhere
+    // either: every secret access key line of the debug log is redacted.
+    assert!(!stderr.contains("SecretAccessKey"), "{stderr}");
+    // A cycle: an error naming it, before any request.
+    let out = ls("loop1");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cycle"), "{stderr}");
+}

@@ -85,6 +85,7 @@ mod client;
 mod location;
 pub mod metrics;
 mod profile;
+mod role;
 mod store;
 
 use std::sync::{Arc, OnceLock};
@@ -166,7 +167,7 @@ impl Config {
         }
     }
 
-    fn client(&self, allow_http: bool) -> ClientOptions {
+    pub(crate) fn client(&self, allow_http: bool) -> ClientOptions {
         ClientOptions::new()
             .with_allow_http(allow_http)
             .with_timeout(self.timeout)
@@ -435,28 +436,23 @@ pub fn connect(location: &Location) -> Result<Remote> {
             let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
             // The shared files fill in what the environment does not say.
             let profile = profile::load();
-            remember_secrets(
-                [&profile.secret_access_key, &profile.session_token]
-                    .into_iter()
-                    .flatten()
-                    .cloned(),
-            );
-            if env("AWS_ACCESS_KEY_ID").is_none()
-                && !cfg.no_sign_request
-                && let (Some(id), Some(secret)) = (
-                    profile.access_key_id.clone(),
-                    profile.secret_access_key.clone(),
-                )
-            {
-                b = b.with_access_key_id(id).with_secret_access_key(secret);
-                if let Some(token) = profile.session_token.clone() {
-                    b = b.with_token(token);
+            remember_secrets(profile.secrets());
+            if env("AWS_ACCESS_KEY_ID").is_none() && !cfg.no_sign_request {
+                let region = env("AWS_REGION")
+                    .or_else(|| env("AWS_DEFAULT_REGION"))
+                    .or_else(|| profile.region.clone())
+                    .unwrap_or_else(|| "us-east-1".to_string());
+                let sts = role::sts_endpoint(&profile, &region);
+                match role::provider(&profile, &region, &sts) {
+                    Ok(Some(credentials)) => b = b.with_credentials(credentials),
+                    Ok(None) => {}
+                    Err(why) => {
+                        return Err(Error::Io {
+                            path: location.display(),
+                            source: std::io::Error::other(format!("AWS profile: {why}")),
+                        });
+                    }
                 }
-            } else if env("AWS_ACCESS_KEY_ID").is_none()
-                && !cfg.no_sign_request
-                && let Some(command) = profile.credential_process.clone()
-            {
-                b = b.with_credentials(Arc::new(profile::ProcessCredentials::new(command)));
             }
             let endpoint = cfg.endpoint().or(profile.endpoint_url.clone());
             let http = endpoint

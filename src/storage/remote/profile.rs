@@ -16,10 +16,13 @@
 //! output nor its command line appears in an error: the command may carry
 //! a token.
 //!
-//! Profiles that assume a role (`role_arn` with `source_profile`) or use
-//! SSO are not followed (that needs STS and the SSO token cache; neither
-//! is in `object_store`): their keys are left to the environment, web
-//! identity and instance metadata, with a debug line.
+//! A profile with `role_arn` assumes that role ([`super::role`]) with the
+//! credentials of its `source_profile` (keys, a `credential_process`, or
+//! another role: chains up to [`super::role::MAX_CHAIN`] deep) or of the
+//! environment (`credential_source = Environment`), as the AWS CLI does.
+//! SSO profiles (`sso_session`, `sso_start_url`) are not followed (that
+//! needs the SSO token cache and its refresh): their keys are left to the
+//! environment, web identity and instance metadata, with a debug line.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -39,6 +42,49 @@ pub struct Profile {
     pub endpoint_url: Option<String>,
     /// A command printing credentials as JSON.
     pub credential_process: Option<String>,
+    /// A role to assume (`role_arn`), and with what.
+    pub role: Option<Role>,
+}
+
+impl Profile {
+    /// Every secret this profile holds, its role's source profiles' too.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out: Vec<String> = [&self.secret_access_key, &self.session_token]
+            .into_iter()
+            .flatten()
+            .cloned()
+            .collect();
+        if let Some(Role {
+            source: RoleSource::Profile(p),
+            ..
+        }) = &self.role
+        {
+            out.extend(p.secrets());
+        }
+        out
+    }
+}
+
+/// A profile's `role_arn` and its settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Role {
+    pub role_arn: String,
+    pub source: RoleSource,
+    pub external_id: Option<String>,
+    pub session_name: Option<String>,
+    pub duration_seconds: Option<u32>,
+}
+
+/// Whose credentials assume a role.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RoleSource {
+    /// `source_profile`: that profile's (itself possibly a role).
+    Profile(Box<Profile>),
+    /// `credential_source = Environment`: `AWS_ACCESS_KEY_ID`...
+    Environment,
+    /// Something slabfs does not follow, and why (a cycle, a chain too
+    /// long, `Ec2InstanceMetadata`...): the role cannot be assumed.
+    Unsupported(String),
 }
 
 /// The sections of an INI file: name → key → value. Comments (`#`, `;`)
@@ -75,6 +121,14 @@ fn home_file(var: &str, rel: &str) -> Option<PathBuf> {
 pub fn from_texts(name: &str, credentials: &str, config: &str) -> Profile {
     let creds = parse_ini(credentials);
     let conf = parse_ini(config);
+    profile_in(name, &creds, &conf, &mut Vec::new())
+}
+
+type Ini = HashMap<String, HashMap<String, String>>;
+
+/// The profile `name`; `chain` holds the profiles whose role it sources,
+/// outermost first (a cycle or a chain too long is an unsupported source).
+fn profile_in(name: &str, creds: &Ini, conf: &Ini, chain: &mut Vec<String>) -> Profile {
     // In the config file every profile but `default` is `[profile NAME]`.
     let conf_section = conf
         .get(&format!("profile {name}"))
@@ -97,18 +151,65 @@ pub fn from_texts(name: &str, credentials: &str, config: &str) -> Profile {
             .and_then(|s| s.get("credential_process"))
             .filter(|v| !v.is_empty())
             .cloned(),
+        role: None,
     };
-    let indirect = ["role_arn", "sso_session", "sso_start_url"];
-    if p.access_key_id.is_none()
-        && p.credential_process.is_none()
-        && indirect.iter().any(|k| get(k).is_some())
-    {
-        log::debug!(
-            "AWS profile {name:?} gets its credentials through a role or SSO, which slabfs \
-             does not follow; using the environment or instance credentials"
-        );
+    let Some(role_arn) = get("role_arn") else {
+        let sso = ["sso_session", "sso_start_url"];
+        if p.access_key_id.is_none()
+            && p.credential_process.is_none()
+            && sso.iter().any(|k| get(k).is_some())
+        {
+            log::debug!(
+                "AWS profile {name:?} gets its credentials through SSO, which slabfs does not \
+                 follow; using the environment or instance credentials"
+            );
+        }
+        return p;
+    };
+    let source = match (get("source_profile"), get("credential_source")) {
+        (Some(_), Some(_)) => RoleSource::Unsupported(format!(
+            "profile {name:?} has both source_profile and credential_source"
+        )),
+        // A profile may source its own keys (the AWS CLI allows it).
+        (Some(src), None) if src == name => RoleSource::Profile(Box::new(Profile {
+            role: None,
+            ..p.clone()
+        })),
+        (Some(src), None) if chain.contains(&src) => RoleSource::Unsupported(format!(
+            "the source_profile chain {} -> {name} -> {src} is a cycle",
+            chain.join(" -> ")
+        )),
+        (Some(_), None) if chain.len() >= super::role::MAX_CHAIN => {
+            RoleSource::Unsupported(format!(
+                "source_profile chains longer than {} profiles",
+                super::role::MAX_CHAIN
+            ))
+        }
+        (Some(src), None) => {
+            chain.push(name.to_string());
+            let s = profile_in(&src, creds, conf, chain);
+            chain.pop();
+            RoleSource::Profile(Box::new(s))
+        }
+        (None, Some(c)) if c == "Environment" => RoleSource::Environment,
+        (None, Some(c)) => RoleSource::Unsupported(format!(
+            "credential_source = {c} (only Environment is followed; the instance's own \
+             credentials are used without a profile)"
+        )),
+        (None, None) => RoleSource::Unsupported(format!(
+            "profile {name:?} has role_arn without source_profile or credential_source"
+        )),
+    };
+    Profile {
+        role: Some(Role {
+            role_arn,
+            source,
+            external_id: get("external_id"),
+            session_name: get("role_session_name"),
+            duration_seconds: get("duration_seconds").and_then(|d| d.parse().ok()),
+        }),
+        ..p
     }
-    p
 }
 
 /// The profile the AWS CLI would use, from its files (missing files are
@@ -146,7 +247,7 @@ pub fn gcs_endpoint() -> Option<String> {
 
 /// Credentials fetched before their expiry by this margin, so that a
 /// request signed with them is not refused on its way.
-const EXPIRY_MARGIN: Duration = Duration::from_secs(300);
+pub(crate) const EXPIRY_MARGIN: Duration = Duration::from_secs(300);
 
 /// Longest output read from a credential process.
 const MAX_OUTPUT: u64 = 64 << 10;
@@ -324,11 +425,68 @@ mod tests {
         assert_eq!(w.session_token.as_deref(), Some("tok"));
         assert_eq!(w.region.as_deref(), Some("us-west-2"));
         assert_eq!(w.endpoint_url.as_deref(), Some("http://127.0.0.1:9000"));
-        // A role profile: no keys of its own (not followed).
-        assert_eq!(from_texts("role", credentials, config).access_key_id, None);
+        // A role profile: no keys of its own; the role, sourced from
+        // `default`'s keys.
+        let r = from_texts("role", credentials, config);
+        assert_eq!(r.access_key_id, None);
+        let role = r.role.unwrap();
+        assert_eq!(role.role_arn, "arn:aws:iam::1:role/x");
+        match role.source {
+            RoleSource::Profile(p) => assert_eq!(p.access_key_id.as_deref(), Some("AKIADEF")),
+            other => panic!("{other:?}"),
+        }
         assert_eq!(
             from_texts("missing", credentials, config),
             Profile::default()
+        );
+    }
+
+    #[test]
+    fn role_chains_cycles_and_sources() {
+        let credentials = "[base]\naws_access_key_id = AKIABASE\naws_secret_access_key = sb\n";
+        let config = "[profile a]\nrole_arn = arn:aws:iam::1:role/a\nsource_profile = b\n\
+                      [profile b]\nrole_arn = arn:aws:iam::1:role/b\nsource_profile = base\n\
+                      external_id = ext\nrole_session_name = sess\nduration_seconds = 900\n\
+                      [profile loop1]\nrole_arn = arn:aws:iam::1:role/l1\nsource_profile = loop2\n\
+                      [profile loop2]\nrole_arn = arn:aws:iam::1:role/l2\nsource_profile = loop1\n\
+                      [profile env]\nrole_arn = arn:aws:iam::1:role/e\ncredential_source = Environment\n\
+                      [profile imds]\nrole_arn = arn:aws:iam::1:role/i\n\
+                      credential_source = Ec2InstanceMetadata\n\
+                      [profile own]\nrole_arn = arn:aws:iam::1:role/o\nsource_profile = own\n\
+                      aws_access_key_id = AKIAOWN\naws_secret_access_key = so\n";
+        // a -> b -> base's keys.
+        let a = from_texts("a", credentials, config).role.unwrap();
+        let RoleSource::Profile(b) = a.source else {
+            panic!("{:?}", a.source)
+        };
+        let b_role = b.role.clone().unwrap();
+        assert_eq!(b_role.external_id.as_deref(), Some("ext"));
+        assert_eq!(b_role.session_name.as_deref(), Some("sess"));
+        assert_eq!(b_role.duration_seconds, Some(900));
+        assert!(b.secrets().contains(&"sb".to_string()));
+        // A cycle is an error, not a stack overflow.
+        let l = from_texts("loop1", credentials, config).role.unwrap();
+        let mut source = l.source;
+        let why = loop {
+            match source {
+                RoleSource::Profile(p) => source = p.role.unwrap().source,
+                RoleSource::Unsupported(why) => break why,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert!(why.contains("cycle"), "{why}");
+        assert_eq!(
+            from_texts("env", credentials, config).role.unwrap().source,
+            RoleSource::Environment
+        );
+        let i = from_texts("imds", credentials, config).role.unwrap();
+        assert!(
+            matches!(&i.source, RoleSource::Unsupported(w) if w.contains("Ec2InstanceMetadata"))
+        );
+        // A profile sourcing its own keys.
+        let o = from_texts("own", credentials, config).role.unwrap();
+        assert!(
+            matches!(&o.source, RoleSource::Profile(p) if p.access_key_id.as_deref() == Some("AKIAOWN") && p.role.is_none())
         );
     }
 
