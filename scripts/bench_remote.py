@@ -26,9 +26,12 @@ What it does:
    once. So every request costs one more `latency` of round trip, as a
    distant server would. The proxy also counts the GET and HEAD requests it
    forwards (for the random-read check).
-4. The ceiling: tensorstore's kvstore reading every chunk object at once,
-   no decoding, through the same proxy: what the server, the proxy and the
-   loopback deliver.
+4. The ceilings: curl fetching every chunk object, 64 at a time, no
+   decoding, through the same proxy (what the server, the proxy and the
+   loopback deliver); and a slabfs mount of the local copy of the array read
+   the same way (the decode and FUSE path with no network). And the CPU
+   floor of the slabfs runs: all the CPU the machine spent during one
+   (dd, the daemon, the server, the proxy) over the number of cores.
 5. Contenders, each a fresh process, interleaved, --reps times after a
    warm-up round, for each latency:
    - slabfs: `slabfs mount s3://bench/f32-256mib.zarr MNT` (started before
@@ -39,6 +42,9 @@ What it does:
      (its default concurrency, `async.concurrency`);
    - tensorstore: `ts.open({"driver": "zarr3", "kvstore": {"driver": "s3",
      ...}}).read()` (its default request concurrency).
+   - slabfs, netCDF-3: the same values written by netCDF4-python as a
+     64-bit-offset netCDF-3 file, one object in the bucket, mounted and
+     read the same way (no peer reads a classic file from S3 here).
    The Python peers' time is their in-process open + read (no interpreter
    start-up), the fair match for dd's time on a mount already up.
    Every contender's bytes are checked once (sha256 against the raw file).
@@ -271,6 +277,13 @@ class Server:
         self.proc.wait()
 
 
+def upload_file(endpoint: str, path: Path, key: str) -> None:
+    import boto3
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                      aws_access_key_id=KEY_ID, aws_secret_access_key=SECRET)
+    s3.upload_file(str(path), BUCKET, key)
+
+
 def upload(endpoint: str, store: Path, prefix: str) -> int:
     """Every file of the Zarr store under prefix/ in BUCKET; returns the count."""
     import boto3
@@ -328,16 +341,23 @@ t1, c1 = time.perf_counter(), time.process_time()
 done(a, t0, t1, c0, c1)
 """
 
-# The ceiling: every chunk object at once, stored bytes, no decoding.
-CEILING_CHILD = CHILD_HEAD + TS_SPEC + r"""
-store = ts.KvStore.open(kv(prefix + "/" + array + "/")).result()
-keys = [k for k in store.list().result() if k.startswith(b"c/")]
-c0, t0 = time.process_time(), time.perf_counter()
-got = [store.read(k) for k in keys]
-total = sum(len(f.result().value) for f in got)
-t1, c1 = time.perf_counter(), time.process_time()
-print(json.dumps({"read_s": t1 - t0, "read_cpu_s": c1 - c0, "stored_bytes": total, "objects": len(keys)}))
-"""
+def run_curl(endpoint: str, store: Path, prefix: str, workdir: Path) -> dict:
+    """The network ceiling: curl (a native client, next to no CPU of its
+    own) fetching every chunk object of the array, 64 at a time, SigV4
+    signed, to /dev/null: what the server, the proxy and the loopback
+    deliver, with no decoding and no FUSE."""
+    keys = sorted(p.relative_to(store).as_posix() for p in (store / "field" / "c").rglob("*")
+                  if p.is_file())
+    cfg = workdir / "curl.cfg"
+    cfg.write_text("".join(f'url = "{endpoint}/{BUCKET}/{prefix}/{k}"\noutput = "/dev/null"\n'
+                           for k in keys))
+    stored = sum((store / k).stat().st_size for k in keys)
+    r = lib.run_child(["curl", "-s", "-f", "--parallel", "--parallel-max", "64",
+                       "--aws-sigv4", "aws:amz:us-east-1:s3", "--user", f"{KEY_ID}:{SECRET}",
+                       "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD", "-K", str(cfg)])
+    r.update(read_s=r["wall_s"], stored_bytes=stored, objects=len(keys))
+    return r
+
 
 RANDOM_CHILD = r"""
 import json, os, random, sys, time
@@ -380,22 +400,69 @@ def pages_chunks(data: dict, n: int, seed: int) -> int:
 # runs
 
 
-def mount(slabfs: Path, url: str, mnt: Path, log_path: Path, endpoint: str) -> lib.Mount:
+def mount(slabfs: Path, url: str, mnt: Path, log_path: Path, endpoint: str,
+          array: str = "field") -> lib.Mount:
     os.environ["AWS_ENDPOINT_URL"] = endpoint
     mnt.mkdir(parents=True, exist_ok=True)
     # The source is a URL: a str, never a Path ("s3://" would lose a slash).
-    return lib.Mount(slabfs, url, mnt, "field", log_path).start(timeout=120)
+    return lib.Mount(slabfs, url, mnt, array, log_path).start(timeout=120)
 
 
-def run_slabfs(slabfs, url, workdir, endpoint, nbytes, check_raw=None) -> dict:
-    m = mount(slabfs, url, workdir / "mnt", workdir / "mount.log", endpoint)
+def build_netcdf3(data: dict, data_dir: Path, py: Path) -> Path:
+    """The same values as a 64-bit-offset netCDF-3 file (netCDF4-python
+    writes it from the raw file, once), for the classic-file rows."""
+    out = data_dir / f"{data['raw'].stem}.nc"
+    if not out.exists():
+        script = (
+            "import sys, numpy as np, netCDF4\n"
+            "raw, out, shape = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]\n"
+            "a = np.memmap(raw, dtype='<f4', mode='r', shape=tuple(shape))\n"
+            "d = netCDF4.Dataset(out + '.tmp', 'w', format='NETCDF3_64BIT_OFFSET')\n"
+            "for n, k in zip(('t', 'y', 'x'), shape):\n"
+            "    d.createDimension(n, k)\n"
+            "v = d.createVariable('field', 'f4', ('t', 'y', 'x'))\n"
+            "for i in range(shape[0]):\n"
+            "    v[i] = a[i]\n"
+            "d.close()\n")
+        subprocess.run([str(py), "-c", script, str(data["raw"]), str(out),
+                        *map(str, data["shape"])], check=True)
+        os.rename(f"{out}.tmp", out)
+    return out
+
+
+def run_slabfs(slabfs, url, workdir, endpoint, nbytes, check_raw=None, array="field") -> dict:
+    m = mount(slabfs, url, workdir / "mnt", workdir / "mount.log", endpoint, array)
     try:
         if check_raw is not None:
             got = lib.sha_cmd(["cat", str(m.file)])
             if got != check_raw:
                 lib.fail(f"slabfs mount: bytes differ from the raw file: {got} != {check_raw}")
             m.stop()
-            m = mount(slabfs, url, workdir / "mnt", workdir / "mount.log", endpoint)
+            m = mount(slabfs, url, workdir / "mnt", workdir / "mount.log", endpoint, array)
+        r = lib.run_child(["dd", f"if={m.file}", "of=/dev/null", "bs=1M"], daemon=m)
+        r["read_s"] = r["wall_s"]
+        return r
+    finally:
+        m.stop()
+
+
+def busy(r: dict) -> float:
+    """The machine's CPU in use during a run (0..1 of all cores): the run's
+    own processes (dd, the daemon) and everything else (the server, the
+    proxy)."""
+    own = (r["cpu_s"] + r.get("daemon_cpu_s", 0.0)) / (r["wall_s"] * os.cpu_count())
+    return min(1.0, own + r["foreign"])
+
+
+def run_local(slabfs, store: Path, workdir, nbytes) -> dict:
+    """The same array mounted from the local disk (page cache warm) and
+    read the same way: slabfs's own pipeline (decode, the FUSE path) with
+    no network, server or proxy: the ceiling of the remote runs on this
+    machine."""
+    mnt = workdir / "mnt-local"
+    mnt.mkdir(parents=True, exist_ok=True)
+    m = lib.Mount(slabfs, str(store), mnt, "field", workdir / "mount-local.log").start(timeout=120)
+    try:
         r = lib.run_child(["dd", f"if={m.file}", "of=/dev/null", "bs=1M"], daemon=m)
         r["read_s"] = r["wall_s"]
         return r
@@ -473,9 +540,12 @@ def main() -> None:
     nbytes = data["nbytes"]
     raw_sha = lib.sha_file(data["raw"])
     results: dict = {"command": command, "data": data, "latencies": {}}
+    nc3 = build_netcdf3(data, data_dir, py)
+    nc3_url = f"s3://{BUCKET}/nc3"
     try:
         n = upload(server.endpoint, data["store"], prefix)
         lib.log(f"uploaded {n} objects to {server.endpoint}/{BUCKET}/{prefix}")
+        upload_file(server.endpoint, nc3, f"nc3/{nc3.name}")
         for lat in latencies:
             proxy = Proxy(server.port, lat, workdir)
             proxies.append(proxy)
@@ -489,11 +559,15 @@ def main() -> None:
                 return r
 
             cs = {
-                "ceiling": lambda check: peer(CEILING_CHILD, False),
+                "ceiling": lambda check, ep=ep: run_curl(ep, data["store"], prefix, workdir),
+                "local": lambda check: run_local(slabfs, data["store"], workdir, nbytes),
                 "slabfs": lambda check, ep=ep: run_slabfs(
                     slabfs, url, workdir, ep, nbytes, raw_sha if check else None),
                 "zarr": lambda check: peer(ZARR_CHILD, check),
                 "tensorstore": lambda check: peer(TS_CHILD, check),
+                "nc3": lambda check, ep=ep: run_slabfs(
+                    slabfs, nc3_url, workdir, ep, nbytes, raw_sha if check else None,
+                    array=f"{nc3.name}/field"),
             }
             for name, run in cs.items():
                 run(True)  # checked once, untimed (and a warm-up)
@@ -503,8 +577,9 @@ def main() -> None:
                     lib.wait_idle(args.idle_wait)
                     r = run(False)
                     tag = "warmup" if rep < args.warmup else f"rep {rep - args.warmup + 1}"
+                    r["busy"] = busy(r)
                     lib.log(f"[{lat:g} ms {tag}] {name:<12} {r['read_s']:.3f}s "
-                            f"other-load {r['foreign']:.0%}")
+                            f"other-load {r['foreign']:.0%} machine busy {r['busy']:.0%}")
                     if rep >= args.warmup:
                         runs[name].append(r)
             rnd = run_random(slabfs, url, workdir, proxy, data, seed=lib.FIELD_SEED)
@@ -538,9 +613,11 @@ def report(results: dict, args, command: str, slabfs: Path, data: dict) -> None:
           f"on loopback, behind the delay-line proxy. Medians of {args.reps} runs "
           "(min-max).")
     print()
-    names = {"ceiling": "ceiling (tensorstore kvstore, all objects at once, no decode)",
+    names = {"ceiling": "network ceiling: curl, 64 GETs at a time, no decode, no FUSE",
+             "local": "pipeline ceiling: slabfs mount of the local copy, `dd bs=1M` (no network)",
              "slabfs": "slabfs mount, `dd bs=1M`", "zarr": "zarr-python 3.1 + obstore",
-             "tensorstore": "tensorstore s3 kvstore"}
+             "tensorstore": "tensorstore s3 kvstore",
+             "nc3": "slabfs mount of the same values as a netCDF-3 object, `dd bs=1M`"}
     lats = list(results["latencies"])
     print("| contender | " + " | ".join(f"{lat:g} ms: s (MB/s)" for lat in lats) + " |")
     print("|---|" + "---:|" * len(lats))
@@ -572,12 +649,33 @@ def report(results: dict, args, command: str, slabfs: Path, data: dict) -> None:
             cells.append(f"{frac:.0%}" + ("" if lat == base else
                                           (" met" if frac >= 0.7 else " missed")))
         print(f"| slabfs throughput vs {base:g} ms (≥ 70%) | " + " | ".join(cells) + " |")
+        print(f"| slabfs netCDF-3 object throughput vs {base:g} ms | " + " | ".join(
+            f"{med[('nc3', base)] / med[('nc3', lat)]:.0%}" for lat in lats) + " |")
         cells = []
         for lat in lats:
             frac = med[("ceiling", lat)] * nbytes / results["latencies"][lat]["runs"]["ceiling"][0][
                 "stored_bytes"] / med[("slabfs", lat)]
             cells.append(f"{frac:.0%}")
-        print("| slabfs vs ceiling (same bytes/s) | " + " | ".join(cells) + " |")
+        print("| slabfs vs network ceiling (same bytes/s) | " + " | ".join(cells) + " |")
+    print("| slabfs vs pipeline ceiling (local copy) | " + " | ".join(
+        f"{med[('local', lat)] / med[('slabfs', lat)]:.2f}" for lat in lats) + " |")
+    print("| machine CPU busy during slabfs runs (median) | " + " | ".join(
+        f"{lib.summary([r['busy'] for r in results['latencies'][lat]['runs']['slabfs']])['median']:.0%}"
+        for lat in lats) + " |")
+    # The least time the slabfs runs could take on these cores: all the CPU
+    # the machine spent during them (dd, the daemon, the server and the
+    # proxy) spread over every core with none idle.
+    def floor(r: dict) -> float:
+        ncpu = os.cpu_count()
+        return (r["cpu_s"] + r["daemon_cpu_s"] + r["foreign"] * r["wall_s"] * ncpu) / ncpu
+    print("| slabfs CPU floor: the runs' CPU (dd, daemon, server, proxy) ÷ cores, s | " + " | ".join(
+        f"{lib.summary([floor(r) for r in results['latencies'][lat]['runs']['slabfs']])['median']:.3f}"
+        for lat in lats) + " |")
+    print("| slabfs time ÷ its CPU floor (1 = every core busy throughout) | " + " | ".join(
+        f"{lib.summary([r['wall_s'] / floor(r) for r in results['latencies'][lat]['runs']['slabfs']])['median']:.2f}"
+        for lat in lats) + " |")
+    print("| zarr-python / pipeline ceiling (2x needs ≥ 2) | " + " | ".join(
+        f"{med[('zarr', lat)] / med[('local', lat)]:.2f}" for lat in lats) + " |")
     print()
     print("Random 4 KiB reads through the mount (256 seeded pages, POSIX_FADV_RANDOM):")
     print()

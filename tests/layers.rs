@@ -5,7 +5,7 @@
 //! ```text
 //! cli      src/main.rs, src/cli.rs, src/cli/
 //! fs       src/fs/
-//! formats  src/formats/          (inside: dataset > nca > netcdf > packed, kerchunk, hdf5 > netcdf3, zarr)
+//! formats  src/formats/          (inside: dataset > nca > netcdf > packed > netcdf3, kerchunk, hdf5 > zarr)
 //! engine   src/engine/    codec  src/codec/    (peers: neither imports the other)
 //! storage  src/storage/
 //! base     src/error.rs, src/dtype.rs, src/logging.rs, src/histogram.rs
@@ -65,11 +65,13 @@ fn layer_named(segment: &str) -> Option<(&'static str, u32)> {
 /// lower rank only.
 fn format_rank(module: &str) -> Option<u32> {
     Some(match module {
-        "netcdf3" | "zarr" => 0,
-        "kerchunk" | "packed" | "hdf5" => 1,
-        "netcdf" => 2,
-        "nca" => 3,
-        "dataset" => 4,
+        "zarr" => 0,
+        // netcdf3 reads remote files in blocks through a ZarrArray.
+        "netcdf3" | "kerchunk" | "hdf5" => 1,
+        "packed" => 2,
+        "netcdf" => 3,
+        "nca" => 4,
+        "dataset" => 5,
         _ => return None,
     })
 }

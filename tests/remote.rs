@@ -721,7 +721,10 @@ fn mount_a_bucket_survives_the_server_going_away() {
         ],
     );
     let cases = netcdf3_cases();
-    for (path, expected) in &cases {
+    // Every file but the victim's is read (a remote classic file's blocks
+    // stay in the chunk cache: the victim's must not be there).
+    let victim_file = "offset64_records.nc/";
+    for (path, expected) in cases.iter().filter(|(p, _)| !p.starts_with(victim_file)) {
         let got = std::fs::read(m.path(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
         assert!(got == *expected, "{path}: bytes through the mount differ");
     }
@@ -730,7 +733,7 @@ fn mount_a_bucket_survives_the_server_going_away() {
     let port = s3.stop();
     let (victim, _) = cases
         .iter()
-        .find(|(p, e)| p.starts_with("offset64_records.nc/") && e.len() > 16)
+        .find(|(p, e)| p.starts_with(victim_file) && e.len() > 16)
         .unwrap();
     // A fresh open, so the kernel's page cache cannot answer.
     let started = Instant::now();
@@ -2665,4 +2668,78 @@ fn aws_profile_assumes_its_role_through_sts() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cycle"), "{stderr}");
+}
+
+/// A remote netCDF-3 variable read sequentially through a mount, 128 KiB
+/// at a time as a reader does: its bytes come in 1 MiB blocks through the
+/// chunk cache, fetched ahead of the reader, so the server sees one
+/// ranged GET per block (not one per read) and nothing twice; the bytes
+/// are netCDF4-python's. Reading it again costs no request.
+#[test]
+fn a_remote_netcdf3_variable_is_read_in_blocks_ahead_of_the_reader() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    // netCDF4-python writes the file (8 MiB of float32) and its values.
+    let script = r#"
+import sys, numpy as np, netCDF4
+d = netCDF4.Dataset(sys.argv[1] + "/big.nc", "w", format="NETCDF3_CLASSIC")
+d.createDimension("t", 8); d.createDimension("y", 512); d.createDimension("x", 512)
+v = d.createVariable("v", "f4", ("t", "y", "x"))
+v[:] = np.random.default_rng(7).random((8, 512, 512), dtype=np.float32)
+d.close()
+a = netCDF4.Dataset(sys.argv[1] + "/big.nc")["v"][:]
+open(sys.argv[1] + "/v.bin", "wb").write(np.asarray(a, dtype="<f4").tobytes())
+"#;
+    let out = Command::new(common::python())
+        .arg("-c")
+        .arg(script)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = std::fs::read(dir.path().join("v.bin")).unwrap();
+    let size = std::fs::metadata(dir.path().join("big.nc")).unwrap().len();
+    let blocks = size.div_ceil(1 << 20);
+    let http = Http::start(dir.path(), false);
+    let m = common::mount::Mount::start(Path::new(&http.url("big.nc")), &[]);
+    let file = m.path("v");
+    let read_all = || {
+        use std::io::Read;
+        let mut f = std::fs::File::open(&file).unwrap();
+        let mut got = Vec::new();
+        let mut buf = vec![0u8; 128 << 10];
+        loop {
+            let n = f.read(&mut buf).unwrap();
+            if n == 0 {
+                break got;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+    };
+    let before = http.requests();
+    let got = read_all();
+    let cold = http.requests_since(before);
+    if cfg!(target_endian = "little") {
+        assert!(got == expected, "bytes differ from netCDF4-python's");
+    }
+    // One GET per block (a stamp's HEAD at most besides); 64 reads of
+    // 128 KiB before.
+    assert!(
+        cold <= blocks + 1,
+        "{cold} requests for {blocks} blocks\n{}",
+        m.log()
+    );
+    let before = http.requests();
+    let again = read_all();
+    assert!(again == got);
+    assert!(
+        http.requests_since(before) <= 1,
+        "read again: {}",
+        http.requests_since(before)
+    );
+    m.stop();
 }

@@ -24,8 +24,9 @@
 //!
 //! May import: the engine, the codecs, storage and the base modules, and
 //! one format another only downwards (`packed` and `nca` use `netcdf3`;
-//! `nca`, `kerchunk` and `hdf5` use `zarr`); never [`crate::fs`] (checked by
-//! `tests/layers.rs`).
+//! `nca`, `kerchunk`, `hdf5`, `packed` and `netcdf3` use `zarr`: a remote
+//! classic file is read in blocks through a `ZarrArray`); never
+//! [`crate::fs`] (checked by `tests/layers.rs`).
 //!
 //! [`ArraySource`]: crate::engine::array::ArraySource
 

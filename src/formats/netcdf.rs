@@ -80,7 +80,7 @@ pub fn open(
         Kind::Packed => packed::reader::open_file(name, file, cache),
         Kind::Hdf5 => Err(Error::metadata(name, NETCDF4_UNSUPPORTED)),
         // Not a classic file either: the classic reader says what is wrong.
-        Kind::Classic(_) | Kind::Other => netcdf3::File::from_reader(name, file),
+        Kind::Classic(_) | Kind::Other => netcdf3::File::from_reader(name, file, cache),
     }
 }
 
@@ -106,7 +106,11 @@ pub fn open_any(path: &Path, files: &dyn Files, cache: &Arc<ChunkCache>) -> Resu
     };
     let file = files.open(path).map_err(io)?;
     Ok(match kind_of(file.as_ref()).map_err(io)? {
-        Kind::Classic(_) => Opened::Netcdf3(Box::new(netcdf3::File::from_reader(name, file)?)),
+        Kind::Classic(_) => Opened::Netcdf3(Box::new(netcdf3::File::from_reader(
+            name,
+            file,
+            Some(cache),
+        )?)),
         Kind::Packed => Opened::Netcdf3(Box::new(packed::reader::open_file(
             name,
             file,

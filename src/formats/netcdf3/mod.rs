@@ -68,6 +68,7 @@
 //! attribute names are metadata, never file names: they are kept whatever
 //! they hold.
 
+pub mod blocks;
 pub mod header;
 pub mod layout;
 pub mod types;
@@ -82,6 +83,7 @@ use serde_json::{Map, Value};
 
 use crate::dtype::DataType;
 use crate::engine::array::{ArrayMeta, ArraySource};
+use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::storage::files::{Files, OsFiles, ReadAt};
 pub use header::{Format, Header, HeaderError};
@@ -95,6 +97,10 @@ const FIRST_HEADER_READ: u64 = 64 << 10;
 /// Headers longer than this are refused: real ones are kilobytes, and a
 /// corrupt count must not make us read gigabytes into memory.
 pub const MAX_HEADER_BYTES: u64 = 64 << 20;
+
+/// The chunk cache of a remote classic file opened without one (`slabfs
+/// cat`, a library caller): a readahead window's worth.
+const PRIVATE_CACHE: usize = 64 << 20;
 
 /// A dimension of a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,19 +196,38 @@ impl File {
             path: name.clone(),
             source: e,
         })?;
-        File::from_reader(name, file)
+        File::from_reader(name, file, None)
     }
 
-    /// The classic file `name`, already open as `file`.
-    pub fn from_reader(name: String, file: Arc<dyn ReadAt>) -> Result<File> {
+    /// The classic file `name`, already open as `file`. A remote object
+    /// is read in blocks through `cache` ([`blocks`]; a private cache
+    /// when `None`).
+    pub fn from_reader(
+        name: String,
+        file: Arc<dyn ReadAt>,
+        cache: Option<&Arc<ChunkCache>>,
+    ) -> Result<File> {
         let file_len = file.size().map_err(|e| Error::Io {
             path: name.clone(),
             source: e,
         })?;
         let header = read_header(file.as_ref(), &name, file_len)?;
         let layout = Layout::new(&header, file_len).map_err(|d| Error::metadata(&name, d))?;
+        let blocks = match file.latency() {
+            Some(_) if file_len > 0 => {
+                let cache = cache
+                    .cloned()
+                    .unwrap_or_else(|| Arc::new(ChunkCache::new(PRIVATE_CACHE)));
+                Some(blocks::byte_view(&name, file.clone(), file_len, cache)?)
+            }
+            _ => None,
+        };
         File::from_parts(
-            Shared { path: name, file },
+            Shared {
+                path: name,
+                file,
+                blocks,
+            },
             Storage::Classic,
             header,
             layout,
@@ -219,7 +244,11 @@ impl File {
         body: Arc<dyn Body>,
     ) -> Result<File> {
         File::from_parts(
-            Shared { path: name, file },
+            Shared {
+                path: name,
+                file,
+                blocks: None,
+            },
             Storage::Body(body),
             header,
             layout,

@@ -15,8 +15,10 @@
 //! read rather than a system call, so there the runs are merged across
 //! gaps up to [`COALESCE_GAP`] (a record variable's records, the other
 //! variables' bytes between them read and dropped) and all the windows
-//! of a read are fetched at once ([`ReadAt::read_many`]): a read costs
-//! about one round trip, whatever its number of records.
+//! of a read are fetched at once: a read costs about one round trip,
+//! whatever its number of records. The windows are read from the file's
+//! blocks in the chunk cache ([`super::blocks`]), which the sequential
+//! prefetcher fills ahead of the reader ([`ArraySource::prefetch`]).
 
 use std::sync::Arc;
 
@@ -25,6 +27,7 @@ use crate::dtype::swap_in_place;
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::Region;
 use crate::error::{Error, Result};
+use crate::formats::zarr::ZarrArray;
 use crate::storage::files::ReadAt;
 use crate::storage::remote::COALESCE_GAP;
 
@@ -45,6 +48,9 @@ pub const REMOTE_MAX_WINDOW: u64 = 16 << 20;
 pub(crate) struct Shared {
     pub path: String,
     pub file: Arc<dyn ReadAt>,
+    /// A remote file's bytes in blocks through the chunk cache
+    /// ([`super::blocks`]); `None` locally.
+    pub blocks: Option<ZarrArray>,
 }
 
 /// One variable of an open netCDF-3 file.
@@ -130,26 +136,50 @@ impl Netcdf3Array {
         Ok(windows)
     }
 
-    /// Fill `out` with the runs of `region`, merged across gaps up to
-    /// [`COALESCE_GAP`] and all read at once: for a remote object.
-    /// Returns the number of windows read.
-    fn read_all_at_once(&self, region: &Region, out: &mut [u8]) -> Result<usize> {
-        let windows: Vec<_> =
-            coalesce(self.layout.runs(region), COALESCE_GAP, REMOTE_MAX_WINDOW).collect();
-        let mut bufs: Vec<Vec<u8>> = windows.iter().map(|w| vec![0; w.len as usize]).collect();
-        let mut reads: Vec<(u64, &mut [u8])> = windows
+    /// The windows of `regions`' runs merged across gaps up to
+    /// [`COALESCE_GAP`], as boxes of the file's byte view.
+    fn byte_boxes(&self, regions: &[Region]) -> (Vec<Window>, Vec<Region>) {
+        let windows: Vec<Window> = regions
             .iter()
-            .zip(bufs.iter_mut())
-            .map(|(w, b)| (w.offset, b.as_mut_slice()))
+            .flat_map(|r| coalesce(self.layout.runs(r), COALESCE_GAP, REMOTE_MAX_WINDOW))
             .collect();
-        if let Err(e) = self.shared.file.read_many(&mut reads) {
-            let first = windows.first().map_or(0, |w| w.offset);
-            let end = windows.last().map_or(0, |w| w.offset + w.len);
-            return Err(self.read_error(e, first, end));
+        let boxes = windows
+            .iter()
+            .map(|w| Region {
+                start: vec![w.offset],
+                count: vec![w.len],
+            })
+            .collect();
+        (windows, boxes)
+    }
+
+    /// Fill `out` with the runs of `region`, merged across gaps up to
+    /// [`COALESCE_GAP`], from the file's blocks (`blocks`): all the
+    /// blocks not cached fetched at once, then each window copied out.
+    /// For a remote object. Returns the number of windows read.
+    fn read_from_blocks(
+        &self,
+        blocks: &ZarrArray,
+        region: &Region,
+        out: &mut [u8],
+    ) -> Result<usize> {
+        let (windows, boxes) = self.byte_boxes(std::slice::from_ref(region));
+        if boxes.len() > 1 {
+            // One round trip for every window's blocks.
+            blocks.prefetch(&boxes);
         }
         let mut pos = 0usize;
-        for (w, buf) in windows.iter().zip(&bufs) {
-            pos = copy_runs(w, buf, out, pos);
+        let mut scratch = Vec::new();
+        for (w, b) in windows.iter().zip(&boxes) {
+            if let [run] = w.runs[..] {
+                let len = run.len as usize;
+                blocks.read_region(b, &mut out[pos..pos + len])?;
+                pos += len;
+                continue;
+            }
+            scratch.resize(w.len as usize, 0);
+            blocks.read_region(b, &mut scratch)?;
+            pos = copy_runs(w, &scratch, out, pos);
         }
         debug_assert_eq!(pos, out.len(), "runs cover the region");
         Ok(windows.len())
@@ -172,8 +202,9 @@ impl ArraySource for Netcdf3Array {
     }
 
     /// The file's identity and modification times: a rewrite in place or
-    /// a replacement by rename changes it. Nothing is cached by slabfs, so
-    /// there is no cache id.
+    /// a replacement by rename changes it. Nothing of a local file is
+    /// cached by slabfs, so there is no cache id; a remote file's blocks
+    /// are cached under its byte view's.
     fn change_stamp(&self) -> ChangeStamp {
         let data =
             self.shared.file.stamp().or_else(|| {
@@ -183,16 +214,30 @@ impl ArraySource for Netcdf3Array {
             log::warn!("{}: cannot check for changes", self.shared.path);
         }
         ChangeStamp {
-            cache_id: None,
+            cache_id: self.shared.blocks.as_ref().map(ZarrArray::cache_id),
             data,
         }
     }
 
+    /// A remote file's: the engine then reads ahead of a sequential
+    /// reader with a window sized to the link.
+    fn fetch_latency(&self) -> Option<std::time::Duration> {
+        self.shared.blocks.as_ref().and(self.shared.file.latency())
+    }
+
+    /// The blocks under `regions`' runs fetched into the cache (a remote
+    /// file's; nothing locally, where the kernel reads ahead).
+    fn prefetch(&self, regions: &[Region]) {
+        if let Some(blocks) = &self.shared.blocks {
+            let (_, boxes) = self.byte_boxes(regions);
+            blocks.prefetch(&boxes);
+        }
+    }
+
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
-        let windows = if self.shared.file.latency().is_some() {
-            self.read_all_at_once(region, out)?
-        } else {
-            self.read_one_by_one(region, out)?
+        let windows = match &self.shared.blocks {
+            Some(blocks) => self.read_from_blocks(blocks, region, out)?,
+            None => self.read_one_by_one(region, out)?,
         };
         log::debug!(
             "netcdf3 read: file={} variable={} start={:?} count={:?} bytes={} reads={windows}",

@@ -85,6 +85,13 @@ impl std::fmt::Debug for ZarrArray {
 }
 
 impl ZarrArray {
+    /// The id its chunks are cached under ([`ChangeStamp::cache_id`]).
+    ///
+    /// [`ChangeStamp::cache_id`]: crate::engine::array::ChangeStamp::cache_id
+    pub fn cache_id(&self) -> u64 {
+        self.id
+    }
+
     /// Check the spec's grid and codecs against its shape, and build the
     /// array. `path` is the array's path inside the store ("" for root).
     pub fn new(
