@@ -372,6 +372,22 @@ fn check_all(ds: &Dataset, prefix: &str, cases: &[(String, Vec<u8>)]) {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Run the Python `script` (the test venv's: netCDF4-python, numpy) with
+/// `args`; panics with its stderr if it fails.
+fn run_python(script: &str, args: &[&std::ffi::OsStr]) {
+    let out = Command::new(common::python())
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn slabfs(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_slabfs"))
         .args(args)
@@ -455,7 +471,8 @@ fn cli_ls_and_cat_by_url(endpoint: &str) {
         "ls of the bucket and of the directory"
     );
     assert_no_secret("ls stderr", &stderr);
-    for (path, expected) in zarr_cases().iter().step_by(7) {
+    // Each `cat` walks the prefix again (about 700 requests to moto): a few.
+    for (path, expected) in zarr_cases().iter().step_by(20) {
         let cat = slabfs(&["cat", "--endpoint-url", endpoint, &url, path]);
         assert!(
             cat.status.success(),
@@ -1304,6 +1321,20 @@ fn stats_agree_with_the_server_and_count_retries() {
     );
 }
 
+/// The mount's stats once its refresh has run `at_least` passes (a
+/// minute at most).
+fn wait_refresh_runs(m: &common::mount::Mount, at_least: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let doc = mount_stats(m);
+        if doc["refresh"]["runs"].as_u64().unwrap() >= at_least {
+            return doc;
+        }
+        assert!(Instant::now() < deadline, "{doc}\n{}", m.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Read `.slabfs/stats` of a mount.
 fn mount_stats(m: &common::mount::Mount) -> Value {
     serde_json::from_slice(&std::fs::read(m.path(".slabfs/stats")).unwrap()).unwrap()
@@ -1324,17 +1355,7 @@ fn an_idle_refresh_costs_one_list_per_pass() {
         &["--endpoint-url", &endpoint, "--refresh", "1"],
     );
     let source = format!("s3://{BUCKET}");
-    let wait_runs = |at_least: u64| -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let doc = mount_stats(&m);
-            if doc["refresh"]["runs"].as_u64().unwrap() >= at_least {
-                return doc;
-            }
-            assert!(Instant::now() < deadline, "{doc}\n{}", m.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
+    let wait_runs = |at_least: u64| wait_refresh_runs(&m, at_least);
     // The first pass walks (it has no stamp to compare with).
     let a = wait_runs(2);
     let b = wait_runs(a["refresh"]["runs"].as_u64().unwrap() + 4);
@@ -2350,18 +2371,13 @@ for name, v in src.variables.items():
     o[...] = netCDF4.stringtochar(new.astype(f"S{n}")) if name == "fragment_uris" else v[...]
 dst.close()
 "#;
-    let out = Command::new(common::python())
-        .arg("-c")
-        .arg(script)
-        .arg(fixtures().join("nca/data/cf/basic/agg.nc"))
-        .arg(&agg)
-        .arg(format!("s3://{BUCKET}/nca/cf/basic/"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    run_python(
+        script,
+        &[
+            fixtures().join("nca/data/cf/basic/agg.nc").as_os_str(),
+            agg.as_os_str(),
+            format!("s3://{BUCKET}/nca/cf/basic/").as_ref(),
+        ],
     );
     let allowed = PathBuf::from(format!("s3://{BUCKET}/nca/cf"));
     let ds =
@@ -2544,17 +2560,7 @@ fn an_idle_refresh_of_an_http_store_costs_conditional_gets() {
         Path::new(&http.url("consolidated.zarr")),
         &["--refresh", "1"],
     );
-    let wait_runs = |at_least: u64| -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let doc = mount_stats(&m);
-            if doc["refresh"]["runs"].as_u64().unwrap() >= at_least {
-                return doc;
-            }
-            assert!(Instant::now() < deadline, "{doc}\n{}", m.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
+    let wait_runs = |at_least: u64| wait_refresh_runs(&m, at_least);
     // The first pass walks and learns the ETags; the next ones are idle.
     let a = wait_runs(2);
     let (s304, s200) = (
@@ -2690,17 +2696,7 @@ d.close()
 a = netCDF4.Dataset(sys.argv[1] + "/big.nc")["v"][:]
 open(sys.argv[1] + "/v.bin", "wb").write(np.asarray(a, dtype="<f4").tobytes())
 "#;
-    let out = Command::new(common::python())
-        .arg("-c")
-        .arg(script)
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_python(script, &[dir.path().as_os_str()]);
     let expected = std::fs::read(dir.path().join("v.bin")).unwrap();
     let size = std::fs::metadata(dir.path().join("big.nc")).unwrap().len();
     let blocks = size.div_ceil(1 << 20);
