@@ -10,7 +10,9 @@
 //!        ▼
 //! connect(&Location) ── object_store builder (from_env + Config) ──▶ Remote
 //!        │                 retries with backoff and jitter, timeouts,
-//!        │                 allow_http for an http:// endpoint
+//!        │                 allow_http for an http:// endpoint; S3
+//!        │                 credentials of an AWS profile (`profile`:
+//!        │                 keys, credential_process; `role`: STS AssumeRole)
 //!        ▼
 //! RemoteStore (keys under the prefix)      RemoteFile (one object)
 //!   Store::get / get_range / list_dir        ReadAt::read_exact_at
