@@ -2299,6 +2299,35 @@ fn aggregations_and_references_in_a_bucket_read_as_on_disk() {
     let refs = open(&format!("s3://{BUCKET}/kerchunk"));
     check_all(&refs, "", &kerchunk_cases());
 
+    // Through the kernel: a mount of the aggregations and of the
+    // references, every exact case and every kerchunk variable.
+    if cfg!(target_endian = "little") {
+        let m = common::mount::Mount::start(
+            Path::new(&format!("s3://{BUCKET}/nca")),
+            &["--endpoint-url", &s3.endpoint()],
+        );
+        let cases = nca_cases();
+        let exact: Vec<_> = cases
+            .iter()
+            .filter(|c| c.rtol == 0.0 && c.missing.is_none())
+            .collect();
+        assert!(exact.len() > 15);
+        for case in exact {
+            let got = std::fs::read(m.path(&case.path)).unwrap();
+            assert!(got == case.expected, "{}: through the mount", case.path);
+        }
+        m.stop();
+        let m = common::mount::Mount::start(
+            Path::new(&format!("s3://{BUCKET}/kerchunk")),
+            &["--endpoint-url", &s3.endpoint()],
+        );
+        for (path, expected) in kerchunk_cases() {
+            let got = std::fs::read(m.path(&path)).unwrap();
+            assert!(got == expected, "{path}: through the mount");
+        }
+        m.stop();
+    }
+
     // One descriptor, and one CF-1.13 aggregation file, by URL: their
     // variables at the root, fragments from the prefix that holds them.
     let one = open(&format!("s3://{BUCKET}/nca/mixed.nca.json"));
