@@ -29,10 +29,8 @@ use crate::codec::v2_chain;
 use crate::dtype::{DataType, Endian};
 use crate::engine::array::ArrayMeta;
 use crate::engine::cache::ChunkCache;
-use crate::engine::index::tiling::DimTiling;
 use crate::error::{Error, Result};
 use crate::formats::zarr::ZarrArray;
-use crate::formats::zarr::array::{ArraySpec, ChunkKeyEncoding};
 use crate::storage::files::{ReadAt, file_stamp};
 use crate::storage::store::Store;
 
@@ -147,29 +145,13 @@ pub fn byte_view(
     size: u64,
     cache: Arc<ChunkCache>,
 ) -> Result<ZarrArray> {
-    let grid = if size.is_multiple_of(BLOCK) {
-        DimTiling::Regular(BLOCK)
-    } else {
-        let mut ends: Vec<u64> = (1..size.div_ceil(BLOCK)).map(|i| i * BLOCK).collect();
-        ends.push(size);
-        DimTiling::Explicit(ends)
-    };
     let chain = v2_chain(1, false, Endian::Little, &[], None)
         .map_err(|e| Error::metadata(path, e.to_string()))?;
-    let mut meta = ArrayMeta::new(path.to_string(), vec![size], DataType::UInt8, vec![0])?;
-    meta.chunk_shape = Some(vec![BLOCK]);
-    let spec = ArraySpec {
-        meta,
-        grid: vec![grid],
-        keys: ChunkKeyEncoding::V2 { separator: '.' },
-        codec_names: chain.names().into_iter().map(String::from).collect(),
-        chain,
-        sharding: None,
-    };
+    let meta = ArrayMeta::new(path.to_string(), vec![size], DataType::UInt8, vec![0])?;
     let store = Arc::new(FileBlocks {
         path: path.to_string(),
         file,
         size,
     });
-    ZarrArray::new(spec, store, "", cache)
+    ZarrArray::blocks(meta, BLOCK, chain, store, cache)
 }

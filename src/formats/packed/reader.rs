@@ -28,7 +28,6 @@ use crate::codec::{CodecError, v2_chain};
 use crate::dtype::Endian;
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, SharedBytes};
-use crate::engine::index::tiling::DimTiling;
 use crate::engine::index::{Region, c_strides, checked_num_elements, contiguous_run};
 use crate::error::{Error, Result};
 use crate::formats::netcdf3;
@@ -36,7 +35,6 @@ use crate::formats::netcdf3::header::{self, Header, NumRecs};
 use crate::formats::netcdf3::layout::Layout;
 use crate::formats::netcdf3::{HeaderError, MAX_HEADER_BYTES};
 use crate::formats::zarr::ZarrArray;
-use crate::formats::zarr::array::{ArraySpec, ChunkKeyEncoding};
 use crate::storage::files::{ReadAt, file_stamp};
 use crate::storage::store::Store;
 
@@ -246,13 +244,6 @@ pub fn array(
     let item = meta.item_size() as u64;
     let elements = meta.num_elements();
     let block_elems = v.block_size / item;
-    let grid = if elements.is_multiple_of(block_elems) {
-        DimTiling::Regular(block_elems)
-    } else {
-        let mut ends: Vec<u64> = (1..v.nblocks()).map(|i| i * block_elems).collect();
-        ends.push(elements);
-        DimTiling::Explicit(ends)
-    };
     let compressor = match v.codec {
         BlockCodec::Zstd => serde_json::json!({"id": "zstd", "level": v.level}),
         BlockCodec::Deflate => serde_json::json!({"id": "zlib", "level": v.level}),
@@ -264,27 +255,18 @@ pub fn array(
     };
     let chain = v2_chain(1, false, Endian::Big, &filters, Some(&compressor))
         .map_err(|e| Error::metadata(&source, e.to_string()))?;
-    let mut flat = ArrayMeta::new(
+    let flat = ArrayMeta::new(
         source.clone(),
         vec![elements],
         meta.dtype.clone(),
         meta.fill_value.clone(),
     )?;
-    flat.chunk_shape = Some(vec![block_elems]);
-    let spec = ArraySpec {
-        meta: flat,
-        grid: vec![grid],
-        keys: ChunkKeyEncoding::V2 { separator: '.' },
-        codec_names: chain.names().into_iter().map(String::from).collect(),
-        chain,
-        sharding: None,
-    };
     let store = Arc::new(BlockStore {
         archive: archive.clone(),
         var,
         name: name.to_string(),
     });
-    let inner = ZarrArray::new(spec, store, "", cache)?;
+    let inner = ZarrArray::blocks(flat, block_elems, chain, store, cache)?;
     Ok(Arc::new(Reshaped { meta, inner }))
 }
 

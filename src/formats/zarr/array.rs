@@ -92,6 +92,38 @@ impl ZarrArray {
         self.id
     }
 
+    /// A one-dimensional array of `meta.shape[0]` elements in blocks of
+    /// `block` elements (the last one shorter when they do not divide),
+    /// block `i` the value of key `i` in `store`, decoded by `chain`: how
+    /// a byte stream cut into blocks (a blocked archive's variable, a
+    /// remote classic file) is read with everything a Zarr array gets.
+    pub fn blocks(
+        mut meta: ArrayMeta,
+        block: u64,
+        chain: CodecChain,
+        store: Arc<dyn Store>,
+        cache: Arc<ChunkCache>,
+    ) -> Result<ZarrArray> {
+        let len = meta.shape[0];
+        let grid = if len.is_multiple_of(block) {
+            DimTiling::Regular(block)
+        } else {
+            let mut ends: Vec<u64> = (1..len.div_ceil(block)).map(|i| i * block).collect();
+            ends.push(len);
+            DimTiling::Explicit(ends)
+        };
+        meta.chunk_shape = Some(vec![block]);
+        let spec = ArraySpec {
+            meta,
+            grid: vec![grid],
+            keys: ChunkKeyEncoding::V2 { separator: '.' },
+            codec_names: chain.names().into_iter().map(String::from).collect(),
+            chain,
+            sharding: None,
+        };
+        ZarrArray::new(spec, store, "", cache)
+    }
+
     /// Check the spec's grid and codecs against its shape, and build the
     /// array. `path` is the array's path inside the store ("" for root).
     pub fn new(
