@@ -130,13 +130,18 @@ pub trait Store: Send + Sync + Debug {
     /// [`get_many`](Self::get_many), each answer handed to `each` with its
     /// index in `keys` as soon as it is there, in the order they arrive:
     /// the caller can decode the first values while the others are still
-    /// on their way. The default asks [`get_many`](Self::get_many) and
-    /// hands the answers on in order.
+    /// on their way. The default, for a store with a
+    /// [`latency`](Self::latency), runs the gets on threads and hands each
+    /// value on as its get returns ([`fan_out_each`]); otherwise it asks
+    /// [`get_many`](Self::get_many) and hands the answers on in order.
     fn get_each(
         &self,
         keys: &[(String, u64)],
         each: &mut dyn FnMut(usize, Result<Option<Vec<u8>>>),
     ) {
+        if self.latency().is_some() && keys.len() > 1 {
+            return fan_out_each(keys.len(), |i| self.get(&keys[i].0, keys[i].1), each);
+        }
         for (i, got) in self.get_many(keys).into_iter().enumerate() {
             each(i, got);
         }
@@ -746,6 +751,78 @@ pub fn fan_out<T: Send>(n: usize, get: impl Fn(usize) -> T + Sync) -> Vec<T> {
     all.into_iter().map(|(_, t)| t).collect()
 }
 
+/// [`fan_out`], each result handed to `each` (on the calling thread) as
+/// soon as its `get` returns, in the order they finish: the caller decodes
+/// the first values while the rest are still on their way. When helper
+/// threads could be taken the caller only hands results on (it is the one
+/// that decodes, and must not be stuck in a get meanwhile); when none
+/// could, it runs the gets itself, one after another. A panic in `get`
+/// reaches the caller.
+pub fn fan_out_each<T: Send>(
+    n: usize,
+    get: impl Fn(usize) -> T + Sync,
+    each: &mut dyn FnMut(usize, T),
+) {
+    struct Taken(usize);
+    impl Drop for Taken {
+        fn drop(&mut self) {
+            FANNED_OUT.fetch_sub(self.0, Ordering::AcqRel);
+        }
+    }
+    let mut taken = Taken(0);
+    while taken.0 < n.min(FAN_OUT_PER_CALL) {
+        if FANNED_OUT.fetch_add(1, Ordering::AcqRel) >= FAN_OUT_THREADS {
+            FANNED_OUT.fetch_sub(1, Ordering::AcqRel);
+            break;
+        }
+        taken.0 += 1;
+    }
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel::<(usize, T)>();
+        let mut helpers = Vec::with_capacity(taken.0);
+        for _ in 0..taken.0 {
+            let tx = tx.clone();
+            let (next, get) = (&next, &get);
+            let work = move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n || tx.send((i, get(i))).is_err() {
+                        return;
+                    }
+                }
+            };
+            if let Ok(h) = std::thread::Builder::new()
+                .name("slabfs-fetch".into())
+                .spawn_scoped(s, work)
+            {
+                helpers.push(h);
+            }
+        }
+        drop(tx);
+        if helpers.is_empty() {
+            // Alone: every get here, in order.
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                each(i, get(i));
+            }
+        }
+        // Until every helper is done (they hold the senders).
+        for (i, t) in rx {
+            each(i, t);
+        }
+        for h in helpers {
+            if let Err(panic) = h.join() {
+                std::panic::resume_unwind(panic);
+            }
+        }
+    });
+    drop(taken);
+}
+
 impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
         (**self).get(key, limit)
@@ -786,6 +863,54 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store whose key "slow" takes `delay` and that reports a latency,
+    /// as a format's store over a remote file does.
+    #[derive(Debug)]
+    struct Slow(std::time::Duration);
+
+    impl Store for Slow {
+        fn get(&self, key: &str, _limit: u64) -> Result<Option<Vec<u8>>> {
+            if key == "slow" {
+                std::thread::sleep(self.0);
+            }
+            Ok(Some(key.as_bytes().to_vec()))
+        }
+        fn list_dir(&self, _dir: &str) -> Result<Vec<(String, bool)>> {
+            Ok(Vec::new())
+        }
+        fn describe(&self, key: &str) -> String {
+            key.to_string()
+        }
+        fn latency(&self) -> Option<std::time::Duration> {
+            Some(self.0)
+        }
+    }
+
+    /// A store with a latency hands each value on as its get returns (so
+    /// an HDF5 prefetch over an object store decodes the first chunks
+    /// while the others are on their way): the fast key first, though
+    /// asked second. (It was handed on after every get had returned, in
+    /// order.)
+    #[test]
+    fn get_each_of_a_store_with_latency_hands_values_on_as_they_arrive() {
+        let s = Slow(std::time::Duration::from_millis(300));
+        let keys = [("slow".to_string(), 10), ("fast".to_string(), 10)];
+        let mut order = Vec::new();
+        s.get_each(&keys, &mut |i, got| {
+            assert_eq!(got.unwrap().unwrap(), keys[i].0.as_bytes());
+            order.push(i);
+        });
+        assert_eq!(order, vec![1, 0]);
+        // Every key once, whatever the count.
+        let many: Vec<(String, u64)> = (0..40).map(|i| (i.to_string(), 10)).collect();
+        let mut seen = vec![0; many.len()];
+        s.get_each(&many, &mut |i, got| {
+            assert_eq!(got.unwrap().unwrap(), many[i].0.as_bytes());
+            seen[i] += 1;
+        });
+        assert!(seen.iter().all(|&k| k == 1), "{seen:?}");
+    }
 
     #[test]
     fn fs_store_refuses_escaping_keys_and_large_values() {

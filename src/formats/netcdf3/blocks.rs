@@ -114,6 +114,19 @@ impl Store for FileBlocks {
         keys.iter().map(|(k, limit)| self.get(k, *limit)).collect()
     }
 
+    /// [`get_many`](Self::get_many) (one `read_many`, no threads), the
+    /// values handed on when all are in: blocks need no decoding, so
+    /// there is nothing to overlap with the transfer.
+    fn get_each(
+        &self,
+        keys: &[(String, u64)],
+        each: &mut dyn FnMut(usize, Result<Option<Vec<u8>>>),
+    ) {
+        for (i, got) in self.get_many(keys).into_iter().enumerate() {
+            each(i, got);
+        }
+    }
+
     fn list_dir(&self, _dir: &str) -> Result<Vec<(String, bool)>> {
         Ok(Vec::new())
     }
