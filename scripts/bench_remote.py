@@ -44,7 +44,9 @@ What it does:
      ...}}).read()` (its default request concurrency).
    - slabfs, netCDF-3: the same values written by netCDF4-python as a
      64-bit-offset netCDF-3 file, one object in the bucket, mounted and
-     read the same way (no peer reads a classic file from S3 here).
+     read the same way (no peer reads a classic file from S3 here);
+   - slabfs, netCDF-4: bench_hdf5.py's 256 MiB netCDF-4 file (zstd 1 +
+     shuffle, netCDF4-python), one object, mounted and read the same way.
    The Python peers' time is their in-process open + read (no interpreter
    start-up), the fair match for dd's time on a mount already up.
    Every contender's bytes are checked once (sha256 against the raw file).
@@ -542,10 +544,17 @@ def main() -> None:
     results: dict = {"command": command, "data": data, "latencies": {}}
     nc3 = build_netcdf3(data, data_dir, py)
     nc3_url = f"s3://{BUCKET}/nc3"
+    # The netCDF-4 file of bench_hdf5.py (zstd 1 + shuffle, chunks of
+    # (1, 256, 1024)), with its own raw values.
+    import bench_hdf5
+    h5data = bench_hdf5.make_read_data(data_dir / "hdf5-read-256", args.size_mib)
+    nc4 = h5data["files"]["zstd"]
+    nc4_sha = lib.sha_file(h5data["raw"])
     try:
         n = upload(server.endpoint, data["store"], prefix)
         lib.log(f"uploaded {n} objects to {server.endpoint}/{BUCKET}/{prefix}")
         upload_file(server.endpoint, nc3, f"nc3/{nc3.name}")
+        upload_file(server.endpoint, nc4, f"nc4/{nc4.name}")
         for lat in latencies:
             proxy = Proxy(server.port, lat, workdir)
             proxies.append(proxy)
@@ -568,6 +577,9 @@ def main() -> None:
                 "nc3": lambda check, ep=ep: run_slabfs(
                     slabfs, nc3_url, workdir, ep, nbytes, raw_sha if check else None,
                     array=f"{nc3.name}/field"),
+                "nc4": lambda check, ep=ep: run_slabfs(
+                    slabfs, f"s3://{BUCKET}/nc4", workdir, ep, nbytes,
+                    nc4_sha if check else None, array=f"{nc4.name}/v"),
             }
             for name, run in cs.items():
                 run(True)  # checked once, untimed (and a warm-up)
@@ -617,7 +629,8 @@ def report(results: dict, args, command: str, slabfs: Path, data: dict) -> None:
              "local": "pipeline ceiling: slabfs mount of the local copy, `dd bs=1M` (no network)",
              "slabfs": "slabfs mount, `dd bs=1M`", "zarr": "zarr-python 3.1 + obstore",
              "tensorstore": "tensorstore s3 kvstore",
-             "nc3": "slabfs mount of the same values as a netCDF-3 object, `dd bs=1M`"}
+             "nc3": "slabfs mount of the same values as a netCDF-3 object, `dd bs=1M`",
+             "nc4": "slabfs mount of a netCDF-4 object (zstd 1 + shuffle, bench_hdf5.py's), `dd bs=1M`"}
     lats = list(results["latencies"])
     print("| contender | " + " | ".join(f"{lat:g} ms: s (MB/s)" for lat in lats) + " |")
     print("|---|" + "---:|" * len(lats))
@@ -649,8 +662,9 @@ def report(results: dict, args, command: str, slabfs: Path, data: dict) -> None:
             cells.append(f"{frac:.0%}" + ("" if lat == base else
                                           (" met" if frac >= 0.7 else " missed")))
         print(f"| slabfs throughput vs {base:g} ms (≥ 70%) | " + " | ".join(cells) + " |")
-        print(f"| slabfs netCDF-3 object throughput vs {base:g} ms | " + " | ".join(
-            f"{med[('nc3', base)] / med[('nc3', lat)]:.0%}" for lat in lats) + " |")
+        for k, what in (("nc3", "netCDF-3"), ("nc4", "netCDF-4")):
+            print(f"| slabfs {what} object throughput vs {base:g} ms | " + " | ".join(
+                f"{med[(k, base)] / med[(k, lat)]:.0%}" for lat in lats) + " |")
         cells = []
         for lat in lats:
             frac = med[("ceiling", lat)] * nbytes / results["latencies"][lat]["runs"]["ceiling"][0][

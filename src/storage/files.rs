@@ -66,6 +66,14 @@ pub trait ReadAt: Send + Sync + Debug {
     fn latency(&self) -> Option<std::time::Duration> {
         None
     }
+
+    /// A hint: small reads at `offsets` come next (the children of an
+    /// index node a parser is about to visit one by one). A reader that
+    /// keeps blocks ([`ReadCache`]) fetches theirs now, all at once;
+    /// others ignore it.
+    fn will_read(&self, offsets: &[u64]) {
+        let _ = offsets;
+    }
 }
 
 impl ReadAt for std::fs::File {
@@ -270,6 +278,14 @@ impl ReadCache {
         })
     }
 
+    /// Keep block `i` (`data`), the least recently used one dropped.
+    fn keep(blocks: &mut Vec<(u64, Arc<Vec<u8>>)>, i: u64, data: Arc<Vec<u8>>) {
+        if blocks.len() == Self::BLOCKS {
+            blocks.remove(0);
+        }
+        blocks.push((i, data));
+    }
+
     /// Block `i`, read if it is not kept.
     fn block(&self, i: u64) -> io::Result<Arc<Vec<u8>>> {
         let mut blocks = self.blocks.lock();
@@ -283,10 +299,7 @@ impl ReadCache {
         let mut data = vec![0; len as usize];
         self.inner.read_exact_at(&mut data, start)?;
         let data = Arc::new(data);
-        if blocks.len() == Self::BLOCKS {
-            blocks.remove(0);
-        }
-        blocks.push((i, data.clone()));
+        Self::keep(&mut blocks, i, data.clone());
         Ok(data)
     }
 }
@@ -329,6 +342,53 @@ impl ReadAt for ReadCache {
         self.inner.read_many(reads)
     }
 
+    /// Over a remote object, the blocks holding `offsets` that are not
+    /// kept are read now with one [`ReadAt::read_many`] (one round trip,
+    /// not one per block), as many as are kept at once. Locally nothing:
+    /// a read there costs no round trip to save. A failure is left for
+    /// the reads themselves.
+    fn will_read(&self, offsets: &[u64]) {
+        if self.inner.latency().is_none() {
+            return;
+        }
+        let mut wanted: Vec<u64> = offsets
+            .iter()
+            .filter(|&&o| o < self.size)
+            .map(|o| o / self.block)
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        {
+            let blocks = self.blocks.lock();
+            wanted.retain(|i| !blocks.iter().any(|(b, _)| b == i));
+        }
+        wanted.truncate(Self::BLOCKS);
+        if wanted.len() < 2 {
+            return; // one block: the read itself fetches it as soon
+        }
+        let mut bufs: Vec<Vec<u8>> = wanted
+            .iter()
+            .map(|&i| {
+                let start = i * self.block;
+                vec![0; self.block.min(self.size - start) as usize]
+            })
+            .collect();
+        let mut reads: Vec<(u64, &mut [u8])> = wanted
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(&i, b)| (i * self.block, b.as_mut_slice()))
+            .collect();
+        if self.inner.read_many(&mut reads).is_err() {
+            return;
+        }
+        let mut blocks = self.blocks.lock();
+        for (i, data) in wanted.into_iter().zip(bufs) {
+            if !blocks.iter().any(|(b, _)| *b == i) {
+                Self::keep(&mut blocks, i, Arc::new(data));
+            }
+        }
+    }
+
     fn latency(&self) -> Option<std::time::Duration> {
         self.inner.latency()
     }
@@ -336,6 +396,71 @@ impl ReadAt for ReadCache {
 
 #[cfg(test)]
 mod tests {
+
+    /// A remote-like file of `len` bytes (byte `i` is `i as u8`) that
+    /// records its reads: `(kind, ranges)`.
+    #[derive(Debug)]
+    struct Recorded {
+        len: u64,
+        remote: bool,
+        reads: parking_lot::Mutex<Vec<(&'static str, usize)>>,
+    }
+
+    impl ReadAt for Recorded {
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            self.reads.lock().push(("one", 1));
+            for (k, b) in buf.iter_mut().enumerate() {
+                *b = (offset + k as u64) as u8;
+            }
+            Ok(())
+        }
+        fn size(&self) -> io::Result<u64> {
+            Ok(self.len)
+        }
+        fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
+            self.reads.lock().push(("many", reads.len()));
+            for (offset, buf) in reads.iter_mut() {
+                for (k, b) in buf.iter_mut().enumerate() {
+                    *b = (*offset + k as u64) as u8;
+                }
+            }
+            Ok(())
+        }
+        fn latency(&self) -> Option<std::time::Duration> {
+            self.remote.then(|| std::time::Duration::from_millis(20))
+        }
+    }
+
+    /// `will_read` over a remote object fetches the blocks of the offsets
+    /// it is told of with one `read_many` (one round trip: the children of
+    /// an HDF5 index node), and the reads that follow are served from
+    /// them; locally it does nothing.
+    #[test]
+    fn read_cache_fetches_announced_blocks_at_once() {
+        let block = ReadCache::REMOTE_BLOCK;
+        let file = Arc::new(Recorded {
+            len: 10 * block,
+            remote: true,
+            reads: Default::default(),
+        });
+        let cache = ReadCache::new(file.clone()).unwrap();
+        let offsets = [block + 5, 3 * block + 7, 3 * block + 9, 6 * block];
+        cache.will_read(&offsets);
+        assert_eq!(*file.reads.lock(), vec![("many", 3)]);
+        for o in offsets {
+            let mut buf = [0u8; 16];
+            cache.read_exact_at(&mut buf, o).unwrap();
+            assert_eq!(buf[0], o as u8);
+        }
+        assert_eq!(file.reads.lock().len(), 1, "{:?}", file.reads.lock());
+        let local = Arc::new(Recorded {
+            len: 10 * block,
+            remote: false,
+            reads: Default::default(),
+        });
+        ReadCache::new(local.clone()).unwrap().will_read(&offsets);
+        assert!(local.reads.lock().is_empty());
+    }
     use super::*;
 
     #[test]

@@ -392,6 +392,18 @@ impl ChunkWalk<'_> {
             entries * (key_len + o) + key_len,
             &what,
         )?;
+        if level > 0 {
+            // The children are visited one by one: over an object store,
+            // fetch the blocks holding them together first (one round
+            // trip, not one per child).
+            let mut c = f.cursor(&body, &what);
+            let mut children = Vec::with_capacity(entries as usize);
+            for _ in 0..entries {
+                c.skip(key_len as usize)?;
+                children.push(c.addr()?);
+            }
+            f.will_read(&children);
+        }
         let mut c = f.cursor(&body, &what);
         let mut coords = vec![0; rank];
         for _ in 0..entries {

@@ -66,6 +66,18 @@ impl H5File {
 
     /// `n` bytes at the relative address `addr`, checked against the end
     /// of the file and against [`MAX_METADATA_READ`].
+    /// A hint that small reads at these addresses come next
+    /// ([`ReadAt::will_read`]: blocks fetched together over a remote
+    /// object).
+    pub fn will_read(&self, addrs: &[u64]) {
+        let offsets: Vec<u64> = addrs
+            .iter()
+            .filter(|&&a| !self.undefined(a))
+            .map(|&a| a.saturating_add(self.base))
+            .collect();
+        self.file.will_read(&offsets);
+    }
+
     pub fn read(&self, addr: u64, n: u64, what: &str) -> H5Result<Vec<u8>> {
         if n > MAX_METADATA_READ {
             return Err(Hdf5Error::TooLarge {
