@@ -89,7 +89,8 @@ impl Scope {
                     .filter(|r| r.starts_with('/'))
                     .unwrap_or(rest),
             ),
-            None if reference.contains("://") || reference.contains("::") => {
+            // Any other scheme, chained ones (`simplecache::s3://`) too.
+            None if reference.contains("://") => {
                 return Err(Refusal::Scheme);
             }
             None => None,
@@ -254,6 +255,9 @@ mod tests {
         }
         assert_eq!(r("memory://a"), Err(Refusal::Scheme));
         assert_eq!(r("simplecache::s3://bucket/data/a"), Err(Refusal::Scheme));
+        // (A relative URL's first segment may not hold a ':': RFC 3986
+        // takes "a::b.nc" for a scheme; "./a::b.nc" is the name.)
+        assert!(r("./a::b.nc").is_ok());
         assert!(
             s.describe().contains("s3://bucket/data"),
             "{}",
@@ -271,6 +275,11 @@ mod tests {
         assert_eq!(
             local_only.resolve(&from, "a.nc").unwrap(),
             root.join("a.nc")
+        );
+        // A local name with "::" is a name, not a chained URL.
+        assert_eq!(
+            local_only.resolve(&from, "a::b.nc").unwrap(),
+            root.join("a::b.nc")
         );
         assert_eq!(
             local_only.resolve(&from, "s3://bucket/data/a.nc"),
