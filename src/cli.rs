@@ -134,7 +134,7 @@ pub const DEFAULT_REFRESH_LOCAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_REFRESH_REMOTE: Duration = Duration::from_secs(30);
 
 fn default_refresh(source: &std::path::Path) -> Duration {
-    if source.to_str().is_some_and(slabfs::storage::remote::is_url) {
+    if slabfs::storage::remote::url_of(source).is_some() {
         DEFAULT_REFRESH_REMOTE
     } else {
         DEFAULT_REFRESH_LOCAL

@@ -1057,6 +1057,39 @@ fn refresh_follows_a_bucket() {
 /// signed with the profile's key and region (seen by the HTTP test
 /// server, which records the signature's scope), and its secret shows
 /// nowhere.
+/// `slabfs ls` of a bucket on the range server `http` (no S3: the listing
+/// fails, but signed, and the server records the signature's scope) with
+/// no keys in the environment, the profile `profile` of the shared files
+/// `credentials` and `config`, and `env` besides.
+fn ls_with_profile(
+    http: &Http,
+    profile: &str,
+    credentials: &Path,
+    config: &Path,
+    env: &[(&str, String)],
+) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_slabfs"))
+        .args([
+            "ls",
+            "--log-level",
+            "debug",
+            "--retries",
+            "0",
+            "--endpoint-url",
+            &format!("http://127.0.0.1:{}", http.port),
+            "s3://no-such-bucket/x",
+        ])
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_REGION")
+        .env("AWS_PROFILE", profile)
+        .env("AWS_SHARED_CREDENTIALS_FILE", credentials)
+        .env("AWS_CONFIG_FILE", config)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn aws_profile_from_the_shared_files() {
     let _g = serial();
@@ -1072,25 +1105,7 @@ fn aws_profile_from_the_shared_files() {
     )
     .unwrap();
     std::fs::write(&config, "[profile work]\nregion = eu-north-1\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_slabfs"))
-        .args([
-            "ls",
-            "--log-level",
-            "debug",
-            "--retries",
-            "0",
-            "--endpoint-url",
-            &format!("http://127.0.0.1:{}", http.port),
-            "s3://no-such-bucket/x",
-        ])
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env_remove("AWS_REGION")
-        .env("AWS_PROFILE", "work")
-        .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
-        .env("AWS_CONFIG_FILE", &config)
-        .output()
-        .unwrap();
+    let out = ls_with_profile(&http, "work", &credentials, &config, &[]);
     // The test server is no S3: the listing fails, signed.
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -1423,25 +1438,7 @@ fn aws_credential_process_signs_the_requests() {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_slabfs"))
-        .args([
-            "ls",
-            "--log-level",
-            "debug",
-            "--retries",
-            "0",
-            "--endpoint-url",
-            &format!("http://127.0.0.1:{}", http.port),
-            "s3://no-such-bucket/x",
-        ])
-        .env_remove("AWS_ACCESS_KEY_ID")
-        .env_remove("AWS_SECRET_ACCESS_KEY")
-        .env_remove("AWS_REGION")
-        .env("AWS_PROFILE", "proc")
-        .env("AWS_SHARED_CREDENTIALS_FILE", dir.path().join("none"))
-        .env("AWS_CONFIG_FILE", &config)
-        .output()
-        .unwrap();
+    let out = ls_with_profile(&http, "proc", &dir.path().join("none"), &config, &[]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -2664,28 +2661,8 @@ fn aws_profile_assumes_its_role_through_sts() {
          [profile loop2]\nrole_arn = arn:aws:iam::123456789012:role/l\nsource_profile = loop1\n",
     )
     .unwrap();
-    let ls = |profile: &str| {
-        Command::new(env!("CARGO_BIN_EXE_slabfs"))
-            .args([
-                "ls",
-                "--log-level",
-                "debug",
-                "--retries",
-                "0",
-                "--endpoint-url",
-                &format!("http://127.0.0.1:{}", http.port),
-                "s3://no-such-bucket/x",
-            ])
-            .env_remove("AWS_ACCESS_KEY_ID")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .env_remove("AWS_REGION")
-            .env("AWS_PROFILE", profile)
-            .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
-            .env("AWS_CONFIG_FILE", &config)
-            .env("AWS_ENDPOINT_URL_STS", sts.endpoint())
-            .output()
-            .unwrap()
-    };
+    let sts_env = [("AWS_ENDPOINT_URL_STS", sts.endpoint())];
+    let ls = |profile: &str| ls_with_profile(&http, profile, &credentials, &config, &sts_env);
     let out = ls("outer");
     // The range server is no S3: the listing fails, signed.
     assert!(!out.status.success());

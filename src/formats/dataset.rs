@@ -60,7 +60,7 @@ use crate::error::{Error, Result};
 use crate::formats::{Options, kerchunk, nca, netcdf, packed, zarr};
 use crate::storage::confine::Roots;
 use crate::storage::files::{self, Files};
-use crate::storage::remote::{Location, RemoteFiles};
+use crate::storage::remote::{Location, RemoteFiles, url_of};
 use crate::storage::scope::WithUrls;
 
 mod remote;
@@ -106,10 +106,7 @@ pub fn open_with_roots(
     allow_outside: &[PathBuf],
 ) -> Result<Dataset> {
     // A URL (s3://, gs://, az://, http(s)://...) is read from its server.
-    if let Some(url) = source
-        .to_str()
-        .filter(|s| crate::storage::remote::is_url(s))
-    {
+    if let Some(url) = crate::storage::remote::url_of(source) {
         return remote::open(url, cache, allow_outside);
     }
     let roots = Roots::new(allowed_roots(source, allow_outside));
@@ -135,12 +132,13 @@ fn allowed_roots(source: &Path, allow_outside: &[PathBuf]) -> Vec<PathBuf> {
             });
         }
     }
-    roots.extend(allow_outside.iter().filter(|r| !is_url(r)).cloned());
+    roots.extend(
+        allow_outside
+            .iter()
+            .filter(|r| url_of(r).is_none())
+            .cloned(),
+    );
     roots
-}
-
-fn is_url(path: &Path) -> bool {
-    path.to_str().is_some_and(crate::storage::remote::is_url)
 }
 
 /// The options a local SOURCE's datasets open with: its local roots, its
@@ -156,7 +154,7 @@ fn local_options(
     opts.files = files;
     let urls = allow_outside
         .iter()
-        .filter_map(|r| r.to_str().filter(|s| crate::storage::remote::is_url(s)))
+        .filter_map(|r| url_of(r))
         .map(Location::parse)
         .collect::<Result<Vec<_>>>()?;
     if !urls.is_empty() {
@@ -231,14 +229,8 @@ pub fn open_entry(
     if hidden || depth > MAX_DEPTH || std::fs::symlink_metadata(dir.join(name)).is_err() {
         return Ok(ds);
     }
-    let roots = allowed_roots(source, allow_outside);
-    let opts = local_options(
-        source,
-        cache,
-        allow_outside,
-        files::confined(Roots::new(roots)),
-    )?;
-    let roots = Roots::new(opts.roots.clone());
+    let roots = Roots::new(allowed_roots(source, allow_outside));
+    let opts = local_options(source, cache, allow_outside, files::confined(roots.clone()))?;
     add_named(&mut ds, &dir, name, parent, &opts, &roots, depth)?;
     ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(ds)

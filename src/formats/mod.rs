@@ -80,7 +80,7 @@ impl Options {
     /// ([`Scope`]): a remote file's only to the URL roots, a local
     /// file's to the local roots too.
     pub fn scope_for(&self, file: &Path) -> Arc<Scope> {
-        let local = if file.to_str().is_some_and(crate::storage::remote::is_url) {
+        let local = if crate::storage::remote::url_of(file).is_some() {
             Roots::default()
         } else if self.roots.is_empty() {
             Roots::new(file.parent().map(Path::to_path_buf))

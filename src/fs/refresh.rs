@@ -298,7 +298,8 @@ fn remote_stamp(source: &str, seen: &mut HashMap<String, String>) -> Option<u64>
             _ => None,
         };
         Ok(match (listed, object, keys) {
-            (None, None, None) | (_, Some(None), _) => None,
+            // An object that cannot say its version.
+            (_, Some(None), _) => None,
             (l, o, k) => {
                 let mut h = DefaultHasher::new();
                 (l, o, k).hash(&mut h);

@@ -256,18 +256,6 @@ pub fn resolve(path: &Path) -> PathBuf {
     base
 }
 
-/// The path a descriptor's `file` names: relative to the descriptor's
-/// directory, or absolute; a `file://` URI is accepted as its path.
-pub fn reference(base_dir: &Path, file: &str) -> PathBuf {
-    let file = file.strip_prefix("file://").unwrap_or(file);
-    let p = Path::new(file);
-    if p.is_absolute() {
-        p.to_path_buf()
-    } else {
-        base_dir.join(p)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,14 +276,6 @@ mod tests {
         assert!(roots.check(&root.join("sub/missing.nc")).is_ok());
         assert!(roots.check(&root.join("nope/../../x/missing.nc")).is_err());
         assert!(roots.check(&root.join("nope/deeper/../missing.nc")).is_ok());
-        assert_eq!(
-            reference(Path::new("/a/b"), "file:///c/d.nc"),
-            PathBuf::from("/c/d.nc")
-        );
-        assert_eq!(
-            reference(Path::new("/a/b"), "d.nc"),
-            PathBuf::from("/a/b/d.nc")
-        );
     }
 
     /// Regression (a rare failure of tests/soak.rs): a file renamed out of

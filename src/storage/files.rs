@@ -148,7 +148,7 @@ pub fn file_stamp(path: &Path) -> Option<u64> {
 /// [`file_stamp`] of a local path; for a URL, the remote object's own
 /// stamp (a HEAD: its ETag, size and time), opened through `files`.
 pub fn stamp_at(files: &dyn Files, path: &Path) -> Option<u64> {
-    if is_url(path) {
+    if crate::storage::remote::url_of(path).is_some() {
         files.open(path).ok()?.stamp()
     } else {
         file_stamp(path)
@@ -158,15 +158,11 @@ pub fn stamp_at(files: &dyn Files, path: &Path) -> Option<u64> {
 /// Whether something is at `path`: a local file or directory, or a
 /// remote object that answers (a HEAD).
 pub fn exists_at(files: &dyn Files, path: &Path) -> bool {
-    if is_url(path) {
+    if crate::storage::remote::url_of(path).is_some() {
         files.open(path).is_ok()
     } else {
         path.exists()
     }
-}
-
-fn is_url(path: &Path) -> bool {
-    path.to_str().is_some_and(crate::storage::remote::is_url)
 }
 
 /// The real file system, unconfined, as a shared [`Files`].
@@ -183,7 +179,7 @@ pub fn confined(roots: Roots) -> Arc<dyn Files> {
 /// canonical path locally (symlinks followed, as the kernel will), the
 /// URL itself for a remote object.
 pub fn real_path(path: &Path) -> io::Result<std::path::PathBuf> {
-    if is_url(path) {
+    if crate::storage::remote::url_of(path).is_some() {
         Ok(path.to_path_buf())
     } else {
         path.canonicalize()

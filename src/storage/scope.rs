@@ -95,7 +95,7 @@ impl Scope {
             }
             None => None,
         };
-        match from.to_str().filter(|s| remote::is_url(s)) {
+        match remote::url_of(from) {
             Some(base) => {
                 // A remote file: never a local path.
                 if local.is_some() || reference.starts_with('/') {
@@ -120,7 +120,7 @@ impl Scope {
     /// Where `path` (a local path or a URL) really leads, if that is
     /// within the scope: its canonical path, or the URL.
     pub fn check(&self, path: &Path) -> Result<PathBuf, Refusal> {
-        match path.to_str().filter(|s| remote::is_url(s)) {
+        match remote::url_of(path) {
             Some(url) => match &self.remote {
                 Some(files) => files
                     .admit(path)
@@ -171,15 +171,9 @@ pub struct WithUrls {
     pub remote: Arc<RemoteFiles>,
 }
 
-impl WithUrls {
-    fn is_url(path: &Path) -> bool {
-        path.to_str().is_some_and(remote::is_url)
-    }
-}
-
 impl Files for WithUrls {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn ReadAt>> {
-        if Self::is_url(path) {
+        if remote::url_of(path).is_some() {
             self.remote.open(path)
         } else {
             self.local.open(path)
@@ -187,7 +181,7 @@ impl Files for WithUrls {
     }
 
     fn store(&self, root: &Path) -> Arc<dyn Store> {
-        if Self::is_url(root) {
+        if remote::url_of(root).is_some() {
             self.remote.store(root)
         } else {
             self.local.store(root)
@@ -276,6 +270,13 @@ mod tests {
             local_only.resolve(&from, "a.nc").unwrap(),
             root.join("a.nc")
         );
+        // file:// URIs and absolute paths, as the descriptors write them.
+        let abs = root.join("a.nc").display().to_string();
+        assert_eq!(
+            local_only.join(&from, &format!("file://{abs}")).unwrap(),
+            root.join("a.nc")
+        );
+        assert_eq!(local_only.join(&from, &abs).unwrap(), root.join("a.nc"));
         // A local name with "::" is a name, not a chained URL.
         assert_eq!(
             local_only.resolve(&from, "a::b.nc").unwrap(),

@@ -694,6 +694,31 @@ pub const FAN_OUT_PER_CALL: usize = 16;
 
 static FANNED_OUT: AtomicUsize = AtomicUsize::new(0);
 
+/// Helper threads reserved from [`FAN_OUT_THREADS`]; given back on drop,
+/// even on a panic.
+struct Helpers(usize);
+
+impl Helpers {
+    /// Up to `want` of them, as many as are free.
+    fn take(want: usize) -> Helpers {
+        let mut taken = Helpers(0);
+        while taken.0 < want {
+            if FANNED_OUT.fetch_add(1, Ordering::AcqRel) >= FAN_OUT_THREADS {
+                FANNED_OUT.fetch_sub(1, Ordering::AcqRel);
+                break;
+            }
+            taken.0 += 1;
+        }
+        taken
+    }
+}
+
+impl Drop for Helpers {
+    fn drop(&mut self) {
+        FANNED_OUT.fetch_sub(self.0, Ordering::AcqRel);
+    }
+}
+
 /// `get(i)` for every `i < n`, in that order, on up to
 /// [`FAN_OUT_PER_CALL`] threads at once: for blocking calls whose cost is
 /// a round trip (a range of an object read by a format's own store), so
@@ -702,21 +727,8 @@ static FANNED_OUT: AtomicUsize = AtomicUsize::new(0);
 /// none is free, or one cannot be started, the caller does the work
 /// alone, as without this. A panic in `get` reaches the caller.
 pub fn fan_out<T: Send>(n: usize, get: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    /// Gives the process-wide threads back, even on a panic.
-    struct Taken(usize);
-    impl Drop for Taken {
-        fn drop(&mut self) {
-            FANNED_OUT.fetch_sub(self.0, Ordering::AcqRel);
-        }
-    }
-    let mut taken = Taken(0);
-    while taken.0 + 1 < n.min(FAN_OUT_PER_CALL) {
-        if FANNED_OUT.fetch_add(1, Ordering::AcqRel) >= FAN_OUT_THREADS {
-            FANNED_OUT.fetch_sub(1, Ordering::AcqRel);
-            break;
-        }
-        taken.0 += 1;
-    }
+    // The caller is one of the call's threads.
+    let taken = Helpers::take(n.min(FAN_OUT_PER_CALL).saturating_sub(1));
     let next = AtomicUsize::new(0);
     let work = || {
         let mut done = Vec::new();
@@ -763,20 +775,8 @@ pub fn fan_out_each<T: Send>(
     get: impl Fn(usize) -> T + Sync,
     each: &mut dyn FnMut(usize, T),
 ) {
-    struct Taken(usize);
-    impl Drop for Taken {
-        fn drop(&mut self) {
-            FANNED_OUT.fetch_sub(self.0, Ordering::AcqRel);
-        }
-    }
-    let mut taken = Taken(0);
-    while taken.0 < n.min(FAN_OUT_PER_CALL) {
-        if FANNED_OUT.fetch_add(1, Ordering::AcqRel) >= FAN_OUT_THREADS {
-            FANNED_OUT.fetch_sub(1, Ordering::AcqRel);
-            break;
-        }
-        taken.0 += 1;
-    }
+    // The caller only hands results on: it may take a whole call's worth.
+    let taken = Helpers::take(n.min(FAN_OUT_PER_CALL));
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
         let (tx, rx) = std::sync::mpsc::channel::<(usize, T)>();

@@ -53,7 +53,7 @@ pub(super) fn open(
     let root = Location::parse(url)?;
     let mut extra = Vec::new();
     for r in allow_outside {
-        match r.to_str().filter(|s| remote::is_url(s)) {
+        match remote::url_of(r) {
             Some(s) => extra.push(Location::parse(s)?),
             None => log::warn!(
                 "--allow-outside {}: a local path, ignored for the remote source {}",

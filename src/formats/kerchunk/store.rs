@@ -161,7 +161,7 @@ impl RefStore {
 
     /// Whether target `t` is a URL (admitted when it was resolved).
     fn is_remote(&self, t: &Target) -> bool {
-        self.scope.remote().is_some() && t.path.to_str().is_some_and(remote::is_url)
+        self.scope.remote().is_some() && remote::url_of(&t.path).is_some()
     }
 
     /// The opened URL target `t` (index `i`), opening it if need be.

@@ -37,6 +37,7 @@ use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::netcdf;
 use crate::storage::files::{Files, ReadAt};
+use crate::storage::remote::url_of;
 use crate::storage::scope::{Refusal, Scope};
 
 /// Aggregations nested deeper than this are refused.
@@ -324,7 +325,7 @@ impl Context {
                 Ok(Opened::Plain(Arc::new(raw)))
             }
             Format::Zarr => {
-                if !is_url(&target.path) && !target.path.is_dir() {
+                if url_of(&target.path).is_none() && !target.path.is_dir() {
                     return Err(Error::Io {
                         path: target.path.display().to_string(),
                         source: std::io::Error::new(
@@ -436,7 +437,7 @@ fn sniff(path: &Path, files: &dyn Files) -> Option<Format> {
             _ => None,
         }
     };
-    if is_url(path) {
+    if url_of(path).is_some() {
         // A Zarr store (a prefix) or a descriptor by its name (a listing
         // per partition would say no more); else the object's magic
         // number, or its name when it is missing.
@@ -468,11 +469,6 @@ fn sniff_bytes(file: &dyn ReadAt) -> Option<Format> {
         Ok(netcdf::Kind::Classic(_)) | Ok(netcdf::Kind::Hdf5) => Some(Format::NetCdf),
         _ => None,
     }
-}
-
-/// Whether `path` is a URL (a remote fragment) rather than a local path.
-fn is_url(path: &Path) -> bool {
-    path.to_str().is_some_and(crate::storage::remote::is_url)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::dtype::{DataType, Endian, swap_in_place};
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::{Region, checked_num_elements};
 use crate::error::{Error, Result};
-use crate::formats::netcdf3::layout::{VarLayout, coalesce};
+use crate::formats::netcdf3::layout::{VarLayout, read_runs};
 use crate::formats::netcdf3::variable::{MAX_GAP, MAX_WINDOW};
 use crate::storage::files::ReadAt;
 
@@ -115,25 +115,13 @@ impl ArraySource for RawArray {
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
-        let mut pos = 0usize;
-        let mut scratch = Vec::new();
-        for w in coalesce(self.layout.runs(region), MAX_GAP, MAX_WINDOW) {
-            if let [run] = w.runs[..] {
-                let len = run.len as usize;
-                self.pread(&mut out[pos..pos + len], run.offset)?;
-                pos += len;
-                continue;
-            }
-            scratch.resize(w.len as usize, 0);
-            self.pread(&mut scratch, w.offset)?;
-            for run in &w.runs {
-                let at = (run.offset - w.offset) as usize;
-                let len = run.len as usize;
-                out[pos..pos + len].copy_from_slice(&scratch[at..at + len]);
-                pos += len;
-            }
-        }
-        debug_assert_eq!(pos, out.len());
+        read_runs(
+            self.layout.runs(region),
+            MAX_GAP,
+            MAX_WINDOW,
+            out,
+            |buf, offset| self.pread(buf, offset),
+        )?;
         if self.order != Endian::NATIVE {
             swap_in_place(out, self.meta.dtype.swap_unit());
         }

@@ -378,6 +378,49 @@ pub fn coalesce(
     })
 }
 
+/// Fill `out` with the bytes of `runs`, in order, merged into windows
+/// across gaps up to `max_gap` ([`coalesce`]): a window of one run read by
+/// `pread` straight into its place in `out`, a window of several read
+/// whole into a scratch buffer and its runs copied out. Returns the number
+/// of reads.
+pub fn read_runs<E>(
+    runs: impl Iterator<Item = Run>,
+    max_gap: u64,
+    max_window: u64,
+    out: &mut [u8],
+    mut pread: impl FnMut(&mut [u8], u64) -> Result<(), E>,
+) -> Result<usize, E> {
+    let mut pos = 0usize;
+    let mut reads = 0usize;
+    let mut scratch = Vec::new();
+    for w in coalesce(runs, max_gap, max_window) {
+        reads += 1;
+        if let [run] = w.runs[..] {
+            let len = run.len as usize;
+            pread(&mut out[pos..pos + len], run.offset)?;
+            pos += len;
+            continue;
+        }
+        scratch.resize(w.len as usize, 0);
+        pread(&mut scratch, w.offset)?;
+        pos = copy_runs(&w, &scratch, out, pos);
+    }
+    debug_assert_eq!(pos, out.len(), "runs cover the output");
+    Ok(reads)
+}
+
+/// Copy the runs of window `w`, read into `buf`, to `out` from `pos` on;
+/// returns where the next run goes.
+pub fn copy_runs(w: &Window, buf: &[u8], out: &mut [u8], mut pos: usize) -> usize {
+    for run in &w.runs {
+        let at = (run.offset - w.offset) as usize;
+        let len = run.len as usize;
+        out[pos..pos + len].copy_from_slice(&buf[at..at + len]);
+        pos += len;
+    }
+    pos
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

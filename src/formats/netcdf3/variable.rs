@@ -22,7 +22,7 @@
 
 use std::sync::Arc;
 
-use super::layout::{VarLayout, Window, coalesce};
+use super::layout::{VarLayout, coalesce, read_runs};
 use crate::dtype::swap_in_place;
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::Region;
@@ -117,72 +117,52 @@ impl Netcdf3Array {
     /// [`MAX_GAP`], one positioned read per window: for a local file.
     /// Returns the number of windows read.
     fn read_one_by_one(&self, region: &Region, out: &mut [u8]) -> Result<usize> {
-        let mut pos = 0usize;
-        let mut windows = 0usize;
-        let mut scratch = Vec::new();
-        for w in coalesce(self.layout.runs(region), MAX_GAP, MAX_WINDOW) {
-            windows += 1;
-            if let [run] = w.runs[..] {
-                let len = run.len as usize;
-                self.pread(&mut out[pos..pos + len], run.offset)?;
-                pos += len;
-                continue;
-            }
-            scratch.resize(w.len as usize, 0);
-            self.pread(&mut scratch, w.offset)?;
-            pos = copy_runs(&w, &scratch, out, pos);
-        }
-        debug_assert_eq!(pos, out.len(), "runs cover the region");
-        Ok(windows)
+        read_runs(
+            self.layout.runs(region),
+            MAX_GAP,
+            MAX_WINDOW,
+            out,
+            |buf, offset| self.pread(buf, offset),
+        )
     }
 
     /// The windows of `regions`' runs merged across gaps up to
     /// [`COALESCE_GAP`], as boxes of the file's byte view.
-    fn byte_boxes(&self, regions: &[Region]) -> (Vec<Window>, Vec<Region>) {
-        let windows: Vec<Window> = regions
+    fn byte_boxes(&self, regions: &[Region]) -> Vec<Region> {
+        regions
             .iter()
             .flat_map(|r| coalesce(self.layout.runs(r), COALESCE_GAP, REMOTE_MAX_WINDOW))
-            .collect();
-        let boxes = windows
-            .iter()
-            .map(|w| Region {
-                start: vec![w.offset],
-                count: vec![w.len],
-            })
-            .collect();
-        (windows, boxes)
+            .map(|w| byte_box(w.offset, w.len))
+            .collect()
     }
 
     /// Fill `out` with the runs of `region`, merged across gaps up to
     /// [`COALESCE_GAP`], from the file's blocks (`blocks`): all the
-    /// blocks not cached fetched at once, then each window copied out.
-    /// For a remote object. Returns the number of windows read.
+    /// blocks not cached fetched at once, then each window read from
+    /// them. For a remote object. Returns the number of windows read.
     fn read_from_blocks(
         &self,
         blocks: &ZarrArray,
         region: &Region,
         out: &mut [u8],
     ) -> Result<usize> {
-        let (windows, boxes) = self.byte_boxes(std::slice::from_ref(region));
+        let boxes = self.byte_boxes(std::slice::from_ref(region));
         if boxes.len() > 1 {
             // One round trip for every window's blocks.
             blocks.prefetch(&boxes);
         }
-        let mut pos = 0usize;
-        let mut scratch = Vec::new();
-        for (w, b) in windows.iter().zip(&boxes) {
-            if let [run] = w.runs[..] {
-                let len = run.len as usize;
-                blocks.read_region(b, &mut out[pos..pos + len])?;
-                pos += len;
-                continue;
-            }
-            scratch.resize(w.len as usize, 0);
-            blocks.read_region(b, &mut scratch)?;
-            pos = copy_runs(w, &scratch, out, pos);
-        }
-        debug_assert_eq!(pos, out.len(), "runs cover the region");
-        Ok(windows.len())
+        let runs = self.layout.runs(region);
+        read_runs(runs, COALESCE_GAP, REMOTE_MAX_WINDOW, out, |buf, offset| {
+            blocks.read_region(&byte_box(offset, buf.len() as u64), buf)
+        })
+    }
+}
+
+/// The box of `len` bytes at `offset` of a file's byte view.
+fn byte_box(offset: u64, len: u64) -> Region {
+    Region {
+        start: vec![offset],
+        count: vec![len],
     }
 }
 
@@ -229,7 +209,7 @@ impl ArraySource for Netcdf3Array {
     /// file's; nothing locally, where the kernel reads ahead).
     fn prefetch(&self, regions: &[Region]) {
         if let Some(blocks) = &self.shared.blocks {
-            let (_, boxes) = self.byte_boxes(regions);
+            let boxes = self.byte_boxes(regions);
             blocks.prefetch(&boxes);
         }
     }
@@ -253,16 +233,4 @@ impl ArraySource for Netcdf3Array {
         }
         Ok(())
     }
-}
-
-/// Copy the runs of window `w`, read into `buf`, to `out` from `pos` on;
-/// returns where the next run goes.
-fn copy_runs(w: &Window, buf: &[u8], out: &mut [u8], mut pos: usize) -> usize {
-    for run in &w.runs {
-        let at = (run.offset - w.offset) as usize;
-        let len = run.len as usize;
-        out[pos..pos + len].copy_from_slice(&buf[at..at + len]);
-        pos += len;
-    }
-    pos
 }

@@ -30,6 +30,12 @@ pub fn is_url(s: &str) -> bool {
         .is_some_and(|(scheme, _)| SCHEMES.iter().any(|k| scheme.eq_ignore_ascii_case(k)))
 }
 
+/// The URL a path stands for, when the path is one (the formats carry a
+/// remote object's URL as its `Path`).
+pub fn url_of(path: &std::path::Path) -> Option<&str> {
+    path.to_str().filter(|s| is_url(s))
+}
+
 /// Which kind of store a location is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheme {

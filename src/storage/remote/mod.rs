@@ -98,7 +98,7 @@ use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
 
-pub use location::{Location, Scheme, is_url, strip_secrets};
+pub use location::{Location, Scheme, is_url, strip_secrets, url_of};
 pub use store::{COALESCE_GAP, RemoteFile, RemoteFiles, RemoteStore, STAMP_REUSE};
 
 /// How remote sources are reached: one set for the process (a mount, or

@@ -247,7 +247,7 @@ pub fn gcs_endpoint() -> Option<String> {
 
 /// Credentials fetched before their expiry by this margin, so that a
 /// request signed with them is not refused on its way.
-pub(crate) const EXPIRY_MARGIN: Duration = Duration::from_secs(300);
+const EXPIRY_MARGIN: Duration = Duration::from_secs(300);
 
 /// Longest output read from a credential process.
 const MAX_OUTPUT: u64 = 64 << 10;
@@ -255,8 +255,8 @@ const MAX_OUTPUT: u64 = 64 << 10;
 /// The credentials of a profile's `credential_process`.
 pub struct ProcessCredentials {
     command: String,
-    /// The last credential and when it must be fetched again.
-    cached: tokio::sync::Mutex<Option<(Arc<AwsCredential>, Option<SystemTime>)>>,
+    /// The last credential, kept until it nears its expiry.
+    kept: Kept,
 }
 
 impl std::fmt::Debug for ProcessCredentials {
@@ -283,7 +283,7 @@ impl ProcessCredentials {
     pub fn new(command: String) -> ProcessCredentials {
         ProcessCredentials {
             command,
-            cached: tokio::sync::Mutex::new(None),
+            kept: Kept::default(),
         }
     }
 
@@ -378,22 +378,46 @@ impl CredentialProvider for ProcessCredentials {
     type Credential = AwsCredential;
 
     async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
-        let mut cached = self.cached.lock().await;
-        if let Some((c, expires)) = &*cached
+        let command = self.command.clone();
+        self.kept
+            .get(async move {
+                tokio::task::spawn_blocking(move || Self::run(&command))
+                    .await
+                    .map_err(|e| ProcessError::Output(format!("interrupted: {e}")))
+                    .and_then(|r| r)
+            })
+            .await
+    }
+}
+
+/// A credential kept until [`EXPIRY_MARGIN`] before it expires (for the
+/// process's life without an expiry), then fetched again: what every
+/// credential provider of a profile does with what it fetched.
+#[derive(Default)]
+pub(crate) struct Kept(tokio::sync::Mutex<Option<(Arc<AwsCredential>, Option<SystemTime>)>>);
+
+impl Kept {
+    /// The kept credential, or the one `fetch` gives (then kept). Its
+    /// error, whose message shows no secret, is an `object_store` error
+    /// for the request that needed the credential.
+    pub(crate) async fn get<E>(
+        &self,
+        fetch: impl std::future::Future<Output = Result<(AwsCredential, Option<SystemTime>), E>>,
+    ) -> object_store::Result<Arc<AwsCredential>>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let mut kept = self.0.lock().await;
+        if let Some((c, expires)) = &*kept
             && expires.is_none_or(|e| SystemTime::now() + EXPIRY_MARGIN < e)
         {
             return Ok(c.clone());
         }
-        let command = self.command.clone();
-        let ran = tokio::task::spawn_blocking(move || Self::run(&command))
-            .await
-            .map_err(|e| ProcessError::Output(format!("interrupted: {e}")))
-            .and_then(|r| r);
-        match ran {
+        match fetch.await {
             Ok((c, expires)) => {
                 let c = Arc::new(c);
-                log::debug!("credential_process: new credentials (key id {})", c.key_id);
-                *cached = Some((c.clone(), expires));
+                log::debug!("new AWS credentials (key id {})", c.key_id);
+                *kept = Some((c.clone(), expires));
                 Ok(c)
             }
             Err(e) => Err(object_store::Error::Generic {

@@ -26,7 +26,7 @@ use std::time::{Duration, SystemTime};
 use object_store::aws::{AwsAuthorizer, AwsCredential};
 use object_store::{CredentialProvider, StaticCredentialProvider};
 
-use super::profile::{ProcessCredentials, Profile, RoleSource};
+use super::profile::{Kept, ProcessCredentials, Profile, RoleSource};
 
 /// Profiles a role chain may pass through.
 pub const MAX_CHAIN: usize = 8;
@@ -45,8 +45,8 @@ pub struct AssumedRole {
     /// STS's URL (`https://sts.REGION.amazonaws.com`, or an override).
     pub endpoint: String,
     pub source: AwsProvider,
-    /// The last credential and when it must be asked again.
-    cached: tokio::sync::Mutex<Option<(Arc<AwsCredential>, SystemTime)>>,
+    /// The last credential, kept until it nears its expiry.
+    kept: Kept,
 }
 
 impl std::fmt::Debug for AssumedRole {
@@ -97,7 +97,7 @@ impl AssumedRole {
             region,
             endpoint,
             source,
-            cached: tokio::sync::Mutex::new(None),
+            kept: Kept::default(),
         }
     }
 
@@ -264,29 +264,18 @@ impl CredentialProvider for AssumedRole {
     type Credential = AwsCredential;
 
     async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
-        let mut cached = self.cached.lock().await;
-        if let Some((c, expires)) = &*cached
-            && SystemTime::now() + super::profile::EXPIRY_MARGIN < *expires
-        {
-            return Ok(c.clone());
-        }
-        match self.assume().await {
-            Ok((c, expires)) => {
-                let c = Arc::new(c);
+        self.kept
+            .get(async {
+                let (c, expires) = self.assume().await?;
                 log::debug!(
                     "assumed role {} (key id {}, session {})",
                     self.role_arn,
                     c.key_id,
                     self.session_name
                 );
-                *cached = Some((c.clone(), expires));
-                Ok(c)
-            }
-            Err(e) => Err(object_store::Error::Generic {
-                store: "S3",
-                source: Box::new(e),
-            }),
-        }
+                Ok::<_, RoleError>((c, Some(expires)))
+            })
+            .await
     }
 }
 

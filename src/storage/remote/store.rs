@@ -33,7 +33,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt};
 
-use super::location::{Location, is_url};
+use super::location::Location;
 use super::{Remote, block_on, block_on_all, each_on_runtime, redact};
 use crate::error::{Error, Result};
 use crate::storage::files::{Files, ReadAt};
@@ -844,7 +844,7 @@ impl RemoteFiles {
                 ),
             )
         };
-        let s = path.to_str().filter(|s| is_url(s)).ok_or_else(|| {
+        let s = super::url_of(path).ok_or_else(|| {
             refused(format!(
                 "{} is a local path: a remote source reads only URLs",
                 path.display()
