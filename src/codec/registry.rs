@@ -53,8 +53,8 @@ use super::array_filter::{ArrayFilter, FilterArrayCodec, FilterBytesCodec};
 use super::{
     ArrayToBytesCodec, BytesToBytesCodec, Codec, CodecError, adler32, astype, bitround, bitshuffle,
     blosc, bytes, bz2, categorize, crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip,
-    hdf5_lz4, jenkins_lookup3, lz4, lzf, lzma, packbits, pcodec, quantize, scaleoffset, shuffle,
-    szip, transpose, v3_extension, zfpy, zlib, zstd,
+    hdf5_lz4, jenkins_lookup3, lz4, lzf, lzma, nbit, packbits, pcodec, quantize, scaleoffset,
+    shuffle, szip, transpose, v3_extension, zfpy, zlib, zstd,
 };
 
 /// Every codec slabfs knows, once each.
@@ -99,6 +99,7 @@ pub static HDF5_FILTERS: &[Hdf5OnlyFilter] = &[
     hdf5_lz4::HDF5,
     bitshuffle::HDF5,
     scaleoffset::HDF5,
+    nbit::HDF5,
     szip::HDF5,
 ];
 
