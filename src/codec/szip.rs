@@ -30,14 +30,15 @@
 //! (`sz_compat.c` sets `AEC_NOT_ENFORCE`; libaec's decoder never checks
 //! the block size). Nothing else in rust-aec depends on the block size
 //! being standard, so the vendored copy takes every even size up to 64
-//! (`vendor/rust-aec/VENDORED.md`), checked against chunks h5py wrote
-//! through libaec for every even block size from 2 to 32 with both
-//! codings, every bit width HDF5 writes (1 to 24, 32 and 64) and both
-//! byte orders (`tests/hdf5/codec.rs`). Vendoring the fix beat the
+//! (`vendor/rust-aec/VENDORED.md`), checked against chunks h5py (HDF5
+//! 2.0) and h5repack (HDF5 1.10.8) wrote through libaec for every even
+//! block size from 2 to 32 with both codings, every bit width HDF5
+//! writes (1 to 24, 32 and 64) and both byte orders
+//! (`tests/hdf5/codec.rs`). Vendoring the fix beat the
 //! alternatives: libaec's own crate (`libaec-sys`) needs CMake and
-//! bindgen's libclang to build, which the default build must not; no
-//! other pure-Rust AEC decoder exists; and a decoder of our own would
-//! repeat 1,400 checked lines to change one. rust-aec is young (one
+//! bindgen's libclang to build, which the default build must not; we
+//! found no other pure-Rust AEC decoder; and a decoder of our own would
+//! redo rust-aec's 1,400 lines to change one. rust-aec is young (one
 //! author, December 2025) but small, safe Rust and checked here against
 //! HDF5's own output and damaged input; its one-shot decoder prints a
 //! debugging trace to stderr when `RUST_AEC_TRACE_SAMPLE` is set in the

@@ -4,9 +4,10 @@
 //! end.
 //!
 //! `codec_chunks.json` (tests/fixtures/hdf5/generate_codec.py): chunks
-//! h5py wrote, as stored (`read_direct_chunk`), with the filter's
-//! parameters as HDF5's `set_local` wrote them and the bytes HDF5 decoded
-//! them to (an `H5Dread` in the dataset's own type). `data/codec.h5`
+//! h5py (HDF5 2.0) and Debian's h5repack (HDF5 1.10.8) wrote, as stored
+//! (`read_direct_chunk`), with the filter's parameters as HDF5's
+//! `set_local` wrote them and the bytes HDF5 decoded them to (an
+//! `H5Dread` in the dataset's own type). `data/codec.h5`
 //! (same generator, in `manifest.codec.json`, so also read whole by
 //! `every_dataset_reads_as_its_writer_reads_it`, `slabfs cat` and the
 //! mount tests): full-size types through szip with block sizes 2 to 30
@@ -151,6 +152,18 @@ fn damaged_chunks_are_errors_never_panics() {
         }
         if let Ok(v) = codec.decode(flipped, DecodedSize::AtMost(n)) {
             assert!(v.len() <= n, "{}", c.name);
+        }
+        // One byte flipped at a time, across the chunk (szip's options,
+        // block headers and zero-run counts; nbit's bits).
+        let step = (c.encoded.len() / 24).max(1);
+        for i in (0..c.encoded.len()).step_by(step) {
+            for x in [0x01, 0x80, 0xff] {
+                let mut e = c.encoded.clone();
+                e[i] ^= x;
+                if let Ok(v) = codec.decode(e, DecodedSize::Exact(n)) {
+                    assert_eq!(v.len(), n, "{}", c.name);
+                }
+            }
         }
     }
 }
