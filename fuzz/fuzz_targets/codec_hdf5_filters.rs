@@ -1,4 +1,4 @@
-//! The HDF5-only filters (`codec::{szip, scaleoffset, lzf, hdf5_lz4,
+//! The HDF5-only filters (`codec::{szip, nbit, scaleoffset, lzf, hdf5_lz4,
 //! bitshuffle}`): their framing (size headers, block lengths, packed bits)
 //! and the size checks that keep a damaged chunk from costing more than
 //! one chunk.
@@ -8,7 +8,8 @@
 //! yields more than `n` bytes; a chunk that decodes to `k` bytes decodes
 //! to the same bytes with `Exact(k)` and through `decode_into` (when the
 //! codec has it). Parameters are those HDF5 and hdf5plugin write for the
-//! datasets of `tests/fixtures/hdf5/data/filters.h5`.
+//! datasets of `tests/fixtures/hdf5/data/filters.h5` and the chunks of
+//! `tests/fixtures/hdf5/codec_chunks.json` (szip block sizes, nbit).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -21,6 +22,13 @@ const FILTERS: &[(u32, &[u32])] = &[
     (4, &[141, 32, 16, 600]),
     (4, &[169, 16, 8, 100]),
     (4, &[169, 32, 64, 600]),
+    (4, &[169, 2, 16, 30]),
+    (4, &[177, 6, 32, 30]),
+    (4, &[177, 30, 64, 32]),
+    (5, &[8, 0, 60, 1, 2, 0, 12, 2]),
+    (5, &[8, 0, 60, 1, 8, 1, 50, 7]),
+    (5, &[8, 0, 32, 1, 4, 0, 16, 5]),
+    (5, &[8, 1, 60, 1, 4, 0, 32, 0]),
     (
         6,
         &[2, 0, 300, 0, 4, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],

@@ -3,9 +3,12 @@
 every single-filter dataset of tests/fixtures/hdf5/data/filters.h5 (written
 by h5py + hdf5plugin), behind the selector byte of the target's table
 entry with the same filter and parameters (first entry of the same filter
-when none matches exactly). Usage: $(scripts/venv.sh) fuzz/seeds/make_hdf5_filter_seeds.py
+when none matches exactly), and every chunk of
+tests/fixtures/hdf5/codec_chunks.json (szip, nbit) whose parameters are a
+table entry's. Usage: $(scripts/venv.sh) fuzz/seeds/make_hdf5_filter_seeds.py
 """
 
+import json
 import re
 from pathlib import Path
 
@@ -20,7 +23,7 @@ def table():
     text = TARGET.read_text()
     body = text[text.index("const FILTERS"):text.index("];")]
     return [(int(i), tuple(int(x) for x in p.split(",") if x.strip()))
-            for i, p in re.findall(r"\((\d+), &\[([^\]]*)\]\)", body)]
+            for i, p in re.findall(r"\(\s*(\d+),\s*&\[([^\]]*)\],?\s*\)", body)]
 
 
 def main() -> None:
@@ -41,6 +44,13 @@ def main() -> None:
             _, chunk = ds.id.read_direct_chunk((0,) * ds.ndim)
             (OUT / name).write_bytes(bytes([picks[0]]) + chunk)
             print(name, picks[0], len(chunk))
+    chunks = json.loads((ROOT / "tests/fixtures/hdf5/codec_chunks.json").read_text())
+    for c in chunks:
+        key = (c["filter"], tuple(c["params"]))
+        if key in entries:
+            chunk = bytes.fromhex(c["encoded"])
+            (OUT / c["name"]).write_bytes(bytes([entries.index(key)]) + chunk)
+            print(c["name"], entries.index(key), len(chunk))
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ pub mod jenkins_lookup3;
 pub mod lz4;
 pub mod lzf;
 pub mod lzma;
+pub mod nbit;
 pub mod numeric;
 pub mod packbits;
 pub mod pcodec;

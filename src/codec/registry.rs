@@ -53,8 +53,8 @@ use super::array_filter::{ArrayFilter, FilterArrayCodec, FilterBytesCodec};
 use super::{
     ArrayToBytesCodec, BytesToBytesCodec, Codec, CodecError, adler32, astype, bitround, bitshuffle,
     blosc, bytes, bz2, categorize, crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip,
-    hdf5_lz4, jenkins_lookup3, lz4, lzf, lzma, packbits, pcodec, quantize, scaleoffset, shuffle,
-    szip, transpose, v3_extension, zfpy, zlib, zstd,
+    hdf5_lz4, jenkins_lookup3, lz4, lzf, lzma, nbit, packbits, pcodec, quantize, scaleoffset,
+    shuffle, szip, transpose, v3_extension, zfpy, zlib, zstd,
 };
 
 /// Every codec slabfs knows, once each.
@@ -99,6 +99,7 @@ pub static HDF5_FILTERS: &[Hdf5OnlyFilter] = &[
     hdf5_lz4::HDF5,
     bitshuffle::HDF5,
     scaleoffset::HDF5,
+    nbit::HDF5,
     szip::HDF5,
 ];
 
@@ -349,11 +350,10 @@ pub fn from_hdf5(id: u32, params: &[u32]) -> Result<Box<dyn BytesToBytesCodec>, 
 }
 
 /// Names of HDF5 filters that have no codec here, for error messages: the
-/// library's own (`H5Zpublic.h`) and the best-known registered ones (The
-/// HDF Group's `RegisteredFilterPlugins.md`).
+/// best-known registered ones (The HDF Group's `RegisteredFilterPlugins.md`;
+/// every filter of the library's own, `H5Zpublic.h`, has a codec).
 pub fn hdf5_filter_name(id: u32) -> Option<&'static str> {
     Some(match id {
-        5 => "nbit",
         305 => "lzo",
         32003 => "snappy",
         32013 => "zfp",
@@ -539,18 +539,18 @@ mod tests {
             from_v2(&json!({"id": 5})),
             Err(CodecError::Config { .. })
         ));
-        let e = hdf5_to_json(5, &[32, 32]).unwrap_err();
+        let e = hdf5_to_json(305, &[32, 32]).unwrap_err();
         assert!(
             matches!(
                 e,
                 CodecError::UnknownHdf5Filter {
-                    id: 5,
-                    known_as: Some("nbit")
+                    id: 305,
+                    known_as: Some("lzo")
                 }
             ),
             "{e}"
         );
-        assert_eq!(e.to_string(), "unsupported HDF5 filter 5 (nbit)");
+        assert_eq!(e.to_string(), "unsupported HDF5 filter 305 (lzo)");
         let e = from_hdf5(32013, &[0]).unwrap_err();
         assert_eq!(e.to_string(), "unsupported HDF5 filter 32013 (zfp)");
         let e = hdf5_to_json(40000, &[]).unwrap_err();

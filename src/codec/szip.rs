@@ -23,13 +23,28 @@
 //!   padded to whole blocks before coding, and the padding is dropped.
 //!
 //! The AEC decoder is `rust-aec` (pure Rust, MIT; written to match libaec
-//! byte for byte and checked here against HDF5-written chunks in the
-//! fixtures): libaec's own crate (`libaec-sys`) needs CMake and bindgen's
-//! libclang to build, which the default build must not. rust-aec 0.1 is
-//! young (one author, December 2025) but small, safe Rust and checked
-//! here against HDF5's own output and damaged input; its one-shot decoder
-//! prints a debugging trace to stderr when `RUST_AEC_TRACE_SAMPLE` is set
-//! in the environment (slabfs never sets it).
+//! byte for byte), **vendored** in `vendor/rust-aec` with one change:
+//! rust-aec 0.1.1 refuses every block size but the CCSDS standard's 8, 16,
+//! 32 and 64 (all GRIB2, its purpose, uses), while HDF5 lets a writer
+//! choose any even pixels per block up to 32 and libaec writes them
+//! (`sz_compat.c` sets `AEC_NOT_ENFORCE`; libaec's decoder never checks
+//! the block size). Nothing else in rust-aec depends on the block size
+//! being standard, so the vendored copy takes every even size up to 64
+//! (`vendor/rust-aec/VENDORED.md`), checked against chunks h5py (HDF5
+//! 2.0) and h5repack (HDF5 1.10.8) wrote through libaec for every even
+//! block size from 2 to 32 with both codings, every bit width HDF5
+//! writes (1 to 24, 32 and 64) and both byte orders
+//! (`tests/hdf5/codec.rs`). Vendoring the fix beat the
+//! alternatives: libaec's own crate (`libaec-sys`) needs CMake and
+//! bindgen's libclang to build, which the default build must not; we
+//! found no other pure-Rust AEC decoder; and a decoder of our own would
+//! redo rust-aec's 1,400 lines to change one. rust-aec is young (one
+//! author, December 2025) but small, safe Rust and checked here against
+//! HDF5's own output and damaged input; its one-shot decoder prints a
+//! debugging trace to stderr when `RUST_AEC_TRACE_SAMPLE` is set in the
+//! environment (slabfs never sets it). RAW (128, no szip header) is what
+//! every HDF5 writer sets and what libaec always does; the other option
+//! bits are ignored, as libaec ignores them.
 //!
 //! Bounds: the stated size must be the chunk's before anything is
 //! allocated; HDF5 never writes a scanline shorter than a block (its
@@ -237,6 +252,13 @@ mod tests {
             [169, 16, 8, 100],
             [169, 32, 64, 600],
             [153, 8, 12, 64],
+            // Block sizes other than the standard's (libaec's
+            // AEC_NOT_ENFORCE), with and without padding.
+            [169, 2, 16, 30],
+            [141, 4, 1, 32],
+            [177, 6, 3, 30],
+            [141, 14, 24, 30],
+            [169, 30, 64, 30],
         ] {
             let c = Szip::from_hdf5(&p).unwrap();
             for len in [0, 1, 5, 40, 300] {
