@@ -102,6 +102,10 @@ pub const MAX_DEPTH: usize = 8;
 /// The most sources of a printf-style series probed.
 pub const MAX_SERIES: u64 = 4096;
 
+/// Encoding version 1's entry flag for a source in the same file (as
+/// HDF5 2.0 writes it for `.`: the name is not stored).
+const SAME_FILE: u8 = 0x04;
+
 /// The HDF5 limit on a dataspace's rank (`H5S_MAX_RANK`).
 const MAX_RANK: usize = 32;
 
@@ -310,7 +314,7 @@ pub fn mappings(f: &H5File, block: &[u8], what: &str) -> H5Result<Vec<Mapping>> 
     check_checksum(block, what)?;
     let mut c = f.cursor(&block[..block.len() - 4], what);
     let version = c.u8()?;
-    if version != 0 {
+    if version > 1 {
         return Err(Hdf5Error::unsupported(
             what,
             format!("virtual dataset mappings of encoding version {version}"),
@@ -323,7 +327,21 @@ pub fn mappings(f: &H5File, block: &[u8], what: &str) -> H5Result<Vec<Mapping>> 
     }
     let mut out = Vec::with_capacity(n as usize);
     for _ in 0..n {
-        let file = cstring(&mut c)?;
+        // Version 1 (HDF5 2.0) starts each entry with flags; bit 2: the
+        // source is this file, and its name is not stored. Other bits
+        // are not known here (a mapping misread would read wrong data).
+        let flags = if version == 1 { c.u8()? } else { 0 };
+        if flags & !SAME_FILE != 0 {
+            return Err(Hdf5Error::unsupported(
+                what,
+                format!("a mapping with flags {flags:#04x}"),
+            ));
+        }
+        let file = if flags & SAME_FILE != 0 {
+            ".".to_string()
+        } else {
+            cstring(&mut c)?
+        };
         let dataset = cstring(&mut c)?;
         let source = selection(&mut c)?;
         let virt = selection(&mut c)?;
