@@ -49,12 +49,14 @@
 //! array, v2 B-tree, paged extensible-array data blocks too); every filter
 //! the codec registry has an HDF5 id for (deflate, shuffle, fletcher32,
 //! szip, scaleoffset, lzf, HDF5-framed lz4, bitshuffle, zstd, bzip2,
-//! blosc), with a chunk's filter mask honoured ([`array`](mod@array)).
+//! blosc), with a chunk's filter mask honoured ([`array`](mod@array));
+//! virtual datasets, read from their sources in this or other files
+//! ([`vds`]).
 //!
 //! Skipped, each with one line naming the file, the object and why, never
 //! failing the file: types a flat file cannot carry (variable-length,
 //! compound, enum, reference, opaque, array, bitfield, time), null
-//! dataspaces, virtual datasets, layout messages of HDF5 1.4 (versions 1
+//! dataspaces, layout messages of HDF5 1.4 (versions 1
 //! and 2, which no HDF5 since 1.6 writes), messages in the shared object
 //! header message heap, and
 //! a dataset whose dense attributes cannot be read (shown without them it

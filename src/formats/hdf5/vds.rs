@@ -421,8 +421,12 @@ impl Dim {
         }
     }
 
+    /// Saturating: a selection past `u64::MAX` (corrupt) ends there and
+    /// fails the extent checks instead of wrapping.
     pub fn pos(&self, i: u64) -> u64 {
-        self.start + (i / self.block) * self.stride + i % self.block
+        self.start
+            .saturating_add((i / self.block).saturating_mul(self.stride))
+            .saturating_add(i % self.block)
     }
 
     /// The first index whose position is at least `x` (`len` if none).
@@ -479,7 +483,7 @@ pub fn lattice(sel: &Selection, dims: &[u64], unlim: Option<u64>) -> Option<Vec<
                 first
                     .iter()
                     .zip(last)
-                    .map(|(&a, &b)| Dim::contiguous(a, b - a + 1))
+                    .map(|(&a, &b)| Dim::contiguous(a, (b - a).saturating_add(1)))
                     .collect(),
             )
         }
@@ -543,7 +547,7 @@ pub fn runs(sel: &Selection, dims: &[u64], unlim: Option<u64>, max: usize) -> Op
             let mut n = 0usize;
             for (first, end) in blocks {
                 let dims: Vec<Dim> = (0..last)
-                    .map(|d| Dim::contiguous(first[d], end[d] - first[d] + 1))
+                    .map(|d| Dim::contiguous(first[d], (end[d] - first[d]).saturating_add(1)))
                     .collect();
                 let rows_here = dims
                     .iter()
@@ -557,7 +561,7 @@ pub fn runs(sel: &Selection, dims: &[u64], unlim: Option<u64>, max: usize) -> Op
                     let row: Vec<u64> = dims.iter().zip(idx).map(|(d, &i)| d.pos(i)).collect();
                     rows.entry(row)
                         .or_default()
-                        .push((first[last], end[last] + 1));
+                        .push((first[last], end[last].saturating_add(1)));
                 });
             }
             let mut out = Vec::new();
@@ -595,9 +599,11 @@ pub fn runs(sel: &Selection, dims: &[u64], unlim: Option<u64>, max: usize) -> Op
             let dims: Vec<Dim> = count.iter().map(|&c| Dim::contiguous(0, c)).collect();
             let mut blocks = Vec::with_capacity(n as usize);
             for_each_index(&dims, |k| {
-                let first: Vec<u64> = (0..k.len()).map(|d| start[d] + k[d] * stride[d]).collect();
+                let first: Vec<u64> = (0..k.len())
+                    .map(|d| start[d].saturating_add(k[d].saturating_mul(stride[d])))
+                    .collect();
                 let last = (0..k.len())
-                    .map(|d| first[d] + block[d].max(1) - 1)
+                    .map(|d| first[d].saturating_add(block[d].max(1) - 1))
                     .collect();
                 blocks.push((first, last));
             });
@@ -682,7 +688,10 @@ fn for_each_product<T>(lists: &[Vec<T>], mut f: impl FnMut(&[&T])) {
 
 /// Pair two run lists piece by piece (their element counts are equal):
 /// (virtual start, source start, length).
-pub fn pair_runs(v: &[Run], s: &[Run], max: usize) -> Option<Vec<(Vec<u64>, Vec<u64>, u64)>> {
+/// A piece of two paired runs: (virtual start, source start, length).
+pub type Pair = (Vec<u64>, Vec<u64>, u64);
+
+pub fn pair_runs(v: &[Run], s: &[Run], max: usize) -> Option<Vec<Pair>> {
     let (mut i, mut j, mut oi, mut oj) = (0, 0, 0u64, 0u64);
     let mut out = Vec::new();
     while i < v.len() && j < s.len() {
@@ -886,7 +895,7 @@ pub fn array(
                         break;
                     }
                     let mut s = start.clone();
-                    s[d] += k * stride[d];
+                    s[d] = s[d].saturating_add(k.saturating_mul(stride[d]));
                     let mut c = count.clone();
                     c[d] = 1;
                     let virt = Selection::Regular {
@@ -902,7 +911,9 @@ pub fn array(
                 let e = if k == 0 {
                     0
                 } else {
-                    start[d] + (k - 1) * stride[d] + block[d]
+                    start[d]
+                        .saturating_add((k - 1).saturating_mul(stride[d]))
+                        .saturating_add(block[d])
                 };
                 grown[d] = Some(grown[d].map_or(e, |g| g.max(e)));
             }
@@ -953,7 +964,10 @@ pub fn array(
                 .zip(&shape)
                 .all(|(d, &e)| d.len == 0 || d.end() <= e),
             VirtSel::Runs(r) => r.iter().all(|(s, n)| {
-                s.iter().zip(&shape).all(|(&p, &e)| p < e) && s[rank - 1] + n <= shape[rank - 1]
+                s.iter().zip(&shape).all(|(&p, &e)| p < e)
+                    && s.last()
+                        .zip(shape.last())
+                        .is_none_or(|(&p, &e)| p.saturating_add(*n) <= e)
             }),
         };
         if !inside {
@@ -1161,7 +1175,7 @@ impl Vds {
         let total = |l: &[Dim]| l.iter().map(|d| d.len).product::<u64>();
         let vcount = match &m.virt {
             VirtSel::Lattice(l) => total(l),
-            VirtSel::Runs(r) => r.iter().map(|x| x.1).sum(),
+            VirtSel::Runs(r) => r.iter().fold(0u64, |a, x| a.saturating_add(x.1)),
         };
         // The source must hold the whole selection: HDF5 would fill what
         // it lacks, which is the silent loss this refuses.
@@ -1198,14 +1212,17 @@ impl Vds {
                 "a mapping of more than {MAX_RUNS} irregular runs"
             )));
         };
-        let scount: u64 = sr.iter().map(|x| x.1).sum();
+        let scount: u64 = sr.iter().fold(0u64, |a, x| a.saturating_add(x.1));
         if scount != vcount {
             return Err(dataset_err(format!(
                 "its selection has {scount} elements, the virtual one {vcount}"
             )));
         }
         if let Some((s, n)) = sr.iter().find(|(s, n)| {
-            s.iter().zip(&sshape).any(|(&p, &e)| p >= e) || s[s.len() - 1] + n > sshape[s.len() - 1]
+            s.iter().zip(&sshape).any(|(&p, &e)| p >= e)
+                || s.last()
+                    .zip(sshape.last())
+                    .is_some_and(|(&p, &e)| p.saturating_add(*n) > e)
         }) {
             return Err(small(format!("a run of {n} from {s:?}")));
         }
@@ -1217,10 +1234,11 @@ impl Vds {
                 continue;
             };
             let mut start = s.clone();
-            let l = start.len() - 1;
-            start[l] += lo - v[v.len() - 1];
             let mut count = vec![1; start.len()];
-            count[l] = hi - lo;
+            if let Some(l) = start.len().checked_sub(1) {
+                start[l] += lo - v[v.len() - 1];
+                count[l] = hi - lo;
+            }
             let mut buf = vec![0u8; (hi - lo) as usize * item];
             src.read_region(&Region { start, count }, &mut buf)?;
             let mut at = v.clone();
@@ -1348,14 +1366,17 @@ impl Vds {
 fn run_in(run: &Run, region: &Region) -> Option<(u64, u64)> {
     let (start, n) = run;
     let l = start.len().checked_sub(1)?;
-    for d in 0..l {
-        let r0 = region.start[d];
-        if start[d] < r0 || start[d] >= r0 + region.count[d] {
-            return None;
-        }
+    let inside = start[..l]
+        .iter()
+        .zip(region.start.iter().zip(&region.count))
+        .all(|(&p, (&r0, &n))| p >= r0 && p < r0 + n);
+    if !inside {
+        return None;
     }
     let lo = start[l].max(region.start[l]);
-    let hi = (start[l] + n).min(region.start[l] + region.count[l]);
+    let hi = start[l]
+        .saturating_add(*n)
+        .min(region.start[l] + region.count[l]);
     (lo < hi).then_some((lo, hi))
 }
 
