@@ -1531,6 +1531,53 @@ mod tests {
         );
     }
 
+    use proptest::prelude::*;
+
+    fn dim() -> impl Strategy<Value = Dim> {
+        (0u64..6, 1u64..4, 0u64..4, 0u64..12).prop_map(|(start, block, gap, len)| Dim {
+            start,
+            stride: block + gap,
+            block,
+            len,
+        })
+    }
+
+    proptest! {
+        /// Against the positions listed one by one: `index_ge` counts the
+        /// positions below `x`; `segments` cut `a..b` into runs of
+        /// consecutive positions, in order.
+        #[test]
+        fn dim_arithmetic_matches_a_listing(d in dim(), x in 0u64..60, a in 0u64..12, b in 0u64..12) {
+            let pos: Vec<u64> = (0..d.len).map(|i| d.pos(i)).collect();
+            prop_assert_eq!(d.index_ge(x), pos.iter().filter(|&&p| p < x).count() as u64);
+            let (a, b) = (a.min(d.len), b.min(d.len).max(a.min(d.len)));
+            let mut listed = Vec::new();
+            for (k, p, n) in d.segments(a, b) {
+                prop_assert_eq!(p, d.pos(a + k));
+                listed.extend(p..p + n);
+            }
+            prop_assert_eq!(listed, pos[a as usize..b as usize].to_vec());
+        }
+
+        /// A lattice's runs are its elements in row-major order.
+        #[test]
+        fn lattice_runs_are_row_major(d0 in dim(), d1 in dim()) {
+            let lat = [d0, d1];
+            let runs = lattice_runs(&lat, 1 << 12).unwrap();
+            let mut got = Vec::new();
+            for (s, n) in runs {
+                got.extend((0..n).map(|k| (s[0], s[1] + k)));
+            }
+            let mut want = Vec::new();
+            for i in 0..d0.len {
+                for j in 0..d1.len {
+                    want.push((d0.pos(i), d1.pos(j)));
+                }
+            }
+            prop_assert_eq!(got, want);
+        }
+    }
+
     #[test]
     fn printf_names() {
         assert_eq!(substitute("f%b.h5", Some(3)), ("f3.h5".into(), true));
