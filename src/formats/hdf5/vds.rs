@@ -1081,10 +1081,21 @@ impl Vds {
         file: &str,
         dataset: &str,
     ) -> std::result::Result<Arc<dyn ArraySource>, VdsError> {
+        // As the mount shows it: netCDF's `_nc4_non_coord_` prefix off.
         let want = dataset.trim_start_matches('/');
+        let shown = match want.rsplit_once('/') {
+            Some((g, b)) => format!(
+                "{g}/{}",
+                b.strip_prefix(super::NON_COORD_PREFIX).unwrap_or(b)
+            ),
+            None => want
+                .strip_prefix(super::NON_COORD_PREFIX)
+                .unwrap_or(want)
+                .to_string(),
+        };
         let a = datasets
             .iter()
-            .find(|(n, _)| n == want)
+            .find(|(n, _)| n == want || *n == shown)
             .map(|(_, a)| a.clone())
             .ok_or_else(|| VdsError::Dataset {
                 file: file.to_string(),
