@@ -11,6 +11,8 @@
 #[path = "hdf5/codec.rs"]
 mod codec;
 mod common;
+#[path = "hdf5/vds.rs"]
+mod vds;
 use common::check_ranges;
 use common::mount::Mount;
 use std::path::{Path, PathBuf};

@@ -57,7 +57,7 @@ use std::sync::Arc;
 use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::{Options, kerchunk, nca, netcdf, packed, zarr};
+use crate::formats::{Options, hdf5, kerchunk, nca, netcdf, packed, zarr};
 use crate::storage::confine::Roots;
 use crate::storage::files::{self, Files};
 use crate::storage::remote::{Location, RemoteFiles, url_of};
@@ -308,7 +308,14 @@ fn has_dataset_extension(name: &str) -> bool {
 /// (its variables at the root when `prefix` is empty). `Ok(false)` when
 /// the file is no dataset at all.
 fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Result<bool> {
-    match netcdf::open_any(file, opts.files.as_ref(), &opts.cache)? {
+    // A virtual dataset's sources: through the same files, confined as
+    // every other reference of this file.
+    let sources = hdf5::vds::Sources {
+        files: opts.files.clone(),
+        scope: opts.scope_for(file),
+        path: file.to_path_buf(),
+    };
+    match netcdf::open_any_with(file, opts.files.as_ref(), &opts.cache, Some(sources))? {
         netcdf::Opened::Netcdf3(nc) => {
             // NCA variables assembled, `nca_private` ones hidden.
             push_variables(ds, prefix, nca::netcdf::variables(Arc::new(*nc), opts));

@@ -99,6 +99,17 @@ pub enum Opened {
 /// number calls for (dataset discovery: a netCDF-4 file is a dataset of
 /// its own there, not an error).
 pub fn open_any(path: &Path, files: &dyn Files, cache: &Arc<ChunkCache>) -> Result<Opened> {
+    open_any_with(path, files, cache, None)
+}
+
+/// [`open_any`], an HDF5 file's virtual datasets reading their sources in
+/// other files through `sources` ([`hdf5::from_reader_with`]).
+pub fn open_any_with(
+    path: &Path,
+    files: &dyn Files,
+    cache: &Arc<ChunkCache>,
+    sources: Option<hdf5::vds::Sources>,
+) -> Result<Opened> {
     let name = path.display().to_string();
     let io = |source| Error::Io {
         path: name.clone(),
@@ -116,7 +127,7 @@ pub fn open_any(path: &Path, files: &dyn Files, cache: &Arc<ChunkCache>) -> Resu
             file,
             Some(cache),
         )?)),
-        Kind::Hdf5 => Opened::Hdf5(hdf5::from_reader(name, file, cache.clone())?),
+        Kind::Hdf5 => Opened::Hdf5(hdf5::from_reader_with(name, file, cache.clone(), sources)?),
         Kind::Other => Opened::Other,
     })
 }

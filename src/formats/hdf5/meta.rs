@@ -589,6 +589,10 @@ pub enum Layout {
         element_size: u64,
         index: ChunkIndex,
     },
+    /// A virtual dataset: its mappings are object `index` of the global
+    /// heap collection at `heap` (undefined: no mapping at all), decoded
+    /// by [`super::vds`].
+    Virtual { heap: u64, index: u32 },
 }
 
 /// How a chunked dataset finds its chunks (layout message version 3: a
@@ -696,7 +700,10 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
             };
             chunked(dims, index, what)
         }
-        3 => Err(Hdf5Error::unsupported(what, "virtual dataset layout")),
+        3 if version >= 4 => Ok(Layout::Virtual {
+            heap: c.addr()?,
+            index: c.u32()?,
+        }),
         k => Err(Hdf5Error::corrupt(what, format!("layout class {k}"))),
     }
 }

@@ -49,12 +49,14 @@
 //! array, v2 B-tree, paged extensible-array data blocks too); every filter
 //! the codec registry has an HDF5 id for (deflate, shuffle, fletcher32,
 //! szip, scaleoffset, lzf, HDF5-framed lz4, bitshuffle, zstd, bzip2,
-//! blosc), with a chunk's filter mask honoured ([`array`](mod@array)).
+//! blosc), with a chunk's filter mask honoured ([`array`](mod@array));
+//! virtual datasets, read from their sources in this or other files
+//! ([`vds`]).
 //!
 //! Skipped, each with one line naming the file, the object and why, never
 //! failing the file: types a flat file cannot carry (variable-length,
 //! compound, enum, reference, opaque, array, bitfield, time), null
-//! dataspaces, virtual datasets, layout messages of HDF5 1.4 (versions 1
+//! dataspaces, layout messages of HDF5 1.4 (versions 1
 //! and 2, which no HDF5 since 1.6 writes), messages in the shared object
 //! header message heap, and
 //! a dataset whose dense attributes cannot be read (shown without them it
@@ -87,6 +89,7 @@ pub mod error;
 pub mod index;
 pub mod io;
 pub mod meta;
+pub mod vds;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -254,12 +257,43 @@ pub fn open(path: &Path, files: &dyn Files, cache: Arc<ChunkCache>) -> Result<Co
     from_reader(name, file, cache)
 }
 
-/// [`open`] of the file `name`, already open as `file`.
+/// [`open`] of the file `name`, already open as `file`. Its virtual
+/// datasets read sources in the file itself only; [`from_reader_with`]
+/// lets them read other files.
 pub fn from_reader(
     name: String,
     file: Arc<dyn ReadAt>,
     cache: Arc<ChunkCache>,
 ) -> Result<Contents> {
+    from_reader_with(name, file, cache, None)
+}
+
+/// [`from_reader`], whose virtual datasets read their sources in other
+/// files through `sources` (confined to its scope).
+pub fn from_reader_with(
+    name: String,
+    file: Arc<dyn ReadAt>,
+    cache: Arc<ChunkCache>,
+    sources: Option<vds::Sources>,
+) -> Result<Contents> {
+    let ctx = vds::Context {
+        sources,
+        file: file.clone(),
+        name: name.clone(),
+        depth: 0,
+        cache,
+    };
+    from_context(name, file, ctx)
+}
+
+/// [`from_reader`] within the virtual-dataset context `ctx` (a source
+/// file of a virtual dataset is read this way, one level deeper).
+pub(crate) fn from_context(
+    name: String,
+    file: Arc<dyn ReadAt>,
+    ctx: vds::Context,
+) -> Result<Contents> {
+    let cache = ctx.cache.clone();
     let io = |source| Error::Io {
         path: name.clone(),
         source,
@@ -291,7 +325,7 @@ pub fn from_reader(
     let groups = std::mem::take(&mut walk.attributes);
     let raw = H5File { file, ..f.clone() };
     let file = Arc::new(FileRef { path: name, f: raw });
-    build(&file, &f, nodes, groups, cache, &mut contents);
+    build(&file, &f, nodes, groups, cache, &ctx, &mut contents);
     Ok(contents)
 }
 
@@ -467,6 +501,7 @@ fn build(
     nodes: Vec<Node>,
     groups: Vec<(String, Vec<Attribute>)>,
     cache: Arc<ChunkCache>,
+    ctx: &vds::Context,
     out: &mut Contents,
 ) {
     let mut heap = GlobalHeap::default();
@@ -622,6 +657,7 @@ fn build(
             &mut heap,
             dims,
             cache.clone(),
+            ctx,
             vlen_string,
             netcdf,
         ) {
@@ -634,6 +670,9 @@ fn build(
                 },
             )),
             Ok(a) => {
+                // A virtual dataset's extent follows its sources: it is
+                // not netCDF's to extend.
+                let netcdf_shape = netcdf_shape.filter(|_| !is_virtual(f, &p));
                 let a = match netcdf_shape {
                     Some(shape) if shape != a.meta().shape => match extended(a, shape) {
                         Ok(a) => a,
@@ -650,6 +689,16 @@ fn build(
             Err(DatasetError::Other(e)) => out.skipped.push(e),
         }
     }
+}
+
+/// Whether dataset `p` is virtual (its layout message is of class 3).
+fn is_virtual(f: &H5File, p: &Parsed) -> bool {
+    p.node
+        .messages
+        .iter()
+        .find(|m| m.kind == meta::MSG_LAYOUT)
+        .and_then(|m| meta::layout(f, &m.data, &p.node.path).ok())
+        .is_some_and(|l| matches!(l, Layout::Virtual { .. }))
 }
 
 /// The fill value netCDF gives dataset `p` (elements of `dtype`, `size`
@@ -723,6 +772,7 @@ fn dataset(
     heap: &mut GlobalHeap,
     dims: Vec<Option<String>>,
     cache: Arc<ChunkCache>,
+    ctx: &vds::Context,
     vlen_string: bool,
     netcdf: bool,
 ) -> std::result::Result<Arc<dyn ArraySource>, DatasetError> {
@@ -790,6 +840,16 @@ fn dataset(
     let nbytes = meta.nbytes();
     let layout = meta::layout(f, &need(meta::MSG_LAYOUT, "data layout")?, what)?;
     let storage = match layout {
+        Layout::Virtual { heap: addr, index } => {
+            let maps = if f.undefined(addr) {
+                Vec::new()
+            } else {
+                let block = heap.object(f, addr, index, what)?.to_vec();
+                let mwhat = format!("{what}: virtual dataset mappings");
+                vds::mappings(f, &block, &mwhat)?
+            };
+            return Ok(vds::array(ctx, what, meta, maps)?);
+        }
         Layout::Compact(data) => {
             if data.len() as u64 != nbytes {
                 return Err(Hdf5Error::corrupt(
