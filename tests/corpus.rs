@@ -9,7 +9,8 @@
 //! (run here through the project's Python; it decides which reader is the
 //! reference for each file: netCDF4-python for netCDF-3 and netCDF-4,
 //! h5py for other HDF5): per numeric dataset its mount path, shape, byte
-//! length and two CRCs of its little-endian C-order bytes, so nothing big
+//! NumPy dtype (little-endian), length and two CRCs of its little-endian
+//! C-order bytes, so nothing big
 //! is written or held. Each file is opened once with
 //! [`slabfs::formats::dataset::open`] (what the mount serves) in its own
 //! thread, so that a panic or a hang is reported against the file instead
@@ -122,6 +123,10 @@ fn check(a: &dyn slabfs::ArraySource, want: &Value) -> Outcome {
     if m.shape != shape {
         return Outcome::Mismatch(format!("shape {:?}, reference {shape:?}", m.shape));
     }
+    let dtype = m.dtype.numpy_typestr(Endian::Little);
+    if dtype != want["dtype"].as_str().unwrap() {
+        return Outcome::Mismatch(format!("dtype {dtype}, reference {}", want["dtype"]));
+    }
     let item = m.item_size() as u64;
     let nbytes = match want.get("head").and_then(Value::as_u64) {
         Some(k) => k * item,
@@ -152,7 +157,7 @@ fn check(a: &dyn slabfs::ArraySource, want: &Value) -> Outcome {
     if u64::from(crc) != want["crc32"].as_u64().unwrap()
         || u64::from(crcc) != want["crc32c"].as_u64().unwrap()
     {
-        return Outcome::Mismatch(format!("bytes differ (dtype {})", m.dtype));
+        return Outcome::Mismatch(format!("bytes differ (dtype {dtype})"));
     }
     Outcome::Exact
 }
