@@ -635,3 +635,34 @@ fn a_live_mount_point_is_not_mounted_over() {
     assert!(m.path("root_array.zarr").is_file());
     m.stop();
 }
+
+#[test]
+fn unsupported_ioctls_get_enotty_quietly() {
+    // Every Python open() asks TCGETS (isatty); the daemon answers ENOTTY,
+    // as a regular file system does, and logs the first one at debug
+    // level only: no "[Not Implemented] ioctl" warning per call.
+    let m = Mount::start(&fixtures(), &["--log-level", "debug"]);
+    let f = File::open(m.path("v2/compressors.zarr/blosc/zlib_shuffle")).unwrap();
+    for _ in 0..3 {
+        let mut termios = std::mem::MaybeUninit::<libc::termios>::uninit();
+        // SAFETY: a valid open fd and a termios-sized buffer for TCGETS.
+        let r = unsafe { libc::ioctl(f.as_raw_fd(), libc::TCGETS, termios.as_mut_ptr()) };
+        let err = std::io::Error::last_os_error();
+        assert_eq!(r, -1);
+        assert_eq!(err.raw_os_error(), Some(libc::ENOTTY), "{err}");
+    }
+    // What Python sees.
+    let py = Command::new("python3")
+        .arg("-c")
+        .arg("import os, sys; f = open(sys.argv[1], 'rb'); print(os.isatty(f.fileno()), len(f.read()))")
+        .arg(m.path("v2/compressors.zarr/blosc/zlib_shuffle"))
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "{py:?}");
+    assert_eq!(String::from_utf8_lossy(&py.stdout).trim(), "False 32400");
+    drop(f);
+    let log = m.log();
+    assert!(!log.contains("Not Implemented"), "{log}");
+    assert_eq!(log.matches("answered ENOTTY").count(), 1, "{log}");
+    m.stop();
+}

@@ -13,6 +13,11 @@
 //!   stats file, whose size is unknown until it is opened.
 //! - `init` asks the kernel for the largest readahead it allows and a
 //!   `max_background` sized for parallel decodes, and logs what it got.
+//! - `ioctl` is answered `ENOTTY` ("not a terminal / no such ioctl"), as a
+//!   regular file system answers the ioctls it does not know: every
+//!   Python `open()` asks `TCGETS` (its `isatty` check), so fuser's
+//!   default (`ENOSYS` and a warning per call) would fill an operator's
+//!   log. The first one is logged at debug level, none after it.
 //!
 //! Every failed request goes through [`fail`], which logs the error at its
 //! level with its source chain and returns the errno to reply.
@@ -24,9 +29,9 @@ use std::time::{Duration, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use super::error::{FsError, FsResult, chain};
@@ -502,6 +507,28 @@ impl Filesystem for FuseFs {
     ) {
         // Nothing to sync: succeed, as on any read-only file.
         reply.ok()
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        // No ioctl is supported: ENOTTY, quietly (module docs).
+        static FIRST: std::sync::Once = std::sync::Once::new();
+        FIRST.call_once(|| {
+            log::debug!(
+                "ioctl {cmd:#x} on inode {ino:?} answered ENOTTY (no ioctl is supported; \
+                 further ones are not logged)"
+            )
+        });
+        reply.error(Errno::ENOTTY)
     }
 }
 
