@@ -30,6 +30,12 @@ const MAX_DEPTH: u16 = 16;
 /// Rows of a doubling table beyond this are corrupt (2^64 bytes of heap).
 const MAX_ROWS: u64 = 64;
 
+/// The object of heap ID `id` in the fractal heap at `heap` (a message
+/// in the shared object header message heap).
+pub fn heap_object(f: &H5File, heap: u64, id: &[u8], what: &str) -> H5Result<Vec<u8>> {
+    Heap::open(f, heap, what)?.object(f, id, what)
+}
+
 /// The objects a dense index holds, as raw messages (link or attribute
 /// messages), in index order.
 pub fn objects(f: &H5File, heap: u64, btree: u64, what: &str) -> H5Result<Vec<Vec<u8>>> {
