@@ -9,6 +9,8 @@
 //! file and never panic.
 
 mod common;
+#[path = "hdf5/types.rs"]
+mod types;
 use common::check_ranges;
 use common::mount::Mount;
 use std::path::{Path, PathBuf};
