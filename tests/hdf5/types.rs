@@ -27,7 +27,7 @@ fn types_manifest() -> Vec<Value> {
 }
 
 #[test]
-fn enum_members_are_in_the_sidecar_of_a_mount() {
+fn enum_members_and_stored_integer_types_are_in_sidecars_of_a_mount() {
     let m = Mount::start(&fixtures().join("data"), &["--byte-order", "little"]);
     let mut n = 0;
     for file in types_manifest() {
@@ -51,6 +51,16 @@ fn enum_members_are_in_the_sidecar_of_a_mount() {
     }
     // color_be and level in two files, netCDF's cloud.
     assert_eq!(n, 5);
+    // A widened integer's sidecar says how it is stored.
+    let sidecar: Value =
+        serde_json::from_slice(&std::fs::read(m.path("padded.h5/i24_p20_o2_be.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        sidecar["attributes"][hdf5::STORED_TYPE_ATTRIBUTE],
+        serde_json::json!({"size": 3, "precision": 20, "offset": 2, "signed": true,
+                           "byte_order": "big"})
+    );
+    assert_eq!(sidecar["dtype"], "<i4");
     // A group linked twice is a directory under both names; the loop back
     // to the root is not followed.
     assert!(m.path("links.h5/g2/c").is_file());
@@ -152,4 +162,30 @@ fn enum_and_bitfield_files_of_other_writers_are_served() {
         a.meta().attributes[hdf5::ENUM_ATTRIBUTE],
         serde_json::json!({"RED": 0, "GREEN": 1, "BLUE": 2, "YELLOW": 3})
     );
+}
+
+#[test]
+fn an_integer_with_padding_bits_of_another_writer_is_served() {
+    // h5repack's test file: dset_int31, 31 bits of a 4-byte integer,
+    // unfiltered (dset_nbit beside it needs the nbit codec). h5py reads
+    // 0..800 as int32.
+    let ds = dataset::open(
+        &corpus("hdf5lib_tools_test_h5repack_testfiles_h5repack_nbit.h5"),
+        cache(),
+    )
+    .unwrap();
+    let a = &ds.get("dset_int31").unwrap().array;
+    assert_eq!(a.meta().dtype, DataType::Int32);
+    let want: Vec<u8> = (0..800i32).flat_map(|v| v.to_le_bytes()).collect();
+    check_ranges(a.as_ref(), &want, 0, 10).unwrap();
+    // Floats of HDF5's nbit test (20 bits at offset 7) are no IEEE floats:
+    // skipped with a line saying so, not served as garbage.
+    let ds = dataset::open(&corpus("hdf5lib_test_le_data.h5"), cache()).unwrap();
+    let line = ds
+        .skipped
+        .iter()
+        .map(|e| e.to_string())
+        .find(|l| l.contains("/Nbit_float_data_le"))
+        .expect("Nbit_float_data_le skipped");
+    assert!(line.contains("non-IEEE"), "{line}");
 }

@@ -82,6 +82,7 @@
 //! dimension but not a netCDF variable" is not shown at all.
 
 pub mod array;
+pub mod convert;
 pub mod dense;
 pub mod error;
 pub mod extension;
@@ -856,8 +857,14 @@ fn dataset(
         return Err(Hdf5Error::unsupported(what, "a null dataspace (no elements)").into());
     }
     let (h5type, size) = meta::datatype(f, &need(meta::MSG_DATATYPE, "datatype")?, what)?;
+    let padded = match h5type {
+        H5Type::PaddedInt(t) => Some(t),
+        _ => None,
+    };
     let (dtype, endian) = match flat_type(&h5type) {
         Some(t) => t,
+        // Served widened, converted to native order ([`convert`]).
+        None if let Some(t) = padded => (t.dtype(), Endian::NATIVE),
         // The heap references themselves, for [`Strings`].
         None if vlen_string && h5type == H5Type::VlenString => {
             (DataType::FixedBytes(size), Endian::Little)
@@ -892,9 +899,14 @@ fn dataset(
         }
     }
     let mut fill = match fill {
+        Some(v) if let Some(t) = padded => {
+            let mut w = vec![0u8; t.served_size()];
+            t.convert(&v, &mut w);
+            w
+        }
         Some(v) => v,
-        None if netcdf => netcdf_fill(p, &dtype, endian, size),
-        None => vec![0u8; size],
+        None if netcdf => netcdf_fill(p, &dtype, endian, dtype.size()),
+        None => vec![0u8; dtype.size()],
     };
     if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
         fill.reverse();
@@ -913,7 +925,13 @@ fn dataset(
             meta.attributes.insert(ENUM_ATTRIBUTE.to_string(), members);
         }
     }
-    let nbytes = meta.nbytes();
+    if let Some(t) = padded {
+        meta.attributes
+            .entry(STORED_TYPE_ATTRIBUTE)
+            .or_insert_with(|| padded_json(&t));
+    }
+    // Bytes of elements as stored.
+    let nbytes = meta.num_elements().saturating_mul(size as u64);
     let layout = meta::layout(f, &need(meta::MSG_LAYOUT, "data layout")?, what)?;
     let storage = match layout {
         Layout::Compact(data) => {
@@ -1004,7 +1022,11 @@ fn dataset(
             }
         }
     };
-    Ok(array::array(file, what, meta, endian, storage, cache)?)
+    let elements = match padded {
+        Some(t) => array::Elements::Padded(t),
+        None => array::Elements::Bytes(endian),
+    };
+    Ok(array::array_of(file, what, meta, elements, storage, cache)?)
 }
 
 /// The element type a flat file shows for an HDF5 type, and its stored
@@ -1240,6 +1262,14 @@ fn attr_json(
     for el in a.data.chunks_exact(size) {
         let v = match dtype {
             &H5Type::Int { size, signed, big } => int_json(el, size, signed, big),
+            H5Type::PaddedInt(t) => {
+                let v = t.value(el);
+                if t.signed {
+                    Value::from(v as i64)
+                } else {
+                    Value::from(v)
+                }
+            }
             H5Type::Float { size, big } => {
                 let mut b = el.to_vec();
                 if *big {
@@ -1286,6 +1316,23 @@ fn int_json(el: &[u8], size: usize, signed: bool, big: bool) -> Value {
 /// prefix is slabfs's: a real attribute of that name, were there one,
 /// is shown instead (with a debug line).
 pub const ENUM_ATTRIBUTE: &str = "_slabfs_enum_dict";
+
+/// The sidecar attribute of a dataset of integers with padding bits or
+/// an unusual size, served widened ([`convert`]): its stored type, as
+/// `{"size", "precision", "offset", "signed", "byte_order"}` (HDF5's
+/// `H5Tget_size`, `H5Tget_precision`, `H5Tget_offset`). Same `_slabfs_`
+/// rule as [`ENUM_ATTRIBUTE`].
+pub const STORED_TYPE_ATTRIBUTE: &str = "_slabfs_hdf5_integer";
+
+fn padded_json(t: &convert::PaddedInt) -> Value {
+    serde_json::json!({
+        "size": t.size,
+        "precision": t.precision,
+        "offset": t.offset,
+        "signed": t.signed,
+        "byte_order": if t.big { "big" } else { "little" },
+    })
+}
 
 /// The members of an enum type as a JSON object (name -> integer value).
 fn enum_json(t: &H5Type) -> Option<Value> {
