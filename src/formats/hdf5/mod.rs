@@ -51,12 +51,19 @@
 //! szip, scaleoffset, lzf, HDF5-framed lz4, bitshuffle, zstd, bzip2,
 //! blosc), with a chunk's filter mask honoured ([`array`](mod@array)).
 //!
+//! Enums are read as their base integers (members in the sidecar,
+//! [`ENUM_ATTRIBUTE`]), bitfields as unsigned integers, integers with
+//! padding bits or unusual sizes widened ([`convert`]); messages in the
+//! shared object header message heap and files with a metadata cache
+//! image are read through the superblock extension ([`extension`]).
+//! Every hard link is a name (a group linked twice is walked under each;
+//! a link back to an ancestor is a loop, not followed).
+//!
 //! Skipped, each with one line naming the file, the object and why, never
 //! failing the file: types a flat file cannot carry (variable-length,
-//! compound, enum, reference, opaque, array, bitfield, time), null
+//! compound, reference, opaque, array, time; non-IEEE floats), null
 //! dataspaces, virtual datasets, layout messages of HDF5 1.4 (versions 1
-//! and 2, which no HDF5 since 1.6 writes), messages in the shared object
-//! header message heap, and
+//! and 2, which no HDF5 since 1.6 writes), and
 //! a dataset whose dense attributes cannot be read (shown without them it
 //! could be misread). Soft and external links are not followed. A chunk
 //! whose bytes lie past the end of the file fails its reads (EIO with a
