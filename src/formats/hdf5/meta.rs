@@ -481,6 +481,11 @@ impl H5Type {
     }
 }
 
+/// The class name of an integer type HDF5 refuses to open: more than half
+/// its bits unused (and wider than a byte).
+pub const MOSTLY_UNUSED_INTEGER: &str = "an integer type with more than half its bits unused, \
+     which HDF5 refuses to open as possibly corrupted";
+
 /// Decode a datatype; returns it and its element size in bytes.
 pub fn datatype(f: &H5File, data: &[u8], what: &str) -> H5Result<(H5Type, usize)> {
     let mut c = f.cursor(data, what);
@@ -502,7 +507,16 @@ fn datatype_at(c: &mut Cursor<'_>, depth: usize) -> H5Result<(H5Type, usize)> {
         0 | 4 => {
             let (offset, precision) = (c.u16()?, c.u16()?);
             let (signed, big) = (class == 0 && b0 & 0x08 != 0, b0 & 0x01 != 0);
-            if offset != 0 || precision as usize != size * 8 || ![1, 2, 4, 8].contains(&size) {
+            if size > 1 && 8 * size > 2 * precision as usize {
+                // HDF5 2.0 refuses these ("unusually large # of unused
+                // bits ... possibly corrupted file", H5Odtype.c), so h5py
+                // and netCDF4-python read nothing to compare with.
+                H5Type::Other {
+                    class: MOSTLY_UNUSED_INTEGER,
+                    size,
+                }
+            } else if offset != 0 || precision as usize != size * 8 || ![1, 2, 4, 8].contains(&size)
+            {
                 match super::convert::PaddedInt::new(
                     size,
                     signed,

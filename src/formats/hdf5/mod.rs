@@ -876,6 +876,9 @@ fn dataset(
         None if vlen_string && h5type == H5Type::VlenString => {
             (DataType::FixedBytes(size), Endian::Little)
         }
+        None if h5type.class_name() == meta::MOSTLY_UNUSED_INTEGER => {
+            return Err(Hdf5Error::unsupported(what, meta::MOSTLY_UNUSED_INTEGER).into());
+        }
         None => {
             return Err(Hdf5Error::NotFlat {
                 what: what.to_string(),
