@@ -199,3 +199,27 @@ fn an_integer_with_padding_bits_of_another_writer_is_served() {
         .expect("nbit skipped");
     assert!(line.contains("more than half its bits unused"), "{line}");
 }
+
+#[test]
+fn damaged_structures_of_these_files_never_panic() {
+    // Every byte of the small fixtures flipped in turn (the cache image,
+    // the shared message table and heaps, enum and padded datatypes):
+    // errors name the file, nothing panics.
+    let tmp = tempfile::tempdir().unwrap();
+    for (file, stride) in [
+        ("cache_image.h5", 7),
+        ("sohm.h5", 29),
+        ("padded.h5", 5),
+        ("types_earliest.h5", 5),
+        ("links_earliest.h5", 5),
+    ] {
+        let bytes = std::fs::read(data(file)).unwrap();
+        let p = tmp.path().join(format!("flip_{file}"));
+        for pos in (0..bytes.len()).step_by(stride) {
+            let mut b = bytes.clone();
+            b[pos] ^= 0xFF;
+            std::fs::write(&p, &b).unwrap();
+            open_and_read_all(&p);
+        }
+    }
+}
