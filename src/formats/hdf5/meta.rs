@@ -309,7 +309,8 @@ impl Message {
 /// another object's header, as a committed datatype is (h5py's
 /// `create_dataset(..., dtype=f["t"])`, netCDF-4 user-defined types).
 ///
-/// Encodings: version 1 (type, 6 reserved bytes, address) and 2 (type,
+/// Encodings: version 1 (type, 6 reserved bytes, a symbol table entry:
+/// name offset, address) and 2 (type,
 /// address) always point to an object header; version 3 says where by
 /// its type, 2 for an object header, 1 for the shared object header
 /// message heap (a file-wide table of messages HDF5 writes when asked to
@@ -324,7 +325,11 @@ pub fn shared_message(f: &H5File, kind: u16, data: &[u8], what: &str) -> H5Resul
     let place = c.u8()?;
     let addr = match (version, place) {
         (1, _) => {
+            // 6 reserved bytes, then a symbol table entry (HDF5 1.4's
+            // `H5G_obj_ent_decode`): its link name offset, then the
+            // object header address.
             c.skip(6)?;
+            c.length()?;
             c.addr()?
         }
         (2, _) | (3, 2) => c.addr()?,
