@@ -150,8 +150,9 @@ impl CacheImage {
     /// version 0, flags, image length, number of entries; per entry its
     /// type, flags, ring, age, flush dependency child and dirty child
     /// counts, parent count, LRU rank, address, size, the parents'
-    /// addresses and the entry's bytes; a checksum over it all), to serve
-    /// reads of `inner` (the same file, offsets absolute).
+    /// addresses and the entry's bytes; a checksum over it all: H5Cimage.c,
+    /// `H5C__decode_cache_image_header` and `..._entry`), to serve reads of
+    /// `inner` (the same file, offsets absolute).
     pub fn read(f: &H5File, addr: u64, len: u64, inner: Arc<dyn ReadAt>) -> H5Result<CacheImage> {
         let what = format!("metadata cache image at {addr:#x}");
         let buf = f.read(addr, len, &what)?;
