@@ -13,6 +13,8 @@ mod codec;
 mod common;
 #[path = "hdf5/vds.rs"]
 mod vds;
+#[path = "hdf5/types.rs"]
+mod types;
 use common::check_ranges;
 use common::mount::Mount;
 use std::path::{Path, PathBuf};

@@ -64,6 +64,7 @@ fuzz_target!(|data: &[u8]| {
         len: 0,
         sizeof_addr: 8,
         sizeof_len: 8,
+        shared: Default::default(),
     };
     let Ok(list) = filters(&f, data, "fuzz") else {
         return;

@@ -378,6 +378,7 @@ impl<'a> H5Input<'a> {
             base: 0,
             sizeof_addr: size(self.flags),
             sizeof_len: size(self.flags >> 2),
+            shared: Default::default(),
         }
     }
 }

@@ -31,6 +31,7 @@
 
 use std::sync::{Arc, OnceLock};
 
+use super::convert::{PaddedInt, PaddedIntCodec};
 use super::error::Hdf5Error;
 use super::index::LazyChunks;
 use super::io::H5File;
@@ -72,6 +73,25 @@ pub enum Storage {
     Compact(Vec<u8>),
 }
 
+/// How stored elements become the served ones: reordered bytes, or a
+/// conversion from an integer type with padding bits
+/// ([`super::convert`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Elements {
+    Bytes(Endian),
+    Padded(PaddedInt),
+}
+
+impl Elements {
+    /// The array-to-bytes codec that decodes them.
+    fn codec(&self) -> Codec {
+        match *self {
+            Elements::Bytes(endian) => Codec::ArrayToBytes(Box::new(BytesCodec::new(Some(endian)))),
+            Elements::Padded(p) => Codec::ArrayToBytes(Box::new(PaddedIntCodec(p))),
+        }
+    }
+}
+
 /// Build the array of a dataset whose metadata is `meta`, stored with
 /// byte order `endian`.
 pub fn array(
@@ -82,8 +102,25 @@ pub fn array(
     storage: Storage,
     cache: Arc<ChunkCache>,
 ) -> Result<Arc<dyn ArraySource>> {
+    array_of(file, dataset, meta, Elements::Bytes(endian), storage, cache)
+}
+
+/// [`array`] of elements stored as `elements` says (their stored size
+/// may differ from `meta`'s served one).
+pub fn array_of(
+    file: &Arc<FileRef>,
+    dataset: &str,
+    meta: ArrayMeta,
+    elements: Elements,
+    storage: Storage,
+    cache: Arc<ChunkCache>,
+) -> Result<Arc<dyn ArraySource>> {
     let rank = meta.rank();
-    let item = meta.item_size() as u64;
+    // The stored element size, which addresses in the file count in.
+    let item = match elements {
+        Elements::Bytes(_) => meta.item_size() as u64,
+        Elements::Padded(p) => p.size as u64,
+    };
     let src = meta.source.clone();
     let shape = meta.shape.clone();
     let whole: Vec<u64> = shape.iter().map(|&e| e.max(1)).collect();
@@ -127,7 +164,7 @@ pub fn array(
                     row_bytes,
                     rows_per_tile,
                     rows: shape.first().copied().unwrap_or(1),
-                    nbytes: meta.nbytes(),
+                    nbytes: meta.num_elements().saturating_mul(item),
                 },
                 Vec::new(),
                 None,
@@ -145,7 +182,8 @@ pub fn array(
         masked: OnceLock::new(),
     });
     let zarr = |masked: bool| -> Result<Arc<dyn ArraySource>> {
-        let chain = chain(endian, &filters, item, masked).map_err(|e| Error::metadata(&src, e))?;
+        let chain =
+            chain(elements, &filters, item, masked).map_err(|e| Error::metadata(&src, e))?;
         let spec = ArraySpec {
             meta: meta.clone(),
             grid: grid.clone(),
@@ -231,12 +269,12 @@ impl ArraySource for MaskAware {
 /// `masked`: some chunks skipped filters; the filters then form one
 /// [`MaskedPipeline`].
 fn chain(
-    endian: Endian,
+    elements: Elements,
     filters: &[Filter],
     item: u64,
     masked: bool,
 ) -> std::result::Result<CodecChain, String> {
-    let mut codecs = vec![Codec::ArrayToBytes(Box::new(BytesCodec::new(Some(endian))))];
+    let mut codecs = vec![elements.codec()];
     let mut pipeline = Vec::new();
     for f in filters {
         let codec: Box<dyn BytesToBytesCodec> = if f.id == SHUFFLE {
@@ -641,9 +679,9 @@ mod tests {
         assert_eq!(applies(2), 3);
         assert_eq!(applies(32), u32::MAX);
         // The chain: one codec for a masked dataset, one per filter otherwise.
-        let c = chain(Endian::Little, &filters, 4, true).unwrap();
+        let c = chain(Elements::Bytes(Endian::Little), &filters, 4, true).unwrap();
         assert_eq!(c.names(), ["bytes", MASKED_PIPELINE]);
-        let c = chain(Endian::Little, &filters, 4, false).unwrap();
+        let c = chain(Elements::Bytes(Endian::Little), &filters, 4, false).unwrap();
         assert_eq!(c.names().len(), 3);
     }
 }

@@ -30,6 +30,12 @@ const MAX_DEPTH: u16 = 16;
 /// Rows of a doubling table beyond this are corrupt (2^64 bytes of heap).
 const MAX_ROWS: u64 = 64;
 
+/// The object of heap ID `id` in the fractal heap at `heap` (a message
+/// in the shared object header message heap).
+pub fn heap_object(f: &H5File, heap: u64, id: &[u8], what: &str) -> H5Result<Vec<u8>> {
+    Heap::open(f, heap, what)?.object(f, id, what)
+}
+
 /// The objects a dense index holds, as raw messages (link or attribute
 /// messages), in index order.
 pub fn objects(f: &H5File, heap: u64, btree: u64, what: &str) -> H5Result<Vec<Vec<u8>>> {
@@ -42,8 +48,28 @@ pub fn objects(f: &H5File, heap: u64, btree: u64, what: &str) -> H5Result<Vec<Ve
             let id = match kind {
                 // Link name index: hash (4), heap ID.
                 5 => rec.get(4..),
-                // Attribute name index: heap ID (8), flags, creation
-                // order, hash.
+                // Attribute name index: heap ID (8), message flags,
+                // creation order, hash. A shared attribute (flag bit 1)
+                // is in the shared object header message heap, its ID
+                // one of that heap's (`H5A__dense_fnd_cb`).
+                8 if rec
+                    .get(8)
+                    .is_some_and(|&fl| fl & super::meta::MSG_FLAG_SHARED != 0) =>
+                {
+                    let id = rec
+                        .get(..8)
+                        .ok_or_else(|| Hdf5Error::corrupt(what, "short B-tree record"))?;
+                    let shared =
+                        f.shared
+                            .heap_for(super::meta::MSG_ATTRIBUTE)
+                            .ok_or_else(|| {
+                                Hdf5Error::corrupt(
+                                    what,
+                                    "a shared attribute and no shared message index for attributes",
+                                )
+                            })?;
+                    return heap_object(f, shared, id, what);
+                }
                 8 => rec.get(..8),
                 k => {
                     return Err(Hdf5Error::unsupported(

@@ -38,7 +38,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use super::error::{H5Result, Hdf5Error};
 use super::io::{H5File, check_checksum};
-use super::meta::ChunkIndex;
+use super::meta::{ChunkIndex, LinkTarget};
 
 /// B-trees deeper than this are corrupt (a v1 B-tree of K=32 this deep
 /// would index more chunks than any grid has).
@@ -813,14 +813,15 @@ fn unlinear(mut i: u64, down: &[u64]) -> Vec<u64> {
 }
 
 /// The members of an old-style group: its v1 B-tree of symbol table nodes
-/// and the local heap holding their names. Returns (name, object header
-/// address) in B-tree order.
+/// and the local heap holding their names. Returns (name, target) in
+/// B-tree order: an object header address, or a soft link (symbol table
+/// entry of cache type 2, whose object header address is undefined).
 pub fn symbol_table_group(
     f: &H5File,
     btree: u64,
     heap: u64,
     what: &str,
-) -> H5Result<Vec<(String, u64)>> {
+) -> H5Result<Vec<(String, LinkTarget)>> {
     let names = local_heap(f, heap, what)?;
     let mut out = Vec::new();
     let mut seen = HashSet::new();
@@ -832,7 +833,7 @@ fn group_node(
     f: &H5File,
     addr: u64,
     names: &[u8],
-    out: &mut Vec<(String, u64)>,
+    out: &mut Vec<(String, LinkTarget)>,
     seen: &mut HashSet<u64>,
     depth: usize,
     what: &str,
@@ -869,29 +870,38 @@ fn group_node(
 }
 
 /// A symbol table node ("SNOD"): entries of (name offset, object header
-/// address, cache type, scratch pad).
+/// address, cache type, reserved, 16-byte scratch pad). Cache type 2 is a
+/// soft link (spec III.C "Symbol Table Entry": the scratch pad holds the
+/// heap offset of its value, the address is undefined).
 fn symbol_node(
     f: &H5File,
     addr: u64,
     names: &[u8],
-    out: &mut Vec<(String, u64)>,
+    out: &mut Vec<(String, LinkTarget)>,
     what: &str,
 ) -> H5Result<()> {
     let nwhat = format!("{what}: symbol table node at {addr:#x}");
     let o = f.sizeof_addr as u64;
+    let l = f.sizeof_len as u64;
     let pre = f.read(addr, 8, &nwhat)?;
     let mut c = f.cursor(&pre, &nwhat);
     c.signature(b"SNOD")?;
     c.skip(2)?;
     let n = c.u16()? as u64;
-    let entry = 2 * o + 24;
+    let entry = l + o + 24;
     let body = f.read(addr.saturating_add(8), n * entry, &nwhat)?;
     let mut c = f.cursor(&body, &nwhat);
     for _ in 0..n {
-        let name_off = c.addr()?;
+        let name_off = c.length()?;
         let obj = c.addr()?;
-        c.skip(24)?;
-        out.push((heap_string(names, name_off, &nwhat)?, obj));
+        let cache_type = c.u32()?;
+        c.skip(20)?; // reserved, scratch pad
+        let target = if cache_type == 2 {
+            LinkTarget::Other("soft link")
+        } else {
+            LinkTarget::Hard(obj)
+        };
+        out.push((heap_string(names, name_off, &nwhat)?, target));
     }
     Ok(())
 }

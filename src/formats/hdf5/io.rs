@@ -33,6 +33,9 @@ pub struct H5File {
     /// Size of file addresses and of lengths, in bytes (2, 4 or 8).
     pub sizeof_addr: u8,
     pub sizeof_len: u8,
+    /// The heaps of the shared object header message table, when the
+    /// superblock extension has one ([`super::extension`]).
+    pub shared: Arc<super::extension::SharedHeaps>,
 }
 
 impl H5File {

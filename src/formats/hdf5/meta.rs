@@ -42,6 +42,8 @@ pub struct Superblock {
     pub version: u8,
     /// Address of the root group's object header.
     pub root: u64,
+    /// Address of the superblock extension (versions 2 and 3), if any.
+    pub extension: Option<u64>,
 }
 
 /// Read the superblock at `base` (where the signature is) and return the
@@ -57,6 +59,7 @@ pub fn superblock(
         len,
         sizeof_addr: 8,
         sizeof_len: 8,
+        shared: Default::default(),
     };
     let what = "HDF5 superblock";
     // The largest superblock (version 1 with 8-byte fields) is under 128
@@ -76,6 +79,7 @@ pub fn superblock(
         }
         Ok(())
     };
+    let mut extension = None;
     let root = match version {
         0 | 1 => {
             c.skip(4)?; // free-space, root symbol table, reserved, shared header versions
@@ -89,9 +93,9 @@ pub fn superblock(
                 c.skip(4)?; // indexed storage K, reserved
             }
             c.skip(4 * a as usize)?; // base, free-space info, end of file, driver info
-            // The root group's symbol table entry: link name offset, then
-            // its object header address.
-            c.addr()?;
+            // The root group's symbol table entry: link name offset (a
+            // length), then its object header address.
+            c.length()?;
             c.addr()?
         }
         2 | 3 => {
@@ -100,7 +104,9 @@ pub fn superblock(
             (f.sizeof_addr, f.sizeof_len) = (a, l);
             c.sizeof_addr = a;
             c.sizeof_len = l;
-            c.skip(1 + 3 * a as usize)?; // flags, base, extension, end of file
+            c.skip(1 + a as usize)?; // flags, base
+            extension = Some(c.addr()?);
+            c.addr()?; // end of file
             let root = c.addr()?;
             if c.remaining() < 4 {
                 return Err(Hdf5Error::Truncated {
@@ -119,7 +125,15 @@ pub fn superblock(
     if f.undefined(root) {
         return Err(Hdf5Error::corrupt(what, "no root group address"));
     }
-    Ok((f, Superblock { version, root }))
+    let extension = extension.filter(|&a| !f.undefined(a));
+    Ok((
+        f,
+        Superblock {
+            version,
+            root,
+            extension,
+        },
+    ))
 }
 
 /// One header message, its bytes copied out of the header.
@@ -295,28 +309,45 @@ impl Message {
 /// another object's header, as a committed datatype is (h5py's
 /// `create_dataset(..., dtype=f["t"])`, netCDF-4 user-defined types).
 ///
-/// Encodings: version 1 (type, 6 reserved bytes, address) and 2 (type,
+/// Encodings: version 1 (type, 6 reserved bytes, a symbol table entry:
+/// name offset, address) and 2 (type,
 /// address) always point to an object header; version 3 says where by
 /// its type, 2 for an object header, 1 for the shared object header
-/// message heap (a file-wide table of messages HDF5 writes only when
-/// asked to with `H5Pset_shared_mesg_nindexes`; netCDF and h5py never
-/// do), which is not read. The message found must not itself be shared:
-/// HDF5 never chains them, so a chain is corruption (and could loop).
+/// message heap (a file-wide table of messages HDF5 writes when asked to
+/// with `H5Pset_shared_mesg_nindexes`): then an 8-byte heap ID in the
+/// fractal heap of the index for the message's type
+/// ([`super::extension`]). A message found in another header must not
+/// itself be shared: HDF5 never chains them, so a chain is corruption
+/// (and could loop).
 pub fn shared_message(f: &H5File, kind: u16, data: &[u8], what: &str) -> H5Result<Vec<u8>> {
     let mut c = f.cursor(data, what);
     let version = c.u8()?;
     let place = c.u8()?;
     let addr = match (version, place) {
         (1, _) => {
+            // 6 reserved bytes, then a symbol table entry (HDF5 1.4's
+            // `H5G_obj_ent_decode`): its link name offset, then the
+            // object header address.
             c.skip(6)?;
+            c.length()?;
             c.addr()?
         }
         (2, _) | (3, 2) => c.addr()?,
         (3, 1) => {
-            return Err(Hdf5Error::unsupported(
-                what,
-                "a message in the shared object header message heap",
-            ));
+            // An 8-byte fractal heap ID in the heap of the index that
+            // keeps messages of this type.
+            let id = c.bytes(8)?;
+            let Some(heap) = f.shared.heap_for(kind) else {
+                return Err(Hdf5Error::corrupt(
+                    what,
+                    format!(
+                        "a message of type {kind:#x} in the shared message heap, \
+                         and no shared message index for its type"
+                    ),
+                ));
+            };
+            let swhat = format!("{what}: shared message heap");
+            return super::dense::heap_object(f, heap, id, &swhat);
         }
         (3, t) => {
             return Err(Hdf5Error::corrupt(
@@ -413,6 +444,9 @@ pub enum H5Type {
         signed: bool,
         big: bool,
     },
+    /// Fixed-point with padding bits or of a size other than 1, 2, 4, 8
+    /// bytes (up to 8): served widened ([`super::convert`]).
+    PaddedInt(super::convert::PaddedInt),
     /// IEEE floating point (class 1).
     Float { size: usize, big: bool },
     /// Fixed-length string (class 3); `pad` 0 null-terminated, 1
@@ -425,6 +459,12 @@ pub enum H5Type {
     VlenSequence(Box<H5Type>),
     /// Object reference (class 7, type 0): an object header address.
     ObjectRef,
+    /// Enumeration (class 8): stored as its integer `base`; `members` are
+    /// (name, value in `base`'s bytes), in the type's order.
+    Enum {
+        base: Box<H5Type>,
+        members: Vec<(String, Vec<u8>)>,
+    },
     /// Any other class: its name, for the "skipped" line.
     Other { class: &'static str, size: usize },
 }
@@ -434,15 +474,22 @@ impl H5Type {
     pub fn class_name(&self) -> &'static str {
         match self {
             H5Type::Int { .. } => "integer",
+            H5Type::PaddedInt(_) => "integer with padding bits",
             H5Type::Float { .. } => "floating point",
             H5Type::FixedString { .. } => "fixed-length string",
             H5Type::VlenString => "variable-length string",
             H5Type::VlenSequence(_) => "variable-length sequence",
             H5Type::ObjectRef => "object reference",
+            H5Type::Enum { .. } => "enum",
             H5Type::Other { class, .. } => class,
         }
     }
 }
+
+/// The class name of an integer type HDF5 refuses to open: more than half
+/// its bits unused (and wider than a byte).
+pub const MOSTLY_UNUSED_INTEGER: &str = "an integer type with more than half its bits unused, \
+     which HDF5 refuses to open as possibly corrupted";
 
 /// Decode a datatype; returns it and its element size in bytes.
 pub fn datatype(f: &H5File, data: &[u8], what: &str) -> H5Result<(H5Type, usize)> {
@@ -460,26 +507,74 @@ fn datatype_at(c: &mut Cursor<'_>, depth: usize) -> H5Result<(H5Type, usize)> {
     let (b0, b1) = (bits[0], bits[1]);
     let size = c.u32()? as usize;
     let t = match class {
-        0 => {
+        // Fixed-point; a bitfield (class 4) is read as the unsigned
+        // integer of its size, as h5py reads it.
+        0 | 4 => {
             let (offset, precision) = (c.u16()?, c.u16()?);
-            if offset != 0 || precision as usize != size * 8 || ![1, 2, 4, 8].contains(&size) {
+            let (signed, big) = (class == 0 && b0 & 0x08 != 0, b0 & 0x01 != 0);
+            if size > 1 && 8 * size > 2 * precision as usize {
+                // HDF5 2.0 refuses these ("unusually large # of unused
+                // bits ... possibly corrupted file", H5Odtype.c), so h5py
+                // and netCDF4-python read nothing to compare with.
                 H5Type::Other {
-                    class: "integer with padding bits or an unusual size",
+                    class: MOSTLY_UNUSED_INTEGER,
                     size,
+                }
+            } else if offset != 0 || precision as usize != size * 8 || ![1, 2, 4, 8].contains(&size)
+            {
+                match super::convert::PaddedInt::new(
+                    size,
+                    signed,
+                    big,
+                    offset.into(),
+                    precision.into(),
+                ) {
+                    Some(p) => H5Type::PaddedInt(p),
+                    None => H5Type::Other {
+                        class: if class == 0 {
+                            "integer with padding bits or an unusual size"
+                        } else {
+                            "bitfield with padding bits or an unusual size"
+                        },
+                        size,
+                    },
                 }
             } else {
-                H5Type::Int {
-                    size,
-                    signed: b0 & 0x08 != 0,
-                    big: b0 & 0x01 != 0,
-                }
+                H5Type::Int { size, signed, big }
             }
         }
         1 => {
-            // Byte order: bit 0, with bit 6 set meaning VAX order.
+            // Byte order: bit 0, with bit 6 set meaning VAX order. The
+            // properties place the sign, exponent and mantissa: only
+            // IEEE's layout of the size is served as it is stored (an
+            // nbit-reduced float, 20 bits at offset 7 in HDF5's test
+            // files, is not IEEE's bits).
+            let props = (
+                c.u16()?,
+                c.u16()?,
+                c.u8()?,
+                c.u8()?,
+                c.u8()?,
+                c.u8()?,
+                c.u32()?,
+            );
+            let ieee = match size {
+                2 => (0, 16, 10, 5, 0, 10, 15),
+                4 => (0, 32, 23, 8, 0, 23, 127),
+                8 => (0, 64, 52, 11, 0, 52, 1023),
+                _ => (0, 0, 0, 0, 0, 0, 0),
+            };
+            // Bits 4-5 of the class bits: 2, the mantissa's leading 1 is
+            // implied; bits 8-15: the sign bit's position.
+            let layout_ok = props == ieee && (b0 >> 4) & 0x03 == 2 && b1 as usize == 8 * size - 1;
             if b0 & 0x40 != 0 || ![2, 4, 8].contains(&size) {
                 H5Type::Other {
                     class: "floating point of VAX order or unusual size",
+                    size,
+                }
+            } else if !layout_ok {
+                H5Type::Other {
+                    class: "floating point with padding bits or a non-IEEE layout",
                     size,
                 }
             } else {
@@ -497,10 +592,6 @@ fn datatype_at(c: &mut Cursor<'_>, depth: usize) -> H5Result<(H5Type, usize)> {
             size,
             pad: b0 & 0x0F,
         },
-        4 => H5Type::Other {
-            class: "bitfield",
-            size,
-        },
         5 => H5Type::Other {
             class: "opaque",
             size,
@@ -514,10 +605,7 @@ fn datatype_at(c: &mut Cursor<'_>, depth: usize) -> H5Result<(H5Type, usize)> {
             class: "region reference",
             size,
         },
-        8 => H5Type::Other {
-            class: "enum",
-            size,
-        },
+        8 => enumeration(c, cv >> 4, u16::from_le_bytes([b0, b1]), size, depth)?,
         9 if b0 & 0x0F == 1 => H5Type::VlenString,
         9 => {
             let (base, _) = datatype_at(c, depth + 1)?;
@@ -534,6 +622,51 @@ fn datatype_at(c: &mut Cursor<'_>, depth: usize) -> H5Result<(H5Type, usize)> {
         },
     };
     Ok((t, size))
+}
+
+/// The properties of an enumeration of `n` members (spec IV.A.2.d, class
+/// 8): its base type, then the names (NUL-terminated, padded to 8 bytes
+/// before datatype version 3), then the values, `size` bytes each. An
+/// enumeration over anything but a standard integer is shown as an
+/// unsupported type.
+fn enumeration(
+    c: &mut Cursor<'_>,
+    version: u8,
+    n: u16,
+    size: usize,
+    depth: usize,
+) -> H5Result<H5Type> {
+    let (base, base_size) = datatype_at(c, depth + 1)?;
+    if !matches!(base, H5Type::Int { .. }) || base_size != size {
+        return Ok(H5Type::Other {
+            class: "enum of a base type other than a standard integer",
+            size,
+        });
+    }
+    let mut names = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        let rest = &c.buf[c.pos..];
+        let len = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or_else(|| Hdf5Error::corrupt(c.what, "an enum member name without its NUL"))?;
+        let name = String::from_utf8_lossy(&rest[..len]).into_owned();
+        let stored = if version < 3 {
+            (len + 1).div_ceil(8) * 8
+        } else {
+            len + 1
+        };
+        c.skip(stored)?;
+        names.push(name);
+    }
+    let members = names
+        .into_iter()
+        .map(|name| Ok((name, c.bytes(size)?.to_vec())))
+        .collect::<H5Result<Vec<_>>>()?;
+    Ok(H5Type::Enum {
+        base: Box::new(base),
+        members,
+    })
 }
 
 /// The fill value a dataset's fill value message defines (bytes in the
@@ -816,9 +949,6 @@ pub fn attribute(f: &H5File, data: &[u8], what: &str) -> H5Result<Attribute> {
         .trim_end_matches('\0')
         .to_string();
     let awhat = format!("{what}: attribute {name:?}");
-    if flags & 0x02 != 0 {
-        return Err(Hdf5Error::unsupported(&awhat, "a shared dataspace"));
-    }
     let dt = c.bytes(dt_len)?;
     c.skip(pad(dt_len) - dt_len)?;
     let ds = c.bytes(ds_len)?;
@@ -830,7 +960,12 @@ pub fn attribute(f: &H5File, data: &[u8], what: &str) -> H5Result<Attribute> {
     } else {
         datatype(f, dt, &awhat)?
     };
-    let space = dataspace(f, ds, &awhat)?;
+    // Bit 1: the dataspace is shared (in the shared message heap).
+    let space = if flags & 0x02 != 0 {
+        dataspace(f, &shared_message(f, MSG_DATASPACE, ds, &awhat)?, &awhat)?
+    } else {
+        dataspace(f, ds, &awhat)?
+    };
     let n = space
         .num_elements()
         .and_then(|n| n.checked_mul(size as u64))

@@ -53,12 +53,19 @@
 //! virtual datasets, read from their sources in this or other files
 //! ([`vds`]).
 //!
+//! Enums are read as their base integers (members in the sidecar,
+//! [`ENUM_ATTRIBUTE`]), bitfields as unsigned integers, integers with
+//! padding bits or unusual sizes widened ([`convert`]); messages in the
+//! shared object header message heap and files with a metadata cache
+//! image are read through the superblock extension ([`extension`]).
+//! Every hard link is a name (a group linked twice is walked under each;
+//! a link back to an ancestor is a loop, not followed).
+//!
 //! Skipped, each with one line naming the file, the object and why, never
 //! failing the file: types a flat file cannot carry (variable-length,
-//! compound, enum, reference, opaque, array, bitfield, time), null
+//! compound, reference, opaque, array, time; non-IEEE floats), null
 //! dataspaces, layout messages of HDF5 1.4 (versions 1
-//! and 2, which no HDF5 since 1.6 writes), messages in the shared object
-//! header message heap, and
+//! and 2, which no HDF5 since 1.6 writes), and
 //! a dataset whose dense attributes cannot be read (shown without them it
 //! could be misread). Soft and external links are not followed. A chunk
 //! whose bytes lie past the end of the file fails its reads (EIO with a
@@ -84,8 +91,10 @@
 //! dimension but not a netCDF variable" is not shown at all.
 
 pub mod array;
+pub mod convert;
 pub mod dense;
 pub mod error;
+pub mod extension;
 pub mod index;
 pub mod io;
 pub mod meta;
@@ -133,6 +142,11 @@ const NOT_A_VARIABLE: &str = "This is a netCDF dimension but not a netCDF variab
 
 /// Groups nested deeper than this are not read (hard links can loop).
 const MAX_GROUP_DEPTH: usize = 64;
+
+/// More names than any file of use has: a group linked under many names,
+/// each holding groups linked many times, multiplies the names each
+/// level (every hard link is a name of its own).
+const MAX_OBJECTS: usize = 1_000_000;
 
 /// The datasets of one HDF5 file, by path in the mount (`var`,
 /// `grp/var`), and what was skipped, each error naming the file and the
@@ -309,7 +323,11 @@ pub(crate) fn from_context(
     let base = find_signature(parse.as_ref())
         .map_err(io)?
         .ok_or_else(|| fmt(Hdf5Error::NoSignature))?;
-    let (f, sb) = meta::superblock(parse, base, len).map_err(fmt)?;
+    let (mut f, sb) = meta::superblock(parse, base, len).map_err(fmt)?;
+    let file = match sb.extension {
+        Some(ext) => with_extension(&name, &mut f, ext, file).map_err(fmt)?,
+        None => file,
+    };
     let mut contents = Contents::default();
     let mut nodes = Vec::new();
     let mut walk = Walk {
@@ -317,7 +335,8 @@ pub(crate) fn from_context(
         file: &name,
         nodes: &mut nodes,
         skipped: &mut contents.skipped,
-        groups: HashSet::new(),
+        ancestors: Vec::new(),
+        objects: 0,
         attributes: Vec::new(),
     };
     let root = meta::object_header(&f, sb.root, "root group").map_err(fmt)?;
@@ -329,12 +348,58 @@ pub(crate) fn from_context(
     Ok(contents)
 }
 
+/// Apply the superblock extension at `ext` of `f` ([`extension`]): its
+/// shared message heaps go into `f`; a metadata cache image makes `file`
+/// (returned) and `f`'s parse view read through it. An extension that
+/// cannot be read is a warning when it holds neither (a file without
+/// them reads the same); a cache image or shared message table that
+/// cannot be read fails the file (without it the walk would read zeros
+/// or miss every shared message, each a line of its own).
+fn with_extension(
+    name: &str,
+    f: &mut H5File,
+    ext: u64,
+    file: Arc<dyn ReadAt>,
+) -> H5Result<Arc<dyn ReadAt>> {
+    let e = match extension::extension(f, ext) {
+        Ok(e) => e,
+        Err(e) => {
+            log::warn!("{name}: superblock extension not read: {e}");
+            return Ok(file);
+        }
+    };
+    let file: Arc<dyn ReadAt> = match e.cache_image {
+        Some((addr, len)) => {
+            let image = extension::CacheImage::read(f, addr, len, file)?;
+            let image: Arc<dyn ReadAt> = Arc::new(image);
+            let parse = ReadCache::new(image.clone()).map_err(|e| Hdf5Error::Io {
+                what: "metadata cache image".to_string(),
+                source: Arc::new(e),
+            })?;
+            f.file = Arc::new(parse);
+            image
+        }
+        None => file,
+    };
+    if let Some((addr, n)) = e.shared_table {
+        f.shared = Arc::new(extension::shared_table(f, addr, n)?);
+    }
+    Ok(file)
+}
+
 struct Walk<'a> {
     f: &'a H5File,
     file: &'a str,
     nodes: &'a mut Vec<Node>,
     skipped: &'a mut Vec<Error>,
-    groups: HashSet<u64>,
+    /// The groups from the root down to the one being walked: a hard link
+    /// to one of them is a loop, not followed again. A group linked twice
+    /// elsewhere is walked under each of its names.
+    ancestors: Vec<u64>,
+    /// Objects reached so far, every name counted: bounded by
+    /// [`MAX_OBJECTS`] (groups linked many times over could multiply the
+    /// names beyond any use).
+    objects: usize,
     /// Each group's path (`""` for the root) and attributes.
     attributes: Vec<(String, Vec<Attribute>)>,
 }
@@ -359,9 +424,41 @@ impl Walk<'_> {
         depth: usize,
     ) -> H5Result<()> {
         let what = format!("group {}", if path.is_empty() { "/" } else { path });
-        if !self.groups.insert(addr) || depth > MAX_GROUP_DEPTH {
-            return Ok(()); // a hard link back up the tree: shown once
+        if self.ancestors.contains(&addr) {
+            // A hard link back up the tree: the group is shown once, at
+            // its first name on this path.
+            log::debug!(
+                "{}: {what} links back to a group above it, not followed again",
+                self.file
+            );
+            return Ok(());
         }
+        if depth > MAX_GROUP_DEPTH {
+            self.skip(
+                &what,
+                Hdf5Error::unsupported(
+                    &what,
+                    format!("groups nested more than {MAX_GROUP_DEPTH} deep"),
+                ),
+            );
+            return Ok(());
+        }
+        self.ancestors.push(addr);
+        let r = self.group_members(path, messages, depth, &what);
+        self.ancestors.pop();
+        r
+    }
+
+    /// [`Walk::group`] once the group is known to be walked: its
+    /// attributes, then every member.
+    fn group_members(
+        &mut self,
+        path: &str,
+        messages: Vec<Message>,
+        depth: usize,
+        what: &str,
+    ) -> H5Result<()> {
+        let what = what.to_string();
         let (attrs, dense_error) = object_attributes(self.f, &messages, &what, self.file);
         if let Some(e) = dense_error {
             log::warn!("{}: {what}: attributes not shown: {e}", self.file);
@@ -372,7 +469,17 @@ impl Walk<'_> {
             match m.kind {
                 meta::MSG_SYMBOL_TABLE => {
                     let (btree, heap) = meta::symbol_table(self.f, &m.data, &what)?;
-                    members.extend(index::symbol_table_group(self.f, btree, heap, &what)?);
+                    for (name, target) in index::symbol_table_group(self.f, btree, heap, &what)? {
+                        match target {
+                            LinkTarget::Hard(a) => {
+                                members.insert(name, a);
+                            }
+                            LinkTarget::Other(kind) => log::debug!(
+                                "{}: {what}: {name:?} is a {kind}, not followed",
+                                self.file
+                            ),
+                        }
+                    }
                 }
                 meta::MSG_LINK => match meta::link(self.f, &m.data, &what) {
                     Ok((name, LinkTarget::Hard(a))) => {
@@ -407,6 +514,20 @@ impl Walk<'_> {
                 continue;
             }
             let cpath = format!("{path}/{name}");
+            self.objects += 1;
+            if self.objects > MAX_OBJECTS {
+                if self.objects > MAX_OBJECTS + 1 {
+                    return Ok(()); // said once
+                }
+                self.skip(
+                    &cpath,
+                    Hdf5Error::unsupported(
+                        &cpath,
+                        format!("more than {MAX_OBJECTS} names in the file (groups linked many times over?)"),
+                    ),
+                );
+                return Ok(());
+            }
             let messages = match meta::object_header(self.f, child, &cpath) {
                 Ok(m) => m,
                 Err(e) => {
@@ -464,7 +585,10 @@ fn object_attributes(
     let mut dense_error = None;
     for m in messages {
         match m.kind {
-            meta::MSG_ATTRIBUTE => match meta::attribute(f, &m.data, what) {
+            meta::MSG_ATTRIBUTE => match m
+                .resolved(f, what)
+                .and_then(|d| meta::attribute(f, &d, what))
+            {
                 Ok(a) => attrs.push(a),
                 Err(e) => log::warn!("{file}: {e}: attribute not shown"),
             },
@@ -648,7 +772,8 @@ fn build(
             .messages
             .iter()
             .find(|m| m.kind == meta::MSG_DATATYPE)
-            .and_then(|m| meta::datatype(f, &m.data, &path).ok())
+            .and_then(|m| m.resolved(f, &path).ok())
+            .and_then(|d| meta::datatype(f, &d, &path).ok())
             .is_some_and(|(t, _)| t == H5Type::VlenString);
         match dataset(
             file,
@@ -789,11 +914,20 @@ fn dataset(
         return Err(Hdf5Error::unsupported(what, "a null dataspace (no elements)").into());
     }
     let (h5type, size) = meta::datatype(f, &need(meta::MSG_DATATYPE, "datatype")?, what)?;
+    let padded = match h5type {
+        H5Type::PaddedInt(t) => Some(t),
+        _ => None,
+    };
     let (dtype, endian) = match flat_type(&h5type) {
         Some(t) => t,
+        // Served widened, converted to native order ([`convert`]).
+        None if let Some(t) = padded => (t.dtype(), Endian::NATIVE),
         // The heap references themselves, for [`Strings`].
         None if vlen_string && h5type == H5Type::VlenString => {
             (DataType::FixedBytes(size), Endian::Little)
+        }
+        None if h5type.class_name() == meta::MOSTLY_UNUSED_INTEGER => {
+            return Err(Hdf5Error::unsupported(what, meta::MOSTLY_UNUSED_INTEGER).into());
         }
         None => {
             return Err(Hdf5Error::NotFlat {
@@ -811,7 +945,7 @@ fn dataset(
     let mut fill = None;
     for kind in [meta::MSG_FILL, meta::MSG_FILL_OLD] {
         if let Some(m) = find(kind)
-            && let Some(v) = meta::fill_value(f, kind, &m.data, what)?
+            && let Some(v) = meta::fill_value(f, kind, &m.resolved(f, what)?, what)?
         {
             if v.len() != size {
                 return Err(Hdf5Error::corrupt(
@@ -825,9 +959,14 @@ fn dataset(
         }
     }
     let mut fill = match fill {
+        Some(v) if let Some(t) = padded => {
+            let mut w = vec![0u8; t.served_size()];
+            t.convert(&v, &mut w);
+            w
+        }
         Some(v) => v,
-        None if netcdf => netcdf_fill(p, &dtype, endian, size),
-        None => vec![0u8; size],
+        None if netcdf => netcdf_fill(p, &dtype, endian, dtype.size()),
+        None => vec![0u8; dtype.size()],
     };
     if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
         fill.reverse();
@@ -837,7 +976,22 @@ fn dataset(
     let mut meta = ArrayMeta::new(source.clone(), shape.clone(), dtype, fill)?;
     meta.dimension_names = dims;
     meta.attributes = attributes(f, p, heap);
-    let nbytes = meta.nbytes();
+    if let Some(members) = enum_json(&h5type) {
+        if meta.attributes.contains_key(ENUM_ATTRIBUTE) {
+            log::debug!(
+                "{what}: has an attribute {ENUM_ATTRIBUTE}: the enum members are not shown"
+            );
+        } else {
+            meta.attributes.insert(ENUM_ATTRIBUTE.to_string(), members);
+        }
+    }
+    if let Some(t) = padded {
+        meta.attributes
+            .entry(STORED_TYPE_ATTRIBUTE)
+            .or_insert_with(|| padded_json(&t));
+    }
+    // Bytes of elements as stored.
+    let nbytes = meta.num_elements().saturating_mul(size as u64);
     let layout = meta::layout(f, &need(meta::MSG_LAYOUT, "data layout")?, what)?;
     let storage = match layout {
         Layout::Virtual { heap: addr, index } => {
@@ -893,7 +1047,7 @@ fn dataset(
                 .into());
             }
             let filters = match find(meta::MSG_FILTERS) {
-                Some(m) => meta::filters(f, &m.data, what)?,
+                Some(m) => meta::filters(f, &m.resolved(f, what)?, what)?,
                 None => Vec::new(),
             };
             let chunk_nbytes = chunk
@@ -938,7 +1092,11 @@ fn dataset(
             }
         }
     };
-    Ok(array::array(file, what, meta, endian, storage, cache)?)
+    let elements = match padded {
+        Some(t) => array::Elements::Padded(t),
+        None => array::Elements::Bytes(endian),
+    };
+    Ok(array::array_of(file, what, meta, elements, storage, cache)?)
 }
 
 /// The element type a flat file shows for an HDF5 type, and its stored
@@ -946,6 +1104,8 @@ fn dataset(
 fn flat_type(t: &H5Type) -> Option<(DataType, Endian)> {
     let order = |big: bool| if big { Endian::Big } else { Endian::Little };
     Some(match *t {
+        // An enum is its integers, as netCDF4-python and h5py read it.
+        H5Type::Enum { ref base, .. } => return flat_type(base),
         H5Type::Int { size, signed, big } => (
             match (size, signed) {
                 (1, true) => DataType::Int8,
@@ -983,7 +1143,7 @@ fn extents(f: &H5File, p: &Parsed) -> Option<Vec<(u64, bool)>> {
         .messages
         .iter()
         .find(|m| m.kind == meta::MSG_DATASPACE)?;
-    let space = meta::dataspace(f, &m.data, &p.node.path).ok()?;
+    let space = meta::dataspace(f, &m.resolved(f, &p.node.path).ok()?, &p.node.path).ok()?;
     let max = space.max.unwrap_or_else(|| space.dims.clone());
     Some(
         space
@@ -1164,20 +1324,20 @@ fn attr_json(
 ) -> H5Result<Option<Value>> {
     let size = a.size.max(1);
     let mut values = Vec::new();
+    // An enum attribute shows its integer values, as h5py reads them.
+    let dtype = match &a.dtype {
+        H5Type::Enum { base, .. } => base.as_ref(),
+        t => t,
+    };
     for el in a.data.chunks_exact(size) {
-        let v = match &a.dtype {
-            H5Type::Int { size, signed, big } => {
-                let mut b = [0u8; 8];
-                b[..*size].copy_from_slice(el);
-                if *big {
-                    b[..*size].reverse();
-                }
-                let raw = u64::from_le_bytes(b);
-                if *signed {
-                    let shift = 64 - 8 * *size as u32;
-                    Value::from(((raw << shift) as i64) >> shift)
+        let v = match dtype {
+            &H5Type::Int { size, signed, big } => int_json(el, size, signed, big),
+            H5Type::PaddedInt(t) => {
+                let v = t.value(el);
+                if t.signed {
+                    Value::from(v as i64)
                 } else {
-                    Value::from(raw)
+                    Value::from(v)
                 }
             }
             H5Type::Float { size, big } => {
@@ -1203,6 +1363,61 @@ fn attr_json(
     } else {
         Value::Array(values)
     }))
+}
+
+/// One integer element of `size` bytes as JSON.
+fn int_json(el: &[u8], size: usize, signed: bool, big: bool) -> Value {
+    let mut b = [0u8; 8];
+    b[..size].copy_from_slice(&el[..size]);
+    if big {
+        b[..size].reverse();
+    }
+    let raw = u64::from_le_bytes(b);
+    if signed {
+        let shift = 64 - 8 * size as u32;
+        Value::from(((raw << shift) as i64) >> shift)
+    } else {
+        Value::from(raw)
+    }
+}
+
+/// The sidecar attribute an enum dataset's members go under (name ->
+/// value), as netCDF4-python's `datatype.enum_dict`. The `_slabfs_`
+/// prefix is slabfs's: a real attribute of that name, were there one,
+/// is shown instead (with a debug line).
+pub const ENUM_ATTRIBUTE: &str = "_slabfs_enum_dict";
+
+/// The sidecar attribute of a dataset of integers with padding bits or
+/// an unusual size, served widened ([`convert`]): its stored type, as
+/// `{"size", "precision", "offset", "signed", "byte_order"}` (HDF5's
+/// `H5Tget_size`, `H5Tget_precision`, `H5Tget_offset`). Same `_slabfs_`
+/// rule as [`ENUM_ATTRIBUTE`].
+pub const STORED_TYPE_ATTRIBUTE: &str = "_slabfs_hdf5_integer";
+
+fn padded_json(t: &convert::PaddedInt) -> Value {
+    serde_json::json!({
+        "size": t.size,
+        "precision": t.precision,
+        "offset": t.offset,
+        "signed": t.signed,
+        "byte_order": if t.big { "big" } else { "little" },
+    })
+}
+
+/// The members of an enum type as a JSON object (name -> integer value).
+fn enum_json(t: &H5Type) -> Option<Value> {
+    let H5Type::Enum { base, members } = t else {
+        return None;
+    };
+    let &H5Type::Int { size, signed, big } = base.as_ref() else {
+        return None;
+    };
+    Some(Value::Object(
+        members
+            .iter()
+            .map(|(name, v)| (name.clone(), int_json(v, size, signed, big)))
+            .collect(),
+    ))
 }
 
 /// A string value: trailing NULs (and spaces when space-padded) dropped,

@@ -1,0 +1,303 @@
+//! The superblock extension (spec II.A "Superblock", IV.A.2.p, IV.A.2.x):
+//! an object header that superblocks 2 and 3 point to, holding the
+//! file-wide messages. Two of them change how the rest of the file reads:
+//!
+//! - **Shared Message Table** (message 0x000F, spec III.E "Shared Object
+//!   Header Message Table"): a file created with
+//!   `H5Pset_shared_mesg_nindexes` keeps messages that many objects share
+//!   (datatypes, dataspaces, fill values, filter pipelines, attributes)
+//!   once, in a fractal heap per index, and each object header holds a
+//!   shared message (version 3, type 1) whose 8-byte heap ID names it.
+//!   The message's type says which index (each has a bit mask of the
+//!   message types it holds), and the index says which heap: the list or
+//!   v2 B-tree of the index itself is what HDF5 uses to find duplicates
+//!   when writing and is not needed to read ([`SharedHeaps`], HDF5's
+//!   `H5SM_get_fheap_addr` does the same).
+//! - **Metadata Cache Image** (message 0x0018, `H5Pset_mdc_image_config`,
+//!   HDF5 1.10+; spec III.K "Metadata Cache Image"): at close HDF5 wrote
+//!   the metadata cache's entries (object headers, B-trees, heaps, chunk
+//!   indexes) into one block instead of each at its address, which holds
+//!   zeros meanwhile (H5Cimage.c; `h5clear --image` writes them back). A
+//!   reader that ignores the image reads zeros where the root group
+//!   should be, so the image is not a hint: [`CacheImage`] serves reads of
+//!   those addresses from the image's entries, below the block cache, for
+//!   the metadata walk and the chunk indexes alike. The superblock and its
+//!   extension are never in the image (their ring is outside it).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::Arc;
+
+use super::error::{H5Result, Hdf5Error};
+use super::io::{H5File, check_checksum};
+use super::meta;
+use crate::storage::files::ReadAt;
+
+/// Shared Message Table message.
+pub const MSG_SHARED_TABLE: u16 = 0x000F;
+/// Metadata Cache Image message.
+pub const MSG_CACHE_IMAGE: u16 = 0x0018;
+
+/// The most indexes a shared message table has (`H5O_SHMESG_MAX_NINDEXES`).
+const MAX_INDEXES: usize = 8;
+
+/// Where the superblock extension says the file-wide structures are.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Extension {
+    /// The shared message table: its address and number of indexes.
+    pub shared_table: Option<(u64, u8)>,
+    /// The metadata cache image block: address and length.
+    pub cache_image: Option<(u64, u64)>,
+}
+
+/// Read the superblock extension's object header at `addr`.
+pub fn extension(f: &H5File, addr: u64) -> H5Result<Extension> {
+    let what = "superblock extension";
+    let mut out = Extension::default();
+    for m in meta::object_header(f, addr, what)? {
+        let mut c = f.cursor(&m.data, what);
+        match m.kind {
+            MSG_SHARED_TABLE => {
+                let version = c.u8()?;
+                if version != 0 {
+                    return Err(Hdf5Error::unsupported(
+                        what,
+                        format!("shared message table message version {version}"),
+                    ));
+                }
+                out.shared_table = Some((c.addr()?, c.u8()?));
+            }
+            MSG_CACHE_IMAGE => {
+                let version = c.u8()?;
+                if version != 0 {
+                    return Err(Hdf5Error::unsupported(
+                        what,
+                        format!("metadata cache image message version {version}"),
+                    ));
+                }
+                out.cache_image = Some((c.addr()?, c.length()?));
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The fractal heaps of the shared message table's indexes, each with
+/// the message types it holds (bit `1 << type`).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SharedHeaps(pub Vec<(u16, u64)>);
+
+impl SharedHeaps {
+    /// The heap holding shared messages of type `kind`.
+    pub fn heap_for(&self, kind: u16) -> Option<u64> {
+        let bit = 1u32.checked_shl(kind as u32)?;
+        self.0
+            .iter()
+            .find(|(types, _)| u32::from(*types) & bit != 0)
+            .map(|&(_, heap)| heap)
+    }
+}
+
+/// Read the shared message table ("SMTB") at `addr`, of `n` indexes:
+/// per index its version, type (list or B-tree), message type flags,
+/// minimum message size, list and B-tree cutoffs, number of messages,
+/// index address and heap address; then a checksum.
+pub fn shared_table(f: &H5File, addr: u64, n: u8) -> H5Result<SharedHeaps> {
+    let what = format!("shared message table at {addr:#x}");
+    let n = n as usize;
+    if n == 0 || n > MAX_INDEXES {
+        return Err(Hdf5Error::corrupt(&what, format!("{n} indexes")));
+    }
+    let o = f.sizeof_addr as usize;
+    let entry = 1 + 1 + 2 + 4 + 2 + 2 + 2 + 2 * o;
+    let buf = f.read(addr, (4 + n * entry + 4) as u64, &what)?;
+    check_checksum(&buf, &what)?;
+    let mut c = f.cursor(&buf, &what);
+    c.signature(b"SMTB")?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let version = c.u8()?;
+        if version != 0 {
+            return Err(Hdf5Error::unsupported(
+                &what,
+                format!("shared message index version {version}"),
+            ));
+        }
+        c.skip(1)?; // index type: list or v2 B-tree
+        let types = c.u16()?;
+        c.skip(4 + 2 + 2 + 2)?; // minimum size, cutoffs, number of messages
+        c.addr()?; // the index
+        let heap = c.addr()?;
+        if !f.undefined(heap) {
+            out.push((types, heap));
+        }
+    }
+    Ok(SharedHeaps(out))
+}
+
+/// A file read with its metadata cache image applied: a read of a range
+/// that holds an image entry gets the entry's bytes there. Entries are
+/// kept by absolute file offset; they never overlap.
+#[derive(Debug)]
+pub struct CacheImage {
+    inner: Arc<dyn ReadAt>,
+    entries: BTreeMap<u64, Vec<u8>>,
+}
+
+impl CacheImage {
+    /// Read the image block of `len` bytes at `addr` of `f` ("MDCI",
+    /// version 0, flags, image length, number of entries; per entry its
+    /// type, flags, ring, age, flush dependency child and dirty child
+    /// counts, parent count, LRU rank, address, size, the parents'
+    /// addresses and the entry's bytes; a checksum over it all: H5Cimage.c,
+    /// `H5C__decode_cache_image_header` and `..._entry`), to serve reads of
+    /// `inner` (the same file, offsets absolute).
+    pub fn read(f: &H5File, addr: u64, len: u64, inner: Arc<dyn ReadAt>) -> H5Result<CacheImage> {
+        let what = format!("metadata cache image at {addr:#x}");
+        let buf = f.read(addr, len, &what)?;
+        let mut c = f.cursor(&buf, &what);
+        c.signature(b"MDCI")?;
+        let version = c.u8()?;
+        if version != 0 {
+            return Err(Hdf5Error::unsupported(
+                &what,
+                format!("cache image version {version}"),
+            ));
+        }
+        let flags = c.u8()?;
+        if flags & 0x01 != 0 {
+            // HDF5 never writes the adaptive resize status ("not yet").
+            return Err(Hdf5Error::unsupported(
+                &what,
+                "a cache image with its resize status",
+            ));
+        }
+        let data_len = c.length()?;
+        if data_len < 4 || data_len > len {
+            return Err(Hdf5Error::corrupt(
+                &what,
+                format!("{data_len} bytes of image in a block of {len}"),
+            ));
+        }
+        check_checksum(&buf[..data_len as usize], &what)?;
+        let n = c.u32()?;
+        let mut entries: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        for i in 0..n {
+            c.skip(4)?; // type, flags, ring, age
+            c.skip(4)?; // flush dependency children, dirty children
+            let parents = c.u16()? as usize;
+            c.skip(4)?; // LRU rank
+            let at = c.addr()?;
+            let size = c.length()?;
+            c.skip(parents * f.sizeof_addr as usize)?;
+            let bytes = c.bytes(usize::try_from(size).unwrap_or(usize::MAX))?;
+            let start = f.base.checked_add(at).filter(|_| !f.undefined(at));
+            let Some(start) = start.filter(|&s| s.checked_add(size).is_some()) else {
+                return Err(Hdf5Error::corrupt(
+                    &what,
+                    format!("entry {i} at address {at:#x}"),
+                ));
+            };
+            entries.insert(start, bytes.to_vec());
+        }
+        if c.pos as u64 + 4 != data_len {
+            return Err(Hdf5Error::corrupt(
+                &what,
+                format!("{} bytes of entries in {data_len} bytes of image", c.pos),
+            ));
+        }
+        // Entries must not overlap: a read's patching relies on it.
+        let mut end = 0u64;
+        for (&start, bytes) in &entries {
+            if start < end {
+                return Err(Hdf5Error::corrupt(
+                    &what,
+                    format!("entries overlap at {start:#x}"),
+                ));
+            }
+            end = start + bytes.len() as u64;
+        }
+        log::debug!("{what}: {n} entries");
+        Ok(CacheImage { inner, entries })
+    }
+}
+
+impl ReadAt for CacheImage {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let end = offset.saturating_add(buf.len() as u64);
+        // Entirely inside one entry: the file is not read.
+        if let Some((&start, bytes)) = self.entries.range(..=offset).next_back()
+            && end <= start + bytes.len() as u64
+        {
+            let from = (offset - start) as usize;
+            buf.copy_from_slice(&bytes[from..from + buf.len()]);
+            return Ok(());
+        }
+        self.inner.read_exact_at(buf, offset)?;
+        for (&start, bytes) in self.entries.range(..end).rev() {
+            let stop = start + bytes.len() as u64;
+            if stop <= offset {
+                break; // the entries before end before this one
+            }
+            let (lo, hi) = (start.max(offset), stop.min(end));
+            buf[(lo - offset) as usize..(hi - offset) as usize]
+                .copy_from_slice(&bytes[(lo - start) as usize..(hi - start) as usize]);
+        }
+        Ok(())
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        self.inner.size()
+    }
+
+    fn stamp(&self) -> Option<u64> {
+        self.inner.stamp()
+    }
+
+    fn latency(&self) -> Option<std::time::Duration> {
+        self.inner.latency()
+    }
+
+    fn will_read(&self, offsets: &[u64]) {
+        self.inner.will_read(offsets)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Mem(Vec<u8>);
+    impl ReadAt for Mem {
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+            let o = offset as usize;
+            buf.copy_from_slice(&self.0[o..o + buf.len()]);
+            Ok(())
+        }
+        fn size(&self) -> io::Result<u64> {
+            Ok(self.0.len() as u64)
+        }
+    }
+
+    #[test]
+    fn reads_are_patched_where_entries_lie() {
+        let img = CacheImage {
+            inner: Arc::new(Mem(vec![0; 64])),
+            entries: BTreeMap::from([(8, vec![1; 4]), (16, vec![2; 8])]),
+        };
+        let mut b = [9u8; 20];
+        img.read_exact_at(&mut b, 6).unwrap();
+        let mut want = [0u8; 20];
+        want[2..6].fill(1);
+        want[10..18].fill(2);
+        assert_eq!(b, want);
+        let mut b = [9u8; 3];
+        img.read_exact_at(&mut b, 17).unwrap();
+        assert_eq!(b, [2; 3]);
+        let mut b = [9u8; 4];
+        img.read_exact_at(&mut b, 30).unwrap();
+        assert_eq!(b, [0; 4]);
+    }
+}
