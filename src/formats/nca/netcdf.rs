@@ -63,7 +63,10 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
     let path = Path::new(file.path()).to_path_buf();
     let real = files::real_path(&path).unwrap_or_else(|_| path.clone());
     let scope = opts.scope_for(&real);
-    let mut out = Variables::default();
+    let mut out = Variables {
+        groups: file.groups().to_vec(),
+        ..Variables::default()
+    };
     let definitions = super::cf::definition_variables(&file);
     for e in file.take_skipped() {
         log::warn!("skipping a variable: {e}");
