@@ -8,6 +8,8 @@
 //! flipped bytes, chunks past the end), which must give errors naming the
 //! file and never panic.
 
+#[path = "hdf5/attrs.rs"]
+mod attrs;
 mod common;
 use common::check_ranges;
 use common::mount::Mount;
