@@ -1602,6 +1602,77 @@ pub(crate) mod tests {
         assert_eq!(again["errors"]["ENOENT"], 1);
     }
 
+    fn dir(attrs: serde_json::Value) -> Directory {
+        Directory {
+            attributes: attrs.as_object().unwrap().clone(),
+            source: "/data/f.nc".into(),
+        }
+    }
+
+    #[test]
+    fn directories_with_attributes() {
+        let big = "x".repeat(sidecar::XATTR_SIZE_MAX);
+        let dirs: BTreeMap<String, Directory> = [
+            ("", serde_json::json!({"title": "root"})),
+            ("d", serde_json::json!({"n": [1, 2]})),
+            // Attributes only: still a directory.
+            ("e/f", serde_json::json!({"only": true})),
+            // At an array's path, or below one: not shown.
+            ("a", serde_json::json!({"no": 1})),
+            ("a/b", serde_json::json!({"no": 2})),
+            ("big", serde_json::json!({"text": big})),
+        ]
+        .into_iter()
+        .map(|(p, a)| (p.to_string(), dir(a)))
+        .collect();
+        let entries = [
+            entry("a", ramp(1, u64::MAX)),
+            entry("d/x", ramp(1, u64::MAX)),
+            // An array named like d's sidecar keeps the name.
+            entry("d/.json", ramp(2, u64::MAX)),
+        ];
+        let fs = SlabFs::with_directories(&entries, &dirs, config(Views::default()));
+        assert_eq!(
+            names(&fs, ""),
+            [".json", ".slabfs", "a", "a.json", "big", "d", "e"]
+        );
+        assert_eq!(names(&fs, "d"), [".json", ".json.json", "x", "x.json"]);
+        assert_eq!(names(&fs, "e"), ["f"]);
+        assert_eq!(names(&fs, "e/f"), [".json"]);
+        let doc: serde_json::Value = serde_json::from_slice(&read_all(&fs, ".json")).unwrap();
+        assert_eq!(
+            doc,
+            serde_json::json!({"attributes": {"title": "root"}, "source": "/data/f.nc"})
+        );
+        assert_eq!(lookup_path(&fs, "d/.json").unwrap().size, 4); // the array
+        let attrs = OsStr::new(sidecar::XATTR_ATTRIBUTES);
+        let d = lookup_path(&fs, "d").unwrap().ino;
+        assert_eq!(
+            fs.getxattr(d, attrs, 100).unwrap(),
+            XattrReply::Data(br#"{"n":[1,2]}"#.to_vec())
+        );
+        assert_eq!(
+            fs.listxattr(d, 100).unwrap(),
+            XattrReply::Data(b"user.slabfs.attributes\0".to_vec())
+        );
+        // Over Linux's xattr size: only the sidecar carries them.
+        let big_ino = lookup_path(&fs, "big").unwrap().ino;
+        assert_eq!(fs.listxattr(big_ino, 0).unwrap(), XattrReply::Size(0));
+        assert!(read_all(&fs, "big/.json").len() > sidecar::XATTR_SIZE_MAX);
+        // Without the json view: the xattr only.
+        let fs = SlabFs::with_directories(
+            &entries,
+            &dirs,
+            config(Views {
+                json: false,
+                ..Views::default()
+            }),
+        );
+        assert_eq!(names(&fs, "e/f"), Vec::<String>::new());
+        let root = fs.getxattr(ROOT_INO, attrs, 100).unwrap();
+        assert_eq!(root, XattrReply::Data(br#"{"title":"root"}"#.to_vec()));
+    }
+
     #[test]
     fn a_dataset_named_slabfs_wins_over_the_control_dir() {
         let fs = fs(&[entry(".slabfs/x", ramp(1, u64::MAX))]);

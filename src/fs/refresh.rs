@@ -239,9 +239,9 @@ impl SlabFs {
             if directories.contains_key(path) {
                 continue;
             }
-            if !in_scope(path) {
-                directories.insert(path.clone(), o.clone());
-            } else if !ds.skipped.is_empty() && source_exists(&o.dir.source) {
+            // Outside the re-loaded paths, or its file failed to open
+            // this time and still exists: kept as it was.
+            if !in_scope(path) || (!ds.skipped.is_empty() && source_exists(&o.dir.source)) {
                 directories.insert(path.clone(), o.clone());
             } else {
                 changes.attributes.push(path.clone());
