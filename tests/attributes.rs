@@ -330,3 +330,23 @@ pub fn getxattr(path: &Path, name: &str) -> std::io::Result<Vec<u8>> {
     buf.truncate(len as usize);
     Ok(buf)
 }
+
+/// NCZarr stores netcdf-c 4.9.0 wrote from the same CDL as `v2.zarr`
+/// (netCDF4-python of the 4.10 wheel cannot open them): the same global
+/// attributes, their bookkeeping (`_NCProperties`, `_NCZARR_ATTR` in
+/// capitals) hidden.
+#[test]
+fn nczarr_bookkeeping_is_hidden() {
+    let want = groups_of("nczarr/v2.zarr");
+    for store in ["v490.zarr", "v49lower.zarr"] {
+        let ds = dataset::open(&fixtures().join("nczarr").join(store), cache()).unwrap();
+        for (group, attrs) in &want {
+            let got = ds
+                .directories
+                .get(group)
+                .map(|d| Value::Object(d.attributes.clone()))
+                .unwrap_or_else(|| json!({}));
+            assert!(json_eq(&got, attrs), "{store} /{group}: {got}");
+        }
+    }
+}
