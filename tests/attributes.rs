@@ -42,6 +42,21 @@ fn expected() -> Vec<(String, Map<String, Value>)> {
         .collect()
 }
 
+/// [`expected`], with each netCDF source's `dimensions`.
+fn expected_with_dims() -> Vec<(String, Map<String, Value>, Option<Value>)> {
+    let raw = std::fs::read(fixtures().join("attributes/expected.json")).unwrap();
+    let all: Vec<Value> = serde_json::from_slice(&raw).unwrap();
+    all.into_iter()
+        .map(|e| {
+            (
+                e["source"].as_str().unwrap().to_string(),
+                e["groups"].as_object().unwrap().clone(),
+                e.get("dimensions").cloned(),
+            )
+        })
+        .collect()
+}
+
 /// The groups of `source` in expected.json.
 fn groups_of(source: &str) -> Map<String, Value> {
     expected()
@@ -76,7 +91,8 @@ fn json_eq(a: &Value, b: &Value) -> bool {
 #[test]
 fn every_fixture_directory_has_its_writers_attributes() {
     let mut checked = 0;
-    for (source, groups) in expected() {
+    let mut dims_checked = 0;
+    for (source, groups, entry_dims) in expected_with_dims() {
         let ds = dataset::open(&fixtures().join(&source), cache()).unwrap();
         for (group, attrs) in &groups {
             let attrs = attrs.as_object().unwrap();
@@ -98,8 +114,39 @@ fn every_fixture_directory_has_its_writers_attributes() {
         for path in ds.directories.keys() {
             assert!(groups.contains_key(path), "{source}: /{path} is no group");
         }
+        // netCDF files: each group's own dimensions, in netCDF's order.
+        let hdf5 = std::fs::read(fixtures().join(&source)).is_ok_and(|b| b.starts_with(b"\x89HDF"));
+        if let Some(dims) = entry_dims.as_ref().and_then(Value::as_object) {
+            for (group, want) in dims {
+                let want: Vec<(String, u64, bool)> = want
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|d| {
+                        (
+                            d[0].as_str().unwrap().to_string(),
+                            d[1].as_u64().unwrap(),
+                            d[2].as_bool().unwrap(),
+                        )
+                    })
+                    .collect();
+                let mut want = want;
+                let got = ds
+                    .directories
+                    .get(group)
+                    .map(|d| d.dimensions.clone())
+                    .unwrap_or_default();
+                // netCDF-4 (HDF5) files list them by name, not by dimid.
+                if hdf5 {
+                    want.sort();
+                }
+                assert_eq!(got, want, "{source} /{group}: dimensions");
+                dims_checked += want.len();
+            }
+        }
     }
     assert!(checked >= 50, "{checked}");
+    assert!(dims_checked >= 50, "{dims_checked}");
 }
 
 /// Attributes of a file inside a directory are at the file's path; the
@@ -112,8 +159,9 @@ fn netcdf3_globals_through_a_mount() {
     let got = &ds.directories["classic_types.nc"];
     assert!(json_eq(&Value::Object(got.attributes.clone()), &want));
     assert!(got.source.ends_with("netcdf3/data/classic_types.nc"));
-    // A file without attributes has no sidecar.
-    assert!(!ds.directories.contains_key("single_record_byte.nc"));
+    // A file without attributes: its dimensions only.
+    let bare = &ds.directories["single_record_byte.nc"];
+    assert!(bare.attributes.is_empty() && !bare.dimensions.is_empty());
 
     let m = Mount::start(&dir, &[]);
     let doc = read_json(&m.path("classic_types.nc/.json"));
@@ -130,7 +178,14 @@ fn netcdf3_globals_through_a_mount() {
         doc["attributes"],
         groups_of("netcdf3/data/no_variables.nc")[""]
     );
-    assert!(!m.path("single_record_byte.nc/.json").exists());
+    let doc = read_json(&m.path("single_record_byte.nc/.json"));
+    assert_eq!(doc["attributes"], json!({}));
+    let dims: Vec<Value> = bare
+        .dimensions
+        .iter()
+        .map(|(n, s, u)| json!({"name": n, "size": s, "unlimited": u}))
+        .collect();
+    assert_eq!(doc["dimensions"], Value::Array(dims));
     assert_eq!(
         getxattr(&m.path("single_record_byte.nc"), "user.slabfs.attributes")
             .unwrap_err()
@@ -140,6 +195,44 @@ fn netcdf3_globals_through_a_mount() {
     // The root (a plain directory) has none.
     assert!(!m.path(".json").exists());
     m.stop();
+}
+
+/// Every netCDF-3 file's dimensions against
+/// netCDF4-python's (tests/fixtures/netcdf3/manifest.json `dimensions`:
+/// `len(dim)`, `dim.isunlimited()`), in the library and the sidecar.
+#[test]
+fn netcdf3_dimensions_match_netcdf4_python() {
+    let root = fixtures().join("netcdf3");
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
+    let mut checked = 0;
+    for f in manifest.as_array().unwrap() {
+        let file = f["file"].as_str().unwrap();
+        // (The manifest's object is read back sorted by name.)
+        let mut want: Vec<(String, u64, bool)> = f["dimensions"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(n, d)| {
+                (
+                    n.clone(),
+                    d["len"].as_u64().unwrap(),
+                    d["unlimited"].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        let ds = dataset::open(&root.join(file), cache()).unwrap();
+        let mut got = ds
+            .directories
+            .get("")
+            .map(|d| d.dimensions.clone())
+            .unwrap_or_default();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want, "{file}");
+        checked += want.len();
+    }
+    assert!(checked > 20, "{checked}");
 }
 
 /// A Zarr store as SOURCE: its root group's attributes at the mount root,

@@ -49,11 +49,12 @@
 //! ([`Dataset::directories`], by mount path): a file's global attributes
 //! at the file's path (`runs/a.nc`, `""` when SOURCE is the file), a
 //! netCDF-4/HDF5 group's or a Zarr group's at the group's path, an NCA
-//! descriptor's `attributes` at the descriptor's path. Values follow the
+//! descriptor's `attributes` at the descriptor's path, and a netCDF
+//! file's or group's own dimensions at its path. Values follow the
 //! variables' attribute conventions, bookkeeping hidden as for variables
 //! (netCDF-4's [`crate::formats::hdf5::HIDDEN_ATTRIBUTES`], NCZarr's
-//! `_nczarr_*` and `_NCProperties`); a directory without attributes is
-//! not listed. A plain directory has none.
+//! `_nczarr_*` and `_NCProperties`); a directory with neither attributes
+//! nor dimensions is not listed. A plain directory has none.
 //!
 //! - a netCDF-4 or other HDF5 file ([`crate::formats::hdf5`]), whatever its
 //!   name when it is SOURCE: its datasets at their paths in the file
@@ -92,6 +93,10 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Directory {
     pub attributes: Map<String, Value>,
+    /// A netCDF file's or group's own dimensions (name, length: netCDF's,
+    /// the records for an unlimited one; unlimited), in definition order;
+    /// empty for every other format.
+    pub dimensions: Vec<(String, u64, bool)>,
     /// The file (or Zarr group) the attributes come from.
     pub source: String,
 }
@@ -113,13 +118,12 @@ impl Dataset {
         self.entries.iter().find(|e| e.path == path)
     }
 
-    /// Record the attributes of the directory at mount path `path` (none:
-    /// nothing recorded); the first of two at one path stays.
-    fn add_directory(&mut self, path: String, attributes: Map<String, Value>, source: String) {
-        if !attributes.is_empty() {
-            self.directories
-                .entry(path)
-                .or_insert(Directory { attributes, source });
+    /// Record the attributes and dimensions of the directory at mount
+    /// path `path` (neither: nothing recorded); the first of two at one
+    /// path stays.
+    fn add_directory(&mut self, path: String, dir: Directory) {
+        if !dir.attributes.is_empty() || !dir.dimensions.is_empty() {
+            self.directories.entry(path).or_insert(dir);
         }
     }
 }
@@ -312,8 +316,11 @@ fn push_hierarchy(
             zarr::nczarr::hide_bookkeeping(&mut attributes);
             ds.add_directory(
                 join(prefix, &node.path),
-                attributes,
-                join(source, &node.path),
+                Directory {
+                    attributes,
+                    dimensions: Vec::new(),
+                    source: join(source, &node.path),
+                },
             );
         }
         if let Some(array) = node.array {
@@ -399,8 +406,28 @@ fn add_descriptor(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -
 /// attributes (its global ones at `prefix`).
 fn push_variables(ds: &mut Dataset, prefix: &str, vars: nca::Variables, file: &Path) {
     let source = file.display().to_string();
+    let mut groups: BTreeMap<String, Directory> = BTreeMap::new();
     for (group, attributes) in vars.groups {
-        ds.add_directory(join(prefix, &group), attributes, source.clone());
+        groups.entry(group).or_insert(Directory {
+            attributes,
+            dimensions: Vec::new(),
+            source: source.clone(),
+        });
+    }
+    for d in vars.dimensions {
+        let (group, name) = d.name.rsplit_once('/').unwrap_or(("", &d.name));
+        groups
+            .entry(group.to_string())
+            .or_insert_with(|| Directory {
+                attributes: Map::new(),
+                dimensions: Vec::new(),
+                source: source.clone(),
+            })
+            .dimensions
+            .push((name.to_string(), d.len, d.is_unlimited));
+    }
+    for (group, dir) in groups {
+        ds.add_directory(join(prefix, &group), dir);
     }
     for (name, array) in vars.arrays {
         let path = if prefix.is_empty() {

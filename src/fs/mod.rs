@@ -29,11 +29,11 @@
 //! The raw file and the `.npy` view carry the `user.slabfs.*` xattrs.
 //!
 //! A directory with attributes ([`crate::formats::dataset::Directory`]: a
-//! file's global attributes, a group's) carries the xattr
-//! `user.slabfs.attributes` and, with the json view, the sidecar `.json`
-//! inside it ([`sidecar`], the root's being `/.json`). Such a directory
-//! is shown even when it holds no array (a file of global attributes
-//! only, an empty group). Names go to arrays first: an array (or a
+//! file's global attributes, a group's; or a netCDF group's dimensions)
+//! carries the xattr `user.slabfs.attributes` (when it has attributes)
+//! and, with the json view, the sidecar `.json` inside it ([`sidecar`],
+//! the root's being `/.json`). Such a directory is shown even when it
+//! holds no array (a file of global attributes only, an empty group). Names go to arrays first: an array (or a
 //! directory) whose name is `.json` keeps it and the directory's sidecar
 //! is left out with an info line; netCDF names never start with a dot,
 //! so only an HDF5 or Zarr name can take it. Attributes at the path of an
@@ -1605,6 +1605,7 @@ pub(crate) mod tests {
     fn dir(attrs: serde_json::Value) -> Directory {
         Directory {
             attributes: attrs.as_object().unwrap().clone(),
+            dimensions: Vec::new(),
             source: "/data/f.nc".into(),
         }
     }

@@ -34,14 +34,20 @@
 //! is `/.json`), and the xattr `user.slabfs.attributes` on the directory
 //! itself (the attributes as one compact JSON object). Its document is
 //! the `attributes` object of a variable's sidecar and the `source` the
-//! attributes were read from:
+//! attributes were read from, and for a netCDF file or group its own
+//! dimensions (netCDF's length: the records of an unlimited one; a
+//! classic file's in definition order, a netCDF-4 file's by name):
 //!
 //! ```json
 //! {
 //!   "attributes": {"title": "runs", "Conventions": "CF-1.8"},
+//!   "dimensions": [{"name": "time", "size": 3, "unlimited": true}],
 //!   "source": "/data/runs/a.nc"
 //! }
 //! ```
+//!
+//! A netCDF file or group with dimensions but no attributes has the
+//! sidecar (with `"attributes": {}`) and no xattr.
 //!
 //! Linux refuses xattr values over 64 KiB (`XATTR_SIZE_MAX`: `getxattr`
 //! fails with E2BIG whatever the buffer), so attributes whose JSON is
@@ -135,6 +141,8 @@ pub fn xattrs(meta: &ArrayMeta, order: Endian) -> Vec<(&'static str, Vec<u8>)> {
 #[derive(Serialize)]
 struct DirectorySidecar<'a> {
     attributes: &'a Map<String, Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dimensions: Vec<Value>,
     source: &'a str,
 }
 
@@ -143,6 +151,11 @@ struct DirectorySidecar<'a> {
 pub fn directory_json(dir: &Directory) -> Vec<u8> {
     let doc = DirectorySidecar {
         attributes: &dir.attributes,
+        dimensions: dir
+            .dimensions
+            .iter()
+            .map(|(name, size, unlimited)| json!({"name": name, "size": size, "unlimited": unlimited}))
+            .collect(),
         source: &dir.source,
     };
     let mut out = serde_json::to_vec_pretty(&doc).expect("a sidecar always serializes");
@@ -154,6 +167,9 @@ pub fn directory_json(dir: &Directory) -> Vec<u8> {
 /// compact JSON, unless longer than Linux passes (then none, with a debug
 /// line naming it).
 pub fn directory_xattrs(path: &str, dir: &Directory) -> Vec<(&'static str, Vec<u8>)> {
+    if dir.attributes.is_empty() {
+        return Vec::new();
+    }
     let value = serde_json::to_vec(&dir.attributes).expect("serializes");
     if value.len() > XATTR_SIZE_MAX {
         log::debug!(

@@ -39,6 +39,32 @@ fn netcdf4_group_attributes() {
     }
     // _NCProperties is netCDF's bookkeeping: hidden.
     assert!(!ds.directories[""].attributes.contains_key("_NCProperties"));
+    // Each group's own dimensions, as netCDF4-python lists them.
+    let dims = manifest()
+        .into_iter()
+        .find(|m| m["file"] == "attrs.nc")
+        .unwrap()["dimensions"]
+        .clone();
+    for (g, want) in dims.as_object().unwrap() {
+        let want: Vec<(String, u64, bool)> = want
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                (
+                    d[0].as_str().unwrap().to_string(),
+                    d[1].as_u64().unwrap(),
+                    d[2].as_bool().unwrap(),
+                )
+            })
+            .collect();
+        let got = ds
+            .directories
+            .get(g)
+            .map(|d| d.dimensions.clone())
+            .unwrap_or_default();
+        assert_eq!(got, want, "/{g}");
+    }
 
     let m = Mount::start(&data("attrs.nc"), &[]);
     let root = sidecar(&m.path(".json"));
@@ -47,6 +73,13 @@ fn netcdf4_group_attributes() {
         &groups[""]
     ));
     assert!(root["source"].as_str().unwrap().ends_with("attrs.nc"));
+    assert_eq!(
+        root["dimensions"],
+        serde_json::json!([
+            {"name": "time", "size": 2, "unlimited": true},
+            {"name": "x", "size": 4, "unlimited": false}
+        ])
+    );
     let x = xattr(&m.path(""), "user.slabfs.attributes").unwrap();
     let x: Value = serde_json::from_slice(&x).unwrap();
     assert!(json_eq_obj(x.as_object().unwrap(), &groups[""]));

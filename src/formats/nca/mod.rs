@@ -93,6 +93,9 @@ pub struct Variables {
     /// the global attributes, `grp/sub` a netCDF-4 group's), bookkeeping
     /// hidden as for variables.
     pub groups: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
+    /// A netCDF file's dimensions, named by path in the file (`grp/n`
+    /// below the root group).
+    pub dimensions: Vec<crate::formats::netcdf3::Dimension>,
 }
 
 /// Whether `path` names a JSON descriptor (`*.nca.json`).
