@@ -94,8 +94,9 @@ pub struct Entry {
 pub struct Directory {
     pub attributes: Map<String, Value>,
     /// A netCDF file's or group's own dimensions (name, length: netCDF's,
-    /// the records for an unlimited one; unlimited), in definition order;
-    /// empty for every other format.
+    /// the records for an unlimited one; unlimited): a classic file's in
+    /// definition order, a netCDF-4 (HDF5) file's by name (its dimension
+    /// scales'); empty for every other format.
     pub dimensions: Vec<(String, u64, bool)>,
     /// The file (or Zarr group) the attributes come from.
     pub source: String,
@@ -106,7 +107,8 @@ pub struct Directory {
 #[derive(Default)]
 pub struct Dataset {
     pub entries: Vec<Entry>,
-    /// Directories with attributes, by mount path (`""`: the root).
+    /// Directories with attributes or dimensions, by mount path (`""`:
+    /// the root).
     pub directories: BTreeMap<String, Directory>,
     /// Datasets or arrays that could not be opened.
     pub skipped: Vec<Error>,
@@ -403,7 +405,7 @@ fn add_descriptor(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -
 }
 
 /// Add the variables of the file `file` under `prefix`, and its groups'
-/// attributes (its global ones at `prefix`).
+/// attributes and dimensions (its global ones at `prefix`).
 fn push_variables(ds: &mut Dataset, prefix: &str, vars: nca::Variables, file: &Path) {
     let source = file.display().to_string();
     let mut groups: BTreeMap<String, Directory> = BTreeMap::new();
