@@ -8,6 +8,8 @@
 //! flipped bytes, chunks past the end), which must give errors naming the
 //! file and never panic.
 
+#[path = "hdf5/attrs.rs"]
+mod attrs;
 #[path = "hdf5/codec.rs"]
 mod codec;
 mod common;

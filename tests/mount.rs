@@ -160,6 +160,15 @@ fn layout_matches_ls_with_sidecars_modes_and_sizes() {
         .collect();
     let mut want: BTreeSet<String> = listed.keys().cloned().collect();
     want.extend(listed.keys().map(|p| format!("{p}.json")));
+    // Each directory with attributes holds its sidecar `.json`
+    // (tests/attributes.rs checks their content).
+    let ds = slabfs::formats::dataset::open(
+        &fixtures(),
+        std::sync::Arc::new(slabfs::engine::cache::ChunkCache::new(1 << 20)),
+    )
+    .unwrap();
+    assert!(!ds.directories.is_empty());
+    want.extend(ds.directories.keys().map(|d| format!("{d}/.json")));
     // The mount's own control file (tests/mount_live.rs checks it).
     want.insert(".slabfs/stats".into());
     assert_eq!(files, want.iter().map(String::as_str).collect());

@@ -417,6 +417,21 @@ fn s3_prefix_reads_as_the_same_tree_on_disk() {
         dataset::open(&fixtures().join("zarr"), Arc::new(ChunkCache::new(1 << 20))).unwrap();
     let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     assert_eq!(names(&ds), names(&local));
+    // Its directories' attributes too (tests/attributes.rs compares the
+    // local ones with zarr-python's), each read from its URL.
+    let attrs = |d: &Dataset| {
+        d.directories
+            .iter()
+            .map(|(p, d)| (p.clone(), d.attributes.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert!(!ds.directories.is_empty());
+    assert_eq!(attrs(&ds), attrs(&local));
+    assert!(
+        ds.directories
+            .values()
+            .all(|d| d.source.starts_with("s3://"))
+    );
     check_all(&ds, "", &zarr_cases());
 
     let ds = open(&format!("s3://{BUCKET}/nc3/"));
@@ -441,6 +456,15 @@ fn s3_prefix_reads_as_the_same_tree_on_disk() {
         .collect();
     assert!(!cases.is_empty());
     check_all(&nc, "", &cases);
+    let local = dataset::open(
+        &fixtures().join("netcdf3/data/classic_types.nc"),
+        Arc::new(ChunkCache::new(1 << 20)),
+    )
+    .unwrap();
+    assert_eq!(
+        nc.directories[""].attributes,
+        local.directories[""].attributes
+    );
     cli_ls_and_cat_by_url(&s3.endpoint());
 
     // A missing prefix is an error naming it.

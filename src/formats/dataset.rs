@@ -45,14 +45,28 @@
 //! the extensions keep that to the files that claim to be netCDF (and
 //! HDF5: [`HDF5_EXTENSIONS`]).
 //!
+//! Beside its arrays, a dataset reports the attributes of its directories
+//! ([`Dataset::directories`], by mount path): a file's global attributes
+//! at the file's path (`runs/a.nc`, `""` when SOURCE is the file), a
+//! netCDF-4/HDF5 group's or a Zarr group's at the group's path, an NCA
+//! descriptor's `attributes` at the descriptor's path, and a netCDF
+//! file's or group's own dimensions at its path. Values follow the
+//! variables' attribute conventions, bookkeeping hidden as for variables
+//! (netCDF-4's [`crate::formats::hdf5::HIDDEN_ATTRIBUTES`], NCZarr's
+//! `_nczarr_*` and `_NCProperties`); a directory with neither attributes
+//! nor dimensions is not listed. A plain directory has none.
+//!
 //! - a netCDF-4 or other HDF5 file ([`crate::formats::hdf5`]), whatever its
 //!   name when it is SOURCE: its datasets at their paths in the file
 //!   (`temp`, `grp/temp`); inside a directory, a directory of them
 //!   (`runs/c.nc/grp/temp`). A dataset that cannot be shown is reported as
 //!   skipped, naming it and why; the rest of the file mounts.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use serde_json::{Map, Value};
 
 use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
@@ -74,10 +88,28 @@ pub struct Entry {
     pub array: Arc<dyn ArraySource>,
 }
 
-/// The arrays found under a source, sorted by path, and what was skipped.
+/// The attributes of one directory of the mount (a file, a group, a
+/// descriptor) and where they were read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Directory {
+    pub attributes: Map<String, Value>,
+    /// A netCDF file's or group's own dimensions (name, length: netCDF's,
+    /// the records for an unlimited one; unlimited): a classic file's in
+    /// definition order, a netCDF-4 (HDF5) file's by name (its dimension
+    /// scales'); empty for every other format.
+    pub dimensions: Vec<(String, u64, bool)>,
+    /// The file (or Zarr group) the attributes come from.
+    pub source: String,
+}
+
+/// The arrays found under a source, sorted by path, the attributes of its
+/// directories and what was skipped.
 #[derive(Default)]
 pub struct Dataset {
     pub entries: Vec<Entry>,
+    /// Directories with attributes or dimensions, by mount path (`""`:
+    /// the root).
+    pub directories: BTreeMap<String, Directory>,
     /// Datasets or arrays that could not be opened.
     pub skipped: Vec<Error>,
 }
@@ -86,6 +118,24 @@ impl Dataset {
     pub fn get(&self, path: &str) -> Option<&Entry> {
         let path = path.trim_matches('/');
         self.entries.iter().find(|e| e.path == path)
+    }
+
+    /// Record the attributes and dimensions of the directory at mount
+    /// path `path` (neither: nothing recorded); the first of two at one
+    /// path stays.
+    fn add_directory(&mut self, path: String, dir: Directory) {
+        if !dir.attributes.is_empty() || !dir.dimensions.is_empty() {
+            self.directories.entry(path).or_insert(dir);
+        }
+    }
+}
+
+/// `prefix/rel`, either side possibly empty.
+fn join(prefix: &str, rel: &str) -> String {
+    match (prefix.is_empty(), rel.is_empty()) {
+        (true, _) => rel.to_string(),
+        (_, true) => prefix.to_string(),
+        _ => format!("{prefix}/{rel}"),
     }
 }
 
@@ -246,14 +296,35 @@ fn add_store(
     opts: &Options,
 ) -> Result<()> {
     let h = zarr::open_store(opts.files.store(dir), opts.cache.clone())?;
-    push_hierarchy(ds, h, prefix, root_name);
+    push_hierarchy(ds, h, prefix, root_name, &dir.display().to_string());
     Ok(())
 }
 
 /// Add the arrays of a Zarr hierarchy under the mount path `prefix` (a
-/// root array is the file `prefix`, or `root_name` at the top).
-fn push_hierarchy(ds: &mut Dataset, h: zarr::Hierarchy, prefix: &str, root_name: &str) {
+/// root array is the file `prefix`, or `root_name` at the top), and its
+/// groups' attributes (`source`: where the store is).
+fn push_hierarchy(
+    ds: &mut Dataset,
+    h: zarr::Hierarchy,
+    prefix: &str,
+    root_name: &str,
+    source: &str,
+) {
     for node in h.nodes {
+        if node.array.is_none() {
+            // v2 groups' are already without NCZarr's bookkeeping; v3
+            // groups' and references' not.
+            let mut attributes = node.attributes;
+            zarr::nczarr::hide_bookkeeping(&mut attributes);
+            ds.add_directory(
+                join(prefix, &node.path),
+                Directory {
+                    attributes,
+                    dimensions: Vec::new(),
+                    source: join(source, &node.path),
+                },
+            );
+        }
         if let Some(array) = node.array {
             let rel = if node.path.is_empty() {
                 root_name
@@ -282,7 +353,8 @@ fn add_references(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -
         return Ok(false);
     };
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
-    push_hierarchy(ds, h, prefix, name.as_deref().unwrap_or("array"));
+    let source = file.display().to_string();
+    push_hierarchy(ds, h, prefix, name.as_deref().unwrap_or("array"), &source);
     Ok(true)
 }
 
@@ -318,13 +390,15 @@ fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Resu
     match netcdf::open_any_with(file, opts.files.as_ref(), &opts.cache, Some(sources))? {
         netcdf::Opened::Netcdf3(nc) => {
             // NCA variables assembled, `nca_private` ones hidden.
-            push_variables(ds, prefix, nca::netcdf::variables(Arc::new(*nc), opts));
+            let vars = nca::netcdf::variables(Arc::new(*nc), opts);
+            push_variables(ds, prefix, vars, file);
             Ok(true)
         }
         netcdf::Opened::Hdf5(h) => {
             // netCDF-4: aggregation variables assembled too.
             let nc = nca::ncfile::NcFile::hdf5(file.display().to_string(), h);
-            push_variables(ds, prefix, nca::netcdf::file_variables(Arc::new(nc), opts));
+            let vars = nca::netcdf::file_variables(Arc::new(nc), opts);
+            push_variables(ds, prefix, vars, file);
             Ok(true)
         }
         netcdf::Opened::Other => Ok(false),
@@ -333,11 +407,37 @@ fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Resu
 
 /// Add the variables of an NCA descriptor under `prefix`.
 fn add_descriptor(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Result<()> {
-    push_variables(ds, prefix, nca::open_json(file, opts)?);
+    push_variables(ds, prefix, nca::open_json(file, opts)?, file);
     Ok(())
 }
 
-fn push_variables(ds: &mut Dataset, prefix: &str, vars: nca::Variables) {
+/// Add the variables of the file `file` under `prefix`, and its groups'
+/// attributes and dimensions (its global ones at `prefix`).
+fn push_variables(ds: &mut Dataset, prefix: &str, vars: nca::Variables, file: &Path) {
+    let source = file.display().to_string();
+    let mut groups: BTreeMap<String, Directory> = BTreeMap::new();
+    for (group, attributes) in vars.groups {
+        groups.entry(group).or_insert(Directory {
+            attributes,
+            dimensions: Vec::new(),
+            source: source.clone(),
+        });
+    }
+    for d in vars.dimensions {
+        let (group, name) = d.name.rsplit_once('/').unwrap_or(("", &d.name));
+        groups
+            .entry(group.to_string())
+            .or_insert_with(|| Directory {
+                attributes: Map::new(),
+                dimensions: Vec::new(),
+                source: source.clone(),
+            })
+            .dimensions
+            .push((name.to_string(), d.len, d.is_unlimited));
+    }
+    for (group, dir) in groups {
+        ds.add_directory(join(prefix, &group), dir);
+    }
     for (name, array) in vars.arrays {
         let path = if prefix.is_empty() {
             name

@@ -28,6 +28,17 @@
 //!
 //! The raw file and the `.npy` view carry the `user.slabfs.*` xattrs.
 //!
+//! A directory with attributes ([`crate::formats::dataset::Directory`]: a
+//! file's global attributes, a group's; or a netCDF group's dimensions)
+//! carries the xattr `user.slabfs.attributes` (when it has attributes)
+//! and, with the json view, the sidecar `.json` inside it ([`sidecar`],
+//! the root's being `/.json`). Such a directory is shown even when it
+//! holds no array (a file of global attributes only, an empty group). Names go to arrays first: an array (or a
+//! directory) whose name is `.json` keeps it and the directory's sidecar
+//! is left out with an info line; netCDF names never start with a dot,
+//! so only an HDF5 or Zarr name can take it. Attributes at the path of an
+//! array (or below one) are not shown, with a warning.
+//!
 //! A view is only placed when no array, directory or earlier view already
 //! has its name (an array `x.json` wins over the sidecar of `x`) and the
 //! name fits in 255 bytes. An entry whose path is also a directory (an
@@ -102,7 +113,7 @@ use crate::engine::array::{ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, SharedBytes};
 use crate::engine::read::{read_at, read_shared_at};
 use crate::engine::readahead::{DEFAULT_MAX_WINDOW, Readahead};
-use crate::formats::dataset::Entry;
+use crate::formats::dataset::{Dataset, Directory, Entry};
 
 pub use error::{FsError, FsResult};
 pub use stats::Stats;
@@ -264,6 +275,36 @@ impl Tracked {
     }
 }
 
+/// A directory's attributes with what is derived from them (computed
+/// once, when the dataset is opened).
+struct DirDoc {
+    dir: Directory,
+    xattrs: Xattrs,
+    sidecar: Option<Arc<[u8]>>,
+}
+
+impl DirDoc {
+    fn new(path: &str, dir: Directory, config: &FsConfig) -> Arc<DirDoc> {
+        Arc::new(DirDoc {
+            xattrs: sidecar::directory_xattrs(path, &dir).into(),
+            sidecar: config
+                .views
+                .json
+                .then(|| sidecar::directory_json(&dir).into()),
+            dir,
+        })
+    }
+}
+
+/// The path of the file `name` inside directory `dir` ("" the root).
+fn child_path(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
 enum Content {
     /// Children sorted by name.
     Dir(Vec<(String, u64)>),
@@ -337,6 +378,8 @@ struct Tree {
     /// Every array of the dataset by path, including the ones not shown
     /// (a path conflict), so a refresh compares like with like.
     arrays: BTreeMap<String, Tracked>,
+    /// Every directory's attributes by path, including the ones not shown.
+    directories: BTreeMap<String, Arc<DirDoc>>,
     total_bytes: u64,
     /// The next inode number never handed out.
     next_ino: u64,
@@ -413,6 +456,7 @@ impl Tree {
     /// nodes get `now`.
     fn build(
         arrays: BTreeMap<String, Tracked>,
+        directories: BTreeMap<String, Arc<DirDoc>>,
         config: &FsConfig,
         prev: Option<&Tree>,
         now: SystemTime,
@@ -442,6 +486,39 @@ impl Tree {
                 keep
             })
             .collect();
+        // Directories with attributes: arrays keep their paths first.
+        let mut with_attrs: HashMap<&str, &DirDoc> = HashMap::new();
+        for (path, d) in &directories {
+            if !path.is_empty() && !clean_path(path) {
+                log::log!(
+                    level,
+                    "not shown: the attributes of {path:?}: not a clean relative path"
+                );
+                continue;
+            }
+            let mut p = path.as_str();
+            let blocked = loop {
+                if arrays.contains_key(p) && !dirs.contains(p) {
+                    break true;
+                }
+                if p.is_empty() {
+                    break false;
+                }
+                p = parent_of(p);
+            };
+            if blocked {
+                log::log!(
+                    level,
+                    "not shown: the attributes of {path:?}: the array {p:?} has that path"
+                );
+                continue;
+            }
+            with_attrs.insert(path, d);
+            let mut p = path.as_str();
+            while !p.is_empty() && dirs.insert(p) {
+                p = parent_of(p);
+            }
+        }
 
         let mut plan: BTreeMap<String, Planned> = BTreeMap::new();
         plan.insert(String::new(), Planned::Dir);
@@ -477,6 +554,28 @@ impl Tree {
                     std::collections::btree_map::Entry::Vacant(v) => {
                         v.insert(planned);
                     }
+                }
+            }
+        }
+        let mut sidecars: Vec<(&&str, &&DirDoc)> = with_attrs.iter().collect();
+        sidecars.sort_by_key(|(p, _)| **p);
+        for (path, d) in sidecars {
+            let Some(doc) = &d.sidecar else { continue };
+            match plan.entry(child_path(path, sidecar::DIRECTORY_SIDECAR)) {
+                std::collections::btree_map::Entry::Occupied(taken) => {
+                    let level = if prev.is_none() {
+                        log::Level::Info
+                    } else {
+                        log::Level::Debug
+                    };
+                    log::log!(
+                        level,
+                        "no sidecar of directory /{path}: {} is taken",
+                        taken.key()
+                    );
+                }
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(Planned::Doc(doc.clone()));
                 }
             }
         }
@@ -531,7 +630,12 @@ impl Tree {
                     .push((name_of(path).to_string(), ino));
             }
             let (content, xattrs) = match planned {
-                Planned::Dir => (Content::Dir(Vec::new()), no_xattrs.clone()),
+                Planned::Dir => (
+                    Content::Dir(Vec::new()),
+                    with_attrs
+                        .get(path.as_str())
+                        .map_or_else(|| no_xattrs.clone(), |d| d.xattrs.clone()),
+                ),
                 Planned::Raw(t) => (
                     Content::Array {
                         array: t.array.clone(),
@@ -587,6 +691,7 @@ impl Tree {
         Tree {
             nodes,
             arrays,
+            directories,
             total_bytes,
             next_ino,
         }
@@ -619,6 +724,24 @@ pub struct SlabFs {
 impl SlabFs {
     /// Build the tree of `entries` (as `dataset::open` lists them).
     pub fn new(entries: &[Entry], config: FsConfig) -> SlabFs {
+        SlabFs::with_directories(entries, &BTreeMap::new(), config)
+    }
+
+    /// Build the tree of a whole dataset: its arrays and its directories'
+    /// attributes.
+    pub fn of_dataset(ds: &Dataset, config: FsConfig) -> SlabFs {
+        SlabFs::with_directories(&ds.entries, &ds.directories, config)
+    }
+
+    fn with_directories(
+        entries: &[Entry],
+        directories: &BTreeMap<String, Directory>,
+        config: FsConfig,
+    ) -> SlabFs {
+        let directories = directories
+            .iter()
+            .map(|(path, d)| (path.clone(), DirDoc::new(path, d.clone(), &config)))
+            .collect();
         let arrays = usable_entries(entries, true)
             .into_iter()
             .map(|(path, array)| {
@@ -631,7 +754,7 @@ impl SlabFs {
                 (path, t)
             })
             .collect();
-        let tree = Tree::build(arrays, &config, None, SystemTime::now());
+        let tree = Tree::build(arrays, directories, &config, None, SystemTime::now());
         SlabFs {
             tree: RwLock::new(Arc::new(tree)),
             config,
@@ -1477,6 +1600,78 @@ pub(crate) mod tests {
         let _ = lookup_path(&fs, "nope");
         let again = doc(&read_all(&fs, ".slabfs/stats"));
         assert_eq!(again["errors"]["ENOENT"], 1);
+    }
+
+    fn dir(attrs: serde_json::Value) -> Directory {
+        Directory {
+            attributes: attrs.as_object().unwrap().clone(),
+            dimensions: Vec::new(),
+            source: "/data/f.nc".into(),
+        }
+    }
+
+    #[test]
+    fn directories_with_attributes() {
+        let big = "x".repeat(sidecar::XATTR_SIZE_MAX);
+        let dirs: BTreeMap<String, Directory> = [
+            ("", serde_json::json!({"title": "root"})),
+            ("d", serde_json::json!({"n": [1, 2]})),
+            // Attributes only: still a directory.
+            ("e/f", serde_json::json!({"only": true})),
+            // At an array's path, or below one: not shown.
+            ("a", serde_json::json!({"no": 1})),
+            ("a/b", serde_json::json!({"no": 2})),
+            ("big", serde_json::json!({"text": big})),
+        ]
+        .into_iter()
+        .map(|(p, a)| (p.to_string(), dir(a)))
+        .collect();
+        let entries = [
+            entry("a", ramp(1, u64::MAX)),
+            entry("d/x", ramp(1, u64::MAX)),
+            // An array named like d's sidecar keeps the name.
+            entry("d/.json", ramp(2, u64::MAX)),
+        ];
+        let fs = SlabFs::with_directories(&entries, &dirs, config(Views::default()));
+        assert_eq!(
+            names(&fs, ""),
+            [".json", ".slabfs", "a", "a.json", "big", "d", "e"]
+        );
+        assert_eq!(names(&fs, "d"), [".json", ".json.json", "x", "x.json"]);
+        assert_eq!(names(&fs, "e"), ["f"]);
+        assert_eq!(names(&fs, "e/f"), [".json"]);
+        let doc: serde_json::Value = serde_json::from_slice(&read_all(&fs, ".json")).unwrap();
+        assert_eq!(
+            doc,
+            serde_json::json!({"attributes": {"title": "root"}, "source": "/data/f.nc"})
+        );
+        assert_eq!(lookup_path(&fs, "d/.json").unwrap().size, 4); // the array
+        let attrs = OsStr::new(sidecar::XATTR_ATTRIBUTES);
+        let d = lookup_path(&fs, "d").unwrap().ino;
+        assert_eq!(
+            fs.getxattr(d, attrs, 100).unwrap(),
+            XattrReply::Data(br#"{"n":[1,2]}"#.to_vec())
+        );
+        assert_eq!(
+            fs.listxattr(d, 100).unwrap(),
+            XattrReply::Data(b"user.slabfs.attributes\0".to_vec())
+        );
+        // Over Linux's xattr size: only the sidecar carries them.
+        let big_ino = lookup_path(&fs, "big").unwrap().ino;
+        assert_eq!(fs.listxattr(big_ino, 0).unwrap(), XattrReply::Size(0));
+        assert!(read_all(&fs, "big/.json").len() > sidecar::XATTR_SIZE_MAX);
+        // Without the json view: the xattr only.
+        let fs = SlabFs::with_directories(
+            &entries,
+            &dirs,
+            config(Views {
+                json: false,
+                ..Views::default()
+            }),
+        );
+        assert_eq!(names(&fs, "e/f"), Vec::<String>::new());
+        let root = fs.getxattr(ROOT_INO, attrs, 100).unwrap();
+        assert_eq!(root, XattrReply::Data(br#"{"title":"root"}"#.to_vec()));
     }
 
     #[test]

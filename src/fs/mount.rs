@@ -245,8 +245,8 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let (uid, gid) = (cfg.uid.unwrap_or(uid), cfg.gid.unwrap_or(gid));
     let core = Arc::new(
-        SlabFs::new(
-            &ds.entries,
+        SlabFs::of_dataset(
+            &ds,
             FsConfig {
                 byte_order: cfg.byte_order,
                 uid,

@@ -101,7 +101,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::watch::{self, Seen};
-use super::{ROOT_INO, SlabFs, Tracked, Tree, name_of, usable_entries};
+use super::{DirDoc, ROOT_INO, SlabFs, Tracked, Tree, name_of, usable_entries};
 use crate::engine::array::{ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
 use crate::formats::dataset::{self, Dataset};
@@ -126,6 +126,8 @@ pub struct Changes {
     pub changed: Vec<String>,
     /// Missing from the re-open, but kept: their dataset failed to open.
     pub kept: Vec<String>,
+    /// Directories whose attributes appeared, changed or went away.
+    pub attributes: Vec<String>,
     /// Invalidations the kernel refused (other than "not cached").
     pub failed_invalidations: usize,
 }
@@ -133,12 +135,15 @@ pub struct Changes {
 impl Changes {
     /// Nothing was added, removed or changed.
     pub fn is_empty(&self) -> bool {
-        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+        self.added.is_empty()
+            && self.removed.is_empty()
+            && self.changed.is_empty()
+            && self.attributes.is_empty()
     }
 
     /// Paths added, removed or changed.
     pub fn count(&self) -> usize {
-        self.added.len() + self.removed.len() + self.changed.len()
+        self.added.len() + self.removed.len() + self.changed.len() + self.attributes.len()
     }
 }
 
@@ -215,12 +220,41 @@ impl SlabFs {
                 stale.push(t.stamp);
             }
         }
+        // Directories' attributes: the same rules, compared by value.
+        let mut directories: BTreeMap<String, Arc<DirDoc>> = BTreeMap::new();
+        for (path, d) in &ds.directories {
+            if !in_scope(path) {
+                continue;
+            }
+            let doc = match old.directories.get(path) {
+                Some(o) if o.dir == *d => o.clone(),
+                _ => {
+                    changes.attributes.push(path.clone());
+                    DirDoc::new(path, d.clone(), &self.config)
+                }
+            };
+            directories.insert(path.clone(), doc);
+        }
+        for (path, o) in &old.directories {
+            if directories.contains_key(path) {
+                continue;
+            }
+            // Outside the re-loaded paths, or its file failed to open
+            // this time and still exists: kept as it was.
+            if !in_scope(path) || (!ds.skipped.is_empty() && source_exists(&o.dir.source)) {
+                directories.insert(path.clone(), o.clone());
+            } else {
+                changes.attributes.push(path.clone());
+            }
+        }
+        changes.attributes.sort();
         if changes.is_empty() {
             return changes;
         }
 
         let new = Arc::new(Tree::build(
             arrays,
+            directories,
             &self.config,
             Some(&old),
             SystemTime::now(),
@@ -393,6 +427,7 @@ fn describe(c: &Changes) -> String {
         ("added", &c.added),
         ("removed", &c.removed),
         ("changed", &c.changed),
+        ("attributes of", &c.attributes),
     ] {
         if !paths.is_empty() {
             parts.push(format!("{what} {}: {}", paths.len(), list(paths)));
@@ -766,6 +801,7 @@ impl Pass<'_> {
             match part {
                 Ok(part) => {
                     ds.entries.extend(part.entries);
+                    ds.directories.extend(part.directories);
                     ds.skipped.extend(part.skipped);
                     loaded.push(u.to_string());
                 }
@@ -933,7 +969,7 @@ mod tests {
     fn ds(entries: Vec<Entry>) -> Dataset {
         Dataset {
             entries,
-            skipped: Vec::new(),
+            ..Dataset::default()
         }
     }
 
@@ -1169,8 +1205,8 @@ mod tests {
         );
         let rec = Recorder::default();
         let failed = Dataset {
-            entries: Vec::new(),
             skipped: vec![Error::metadata(src, "truncated JSON")],
+            ..Dataset::default()
         };
         let changes = fs.refresh(&failed, &rec);
         // a's metadata file is still there: kept. b's is gone: removed.
@@ -1282,7 +1318,7 @@ mod tests {
         std::fs::write(store.join("zarr.json"), zarr_json(4)).unwrap();
         let cache = Arc::new(ChunkCache::new(1 << 20));
         let opened = dataset::open(dir.path(), cache.clone()).unwrap();
-        let fs = Arc::new(SlabFs::new(&opened.entries, config(Views::default())).with_cache(cache));
+        let fs = Arc::new(SlabFs::of_dataset(&opened, config(Views::default())).with_cache(cache));
         assert_eq!(read_all(&fs, "s.zarr"), vec![7u8; 4]);
         let rec: Arc<Recorder> = Arc::new(Recorder::default());
         let refresher = spawn(
@@ -1464,7 +1500,7 @@ mod tests {
         std::fs::write(src.join("d/a.zarr/zarr.json"), zarr_json(4)).unwrap();
         let cache = Arc::new(ChunkCache::new(1 << 20));
         let opened = dataset::open(&src, cache.clone()).unwrap();
-        let fs = Arc::new(SlabFs::new(&opened.entries, config(Views::default())).with_cache(cache));
+        let fs = Arc::new(SlabFs::of_dataset(&opened, config(Views::default())).with_cache(cache));
         let refresher = spawn(
             fs.clone(),
             src.clone(),
@@ -1575,7 +1611,7 @@ mod tests {
         }
         let cache = Arc::new(ChunkCache::new(1 << 20));
         let opened = dataset::open(&src, cache.clone()).unwrap();
-        let fs = Arc::new(SlabFs::new(&opened.entries, config(Views::default())).with_cache(cache));
+        let fs = Arc::new(SlabFs::of_dataset(&opened, config(Views::default())).with_cache(cache));
         let before = read_all(&fs, "refs/classic.json/scale");
         assert_eq!(before, read_all(&fs, "refs/classic.nc/scale"));
         let refs_scale = ino(&fs, "refs/classic.json/scale");

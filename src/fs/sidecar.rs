@@ -25,6 +25,34 @@
 //! }
 //! ```
 //!
+//! # Directories
+//!
+//! A directory with attributes (a file's global attributes, a group's, a
+//! Zarr group's, a descriptor's: [`crate::formats::dataset::Directory`])
+//! has a sidecar too, the file `.json` inside it (the sidecar of the
+//! empty name, as `NAME.json` is the sidecar of `NAME`; the mount root's
+//! is `/.json`), and the xattr `user.slabfs.attributes` on the directory
+//! itself (the attributes as one compact JSON object). Its document is
+//! the `attributes` object of a variable's sidecar and the `source` the
+//! attributes were read from, and for a netCDF file or group its own
+//! dimensions (netCDF's length: the records of an unlimited one; a
+//! classic file's in definition order, a netCDF-4 file's by name):
+//!
+//! ```json
+//! {
+//!   "attributes": {"title": "runs", "Conventions": "CF-1.8"},
+//!   "dimensions": [{"name": "time", "size": 3, "unlimited": true}],
+//!   "source": "/data/runs/a.nc"
+//! }
+//! ```
+//!
+//! A netCDF file or group with dimensions but no attributes has the
+//! sidecar (with `"attributes": {}`) and no xattr.
+//!
+//! Linux refuses xattr values over 64 KiB (`XATTR_SIZE_MAX`: `getxattr`
+//! fails with E2BIG whatever the buffer), so attributes whose JSON is
+//! longer are only in the sidecar, with a debug line.
+//!
 //! Fill values are decoded from the element's native-order bytes: numbers
 //! as JSON numbers, non-finite floats as `"NaN"`, `"Infinity"`,
 //! `"-Infinity"` (the Zarr convention), complex as `[re, im]`, bool as
@@ -39,11 +67,20 @@ use serde_json::{Map, Value, json};
 
 use crate::dtype::{DataType, Endian};
 use crate::engine::array::ArrayMeta;
+use crate::formats::dataset::Directory;
 
 /// Names of the extended attributes of an array file.
 pub const XATTR_SHAPE: &str = "user.slabfs.shape";
 pub const XATTR_DTYPE: &str = "user.slabfs.dtype";
 pub const XATTR_DIMS: &str = "user.slabfs.dims";
+/// The attributes of a directory, as a compact JSON object.
+pub const XATTR_ATTRIBUTES: &str = "user.slabfs.attributes";
+
+/// The name of a directory's sidecar inside it.
+pub const DIRECTORY_SIDECAR: &str = ".json";
+
+/// The largest xattr value Linux passes (`XATTR_SIZE_MAX`).
+pub const XATTR_SIZE_MAX: usize = 64 * 1024;
 
 #[derive(Serialize)]
 struct Sidecar<'a> {
@@ -99,6 +136,50 @@ pub fn xattrs(meta: &ArrayMeta, order: Endian) -> Vec<(&'static str, Vec<u8>)> {
             serde_json::to_vec(&meta.dimension_names).expect("serializes"),
         ),
     ]
+}
+
+#[derive(Serialize)]
+struct DirectorySidecar<'a> {
+    attributes: &'a Map<String, Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    dimensions: Vec<Value>,
+    source: &'a str,
+}
+
+/// The sidecar document of a directory, pretty-printed with a final
+/// newline (see the module docs).
+pub fn directory_json(dir: &Directory) -> Vec<u8> {
+    let doc = DirectorySidecar {
+        attributes: &dir.attributes,
+        dimensions: dir
+            .dimensions
+            .iter()
+            .map(|(name, size, unlimited)| json!({"name": name, "size": size, "unlimited": unlimited}))
+            .collect(),
+        source: &dir.source,
+    };
+    let mut out = serde_json::to_vec_pretty(&doc).expect("a sidecar always serializes");
+    out.push(b'\n');
+    out
+}
+
+/// The xattrs of the directory at mount path `path`: its attributes as
+/// compact JSON, unless longer than Linux passes (then none, with a debug
+/// line naming it).
+pub fn directory_xattrs(path: &str, dir: &Directory) -> Vec<(&'static str, Vec<u8>)> {
+    if dir.attributes.is_empty() {
+        return Vec::new();
+    }
+    let value = serde_json::to_vec(&dir.attributes).expect("serializes");
+    if value.len() > XATTR_SIZE_MAX {
+        log::debug!(
+            "no {XATTR_ATTRIBUTES} on /{path}: {} bytes of attributes, over Linux's {XATTR_SIZE_MAX}; \
+             they are in its {DIRECTORY_SIDECAR}",
+            value.len()
+        );
+        return Vec::new();
+    }
+    vec![(XATTR_ATTRIBUTES, value)]
 }
 
 /// One element (native byte order) as JSON, per the module docs.

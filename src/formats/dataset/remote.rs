@@ -96,6 +96,7 @@ pub(super) fn open(
                 zarr::open_store(Arc::new(store), opts.cache.clone())?,
                 "",
                 &name,
+                &root.display(),
             );
         } else if listing.is_empty() {
             if !store.exists("")? {
@@ -117,6 +118,7 @@ pub(super) fn open(
             zarr::open_store(Arc::new(store), opts.cache.clone())?,
             "",
             &name,
+            &root.display(),
         );
     } else {
         add_object(&mut ds, &root, "", &options(&root.parent())?)?;
@@ -194,7 +196,7 @@ fn walk(
                 let sub = store.list_dir("")?;
                 if is_store(&sub) {
                     let h = zarr::open_store(Arc::new(store), opts.cache.clone())?;
-                    push_hierarchy(ds, h, &rel, &name);
+                    push_hierarchy(ds, h, &rel, &name, &loc.display());
                 } else if depth < MAX_DEPTH {
                     walk(ds, files, &loc, sub, &rel, opts, depth + 1);
                 }

@@ -89,6 +89,13 @@ pub struct Variables {
     pub arrays: Vec<(String, Arc<dyn ArraySource>)>,
     /// Variables that could not be built, with why.
     pub skipped: Vec<Error>,
+    /// The attributes of the file's groups by path in the file (`""`:
+    /// the global attributes, `grp/sub` a netCDF-4 group's), bookkeeping
+    /// hidden as for variables.
+    pub groups: Vec<(String, serde_json::Map<String, serde_json::Value>)>,
+    /// A netCDF file's dimensions, named by path in the file (`grp/n`
+    /// below the root group).
+    pub dimensions: Vec<crate::formats::netcdf3::Dimension>,
 }
 
 /// Whether `path` names a JSON descriptor (`*.nca.json`).
@@ -121,12 +128,16 @@ pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
     let doc = read_descriptor(&real, opts.files.as_ref())?;
     let name = real.display().to_string();
     let masters = descriptor::json_masters(&doc).map_err(|e| e.at(&name))?;
-    // Global attributes are not shown; a disagreement is still worth a line.
-    if let Ok((_, Some(note))) = descriptor::global_attributes(&doc) {
-        log::warn!("{name}: {note}");
+    let mut out = Variables::default();
+    // json_masters checked them: global attributes, with a line when the
+    // two spellings of Conventions disagree.
+    if let Ok((attrs, note)) = descriptor::global_attributes(&doc) {
+        if let Some(note) = note {
+            log::warn!("{name}: {note}");
+        }
+        out.groups.push((String::new(), attrs));
     }
     let scope = opts.scope_for(&real);
-    let mut out = Variables::default();
     for (var, spec) in masters {
         let vname = format!("{name}: {var}");
         let built = spec.map_err(|e| e.at(&vname)).and_then(|spec| {

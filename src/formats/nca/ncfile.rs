@@ -103,6 +103,8 @@ pub struct NcFile {
     variables: Vec<Var>,
     by_name: HashMap<String, usize>,
     global_attributes: Map<String, Value>,
+    /// Every group's attributes by path (`""` the root: the global ones).
+    groups: Vec<(String, Map<String, Value>)>,
     /// The HDF5 reader's skipped objects, handed out once.
     skipped: Mutex<Vec<Error>>,
 }
@@ -158,6 +160,7 @@ impl NcFile {
             path: file.path().to_string(),
             dimensions: file.dimensions().to_vec(),
             global_attributes: file.global_attributes().clone(),
+            groups: vec![(String::new(), file.global_attributes().clone())],
             variables,
             by_name,
             skipped: Mutex::new(file.skipped()),
@@ -216,6 +219,7 @@ impl NcFile {
             variables,
             by_name,
             global_attributes,
+            groups: c.groups,
             reader: Reader::Hdf5 {
                 arrays,
                 strings,
@@ -240,6 +244,13 @@ impl NcFile {
 
     pub fn global_attributes(&self) -> &Map<String, Value> {
         &self.global_attributes
+    }
+
+    /// The attributes of every group by path in the file (`""`: the
+    /// global attributes; a classic file has no other group), bookkeeping
+    /// hidden.
+    pub fn groups(&self) -> &[(String, Map<String, Value>)] {
+        &self.groups
     }
 
     /// Every variable, those the mount does not show included.

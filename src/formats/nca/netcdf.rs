@@ -63,7 +63,17 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
     let path = Path::new(file.path()).to_path_buf();
     let real = files::real_path(&path).unwrap_or_else(|_| path.clone());
     let scope = opts.scope_for(&real);
-    let mut out = Variables::default();
+    let mut dimensions = file.dimensions().to_vec();
+    if file.is_hdf5() {
+        // netCDF's order (dimids) is not known to the HDF5 reader: by
+        // name, whatever order the file's links have.
+        dimensions.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    let mut out = Variables {
+        groups: file.groups().to_vec(),
+        dimensions,
+        ..Variables::default()
+    };
     let definitions = super::cf::definition_variables(&file);
     for e in file.take_skipped() {
         log::warn!("skipping a variable: {e}");
