@@ -308,7 +308,8 @@ fn has_dataset_extension(name: &str) -> bool {
 /// (its variables at the root when `prefix` is empty). `Ok(false)` when
 /// the file is no dataset at all.
 fn add_file(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -> Result<bool> {
-    match netcdf::open_any(file, opts.files.as_ref(), &opts.cache)? {
+    let scope = opts.scope_for(file);
+    match netcdf::open_any(file, opts.files.as_ref(), &opts.cache, Some(&scope))? {
         netcdf::Opened::Netcdf3(nc) => {
             // NCA variables assembled, `nca_private` ones hidden.
             push_variables(ds, prefix, nca::netcdf::variables(Arc::new(*nc), opts));

@@ -18,6 +18,7 @@ use crate::formats::hdf5;
 use crate::formats::netcdf3::{self, Format};
 use crate::formats::packed;
 use crate::storage::files::{Files, OsFiles, ReadAt};
+use crate::storage::scope::Scope;
 
 /// What the first bytes of a file say it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,8 +98,15 @@ pub enum Opened {
 
 /// Open `path` through `files` once and read it with the reader its magic
 /// number calls for (dataset discovery: a netCDF-4 file is a dataset of
-/// its own there, not an error).
-pub fn open_any(path: &Path, files: &dyn Files, cache: &Arc<ChunkCache>) -> Result<Opened> {
+/// its own there, not an error). An HDF5 file's external storage is read
+/// from files `scope` allows (without one: under the file's directory,
+/// [`hdf5::own_scope`]).
+pub fn open_any(
+    path: &Path,
+    files: &dyn Files,
+    cache: &Arc<ChunkCache>,
+    scope: Option<&Scope>,
+) -> Result<Opened> {
     let name = path.display().to_string();
     let io = |source| Error::Io {
         path: name.clone(),
@@ -116,7 +124,18 @@ pub fn open_any(path: &Path, files: &dyn Files, cache: &Arc<ChunkCache>) -> Resu
             file,
             Some(cache),
         )?)),
-        Kind::Hdf5 => Opened::Hdf5(hdf5::from_reader(name, file, cache.clone())?),
+        Kind::Hdf5 => {
+            let own;
+            let scope = match scope {
+                Some(s) => s,
+                None => {
+                    own = hdf5::own_scope(path);
+                    &own
+                }
+            };
+            let linked = hdf5::Linked::new(files, scope);
+            Opened::Hdf5(hdf5::from_reader(name, file, cache.clone(), Some(linked))?)
+        }
         Kind::Other => Opened::Other,
     })
 }

@@ -588,6 +588,10 @@ pub enum Layout {
         chunk: Vec<u64>,
         element_size: u64,
         index: ChunkIndex,
+        /// Edge chunks (those reaching past the dataset's extent) are
+        /// stored without the filter pipeline (layout version 4 flag bit
+        /// 0, set by `H5Pset_chunk_opts(H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)`).
+        partial_unfiltered: bool,
     },
 }
 
@@ -647,7 +651,7 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
             let dims = (0..ndims)
                 .map(|_| c.u32().map(u64::from))
                 .collect::<H5Result<Vec<_>>>()?;
-            chunked(dims, ChunkIndex::BTreeV1 { addr }, what)
+            chunked(dims, ChunkIndex::BTreeV1 { addr }, false, what)
         }
         2 => {
             let flags = c.u8()?;
@@ -694,7 +698,7 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
                     return Err(Hdf5Error::corrupt(what, format!("chunk index type {k}")));
                 }
             };
-            chunked(dims, index, what)
+            chunked(dims, index, flags & 0x01 != 0, what)
         }
         3 => Err(Hdf5Error::unsupported(what, "virtual dataset layout")),
         k => Err(Hdf5Error::corrupt(what, format!("layout class {k}"))),
@@ -703,7 +707,12 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
 
 /// The chunk dimensions carry one more entry than the rank: the element
 /// size.
-fn chunked(mut dims: Vec<u64>, index: ChunkIndex, what: &str) -> H5Result<Layout> {
+fn chunked(
+    mut dims: Vec<u64>,
+    index: ChunkIndex,
+    partial_unfiltered: bool,
+    what: &str,
+) -> H5Result<Layout> {
     let Some(element_size) = dims.pop() else {
         return Err(Hdf5Error::corrupt(what, "chunked layout of no dimensions"));
     };
@@ -717,6 +726,7 @@ fn chunked(mut dims: Vec<u64>, index: ChunkIndex, what: &str) -> H5Result<Layout
         chunk: dims,
         element_size,
         index,
+        partial_unfiltered,
     })
 }
 

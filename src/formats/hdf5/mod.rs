@@ -84,6 +84,7 @@
 pub mod array;
 pub mod dense;
 pub mod error;
+pub mod external;
 pub mod index;
 pub mod io;
 pub mod meta;
@@ -101,9 +102,13 @@ use crate::dtype::{DataType, Endian};
 use crate::engine::array::{ArrayMeta, ArraySource};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::storage::confine::Roots;
 use crate::storage::files::{Files, ReadAt, ReadCache};
+use crate::storage::scope::Scope;
 use array::{FileRef, Storage};
 use error::H5Result;
+pub use external::Linked;
+use external::{External, MSG_EXTERNAL};
 use index::{Geometry, GlobalHeap};
 use io::H5File;
 use meta::{Attribute, H5Type, Layout, LinkTarget, Message};
@@ -244,21 +249,37 @@ struct Node {
 
 /// Open the HDF5 file `path` through `files`. An error when the file is
 /// not HDF5 or its superblock or root group cannot be read; every other
-/// problem skips only the object it is about.
+/// problem skips only the object it is about. External storage is read
+/// from files under `path`'s directory ([`own_scope`]).
 pub fn open(path: &Path, files: &dyn Files, cache: Arc<ChunkCache>) -> Result<Contents> {
     let name = path.display().to_string();
     let file = files.open(path).map_err(|source| Error::Io {
         path: name.clone(),
         source,
     })?;
-    from_reader(name, file, cache)
+    let scope = own_scope(path);
+    from_reader(name, file, cache, Some(Linked::new(files, &scope)))
 }
 
-/// [`open`] of the file `name`, already open as `file`.
+/// Where the external files of the HDF5 file `path` may be when its
+/// opener says nothing stricter or wider: under the file's own directory
+/// (nothing, for a URL).
+pub fn own_scope(path: &Path) -> Scope {
+    let local = match crate::storage::remote::url_of(path) {
+        Some(_) => Roots::default(),
+        None => Roots::new(path.parent().map(Path::to_path_buf)),
+    };
+    Scope::new(Arc::new(local), None)
+}
+
+/// [`open`] of the file `name`, already open as `file`; its datasets'
+/// external files (if any) opened through `linked` (without it, their
+/// reads fail saying so).
 pub fn from_reader(
     name: String,
     file: Arc<dyn ReadAt>,
     cache: Arc<ChunkCache>,
+    linked: Option<Linked<'_>>,
 ) -> Result<Contents> {
     let io = |source| Error::Io {
         path: name.clone(),
@@ -289,10 +310,38 @@ pub fn from_reader(
     let root = meta::object_header(&f, sb.root, "root group").map_err(fmt)?;
     walk.group(sb.root, "", root, 0).map_err(fmt)?;
     let groups = std::mem::take(&mut walk.attributes);
+    let externals = open_externals(&f, &nodes, Path::new(&name), linked);
     let raw = H5File { file, ..f.clone() };
-    let file = Arc::new(FileRef { path: name, f: raw });
+    let file = Arc::new(FileRef {
+        path: name,
+        f: raw,
+        externals,
+    });
     build(&file, &f, nodes, groups, cache, &mut contents);
     Ok(contents)
+}
+
+/// The external storage of every dataset among `nodes` that has an
+/// External Data Files message, its files opened through `linked`.
+fn open_externals(
+    f: &H5File,
+    nodes: &[Node],
+    from: &Path,
+    linked: Option<Linked<'_>>,
+) -> HashMap<u64, std::result::Result<Arc<External>, Hdf5Error>> {
+    let mut out = HashMap::new();
+    for node in nodes {
+        let Some(m) = node.messages.iter().find(|m| m.kind == MSG_EXTERNAL) else {
+            continue;
+        };
+        let what = node.path.as_str();
+        let ext = m
+            .resolved(f, what)
+            .and_then(|data| external::slots(f, &data, what))
+            .map(|slots| Arc::new(External::open(slots, from, linked)));
+        out.insert(node.addr, ext);
+    }
+    out
 }
 
 struct Walk<'a> {
@@ -804,8 +853,18 @@ fn dataset(
             Storage::Compact(data)
         }
         Layout::Contiguous { addr, size } => {
-            if f.undefined(addr) {
-                Storage::Contiguous { addr: None }
+            if let Some(ext) = file.externals.get(&p.node.addr) {
+                // The layout's address is undefined: the bytes are in the
+                // external files ([`external`]).
+                Storage::Contiguous {
+                    addr: None,
+                    external: Some(ext.clone()?),
+                }
+            } else if f.undefined(addr) {
+                Storage::Contiguous {
+                    addr: None,
+                    external: None,
+                }
             } else if size < nbytes {
                 return Err(Hdf5Error::corrupt(
                     what,
@@ -813,13 +872,17 @@ fn dataset(
                 )
                 .into());
             } else {
-                Storage::Contiguous { addr: Some(addr) }
+                Storage::Contiguous {
+                    addr: Some(addr),
+                    external: None,
+                }
             }
         }
         Layout::Chunked {
             chunk,
             element_size,
             index,
+            partial_unfiltered,
         } => {
             if element_size != size as u64 || chunk.len() != shape.len() {
                 return Err(Hdf5Error::corrupt(
@@ -875,6 +938,7 @@ fn dataset(
                 chunks,
                 chunk,
                 filters,
+                partial_unfiltered,
             }
         }
     };

@@ -117,7 +117,7 @@ impl NcFile {
     /// Open the netCDF file `path` through `files` with the reader its
     /// magic number calls for (blocked archives decode through `cache`).
     pub fn open(path: &Path, files: &dyn Files, cache: &Arc<ChunkCache>) -> Result<NcFile> {
-        match netcdf::open_any(path, files, cache)? {
+        match netcdf::open_any(path, files, cache, None)? {
             Opened::Netcdf3(f) => Ok(NcFile::classic(Arc::new(*f))),
             Opened::Hdf5(c) => Ok(NcFile::hdf5(path.display().to_string(), c)),
             // Not a classic file either: the classic reader says what is
