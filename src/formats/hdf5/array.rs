@@ -573,14 +573,21 @@ impl Store for H5Store {
 pub struct Extended {
     meta: ArrayMeta,
     inner: Arc<dyn ArraySource>,
+    /// What the elements past `inner`'s extent read as (native order):
+    /// netCDF's fill for them, which may differ from the value of
+    /// `inner`'s never-written chunks (`meta.fill_value`; see
+    /// `super::fills`).
+    fill: Vec<u8>,
 }
 
 impl Extended {
     /// `inner` shown with `meta` (the same element type, a shape at least
-    /// as large in every dimension).
-    pub fn new(meta: ArrayMeta, inner: Arc<dyn ArraySource>) -> Extended {
+    /// as large in every dimension), the elements past its extent reading
+    /// as `fill`.
+    pub fn new(meta: ArrayMeta, inner: Arc<dyn ArraySource>, fill: Vec<u8>) -> Extended {
         debug_assert_eq!(meta.rank(), inner.meta().rank());
-        Extended { meta, inner }
+        debug_assert_eq!(fill.len(), meta.item_size());
+        Extended { meta, inner, fill }
     }
 
     /// The part of `region` inside the stored extent, `None` if empty.
@@ -616,13 +623,7 @@ impl ArraySource for Extended {
             return self.inner.read_region(region, out);
         }
         let zeros = vec![0; region.rank()];
-        fill_region(
-            out,
-            &region.count,
-            &zeros,
-            &region.count,
-            &self.meta.fill_value,
-        );
+        fill_region(out, &region.count, &zeros, &region.count, &self.fill);
         if let Some(c) = clipped {
             let item = self.meta.item_size();
             let mut buf = vec![0u8; c.num_elements() as usize * item];

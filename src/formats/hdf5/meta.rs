@@ -536,43 +536,127 @@ fn datatype_at(c: &mut Cursor<'_>, depth: usize) -> H5Result<(H5Type, usize)> {
     Ok((t, size))
 }
 
-/// The fill value a dataset's fill value message defines (bytes in the
-/// dataset's stored byte order), `None` when it defines none.
-pub fn fill_value(f: &H5File, kind: u16, data: &[u8], what: &str) -> H5Result<Option<Vec<u8>>> {
+/// A dataset's fill value property as HDF5 reads it from its fill value
+/// message (`H5O_fill_t`): the value, and whether never-written elements
+/// are filled at all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fill {
+    pub value: FillValue,
+    /// Fill time `H5D_FILL_TIME_NEVER`: HDF5 leaves never-written
+    /// elements as the reader's buffer was (netcdf-c's fill mode off).
+    pub never: bool,
+}
+
+/// `H5Pfill_value_defined`'s three answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FillValue {
+    /// `H5D_FILL_VALUE_UNDEFINED` (`H5Pset_fill_value(.., NULL)`, or an
+    /// old message of size 0).
+    Undefined,
+    /// `H5D_FILL_VALUE_DEFAULT`: never set; the library's zeros.
+    Default,
+    /// `H5D_FILL_VALUE_USER_DEFINED`: these bytes, in the dataset's
+    /// stored byte order.
+    User(Vec<u8>),
+}
+
+impl Default for Fill {
+    /// A dataset without any fill value message: the library's defaults
+    /// (value default, fill time "if set").
+    fn default() -> Fill {
+        Fill {
+            value: FillValue::Default,
+            never: false,
+        }
+    }
+}
+
+impl Fill {
+    /// What HDF5 reads in a never-written element of `size` bytes: the
+    /// user's value, zeros for the default, `None` where it leaves the
+    /// reader's buffer untouched (fill time never, or an undefined value
+    /// with fill time "if set": `H5D__chunk_read`'s `skip_missing_chunks`,
+    /// `H5D__read` for an unallocated contiguous dataset).
+    pub fn hdf5_reads(&self, size: usize) -> Option<Vec<u8>> {
+        match &self.value {
+            _ if self.never => None,
+            FillValue::User(v) => Some(v.clone()),
+            FillValue::Default => Some(vec![0; size]),
+            FillValue::Undefined => None,
+        }
+    }
+
+    /// The user-defined value, if any.
+    pub fn user(&self) -> Option<&[u8]> {
+        match &self.value {
+            FillValue::User(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// Decode a fill value message of type `kind` ([`MSG_FILL`], versions 1
+/// to 3, or the old [`MSG_FILL_OLD`]) as HDF5's `H5O__fill_new_decode`
+/// and `H5O__fill_old_decode` do.
+pub fn fill(f: &H5File, kind: u16, data: &[u8], what: &str) -> H5Result<Fill> {
+    /// `H5D_FILL_TIME_NEVER`.
+    const NEVER: u8 = 1;
     let mut c = f.cursor(data, what);
-    if kind == MSG_FILL_OLD {
+    let sized = |c: &mut Cursor<'_>| -> H5Result<FillValue> {
         let n = c.u32()? as usize;
-        return (n > 0).then(|| c.bytes(n).map(<[u8]>::to_vec)).transpose();
+        Ok(if n == 0 {
+            FillValue::Default
+        } else {
+            FillValue::User(c.bytes(n)?.to_vec())
+        })
+    };
+    if kind == MSG_FILL_OLD {
+        // Fill time "if set"; a size of 0 is an undefined value.
+        let value = match sized(&mut c)? {
+            FillValue::Default => FillValue::Undefined,
+            v => v,
+        };
+        return Ok(Fill {
+            value,
+            never: false,
+        });
     }
     let version = c.u8()?;
-    let defined = match version {
+    match version {
         1 | 2 => {
-            c.skip(2)?; // allocation time, fill write time
+            c.skip(1)?; // allocation time
+            let time = c.u8()?;
             let defined = c.u8()? != 0;
-            if version == 1 || defined {
-                let n = c.u32()? as usize;
-                return (defined && n > 0)
-                    .then(|| c.bytes(n).map(<[u8]>::to_vec))
-                    .transpose();
-            }
-            defined
+            let value = if defined {
+                sized(&mut c)?
+            } else {
+                FillValue::Undefined
+            };
+            Ok(Fill {
+                value,
+                never: time == NEVER,
+            })
         }
         3 => {
             let flags = c.u8()?;
-            flags & 0x20 != 0
+            let value = if flags & 0x10 != 0 {
+                FillValue::Undefined
+            } else if flags & 0x20 != 0 {
+                // A value of size 0 here is the default as well.
+                sized(&mut c)?
+            } else {
+                FillValue::Default
+            };
+            Ok(Fill {
+                value,
+                never: (flags >> 2) & 0x03 == NEVER,
+            })
         }
-        v => {
-            return Err(Hdf5Error::unsupported(
-                what,
-                format!("fill value message version {v}"),
-            ));
-        }
-    };
-    if !defined {
-        return Ok(None);
+        v => Err(Hdf5Error::unsupported(
+            what,
+            format!("fill value message version {v}"),
+        )),
     }
-    let n = c.u32()? as usize;
-    (n > 0).then(|| c.bytes(n).map(<[u8]>::to_vec)).transpose()
 }
 
 /// Where a dataset's elements are.

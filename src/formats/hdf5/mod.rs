@@ -674,7 +674,7 @@ fn build(
             vlen_string,
             netcdf,
         ) {
-            Ok(refs) if vlen_string => out.strings.push((
+            Ok((refs, _)) if vlen_string => out.strings.push((
                 shown,
                 Strings {
                     file: file.clone(),
@@ -682,9 +682,9 @@ fn build(
                     what: path,
                 },
             )),
-            Ok(a) => {
+            Ok((a, extension)) => {
                 let a = match netcdf_shape {
-                    Some(shape) if shape != a.meta().shape => match extended(a, shape) {
+                    Some(shape) if shape != a.meta().shape => match extended(a, shape, extension) {
                         Ok(a) => a,
                         Err(e) => {
                             out.skipped.push(e);
@@ -701,11 +701,11 @@ fn build(
     }
 }
 
-/// The fill value netCDF gives dataset `p` (elements of `dtype`, `size`
-/// bytes, stored in `endian` order) when HDF5's fill value message defines
-/// none: its `_FillValue` attribute when that has the dataset's type,
-/// else netCDF's default for the type. In `endian` order, as a fill value
-/// message's would be.
+/// The value never-written elements of the netCDF-4 variable `p`
+/// (elements of `dtype`, `size` bytes, stored in `endian` order) read as
+/// where HDF5 leaves them undefined ([`fills`]): its `_FillValue`
+/// attribute when that has the dataset's type, else netCDF's default for
+/// the type. In `endian` order, as a fill value message's would be.
 fn netcdf_fill(p: &Parsed, dtype: &DataType, endian: Endian, size: usize) -> Vec<u8> {
     if let Some(a) = p.attr("_FillValue")
         && a.data.len() == size
@@ -725,8 +725,13 @@ fn netcdf_fill(p: &Parsed, dtype: &DataType, endian: Endian, size: usize) -> Vec
     v
 }
 
-/// `a` shown with the longer `shape` (netCDF's unlimited dimension length).
-fn extended(a: Arc<dyn ArraySource>, shape: Vec<u64>) -> Result<Arc<dyn ArraySource>> {
+/// `a` shown with the longer `shape` (netCDF's unlimited dimension
+/// length), the elements past its end reading as `fill` (native order).
+fn extended(
+    a: Arc<dyn ArraySource>,
+    shape: Vec<u64>,
+    fill: Vec<u8>,
+) -> Result<Arc<dyn ArraySource>> {
     let m = a.meta();
     let mut meta = ArrayMeta::new(
         m.source.clone(),
@@ -737,7 +742,7 @@ fn extended(a: Arc<dyn ArraySource>, shape: Vec<u64>) -> Result<Arc<dyn ArraySou
     meta.dimension_names = m.dimension_names.clone();
     meta.attributes = m.attributes.clone();
     meta.chunk_shape = m.chunk_shape.clone();
-    Ok(Arc::new(array::Extended::new(meta, a)))
+    Ok(Arc::new(array::Extended::new(meta, a, fill)))
 }
 
 enum DatasetError {
@@ -774,7 +779,7 @@ fn dataset(
     cache: Arc<ChunkCache>,
     vlen_string: bool,
     netcdf: bool,
-) -> std::result::Result<Arc<dyn ArraySource>, DatasetError> {
+) -> std::result::Result<(Arc<dyn ArraySource>, Vec<u8>), DatasetError> {
     let what = p.node.path.as_str();
     let find = |kind: u16| p.node.messages.iter().find(|m| m.kind == kind);
     // A message's bytes, those of the committed datatype it refers to
@@ -803,34 +808,30 @@ fn dataset(
             .into());
         }
     };
-    // The fill value: the new message's, else the old one's; else, in a
-    // netCDF-4 file, the `_FillValue` attribute or netCDF's default for
-    // the type (a file netcdf-c wrote with fill mode off, as `nccopy`
-    // does, has a message that defines none); else zeros (HDF5's default).
-    let mut fill = None;
-    for kind in [meta::MSG_FILL, meta::MSG_FILL_OLD] {
-        if let Some(m) = find(kind)
-            && let Some(v) = meta::fill_value(f, kind, &m.data, what)?
-        {
-            if v.len() != size {
-                return Err(Hdf5Error::corrupt(
-                    what,
-                    format!("fill value of {} bytes for {size}-byte elements", v.len()),
-                )
-                .into());
-            }
-            fill = Some(v);
-            break;
-        }
-    }
-    let mut fill = match fill {
-        Some(v) => v,
-        None if netcdf => netcdf_fill(p, &dtype, endian, size),
-        None => vec![0u8; size],
+    // HDF5's fill value property: the new message, else the old one, else
+    // the library's defaults (`H5D__open_oid`).
+    let fill_msg = match (find(meta::MSG_FILL), find(meta::MSG_FILL_OLD)) {
+        (Some(m), _) => meta::fill(f, meta::MSG_FILL, &m.resolved(f, what)?, what)?,
+        (None, Some(m)) => meta::fill(f, meta::MSG_FILL_OLD, &m.resolved(f, what)?, what)?,
+        (None, None) => meta::Fill::default(),
     };
-    if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
-        fill.reverse();
+    if let Some(v) = fill_msg.user()
+        && v.len() != size
+    {
+        return Err(Hdf5Error::corrupt(
+            what,
+            format!("fill value of {} bytes for {size}-byte elements", v.len()),
+        )
+        .into());
     }
+    let (fill, extension) = fills(p, &fill_msg, &dtype, endian, size, netcdf);
+    let native = |mut v: Vec<u8>| {
+        if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
+            v.reverse();
+        }
+        v
+    };
+    let (fill, extension) = (native(fill), native(extension));
     let shape = space.dims.clone();
     let source = format!("{} (dataset {what})", file.path);
     let mut meta = ArrayMeta::new(source.clone(), shape.clone(), dtype, fill)?;
@@ -942,7 +943,55 @@ fn dataset(
             }
         }
     };
-    Ok(array::array(file, what, meta, endian, storage, cache)?)
+    let a = array::array(file, what, meta, endian, storage, cache)?;
+    Ok((a, extension))
+}
+
+/// The two fill values of a dataset, in its stored byte order: what its
+/// never-written elements read as, and what the records past its end
+/// along an unlimited dimension read as (netCDF-4 shows a variable as
+/// long as its dimension: [`array::Extended`]).
+///
+/// Never-written elements read as HDF5 reads them ([`meta::Fill::hdf5_reads`]):
+/// the user-defined value, else zeros, for netCDF-4 files as for any
+/// other (netcdf-c asks HDF5 for them: a variable h5netcdf wrote without
+/// `_FillValue`, whose message is left at HDF5's default, reads 0 in
+/// netCDF4-python too). Where HDF5 leaves them undefined (netcdf-c's fill
+/// mode off, as `nccopy` writes; netCDF4-python then returns whatever its
+/// buffer held) a value must still be served: in a netCDF-4 file the
+/// `_FillValue` attribute or netCDF's default for the type, else zeros.
+///
+/// Records past the end: netcdf-c's `NC4_get_vars` fills them with
+/// `nc4_get_fill_value`, which is the variable's fill value as
+/// `get_fill_info` (libhdf5/hdf5open.c) read it, the HDF5 message's
+/// value when user-defined, else netCDF's default for the type: never
+/// the `_FillValue` attribute alone (fill mode off). Only netCDF-4 files
+/// are extended; elsewhere it is the first value.
+fn fills(
+    p: &Parsed,
+    fill: &meta::Fill,
+    dtype: &DataType,
+    endian: Endian,
+    size: usize,
+    netcdf: bool,
+) -> (Vec<u8>, Vec<u8>) {
+    let elements = match fill.hdf5_reads(size) {
+        Some(v) => v,
+        None if netcdf => netcdf_fill(p, dtype, endian, size),
+        None => vec![0u8; size],
+    };
+    let extension = match fill.user() {
+        Some(v) => v.to_vec(),
+        None if netcdf => {
+            let mut v = dtype.netcdf_default_fill();
+            if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
+                v.reverse();
+            }
+            v
+        }
+        None => elements.clone(),
+    };
+    (elements, extension)
 }
 
 /// The element type a flat file shows for an HDF5 type, and its stored
