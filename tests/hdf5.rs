@@ -9,6 +9,8 @@
 //! file and never panic.
 
 mod common;
+#[path = "hdf5/storage.rs"]
+mod storage;
 use common::check_ranges;
 use common::mount::Mount;
 use std::path::{Path, PathBuf};

@@ -664,8 +664,10 @@ pub fn fill(f: &H5File, kind: u16, data: &[u8], what: &str) -> H5Result<Fill> {
 pub enum Layout {
     /// Inside the object header.
     Compact(Vec<u8>),
-    /// One range of the file (`addr` undefined: never written).
-    Contiguous { addr: u64, size: u64 },
+    /// One range of the file (`addr` undefined: never written); `size`
+    /// `None` where the message does not store it (versions 1 and 2: the
+    /// dataset's size).
+    Contiguous { addr: u64, size: Option<u64> },
     /// Chunks of `chunk` elements (rank entries; the element size
     /// dimension dropped), found through `index`.
     Chunked {
@@ -713,6 +715,9 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
     // Version 5 (HDF5 2.0) has version 4's fields; only its chunk
     // indexes store filtered sizes in fixed-width fields, which the index
     // headers describe themselves. Versions 1 and 2 are HDF5 1.4's.
+    if version == 1 || version == 2 {
+        return layout_v1(&mut c);
+    }
     if !(3..=5).contains(&version) {
         return Err(Hdf5Error::unsupported(
             what,
@@ -727,7 +732,7 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
         }
         1 => Ok(Layout::Contiguous {
             addr: c.addr()?,
-            size: c.length()?,
+            size: Some(c.length()?),
         }),
         2 if version == 3 => {
             let ndims = c.u8()? as usize;
@@ -786,6 +791,43 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
         }
         3 => Err(Hdf5Error::unsupported(what, "virtual dataset layout")),
         k => Err(Hdf5Error::corrupt(what, format!("layout class {k}"))),
+    }
+}
+
+/// Layout message versions 1 and 2 (HDF5 1.4 and older; version 2 only
+/// added the compact class's meaning), after the version byte: the
+/// dimensionality, the class, 5 reserved bytes, the address (contiguous
+/// and chunked only), one 4-byte size per dimension (chunked: the chunk's,
+/// the last being the element size, as version 3; contiguous and compact:
+/// the array's, which HDF5 ignores because they may be truncated: the
+/// dataspace says), then for compact the data's size (4 bytes) and the
+/// data (`H5O__layout_decode`). Chunks are indexed by a v1 B-tree.
+fn layout_v1(c: &mut Cursor<'_>) -> H5Result<Layout> {
+    let what = c.what;
+    let ndims = c.u8()? as usize;
+    if ndims == 0 || ndims > MAX_RANK + 1 {
+        return Err(Hdf5Error::corrupt(
+            what,
+            format!("layout of {ndims} dimensions"),
+        ));
+    }
+    let class = c.u8()?;
+    c.skip(5)?;
+    let addr = match class {
+        1 | 2 => Some(c.addr()?),
+        _ => None,
+    };
+    let dims = (0..ndims)
+        .map(|_| c.u32().map(u64::from))
+        .collect::<H5Result<Vec<_>>>()?;
+    match (class, addr) {
+        (0, _) => {
+            let n = c.u32()? as usize;
+            Ok(Layout::Compact(c.bytes(n)?.to_vec()))
+        }
+        (1, Some(addr)) => Ok(Layout::Contiguous { addr, size: None }),
+        (2, Some(addr)) => chunked(dims, ChunkIndex::BTreeV1 { addr }, false, what),
+        (k, _) => Err(Hdf5Error::corrupt(what, format!("layout class {k}"))),
     }
 }
 

@@ -866,7 +866,7 @@ fn dataset(
                     addr: None,
                     external: None,
                 }
-            } else if size < nbytes {
+            } else if let Some(size) = size.filter(|&s| s < nbytes) {
                 return Err(Hdf5Error::corrupt(
                     what,
                     format!("contiguous storage of {size} bytes for {nbytes} bytes of elements"),
