@@ -72,7 +72,7 @@ pub enum Storage {
         chunks: Box<LazyChunks>,
         chunk: Vec<u64>,
         filters: Vec<Filter>,
-        /// Edge chunks are stored unfiltered ([`partial_edge`]).
+        /// Edge chunks are stored unfiltered (`partial_edge`).
         partial_unfiltered: bool,
     },
     /// Row-tiles of a contiguous range; `addr` `None` when never written
@@ -387,7 +387,7 @@ enum Kind {
         applies: u32,
         /// The dataset's shape and chunk shape when its edge chunks are
         /// stored unfiltered: each such chunk is served with a mask naming
-        /// every filter ([`partial_edge`]).
+        /// every filter (`partial_edge`).
         partial: Option<(Vec<u64>, Vec<u64>)>,
     },
     Rows {
@@ -672,6 +672,21 @@ mod tests {
             optional: true,
             params: params.to_vec(),
         }
+    }
+
+    /// `H5D__chunk_is_partial_edge_chunk`: a chunk reaching past the
+    /// current extent in any dimension.
+    #[test]
+    fn partial_edge_chunks() {
+        // 10 elements in chunks of 4: chunk 2 (8..12) is partial.
+        assert!(!partial_edge(&[1], &[4], &[10]));
+        assert!(partial_edge(&[2], &[4], &[10]));
+        // 5 x 7 in 2 x 3: the last row or the last column of chunks.
+        assert!(!partial_edge(&[1, 1], &[2, 3], &[5, 7]));
+        assert!(partial_edge(&[2, 0], &[2, 3], &[5, 7]));
+        assert!(partial_edge(&[0, 2], &[2, 3], &[5, 7]));
+        // An exact fit has none.
+        assert!(!partial_edge(&[1], &[4], &[8]));
     }
 
     /// Shuffle then deflate, as h5py writes them; chunks with the mask

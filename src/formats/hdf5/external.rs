@@ -304,7 +304,11 @@ mod tests {
         };
         let e = short.read(0, 4, "d").unwrap_err().to_string();
         assert!(e.contains("\"s\"") && e.contains("ends before"), "{e}");
-        let e = short.read(2, 4, "d").unwrap_err().to_string();
+        let slots = External {
+            parts: vec![part("l", Some(vec![0; 10]), 0, 0, Some(4))],
+        };
+        assert_eq!(slots.read(2, 2, "d").unwrap(), [0, 0]);
+        let e = slots.read(2, 4, "d").unwrap_err().to_string();
         assert!(e.contains("past the external files"), "{e}");
         // An unlimited last slot reaches as far as its file does.
         let open = External {

@@ -1050,3 +1050,111 @@ pub fn symbol_table(f: &H5File, data: &[u8], what: &str) -> H5Result<(u64, u64)>
     let mut c = f.cursor(data, what);
     Ok((c.addr()?, c.addr()?))
 }
+
+#[cfg(test)]
+mod storage_tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Messages are decoded from bytes only: the file is never read.
+    fn h5() -> H5File {
+        let file = tempfile::tempfile().unwrap();
+        H5File {
+            file: Arc::new(file),
+            base: 0,
+            len: 0,
+            sizeof_addr: 8,
+            sizeof_len: 8,
+        }
+    }
+
+    /// The fill value message's versions as `H5O__fill_new_decode` reads
+    /// them: defined (user value or default), undefined, fill time never.
+    #[test]
+    fn fill_messages_tell_user_default_undefined_and_never() {
+        let f = h5();
+        let fill = |kind, b: &[u8]| super::fill(&f, kind, b, "t").unwrap();
+        // Version 2: alloc time, fill time (2 = if set), defined, size, value.
+        let user = fill(MSG_FILL, &[2, 2, 2, 1, 2, 0, 0, 0, 7, 1]);
+        assert_eq!(user.value, FillValue::User(vec![7, 1]));
+        assert_eq!(user.hdf5_reads(2), Some(vec![7, 1]));
+        // Defined with size 0: HDF5's default (zeros).
+        let default = fill(MSG_FILL, &[2, 2, 2, 1, 0, 0, 0, 0]);
+        assert_eq!(default.value, FillValue::Default);
+        assert_eq!(default.hdf5_reads(3), Some(vec![0, 0, 0]));
+        // Not defined: undefined, left unfilled.
+        let undefined = fill(MSG_FILL, &[2, 2, 2, 0]);
+        assert_eq!(undefined.value, FillValue::Undefined);
+        assert_eq!(undefined.hdf5_reads(2), None);
+        // Fill time never (netcdf-c's fill mode off): unfilled whatever the value.
+        let never = fill(MSG_FILL, &[2, 2, 1, 1, 0, 0, 0, 0]);
+        assert!(never.never && never.hdf5_reads(2).is_none());
+        // Version 3: flags (alloc time bits 0-1, fill time bits 2-3,
+        // undefined 0x10, value present 0x20).
+        assert_eq!(fill(MSG_FILL, &[3, 0x02 | 0x08]).value, FillValue::Default);
+        assert_eq!(fill(MSG_FILL, &[3, 0x10]).value, FillValue::Undefined);
+        assert!(fill(MSG_FILL, &[3, 0x04]).never);
+        assert_eq!(
+            fill(MSG_FILL, &[3, 0x20, 1, 0, 0, 0, 5]).value,
+            FillValue::User(vec![5])
+        );
+        // The old message: a size of 0 is undefined.
+        assert_eq!(
+            fill(MSG_FILL_OLD, &[0, 0, 0, 0]).value,
+            FillValue::Undefined
+        );
+        assert_eq!(
+            fill(MSG_FILL_OLD, &[1, 0, 0, 0, 9]).value,
+            FillValue::User(vec![9])
+        );
+        assert!(super::fill(&f, MSG_FILL, &[4, 0], "t").is_err());
+    }
+
+    /// Layout message versions 1 and 2: compact (no address; the data's
+    /// size and bytes after the dimension sizes), contiguous (no size
+    /// stored), chunked (the element size last); a dimensionality of 0 is
+    /// corrupt, as HDF5 says.
+    #[test]
+    fn layout_messages_v1_and_v2() {
+        let f = h5();
+        let head = |v: u8, ndims: u8, class: u8| {
+            let mut b = vec![v, ndims, class];
+            b.extend([0; 5]);
+            b
+        };
+        let mut compact = head(2, 2, 0);
+        compact.extend(3u32.to_le_bytes());
+        compact.extend(2u32.to_le_bytes());
+        compact.extend(6u32.to_le_bytes());
+        compact.extend([1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            layout(&f, &compact, "t").unwrap(),
+            Layout::Compact(vec![1, 2, 3, 4, 5, 6])
+        );
+        let mut contiguous = head(1, 2, 1);
+        contiguous.extend(0x800u64.to_le_bytes());
+        contiguous.extend([10, 0, 0, 0, 4, 0, 0, 0]);
+        assert_eq!(
+            layout(&f, &contiguous, "t").unwrap(),
+            Layout::Contiguous {
+                addr: 0x800,
+                size: None
+            }
+        );
+        let mut chunked = head(1, 3, 2);
+        chunked.extend(0x400u64.to_le_bytes());
+        for d in [5u32, 5, 4] {
+            chunked.extend(d.to_le_bytes());
+        }
+        assert_eq!(
+            layout(&f, &chunked, "t").unwrap(),
+            Layout::Chunked {
+                chunk: vec![5, 5],
+                element_size: 4,
+                index: ChunkIndex::BTreeV1 { addr: 0x400 },
+                partial_unfiltered: false,
+            }
+        );
+        assert!(layout(&f, &head(1, 0, 1), "t").is_err());
+    }
+}

@@ -44,9 +44,12 @@
 //! fractal heap, too), of integer, float and string types (fixed- and
 //! variable-length); shared (committed) datatypes; datasets of integers and IEEE
 //! floats of either byte order and fixed-length strings (as `|S<n>`);
-//! layouts compact, contiguous and chunked with every chunk index HDF5
+//! layouts compact, contiguous and chunked, in every version of the
+//! layout message (1 and 2 of HDF5 1.4 too), with every chunk index HDF5
 //! writes (v1 B-tree, single chunk, implicit, fixed array, extensible
-//! array, v2 B-tree, paged extensible-array data blocks too); every filter
+//! array, v2 B-tree, paged extensible-array data blocks too), edge chunks
+//! stored unfiltered, and external storage (the bytes in other files,
+//! opened through [`Linked`]: [`external`]); every filter
 //! the codec registry has an HDF5 id for (deflate, shuffle, fletcher32,
 //! szip, scaleoffset, lzf, HDF5-framed lz4, bitshuffle, zstd, bzip2,
 //! blosc), with a chunk's filter mask honoured ([`array`](mod@array)).
@@ -54,9 +57,8 @@
 //! Skipped, each with one line naming the file, the object and why, never
 //! failing the file: types a flat file cannot carry (variable-length,
 //! compound, enum, reference, opaque, array, bitfield, time), null
-//! dataspaces, virtual datasets, layout messages of HDF5 1.4 (versions 1
-//! and 2, which no HDF5 since 1.6 writes), messages in the shared object
-//! header message heap, and
+//! dataspaces, virtual datasets, messages in the shared object header
+//! message heap, and
 //! a dataset whose dense attributes cannot be read (shown without them it
 //! could be misread). Soft and external links are not followed. A chunk
 //! whose bytes lie past the end of the file fails its reads (EIO with a
@@ -64,7 +66,12 @@
 //! decoded by its HDF5 filter plugin when the operator allows plugins
 //! ([`crate::codec::hdf5_plugin`]); otherwise, or when no plugin provides
 //! it, the dataset is still listed and reads of its chunks fail (EIO, the
-//! message naming the filter id and the plugin directories).
+//! message naming the filter id and the plugin directories). So do the
+//! reads of external storage whose file is missing, outside the roots or
+//! short (the message naming the file).
+//!
+//! Fill values follow HDF5 for never-written elements and netcdf-c for
+//! the records past a shorter variable's end (`fills`).
 
 //! # netCDF-4 conventions
 //!
