@@ -13,10 +13,12 @@ mod attrs;
 #[path = "hdf5/codec.rs"]
 mod codec;
 mod common;
-#[path = "hdf5/vds.rs"]
-mod vds;
+#[path = "hdf5/storage.rs"]
+mod storage;
 #[path = "hdf5/types.rs"]
 mod types;
+#[path = "hdf5/vds.rs"]
+mod vds;
 use common::check_ranges;
 use common::mount::Mount;
 use std::path::{Path, PathBuf};

@@ -102,7 +102,7 @@ pub fn open_any(path: &Path, files: &dyn Files, cache: &Arc<ChunkCache>) -> Resu
     open_any_with(path, files, cache, None)
 }
 
-/// [`open_any`], an HDF5 file's virtual datasets reading their sources in
+/// [`open_any`], an HDF5 file's virtual datasets and external storage reading
 /// other files through `sources` ([`hdf5::from_reader_with`]).
 pub fn open_any_with(
     path: &Path,

@@ -23,6 +23,13 @@
 //! - **contiguous**: one range of the file, cut into tiles of whole rows
 //!   of about [`CONTIGUOUS_TILE_BYTES`] (each a contiguous sub-range), so a
 //!   large dataset is neither read whole nor cached whole.
+//! - **external**: a contiguous dataset whose bytes are in other files
+//!   ([`super::external`]): the same row tiles, each gathered from the
+//!   slots it lies in.
+//! - **unfiltered edge chunks** (`H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS`):
+//!   a chunk reaching past the dataset's extent was stored without the
+//!   pipeline; the store serves it with a mask naming every filter, so
+//!   the masked array reads it as the chunk that skipped them all.
 //! - **compact**: the bytes from the object header, one chunk.
 //!
 //! A chunk that was never written is absent from the store and reads as
@@ -33,6 +40,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::convert::{PaddedInt, PaddedIntCodec};
 use super::error::Hdf5Error;
+use super::external::External;
 use super::index::LazyChunks;
 use super::io::H5File;
 use super::meta::Filter;
@@ -65,10 +73,14 @@ pub enum Storage {
         chunks: Box<LazyChunks>,
         chunk: Vec<u64>,
         filters: Vec<Filter>,
+        /// Edge chunks are stored unfiltered (`partial_edge`).
+        partial_unfiltered: bool,
     },
-    /// Row-tiles of a contiguous range; `addr` `None` when never written.
+    /// Row-tiles of a contiguous range; `addr` `None` when never written
+    /// or when the bytes are kept in other files (`external`).
     Contiguous {
         addr: Option<u64>,
+        external: Option<Arc<External>>,
     },
     Compact(Vec<u8>),
 }
@@ -129,16 +141,24 @@ pub fn array_of(
             chunks,
             chunk,
             filters,
+            partial_unfiltered,
         } => {
             let grid = chunk.iter().map(|&c| DimTiling::Regular(c)).collect();
             let applies = applies(filters.len());
-            (grid, Kind::Chunks { chunks, applies }, filters, Some(chunk))
+            let partial =
+                (partial_unfiltered && !filters.is_empty()).then(|| (shape.clone(), chunk.clone()));
+            let kind = Kind::Chunks {
+                chunks,
+                applies,
+                partial,
+            };
+            (grid, kind, filters, Some(chunk))
         }
         Storage::Compact(data) => {
             let grid = whole.iter().map(|&e| DimTiling::Regular(e)).collect();
             (grid, Kind::Inline(data), Vec::new(), None)
         }
-        Storage::Contiguous { addr } => {
+        Storage::Contiguous { addr, external } => {
             // Saturating: with a zero-length first dimension the rest may be
             // anything (no byte is ever read then).
             let row_bytes: u64 = shape.iter().skip(1).fold(item, |a, &e| a.saturating_mul(e));
@@ -161,6 +181,7 @@ pub fn array_of(
                 grid,
                 Kind::Rows {
                     addr,
+                    external,
                     row_bytes,
                     rows_per_tile,
                     rows: shape.first().copied().unwrap_or(1),
@@ -316,6 +337,20 @@ fn chain(
     CodecChain::new(codecs).map_err(|e| e.to_string())
 }
 
+/// Whether the chunk at grid coordinates `coords` reaches past the
+/// dataset's current extent `shape` in some dimension: an edge chunk, which
+/// a dataset created with `H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS` stores
+/// without its filters (HDF5's `H5D__chunk_is_partial_edge_chunk`; HDF5
+/// re-filters old edge chunks when a dataset grows, so the current extent
+/// is the one that counts).
+fn partial_edge(coords: &[u64], chunk: &[u64], shape: &[u64]) -> bool {
+    coords
+        .iter()
+        .zip(chunk)
+        .zip(shape)
+        .any(|((&i, &c), &s)| i.saturating_add(1).saturating_mul(c) > s)
+}
+
 /// The mask bits that name filters of a pipeline of `n` (HDF5 allows 32).
 fn applies(n: usize) -> u32 {
     if n >= 32 { u32::MAX } else { (1u32 << n) - 1 }
@@ -376,6 +411,10 @@ const SHUFFLE: u32 = 2;
 pub struct FileRef {
     pub path: String,
     pub f: H5File,
+    /// The external storage of each dataset that has some, by object
+    /// header address, its files opened (or why its message is
+    /// unreadable).
+    pub externals: std::collections::HashMap<u64, std::result::Result<Arc<External>, Hdf5Error>>,
 }
 
 #[derive(Debug)]
@@ -384,9 +423,15 @@ enum Kind {
         chunks: Box<LazyChunks>,
         /// The mask bits that name a filter of the pipeline.
         applies: u32,
+        /// The dataset's shape and chunk shape when its edge chunks are
+        /// stored unfiltered: each such chunk is served with a mask naming
+        /// every filter (`partial_edge`).
+        partial: Option<(Vec<u64>, Vec<u64>)>,
     },
     Rows {
         addr: Option<u64>,
+        /// The bytes are in external files (`addr` is then `None`).
+        external: Option<Arc<External>>,
         row_bytes: u64,
         rows_per_tile: u64,
         rows: u64,
@@ -412,11 +457,20 @@ impl H5Store {
     /// index (walking it if no read has yet), once. An index that cannot
     /// be read is an error for this read, not remembered.
     fn masked(&self, key: &str) -> Result<bool> {
-        let Kind::Chunks { chunks, applies } = &self.kind else {
+        let Kind::Chunks {
+            chunks,
+            applies,
+            partial,
+        } = &self.kind
+        else {
             return Ok(false);
         };
         if let Some(&m) = self.masked.get() {
             return Ok(m);
+        }
+        if partial.is_some() {
+            // Edge chunks skip every filter whatever their mask says.
+            return Ok(*self.masked.get_or_init(|| true));
         }
         let index = chunks.load(&self.file.f).map_err(|e| self.error(key, e))?;
         Ok(*self.masked.get_or_init(|| index.any_masked(*applies)))
@@ -466,42 +520,62 @@ impl Store for H5Store {
             return Ok(None);
         };
         match &self.kind {
-            Kind::Chunks { chunks, applies } => {
+            Kind::Chunks {
+                chunks,
+                applies,
+                partial,
+            } => {
                 let found = chunks.get(&self.file.f, &coords);
                 let Some(loc) = found.map_err(|e| self.error(key, e))? else {
                     return Ok(None);
                 };
                 let mut data = self.read(key, loc.addr, loc.size, limit)?;
                 if self.masked(key)? {
-                    data.extend_from_slice(&(loc.mask & applies).to_le_bytes());
+                    let mask = match partial {
+                        Some((shape, chunk)) if partial_edge(&coords, chunk, shape) => *applies,
+                        _ => loc.mask & applies,
+                    };
+                    data.extend_from_slice(&mask.to_le_bytes());
                 }
                 Ok(Some(data))
             }
             Kind::Rows {
                 addr,
+                external,
                 row_bytes,
                 rows_per_tile,
                 rows,
                 nbytes,
             } => {
+                // The tile's bytes: `at..at + n` of the dataset's.
+                let (at, n) = if self.rank == 0 {
+                    (0, *nbytes)
+                } else {
+                    let first = coords[0].saturating_mul(*rows_per_tile);
+                    if first >= *rows {
+                        return Ok(None);
+                    }
+                    let n = (*rows_per_tile).min(rows - first);
+                    (first.saturating_mul(*row_bytes), n * row_bytes)
+                };
+                if let Some(ext) = external {
+                    if n > limit {
+                        return Err(Error::TooLarge {
+                            path: self.describe(key),
+                            size: n,
+                            limit,
+                        });
+                    }
+                    let what = format!("tile {key} (bytes {at}..{})", at + n);
+                    return ext
+                        .read(at, n, &what)
+                        .map(Some)
+                        .map_err(|e| self.error(key, e));
+                }
                 let Some(addr) = addr else {
                     return Ok(None);
                 };
-                if self.rank == 0 {
-                    return self.read(key, *addr, *nbytes, limit).map(Some);
-                }
-                let first = coords[0].saturating_mul(*rows_per_tile);
-                if first >= *rows {
-                    return Ok(None);
-                }
-                let n = (*rows_per_tile).min(rows - first);
-                self.read(
-                    key,
-                    addr.saturating_add(first.saturating_mul(*row_bytes)),
-                    n * row_bytes,
-                    limit,
-                )
-                .map(Some)
+                self.read(key, addr.saturating_add(at), n, limit).map(Some)
             }
             Kind::Inline(data) => Ok(Some(data.clone())),
         }
@@ -537,14 +611,21 @@ impl Store for H5Store {
 pub struct Extended {
     meta: ArrayMeta,
     inner: Arc<dyn ArraySource>,
+    /// What the elements past `inner`'s extent read as (native order):
+    /// netCDF's fill for them, which may differ from the value of
+    /// `inner`'s never-written chunks (`meta.fill_value`; see
+    /// `super::fills`).
+    fill: Vec<u8>,
 }
 
 impl Extended {
     /// `inner` shown with `meta` (the same element type, a shape at least
-    /// as large in every dimension).
-    pub fn new(meta: ArrayMeta, inner: Arc<dyn ArraySource>) -> Extended {
+    /// as large in every dimension), the elements past its extent reading
+    /// as `fill`.
+    pub fn new(meta: ArrayMeta, inner: Arc<dyn ArraySource>, fill: Vec<u8>) -> Extended {
         debug_assert_eq!(meta.rank(), inner.meta().rank());
-        Extended { meta, inner }
+        debug_assert_eq!(fill.len(), meta.item_size());
+        Extended { meta, inner, fill }
     }
 
     /// The part of `region` inside the stored extent, `None` if empty.
@@ -580,13 +661,7 @@ impl ArraySource for Extended {
             return self.inner.read_region(region, out);
         }
         let zeros = vec![0; region.rank()];
-        fill_region(
-            out,
-            &region.count,
-            &zeros,
-            &region.count,
-            &self.meta.fill_value,
-        );
+        fill_region(out, &region.count, &zeros, &region.count, &self.fill);
         if let Some(c) = clipped {
             let item = self.meta.item_size();
             let mut buf = vec![0u8; c.num_elements() as usize * item];
@@ -635,6 +710,21 @@ mod tests {
             optional: true,
             params: params.to_vec(),
         }
+    }
+
+    /// `H5D__chunk_is_partial_edge_chunk`: a chunk reaching past the
+    /// current extent in any dimension.
+    #[test]
+    fn partial_edge_chunks() {
+        // 10 elements in chunks of 4: chunk 2 (8..12) is partial.
+        assert!(!partial_edge(&[1], &[4], &[10]));
+        assert!(partial_edge(&[2], &[4], &[10]));
+        // 5 x 7 in 2 x 3: the last row or the last column of chunks.
+        assert!(!partial_edge(&[1, 1], &[2, 3], &[5, 7]));
+        assert!(partial_edge(&[2, 0], &[2, 3], &[5, 7]));
+        assert!(partial_edge(&[0, 2], &[2, 3], &[5, 7]));
+        // An exact fit has none.
+        assert!(!partial_edge(&[1], &[4], &[8]));
     }
 
     /// Shuffle then deflate, as h5py writes them; chunks with the mask

@@ -57,6 +57,14 @@ pub enum Hdf5Error {
     /// A structure claiming more bytes than any real file writes.
     #[error("{what}: {size} bytes, more than the {limit}-byte limit for it")]
     TooLarge { what: String, size: u64, limit: u64 },
+    /// A file of a dataset's external storage that cannot serve the
+    /// bytes asked for (missing, refused, too short).
+    #[error("{what}: external data file {file}: {reason}")]
+    External {
+        what: String,
+        file: String,
+        reason: String,
+    },
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -127,6 +135,11 @@ impl Hdf5Error {
                 what: wrap(what),
                 size,
                 limit,
+            },
+            Hdf5Error::External { what, file, reason } => Hdf5Error::External {
+                what: wrap(what),
+                file,
+                reason,
             },
             Hdf5Error::Io { what, source } => Hdf5Error::Io {
                 what: wrap(what),

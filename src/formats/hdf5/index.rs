@@ -907,7 +907,7 @@ fn symbol_node(
 }
 
 /// The data segment of a local heap ("HEAP").
-fn local_heap(f: &H5File, addr: u64, what: &str) -> H5Result<Vec<u8>> {
+pub(super) fn local_heap(f: &H5File, addr: u64, what: &str) -> H5Result<Vec<u8>> {
     let hwhat = format!("{what}: local heap at {addr:#x}");
     let o = f.sizeof_addr as u64;
     let l = f.sizeof_len as u64;
@@ -922,7 +922,7 @@ fn local_heap(f: &H5File, addr: u64, what: &str) -> H5Result<Vec<u8>> {
 }
 
 /// The null-terminated string at `offset` of a heap's data.
-fn heap_string(data: &[u8], offset: u64, what: &str) -> H5Result<String> {
+pub(super) fn heap_string(data: &[u8], offset: u64, what: &str) -> H5Result<String> {
     let rest = usize::try_from(offset)
         .ok()
         .and_then(|o| data.get(o..))

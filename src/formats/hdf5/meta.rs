@@ -669,43 +669,127 @@ fn enumeration(
     })
 }
 
-/// The fill value a dataset's fill value message defines (bytes in the
-/// dataset's stored byte order), `None` when it defines none.
-pub fn fill_value(f: &H5File, kind: u16, data: &[u8], what: &str) -> H5Result<Option<Vec<u8>>> {
+/// A dataset's fill value property as HDF5 reads it from its fill value
+/// message (`H5O_fill_t`): the value, and whether never-written elements
+/// are filled at all.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fill {
+    pub value: FillValue,
+    /// Fill time `H5D_FILL_TIME_NEVER`: HDF5 leaves never-written
+    /// elements as the reader's buffer was (netcdf-c's fill mode off).
+    pub never: bool,
+}
+
+/// `H5Pfill_value_defined`'s three answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FillValue {
+    /// `H5D_FILL_VALUE_UNDEFINED` (`H5Pset_fill_value(.., NULL)`, or an
+    /// old message of size 0).
+    Undefined,
+    /// `H5D_FILL_VALUE_DEFAULT`: never set; the library's zeros.
+    Default,
+    /// `H5D_FILL_VALUE_USER_DEFINED`: these bytes, in the dataset's
+    /// stored byte order.
+    User(Vec<u8>),
+}
+
+impl Default for Fill {
+    /// A dataset without any fill value message: the library's defaults
+    /// (value default, fill time "if set").
+    fn default() -> Fill {
+        Fill {
+            value: FillValue::Default,
+            never: false,
+        }
+    }
+}
+
+impl Fill {
+    /// What HDF5 reads in a never-written element of `size` bytes: the
+    /// user's value, zeros for the default, `None` where it leaves the
+    /// reader's buffer untouched (fill time never, or an undefined value
+    /// with fill time "if set": `H5D__chunk_read`'s `skip_missing_chunks`,
+    /// `H5D__read` for an unallocated contiguous dataset).
+    pub fn hdf5_reads(&self, size: usize) -> Option<Vec<u8>> {
+        match &self.value {
+            _ if self.never => None,
+            FillValue::User(v) => Some(v.clone()),
+            FillValue::Default => Some(vec![0; size]),
+            FillValue::Undefined => None,
+        }
+    }
+
+    /// The user-defined value, if any.
+    pub fn user(&self) -> Option<&[u8]> {
+        match &self.value {
+            FillValue::User(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+/// Decode a fill value message of type `kind` ([`MSG_FILL`], versions 1
+/// to 3, or the old [`MSG_FILL_OLD`]) as HDF5's `H5O__fill_new_decode`
+/// and `H5O__fill_old_decode` do.
+pub fn fill(f: &H5File, kind: u16, data: &[u8], what: &str) -> H5Result<Fill> {
+    /// `H5D_FILL_TIME_NEVER`.
+    const NEVER: u8 = 1;
     let mut c = f.cursor(data, what);
-    if kind == MSG_FILL_OLD {
+    let sized = |c: &mut Cursor<'_>| -> H5Result<FillValue> {
         let n = c.u32()? as usize;
-        return (n > 0).then(|| c.bytes(n).map(<[u8]>::to_vec)).transpose();
+        Ok(if n == 0 {
+            FillValue::Default
+        } else {
+            FillValue::User(c.bytes(n)?.to_vec())
+        })
+    };
+    if kind == MSG_FILL_OLD {
+        // Fill time "if set"; a size of 0 is an undefined value.
+        let value = match sized(&mut c)? {
+            FillValue::Default => FillValue::Undefined,
+            v => v,
+        };
+        return Ok(Fill {
+            value,
+            never: false,
+        });
     }
     let version = c.u8()?;
-    let defined = match version {
+    match version {
         1 | 2 => {
-            c.skip(2)?; // allocation time, fill write time
+            c.skip(1)?; // allocation time
+            let time = c.u8()?;
             let defined = c.u8()? != 0;
-            if version == 1 || defined {
-                let n = c.u32()? as usize;
-                return (defined && n > 0)
-                    .then(|| c.bytes(n).map(<[u8]>::to_vec))
-                    .transpose();
-            }
-            defined
+            let value = if defined {
+                sized(&mut c)?
+            } else {
+                FillValue::Undefined
+            };
+            Ok(Fill {
+                value,
+                never: time == NEVER,
+            })
         }
         3 => {
             let flags = c.u8()?;
-            flags & 0x20 != 0
+            let value = if flags & 0x10 != 0 {
+                FillValue::Undefined
+            } else if flags & 0x20 != 0 {
+                // A value of size 0 here is the default as well.
+                sized(&mut c)?
+            } else {
+                FillValue::Default
+            };
+            Ok(Fill {
+                value,
+                never: (flags >> 2) & 0x03 == NEVER,
+            })
         }
-        v => {
-            return Err(Hdf5Error::unsupported(
-                what,
-                format!("fill value message version {v}"),
-            ));
-        }
-    };
-    if !defined {
-        return Ok(None);
+        v => Err(Hdf5Error::unsupported(
+            what,
+            format!("fill value message version {v}"),
+        )),
     }
-    let n = c.u32()? as usize;
-    (n > 0).then(|| c.bytes(n).map(<[u8]>::to_vec)).transpose()
 }
 
 /// Where a dataset's elements are.
@@ -713,14 +797,20 @@ pub fn fill_value(f: &H5File, kind: u16, data: &[u8], what: &str) -> H5Result<Op
 pub enum Layout {
     /// Inside the object header.
     Compact(Vec<u8>),
-    /// One range of the file (`addr` undefined: never written).
-    Contiguous { addr: u64, size: u64 },
+    /// One range of the file (`addr` undefined: never written); `size`
+    /// `None` where the message does not store it (versions 1 and 2: the
+    /// dataset's size).
+    Contiguous { addr: u64, size: Option<u64> },
     /// Chunks of `chunk` elements (rank entries; the element size
     /// dimension dropped), found through `index`.
     Chunked {
         chunk: Vec<u64>,
         element_size: u64,
         index: ChunkIndex,
+        /// Edge chunks (those reaching past the dataset's extent) are
+        /// stored without the filter pipeline (layout version 4 flag bit
+        /// 0, set by `H5Pset_chunk_opts(H5D_CHUNK_DONT_FILTER_PARTIAL_CHUNKS)`).
+        partial_unfiltered: bool,
     },
     /// A virtual dataset: its mappings are object `index` of the global
     /// heap collection at `heap` (undefined: no mapping at all), decoded
@@ -762,6 +852,9 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
     // Version 5 (HDF5 2.0) has version 4's fields; only its chunk
     // indexes store filtered sizes in fixed-width fields, which the index
     // headers describe themselves. Versions 1 and 2 are HDF5 1.4's.
+    if version == 1 || version == 2 {
+        return layout_v1(&mut c);
+    }
     if !(3..=5).contains(&version) {
         return Err(Hdf5Error::unsupported(
             what,
@@ -776,7 +869,7 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
         }
         1 => Ok(Layout::Contiguous {
             addr: c.addr()?,
-            size: c.length()?,
+            size: Some(c.length()?),
         }),
         2 if version == 3 => {
             let ndims = c.u8()? as usize;
@@ -784,7 +877,7 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
             let dims = (0..ndims)
                 .map(|_| c.u32().map(u64::from))
                 .collect::<H5Result<Vec<_>>>()?;
-            chunked(dims, ChunkIndex::BTreeV1 { addr }, what)
+            chunked(dims, ChunkIndex::BTreeV1 { addr }, false, what)
         }
         2 => {
             let flags = c.u8()?;
@@ -831,7 +924,7 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
                     return Err(Hdf5Error::corrupt(what, format!("chunk index type {k}")));
                 }
             };
-            chunked(dims, index, what)
+            chunked(dims, index, flags & 0x01 != 0, what)
         }
         3 if version >= 4 => Ok(Layout::Virtual {
             heap: c.addr()?,
@@ -841,9 +934,51 @@ pub fn layout(f: &H5File, data: &[u8], what: &str) -> H5Result<Layout> {
     }
 }
 
+/// Layout message versions 1 and 2 (HDF5 1.4 and older; version 2 only
+/// added the compact class's meaning), after the version byte: the
+/// dimensionality, the class, 5 reserved bytes, the address (contiguous
+/// and chunked only), one 4-byte size per dimension (chunked: the chunk's,
+/// the last being the element size, as version 3; contiguous and compact:
+/// the array's, which HDF5 ignores because they may be truncated: the
+/// dataspace says), then for compact the data's size (4 bytes) and the
+/// data (`H5O__layout_decode`). Chunks are indexed by a v1 B-tree.
+fn layout_v1(c: &mut Cursor<'_>) -> H5Result<Layout> {
+    let what = c.what;
+    let ndims = c.u8()? as usize;
+    if ndims == 0 || ndims > MAX_RANK + 1 {
+        return Err(Hdf5Error::corrupt(
+            what,
+            format!("layout of {ndims} dimensions"),
+        ));
+    }
+    let class = c.u8()?;
+    c.skip(5)?;
+    let addr = match class {
+        1 | 2 => Some(c.addr()?),
+        _ => None,
+    };
+    let dims = (0..ndims)
+        .map(|_| c.u32().map(u64::from))
+        .collect::<H5Result<Vec<_>>>()?;
+    match (class, addr) {
+        (0, _) => {
+            let n = c.u32()? as usize;
+            Ok(Layout::Compact(c.bytes(n)?.to_vec()))
+        }
+        (1, Some(addr)) => Ok(Layout::Contiguous { addr, size: None }),
+        (2, Some(addr)) => chunked(dims, ChunkIndex::BTreeV1 { addr }, false, what),
+        (k, _) => Err(Hdf5Error::corrupt(what, format!("layout class {k}"))),
+    }
+}
+
 /// The chunk dimensions carry one more entry than the rank: the element
 /// size.
-fn chunked(mut dims: Vec<u64>, index: ChunkIndex, what: &str) -> H5Result<Layout> {
+fn chunked(
+    mut dims: Vec<u64>,
+    index: ChunkIndex,
+    partial_unfiltered: bool,
+    what: &str,
+) -> H5Result<Layout> {
     let Some(element_size) = dims.pop() else {
         return Err(Hdf5Error::corrupt(what, "chunked layout of no dimensions"));
     };
@@ -857,6 +992,7 @@ fn chunked(mut dims: Vec<u64>, index: ChunkIndex, what: &str) -> H5Result<Layout
         chunk: dims,
         element_size,
         index,
+        partial_unfiltered,
     })
 }
 
@@ -1055,4 +1191,113 @@ fn info_dense(
 pub fn symbol_table(f: &H5File, data: &[u8], what: &str) -> H5Result<(u64, u64)> {
     let mut c = f.cursor(data, what);
     Ok((c.addr()?, c.addr()?))
+}
+
+#[cfg(test)]
+mod storage_tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Messages are decoded from bytes only: the file is never read.
+    fn h5() -> H5File {
+        let file = tempfile::tempfile().unwrap();
+        H5File {
+            file: Arc::new(file),
+            base: 0,
+            len: 0,
+            sizeof_addr: 8,
+            sizeof_len: 8,
+            shared: Default::default(),
+        }
+    }
+
+    /// The fill value message's versions as `H5O__fill_new_decode` reads
+    /// them: defined (user value or default), undefined, fill time never.
+    #[test]
+    fn fill_messages_tell_user_default_undefined_and_never() {
+        let f = h5();
+        let fill = |kind, b: &[u8]| super::fill(&f, kind, b, "t").unwrap();
+        // Version 2: alloc time, fill time (2 = if set), defined, size, value.
+        let user = fill(MSG_FILL, &[2, 2, 2, 1, 2, 0, 0, 0, 7, 1]);
+        assert_eq!(user.value, FillValue::User(vec![7, 1]));
+        assert_eq!(user.hdf5_reads(2), Some(vec![7, 1]));
+        // Defined with size 0: HDF5's default (zeros).
+        let default = fill(MSG_FILL, &[2, 2, 2, 1, 0, 0, 0, 0]);
+        assert_eq!(default.value, FillValue::Default);
+        assert_eq!(default.hdf5_reads(3), Some(vec![0, 0, 0]));
+        // Not defined: undefined, left unfilled.
+        let undefined = fill(MSG_FILL, &[2, 2, 2, 0]);
+        assert_eq!(undefined.value, FillValue::Undefined);
+        assert_eq!(undefined.hdf5_reads(2), None);
+        // Fill time never (netcdf-c's fill mode off): unfilled whatever the value.
+        let never = fill(MSG_FILL, &[2, 2, 1, 1, 0, 0, 0, 0]);
+        assert!(never.never && never.hdf5_reads(2).is_none());
+        // Version 3: flags (alloc time bits 0-1, fill time bits 2-3,
+        // undefined 0x10, value present 0x20).
+        assert_eq!(fill(MSG_FILL, &[3, 0x02 | 0x08]).value, FillValue::Default);
+        assert_eq!(fill(MSG_FILL, &[3, 0x10]).value, FillValue::Undefined);
+        assert!(fill(MSG_FILL, &[3, 0x04]).never);
+        assert_eq!(
+            fill(MSG_FILL, &[3, 0x20, 1, 0, 0, 0, 5]).value,
+            FillValue::User(vec![5])
+        );
+        // The old message: a size of 0 is undefined.
+        assert_eq!(
+            fill(MSG_FILL_OLD, &[0, 0, 0, 0]).value,
+            FillValue::Undefined
+        );
+        assert_eq!(
+            fill(MSG_FILL_OLD, &[1, 0, 0, 0, 9]).value,
+            FillValue::User(vec![9])
+        );
+        assert!(super::fill(&f, MSG_FILL, &[4, 0], "t").is_err());
+    }
+
+    /// Layout message versions 1 and 2: compact (no address; the data's
+    /// size and bytes after the dimension sizes), contiguous (no size
+    /// stored), chunked (the element size last); a dimensionality of 0 is
+    /// corrupt, as HDF5 says.
+    #[test]
+    fn layout_messages_v1_and_v2() {
+        let f = h5();
+        let head = |v: u8, ndims: u8, class: u8| {
+            let mut b = vec![v, ndims, class];
+            b.extend([0; 5]);
+            b
+        };
+        let mut compact = head(2, 2, 0);
+        compact.extend(3u32.to_le_bytes());
+        compact.extend(2u32.to_le_bytes());
+        compact.extend(6u32.to_le_bytes());
+        compact.extend([1, 2, 3, 4, 5, 6]);
+        assert_eq!(
+            layout(&f, &compact, "t").unwrap(),
+            Layout::Compact(vec![1, 2, 3, 4, 5, 6])
+        );
+        let mut contiguous = head(1, 2, 1);
+        contiguous.extend(0x800u64.to_le_bytes());
+        contiguous.extend([10, 0, 0, 0, 4, 0, 0, 0]);
+        assert_eq!(
+            layout(&f, &contiguous, "t").unwrap(),
+            Layout::Contiguous {
+                addr: 0x800,
+                size: None
+            }
+        );
+        let mut chunked = head(1, 3, 2);
+        chunked.extend(0x400u64.to_le_bytes());
+        for d in [5u32, 5, 4] {
+            chunked.extend(d.to_le_bytes());
+        }
+        assert_eq!(
+            layout(&f, &chunked, "t").unwrap(),
+            Layout::Chunked {
+                chunk: vec![5, 5],
+                element_size: 4,
+                index: ChunkIndex::BTreeV1 { addr: 0x400 },
+                partial_unfiltered: false,
+            }
+        );
+        assert!(layout(&f, &head(1, 0, 1), "t").is_err());
+    }
 }

@@ -44,9 +44,12 @@
 //! fractal heap, too), of integer, float and string types (fixed- and
 //! variable-length); shared (committed) datatypes; datasets of integers and IEEE
 //! floats of either byte order and fixed-length strings (as `|S<n>`);
-//! layouts compact, contiguous and chunked with every chunk index HDF5
+//! layouts compact, contiguous and chunked, in every version of the
+//! layout message (1 and 2 of HDF5 1.4 too), with every chunk index HDF5
 //! writes (v1 B-tree, single chunk, implicit, fixed array, extensible
-//! array, v2 B-tree, paged extensible-array data blocks too); every filter
+//! array, v2 B-tree, paged extensible-array data blocks too), edge chunks
+//! stored unfiltered, and external storage (the bytes in other files,
+//! opened through [`Linked`]: [`external`]); every filter
 //! the codec registry has an HDF5 id for (deflate, shuffle, fletcher32,
 //! szip, scaleoffset, lzf, HDF5-framed lz4, bitshuffle, zstd, bzip2,
 //! blosc), with a chunk's filter mask honoured ([`array`](mod@array));
@@ -64,8 +67,7 @@
 //! Skipped, each with one line naming the file, the object and why, never
 //! failing the file: types a flat file cannot carry (variable-length,
 //! compound, reference, opaque, array, time; non-IEEE floats), null
-//! dataspaces, layout messages of HDF5 1.4 (versions 1
-//! and 2, which no HDF5 since 1.6 writes), and
+//! dataspaces, and
 //! a dataset whose dense attributes cannot be read (shown without them it
 //! could be misread). Soft and external links are not followed. A chunk
 //! whose bytes lie past the end of the file fails its reads (EIO with a
@@ -73,7 +75,12 @@
 //! decoded by its HDF5 filter plugin when the operator allows plugins
 //! ([`crate::codec::hdf5_plugin`]); otherwise, or when no plugin provides
 //! it, the dataset is still listed and reads of its chunks fail (EIO, the
-//! message naming the filter id and the plugin directories).
+//! message naming the filter id and the plugin directories). So do the
+//! reads of external storage whose file is missing, outside the roots or
+//! short (the message naming the file).
+//!
+//! Fill values follow HDF5 for never-written elements and netcdf-c for
+//! the records past a shorter variable's end (`fills`).
 
 //! # netCDF-4 conventions
 //!
@@ -95,6 +102,7 @@ pub mod convert;
 pub mod dense;
 pub mod error;
 pub mod extension;
+pub mod external;
 pub mod index;
 pub mod io;
 pub mod meta;
@@ -116,6 +124,8 @@ use crate::error::{Error, Result};
 use crate::storage::files::{Files, ReadAt, ReadCache};
 use array::{FileRef, Storage};
 use error::H5Result;
+pub use external::Linked;
+use external::{External, MSG_EXTERNAL};
 use index::{Geometry, GlobalHeap};
 use io::H5File;
 use meta::{Attribute, H5Type, Layout, LinkTarget, Message};
@@ -261,7 +271,9 @@ struct Node {
 
 /// Open the HDF5 file `path` through `files`. An error when the file is
 /// not HDF5 or its superblock or root group cannot be read; every other
-/// problem skips only the object it is about.
+/// problem skips only the object it is about. Other files (virtual
+/// datasets' sources, external storage) are not reached: see
+/// [`from_reader_with`].
 pub fn open(path: &Path, files: &dyn Files, cache: Arc<ChunkCache>) -> Result<Contents> {
     let name = path.display().to_string();
     let file = files.open(path).map_err(|source| Error::Io {
@@ -272,8 +284,9 @@ pub fn open(path: &Path, files: &dyn Files, cache: Arc<ChunkCache>) -> Result<Co
 }
 
 /// [`open`] of the file `name`, already open as `file`. Its virtual
-/// datasets read sources in the file itself only; [`from_reader_with`]
-/// lets them read other files.
+/// datasets read sources in the file itself only, and its external
+/// storage cannot be read (its reads fail saying so); [`from_reader_with`]
+/// lets both reach other files.
 pub fn from_reader(
     name: String,
     file: Arc<dyn ReadAt>,
@@ -282,8 +295,8 @@ pub fn from_reader(
     from_reader_with(name, file, cache, None)
 }
 
-/// [`from_reader`], whose virtual datasets read their sources in other
-/// files through `sources` (confined to its scope).
+/// [`from_reader`], whose virtual datasets' sources and external storage
+/// are read from other files through `sources` (confined to its scope).
 pub fn from_reader_with(
     name: String,
     file: Arc<dyn ReadAt>,
@@ -342,8 +355,17 @@ pub(crate) fn from_context(
     let root = meta::object_header(&f, sb.root, "root group").map_err(fmt)?;
     walk.group(sb.root, "", root, 0).map_err(fmt)?;
     let groups = std::mem::take(&mut walk.attributes);
+    let linked = ctx
+        .sources
+        .as_ref()
+        .map(|s| Linked::new(s.files.as_ref(), &s.scope));
+    let externals = open_externals(&f, &nodes, Path::new(&name), linked);
     let raw = H5File { file, ..f.clone() };
-    let file = Arc::new(FileRef { path: name, f: raw });
+    let file = Arc::new(FileRef {
+        path: name,
+        f: raw,
+        externals,
+    });
     build(&file, &f, nodes, groups, cache, &ctx, &mut contents);
     Ok(contents)
 }
@@ -385,6 +407,29 @@ fn with_extension(
         f.shared = Arc::new(extension::shared_table(f, addr, n)?);
     }
     Ok(file)
+}
+
+/// The external storage of every dataset among `nodes` that has an
+/// External Data Files message, its files opened through `linked`.
+fn open_externals(
+    f: &H5File,
+    nodes: &[Node],
+    from: &Path,
+    linked: Option<Linked<'_>>,
+) -> HashMap<u64, std::result::Result<Arc<External>, Hdf5Error>> {
+    let mut out = HashMap::new();
+    for node in nodes {
+        let Some(m) = node.messages.iter().find(|m| m.kind == MSG_EXTERNAL) else {
+            continue;
+        };
+        let what = node.path.as_str();
+        let ext = m
+            .resolved(f, what)
+            .and_then(|data| external::slots(f, &data, what))
+            .map(|slots| Arc::new(External::open(slots, from, linked)));
+        out.insert(node.addr, ext);
+    }
+    out
 }
 
 struct Walk<'a> {
@@ -786,7 +831,7 @@ fn build(
             vlen_string,
             netcdf,
         ) {
-            Ok(refs) if vlen_string => out.strings.push((
+            Ok((refs, _)) if vlen_string => out.strings.push((
                 shown,
                 Strings {
                     file: file.clone(),
@@ -794,12 +839,12 @@ fn build(
                     what: path,
                 },
             )),
-            Ok(a) => {
+            Ok((a, extension)) => {
                 // A virtual dataset's extent follows its sources: it is
                 // not netCDF's to extend.
                 let netcdf_shape = netcdf_shape.filter(|_| !is_virtual(f, &p));
                 let a = match netcdf_shape {
-                    Some(shape) if shape != a.meta().shape => match extended(a, shape) {
+                    Some(shape) if shape != a.meta().shape => match extended(a, shape, extension) {
                         Ok(a) => a,
                         Err(e) => {
                             out.skipped.push(e);
@@ -826,11 +871,11 @@ fn is_virtual(f: &H5File, p: &Parsed) -> bool {
         .is_some_and(|l| matches!(l, Layout::Virtual { .. }))
 }
 
-/// The fill value netCDF gives dataset `p` (elements of `dtype`, `size`
-/// bytes, stored in `endian` order) when HDF5's fill value message defines
-/// none: its `_FillValue` attribute when that has the dataset's type,
-/// else netCDF's default for the type. In `endian` order, as a fill value
-/// message's would be.
+/// The value never-written elements of the netCDF-4 variable `p`
+/// (elements of `dtype`, `size` bytes, stored in `endian` order) read as
+/// where HDF5 leaves them undefined ([`fills`]): its `_FillValue`
+/// attribute when that has the dataset's type, else netCDF's default for
+/// the type. In `endian` order, as a fill value message's would be.
 fn netcdf_fill(p: &Parsed, dtype: &DataType, endian: Endian, size: usize) -> Vec<u8> {
     if let Some(a) = p.attr("_FillValue")
         && a.data.len() == size
@@ -850,8 +895,13 @@ fn netcdf_fill(p: &Parsed, dtype: &DataType, endian: Endian, size: usize) -> Vec
     v
 }
 
-/// `a` shown with the longer `shape` (netCDF's unlimited dimension length).
-fn extended(a: Arc<dyn ArraySource>, shape: Vec<u64>) -> Result<Arc<dyn ArraySource>> {
+/// `a` shown with the longer `shape` (netCDF's unlimited dimension
+/// length), the elements past its end reading as `fill` (native order).
+fn extended(
+    a: Arc<dyn ArraySource>,
+    shape: Vec<u64>,
+    fill: Vec<u8>,
+) -> Result<Arc<dyn ArraySource>> {
     let m = a.meta();
     let mut meta = ArrayMeta::new(
         m.source.clone(),
@@ -862,7 +912,7 @@ fn extended(a: Arc<dyn ArraySource>, shape: Vec<u64>) -> Result<Arc<dyn ArraySou
     meta.dimension_names = m.dimension_names.clone();
     meta.attributes = m.attributes.clone();
     meta.chunk_shape = m.chunk_shape.clone();
-    Ok(Arc::new(array::Extended::new(meta, a)))
+    Ok(Arc::new(array::Extended::new(meta, a, fill)))
 }
 
 enum DatasetError {
@@ -900,7 +950,7 @@ fn dataset(
     ctx: &vds::Context,
     vlen_string: bool,
     netcdf: bool,
-) -> std::result::Result<Arc<dyn ArraySource>, DatasetError> {
+) -> std::result::Result<(Arc<dyn ArraySource>, Vec<u8>), DatasetError> {
     let what = p.node.path.as_str();
     let find = |kind: u16| p.node.messages.iter().find(|m| m.kind == kind);
     // A message's bytes, those of the committed datatype it refers to
@@ -938,39 +988,30 @@ fn dataset(
             .into());
         }
     };
-    // The fill value: the new message's, else the old one's; else, in a
-    // netCDF-4 file, the `_FillValue` attribute or netCDF's default for
-    // the type (a file netcdf-c wrote with fill mode off, as `nccopy`
-    // does, has a message that defines none); else zeros (HDF5's default).
-    let mut fill = None;
-    for kind in [meta::MSG_FILL, meta::MSG_FILL_OLD] {
-        if let Some(m) = find(kind)
-            && let Some(v) = meta::fill_value(f, kind, &m.resolved(f, what)?, what)?
-        {
-            if v.len() != size {
-                return Err(Hdf5Error::corrupt(
-                    what,
-                    format!("fill value of {} bytes for {size}-byte elements", v.len()),
-                )
-                .into());
-            }
-            fill = Some(v);
-            break;
-        }
-    }
-    let mut fill = match fill {
-        Some(v) if let Some(t) = padded => {
-            let mut w = vec![0u8; t.served_size()];
-            t.convert(&v, &mut w);
-            w
-        }
-        Some(v) => v,
-        None if netcdf => netcdf_fill(p, &dtype, endian, dtype.size()),
-        None => vec![0u8; dtype.size()],
+    // HDF5's fill value property: the new message, else the old one, else
+    // the library's defaults (`H5D__open_oid`).
+    let fill_msg = match (find(meta::MSG_FILL), find(meta::MSG_FILL_OLD)) {
+        (Some(m), _) => meta::fill(f, meta::MSG_FILL, &m.resolved(f, what)?, what)?,
+        (None, Some(m)) => meta::fill(f, meta::MSG_FILL_OLD, &m.resolved(f, what)?, what)?,
+        (None, None) => meta::Fill::default(),
     };
-    if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
-        fill.reverse();
+    if let Some(v) = fill_msg.user()
+        && v.len() != size
+    {
+        return Err(Hdf5Error::corrupt(
+            what,
+            format!("fill value of {} bytes for {size}-byte elements", v.len()),
+        )
+        .into());
     }
+    let (fill, extension) = fills(p, &fill_msg, &dtype, endian, size, netcdf);
+    let native = |mut v: Vec<u8>| {
+        if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
+            v.reverse();
+        }
+        v
+    };
+    let (fill, extension) = (native(fill), native(extension));
     let shape = space.dims.clone();
     let source = format!("{} (dataset {what})", file.path);
     let mut meta = ArrayMeta::new(source.clone(), shape.clone(), dtype, fill)?;
@@ -1002,7 +1043,7 @@ fn dataset(
                 let mwhat = format!("{what}: virtual dataset mappings");
                 vds::mappings(f, &block, &mwhat)?
             };
-            return Ok(vds::array(ctx, what, meta, maps)?);
+            return Ok((vds::array(ctx, what, meta, maps)?, extension));
         }
         Layout::Compact(data) => {
             if data.len() as u64 != nbytes {
@@ -1018,22 +1059,36 @@ fn dataset(
             Storage::Compact(data)
         }
         Layout::Contiguous { addr, size } => {
-            if f.undefined(addr) {
-                Storage::Contiguous { addr: None }
-            } else if size < nbytes {
+            if let Some(ext) = file.externals.get(&p.node.addr) {
+                // The layout's address is undefined: the bytes are in the
+                // external files ([`external`]).
+                Storage::Contiguous {
+                    addr: None,
+                    external: Some(ext.clone()?),
+                }
+            } else if f.undefined(addr) {
+                Storage::Contiguous {
+                    addr: None,
+                    external: None,
+                }
+            } else if let Some(size) = size.filter(|&s| s < nbytes) {
                 return Err(Hdf5Error::corrupt(
                     what,
                     format!("contiguous storage of {size} bytes for {nbytes} bytes of elements"),
                 )
                 .into());
             } else {
-                Storage::Contiguous { addr: Some(addr) }
+                Storage::Contiguous {
+                    addr: Some(addr),
+                    external: None,
+                }
             }
         }
         Layout::Chunked {
             chunk,
             element_size,
             index,
+            partial_unfiltered,
         } => {
             if element_size != size as u64 || chunk.len() != shape.len() {
                 return Err(Hdf5Error::corrupt(
@@ -1089,6 +1144,7 @@ fn dataset(
                 chunks,
                 chunk,
                 filters,
+                partial_unfiltered,
             }
         }
     };
@@ -1096,7 +1152,55 @@ fn dataset(
         Some(t) => array::Elements::Padded(t),
         None => array::Elements::Bytes(endian),
     };
-    Ok(array::array_of(file, what, meta, elements, storage, cache)?)
+    let a = array::array_of(file, what, meta, elements, storage, cache)?;
+    Ok((a, extension))
+}
+
+/// The two fill values of a dataset, in its stored byte order: what its
+/// never-written elements read as, and what the records past its end
+/// along an unlimited dimension read as (netCDF-4 shows a variable as
+/// long as its dimension: [`array::Extended`]).
+///
+/// Never-written elements read as HDF5 reads them ([`meta::Fill::hdf5_reads`]):
+/// the user-defined value, else zeros, for netCDF-4 files as for any
+/// other (netcdf-c asks HDF5 for them: a variable h5netcdf wrote without
+/// `_FillValue`, whose message is left at HDF5's default, reads 0 in
+/// netCDF4-python too). Where HDF5 leaves them undefined (netcdf-c's fill
+/// mode off, as `nccopy` writes; netCDF4-python then returns whatever its
+/// buffer held) a value must still be served: in a netCDF-4 file the
+/// `_FillValue` attribute or netCDF's default for the type, else zeros.
+///
+/// Records past the end: netcdf-c's `NC4_get_vars` fills them with
+/// `nc4_get_fill_value`, which is the variable's fill value as
+/// `get_fill_info` (libhdf5/hdf5open.c) read it, the HDF5 message's
+/// value when user-defined, else netCDF's default for the type: never
+/// the `_FillValue` attribute alone (fill mode off). Only netCDF-4 files
+/// are extended; elsewhere it is the first value.
+fn fills(
+    p: &Parsed,
+    fill: &meta::Fill,
+    dtype: &DataType,
+    endian: Endian,
+    size: usize,
+    netcdf: bool,
+) -> (Vec<u8>, Vec<u8>) {
+    let elements = match fill.hdf5_reads(size) {
+        Some(v) => v,
+        None if netcdf => netcdf_fill(p, dtype, endian, size),
+        None => vec![0u8; size],
+    };
+    let extension = match fill.user() {
+        Some(v) => v.to_vec(),
+        None if netcdf => {
+            let mut v = dtype.netcdf_default_fill();
+            if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
+                v.reverse();
+            }
+            v
+        }
+        None => elements.clone(),
+    };
+    (elements, extension)
 }
 
 /// The element type a flat file shows for an HDF5 type, and its stored
