@@ -1004,14 +1004,33 @@ fn dataset(
         )
         .into());
     }
-    let (fill, extension) = fills(p, &fill_msg, &dtype, endian, size, netcdf);
-    let native = |mut v: Vec<u8>| {
-        if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
-            v.reverse();
+    let (fill, extension) = match padded {
+        // Converted from the stored type as the elements are ([`convert`]):
+        // widened, native order. netCDF never writes such types, so
+        // HDF5's rule alone applies.
+        Some(t) => {
+            let widen = |v: &[u8]| {
+                let mut w = vec![0u8; t.served_size()];
+                t.convert(v, &mut w);
+                w
+            };
+            let fill = fill_msg
+                .hdf5_reads(size)
+                .map_or_else(|| vec![0u8; t.served_size()], |v| widen(&v));
+            let extension = fill_msg.user().map_or_else(|| fill.clone(), widen);
+            (fill, extension)
         }
-        v
+        None => {
+            let (fill, extension) = fills(p, &fill_msg, &dtype, endian, size, netcdf);
+            let native = |mut v: Vec<u8>| {
+                if endian != Endian::NATIVE && !matches!(dtype, DataType::FixedBytes(_)) {
+                    v.reverse();
+                }
+                v
+            };
+            (native(fill), native(extension))
+        }
     };
-    let (fill, extension) = (native(fill), native(extension));
     let shape = space.dims.clone();
     let source = format!("{} (dataset {what})", file.path);
     let mut meta = ArrayMeta::new(source.clone(), shape.clone(), dtype, fill)?;
