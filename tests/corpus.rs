@@ -285,7 +285,10 @@ fn every_numeric_dataset_of_the_corpora_reads_as_the_reference_reads_it() {
         count("files");
         for o in file["other"].as_array().into_iter().flatten() {
             let class = o["class"].as_str().unwrap_or("?").to_string();
-            not_compared_list.push(format!("{name}:{}: {class}", o["path"].as_str().unwrap_or("?")));
+            not_compared_list.push(format!(
+                "{name}:{}: {class}",
+                o["path"].as_str().unwrap_or("?")
+            ));
             *not_compared.entry(class).or_default() += 1;
         }
         // Each expected dataset's class: "numeric" or "string".

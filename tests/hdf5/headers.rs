@@ -68,7 +68,11 @@ fn an_unknown_message_flagged_fail_if_unknown_refuses_its_object_as_hdf5_does() 
 /// line saying there is nothing to serve, not "not supported yet".
 #[test]
 fn a_null_dataspace_is_skipped_with_a_line_saying_there_is_nothing_to_serve() {
-    let ds = dataset::open(&corpus("hdf5_thirdparty/hdf5json_null_space_dset.h5"), cache()).unwrap();
+    let ds = dataset::open(
+        &corpus("hdf5_thirdparty/hdf5json_null_space_dset.h5"),
+        cache(),
+    )
+    .unwrap();
     assert!(ds.get("DS1").is_none());
     let lines: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
     assert_eq!(lines.len(), 1, "{lines:?}");
