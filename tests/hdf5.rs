@@ -13,6 +13,8 @@ mod attrs;
 #[path = "hdf5/codec.rs"]
 mod codec;
 mod common;
+#[path = "hdf5/headers.rs"]
+mod headers;
 #[path = "hdf5/storage.rs"]
 mod storage;
 #[path = "hdf5/types.rs"]

@@ -54,6 +54,16 @@ pub enum Hdf5Error {
         class: &'static str,
         size: usize,
     },
+    /// An object header message of a type the format does not define,
+    /// flagged "fail if unknown always": HDF5 refuses the object too.
+    #[error(
+        "{what}: header message type {kind:#06x} is unknown and flagged 'fail if unknown \
+         always' (HDF5 refuses to open the object too): not shown"
+    )]
+    UnknownMessage { what: String, kind: u16 },
+    /// A dataset whose dataspace is null (`H5S_NULL`, h5py's `Empty`).
+    #[error("{what}: a null dataspace: no shape and no elements, nothing to serve")]
+    NullDataspace { what: String },
     /// A structure claiming more bytes than any real file writes.
     #[error("{what}: {size} bytes, more than the {limit}-byte limit for it")]
     TooLarge { what: String, size: u64, limit: u64 },
@@ -131,6 +141,11 @@ impl Hdf5Error {
                 class,
                 size,
             },
+            Hdf5Error::UnknownMessage { what, kind } => Hdf5Error::UnknownMessage {
+                what: wrap(what),
+                kind,
+            },
+            Hdf5Error::NullDataspace { what } => Hdf5Error::NullDataspace { what: wrap(what) },
             Hdf5Error::TooLarge { what, size, limit } => Hdf5Error::TooLarge {
                 what: wrap(what),
                 size,

@@ -29,6 +29,18 @@ pub const MSG_ATTRIBUTE_INFO: u16 = 0x0015;
 /// Header message flag: the message is stored in the shared-message heap
 /// or another object's header, not here ([`shared_message`]).
 pub const MSG_FLAG_SHARED: u8 = 0x02;
+/// Header message flag (bit 7, `H5O_MSG_FLAG_FAIL_IF_UNKNOWN_ALWAYS`): a
+/// reader that does not know the message's type must not open the object
+/// ([`check_known`]). Bit 3 (`..._AND_OPEN_FOR_WRITE`) asks the same of
+/// writers only: a read-only reader ignores it, as HDF5 does when the file
+/// is opened read-only.
+pub const MSG_FLAG_FAIL_IF_UNKNOWN: u8 = 0x80;
+/// The highest message type the format defines (0x0018, the metadata
+/// cache image); HDF5 calls every type above it unknown (`H5O_UNKNOWN_ID`).
+const MSG_LAST_KNOWN: u16 = 0x0018;
+/// The "bogus" message type HDF5 defines for its tests only: release
+/// builds have no class for it, so it is unknown to them.
+const MSG_BOGUS: u16 = 0x0009;
 
 /// The HDF5 limit on a dataspace's rank (`H5S_MAX_RANK`).
 const MAX_RANK: usize = 32;
@@ -234,6 +246,7 @@ fn push_message(
     messages: &mut Vec<Message>,
     pending: &mut Vec<(u64, u64)>,
 ) -> H5Result<()> {
+    check_known(kind, flags, what)?;
     if kind == MSG_CONTINUATION {
         let mut c = f.cursor(data, what);
         let (a, n) = (c.addr()?, c.length()?);
@@ -243,6 +256,27 @@ fn push_message(
             kind,
             flags,
             data: data.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+/// Refuse the object whose header holds a message of a type the format
+/// does not define (a later library's, or HDF5's test-only "bogus" one)
+/// flagged "fail if unknown always": its writer says that a reader
+/// ignoring it would misread the object. HDF5 decides the same way when
+/// it loads a header (`H5O__chunk_deserialize` in `H5Ocache.c`): a type
+/// at or above `H5O_UNKNOWN_ID` or without a class is unknown, and it
+/// fails on bit 7 always, on bit 3 only for a file opened for write. A
+/// type the format defines is known here even when slabfs does not
+/// decode it (a comment, a modification time: nothing it serves depends
+/// on them), and unknown types without bit 7 are ignored, as HDF5 does.
+fn check_known(kind: u16, flags: u8, what: &str) -> H5Result<()> {
+    let unknown = kind > MSG_LAST_KNOWN || kind == MSG_BOGUS;
+    if unknown && flags & MSG_FLAG_FAIL_IF_UNKNOWN != 0 {
+        return Err(Hdf5Error::UnknownMessage {
+            what: what.to_string(),
+            kind,
         });
     }
     Ok(())

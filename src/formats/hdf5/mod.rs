@@ -961,7 +961,7 @@ fn dataset(
     };
     let space = meta::dataspace(f, &need(meta::MSG_DATASPACE, "dataspace")?, what)?;
     if space.null {
-        return Err(Hdf5Error::unsupported(what, "a null dataspace (no elements)").into());
+        return Err(Hdf5Error::NullDataspace { what: what.into() }.into());
     }
     let (h5type, size) = meta::datatype(f, &need(meta::MSG_DATATYPE, "datatype")?, what)?;
     let padded = match h5type {

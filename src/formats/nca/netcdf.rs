@@ -75,8 +75,12 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
         ..Variables::default()
     };
     let definitions = super::cf::definition_variables(&file);
+    // What the file's reader skipped is logged under that reader's name
+    // (an operator filtering by module looks for the HDF5 reader's lines
+    // there), each line naming the file and the object.
+    let (target, what) = reader_log(&file);
     for e in file.take_skipped() {
-        log::warn!("skipping a variable: {e}");
+        log::warn!(target: target, "skipping {what}: {e}");
         out.skipped.push(e);
     }
     for v in file.variables() {
@@ -89,7 +93,7 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
         if v.is_strings() {
             // netCDF-4 `string` variables: no flat file carries them.
             if let Err(e) = file.array(&v.name) {
-                log::warn!("skipping a variable: {e}");
+                log::warn!(target: target, "skipping {what}: {e}");
                 out.skipped.push(e);
             }
             continue;
@@ -97,7 +101,8 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
         let cfa04 = !is_nca_variable(v)
             && !super::cf::is_aggregation_variable(v)
             && super::cfa04::is_cfa_variable(v);
-        let array = if is_nca_variable(v) || super::cf::is_aggregation_variable(v) || cfa04 {
+        let assembled = is_nca_variable(v) || super::cf::is_aggregation_variable(v) || cfa04;
+        let array = if assembled {
             let ctx = Context::new(
                 scope.clone(),
                 opts.cache.clone(),
@@ -118,13 +123,30 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
         };
         match array {
             Ok(a) => out.arrays.push((v.name.clone(), a)),
-            Err(e) => {
+            // An aggregation is this module's; a plain variable's array
+            // its reader's.
+            Err(e) if assembled => {
                 log::warn!("skipping {}: {}: {e}", file.path(), v.name);
+                out.skipped.push(e);
+            }
+            Err(e) => {
+                log::warn!(target: target, "skipping {}: {}: {e}", file.path(), v.name);
                 out.skipped.push(e);
             }
         }
     }
     out
+}
+
+/// The log target and the noun of the lines about what `file`'s reader
+/// skipped: the HDF5 reader's module (whose skips name a dataset or a
+/// group: "object") or the classic reader's.
+fn reader_log(file: &NcFile) -> (&'static str, &'static str) {
+    if file.is_hdf5() {
+        ("slabfs::formats::hdf5", "an HDF5 object")
+    } else {
+        ("slabfs::formats::netcdf3", "a variable")
+    }
 }
 
 /// Build the NCA variable `var` of `file`.
