@@ -1,6 +1,8 @@
-//! Integers with padding bits or an unusual size, converted as HDF5
-//! converts them to a native integer (`H5T__conv_i_i`, which h5py and
-//! netCDF4-python read through).
+//! Stored element types a flat file cannot show as they are, converted
+//! on the read path as HDF5 converts them to the memory type h5py and
+//! netCDF4-python read them as: integers with padding bits or an unusual
+//! size ([`PaddedInt`], `H5T__conv_i_i`) and floating point of any layout
+//! other than IEEE's of its size ([`FloatType`], `H5T__conv_f_f`).
 //!
 //! An HDF5 integer type has a size in bytes, a byte order, and the
 //! `precision` significant bits starting at bit `offset`; the other bits
@@ -15,10 +17,29 @@
 //! are those h5py reads (with a native integer memory type where NumPy has
 //! no type of the stored size).
 //!
-//! The conversion is the array's array-to-bytes codec
-//! ([`PaddedIntCodec`], in place of `bytes`): it runs after the filter
-//! pipeline, on whole chunks, so chunked, contiguous and compact storage
-//! and the engine's cache all see the served type.
+//! An HDF5 float type places a sign bit, an exponent (position, size,
+//! bias) and a mantissa (position, size, leading bit implied or stored)
+//! anywhere in its `precision` bits at `offset`: an nbit-reduced float
+//! (HDF5's test files: 20 bits at offset 7 of a 4-byte element, exponent
+//! of 6 bits), the x87 80-bit extended "long double" in 12 or 16 bytes,
+//! or a VAX float. Such a dataset is served as the NumPy type h5py picks
+//! for it (`TypeFloatID.py_dtype`: the first of float16, float32, float64,
+//! longdouble at least as wide as the stored element whose mantissa and
+//! exponent range hold the stored ones), in native order, each element
+//! converted bit by bit as `H5T__conv_f_f` does (H5Tconv_float.c):
+//! signed zeros and infinities kept, every NaN made the quiet NaN with
+//! all mantissa bits set, denormals normalised, rounding half up where
+//! the mantissa is cut, overflow to infinity. The longdouble served is
+//! x87 extended in 16 little-endian bytes ([`DataType::X87Extended`]),
+//! NumPy's `longdouble` on x86-64; its 6 padding bytes are zero. A stored
+//! element already of the served layout is copied (reordered), as HDF5's
+//! no-op and byte-order conversions do, with its padding zeroed.
+//!
+//! The conversion is the array's array-to-bytes codec ([`ConvertCodec`],
+//! in place of `bytes`): it runs after the filter pipeline, on whole
+//! chunks, so chunked, contiguous and compact storage and the engine's
+//! cache all see the served type. Fill values go through the same
+//! conversion.
 
 use crate::codec::{ArrayToBytesCodec, ChunkRepr, CodecError};
 use crate::dtype::DataType;
@@ -101,20 +122,59 @@ impl PaddedInt {
     }
 }
 
-/// The array-to-bytes codec of a dataset of a [`PaddedInt`] type: stored
+/// A stored element type served converted: its stored size, the served
+/// type, and the conversion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Convert {
+    Int(PaddedInt),
+    Float(FloatType),
+}
+
+impl Convert {
+    /// Stored element size in bytes.
+    pub fn size(&self) -> usize {
+        match self {
+            Convert::Int(t) => t.size,
+            Convert::Float(t) => t.size,
+        }
+    }
+
+    /// Served element size in bytes.
+    pub fn served_size(&self) -> usize {
+        self.dtype().size()
+    }
+
+    /// The served element type (native byte order).
+    pub fn dtype(&self) -> DataType {
+        match self {
+            Convert::Int(t) => t.dtype(),
+            Convert::Float(t) => t.served().dtype(),
+        }
+    }
+
+    /// Convert stored elements `src` into native served elements `dst`.
+    pub fn convert(&self, src: &[u8], dst: &mut [u8]) {
+        match self {
+            Convert::Int(t) => t.convert(src, dst),
+            Convert::Float(t) => t.convert(src, dst),
+        }
+    }
+}
+
+/// The array-to-bytes codec of a dataset of a [`Convert`] type: stored
 /// elements in, native served elements out.
 #[derive(Debug)]
-pub struct PaddedIntCodec(pub PaddedInt);
+pub struct ConvertCodec(pub Convert);
 
-impl ArrayToBytesCodec for PaddedIntCodec {
+impl ArrayToBytesCodec for ConvertCodec {
     fn name(&self) -> &'static str {
-        "hdf5_padded_int"
+        "hdf5_convert"
     }
 
     fn encoded_size(&self, decoded: &ChunkRepr) -> Option<usize> {
         usize::try_from(decoded.num_elements()?)
             .ok()?
-            .checked_mul(self.0.size)
+            .checked_mul(self.0.size())
     }
 
     fn decode(&self, encoded: Vec<u8>, decoded: &ChunkRepr) -> Result<Vec<u8>, CodecError> {
@@ -122,11 +182,11 @@ impl ArrayToBytesCodec for PaddedIntCodec {
             .num_elements()
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(|| CodecError::Chain("chunk too large".into()))?;
-        if encoded.len() != n * self.0.size {
+        if encoded.len() != n * self.0.size() {
             return Err(CodecError::Chain(format!(
-                "{} bytes for {n} integers of {} bytes",
+                "{} bytes for {n} elements of {} bytes",
                 encoded.len(),
-                self.0.size
+                self.0.size()
             )));
         }
         let mut out = vec![0u8; n * self.0.served_size()];
@@ -135,7 +195,7 @@ impl ArrayToBytesCodec for PaddedIntCodec {
     }
 
     fn validate(&self, decoded: &ChunkRepr) -> Result<(), CodecError> {
-        if decoded.dtype.size() != self.0.served_size() {
+        if decoded.dtype != self.0.dtype() {
             return Err(CodecError::Chain(format!(
                 "{} served as {}",
                 decoded.dtype,
@@ -144,6 +204,383 @@ impl ArrayToBytesCodec for PaddedIntCodec {
         }
         Ok(())
     }
+}
+
+/// Byte order of a stored float (`H5T_ORDER_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FloatOrder {
+    Little,
+    Big,
+    /// VAX order: 16-bit words, most significant first, each little-endian.
+    Vax,
+}
+
+/// Mantissa normalisation (`H5T_NORM_*`). HDF5 cannot convert the third,
+/// `msb set`, so no such type is a [`FloatType`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Norm {
+    /// The leading 1 is not stored (IEEE).
+    Implied,
+    /// The leading bit is stored (x87 extended).
+    None,
+}
+
+/// The bits of a float type, as `H5Tget_fields`, `H5Tget_ebias`,
+/// `H5Tget_norm` give them; positions count from bit 0 of the element
+/// in little-endian order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FloatBits {
+    pub precision: u32,
+    pub offset: u32,
+    pub sign: u32,
+    pub epos: u32,
+    pub esize: u32,
+    pub ebias: u64,
+    pub mpos: u32,
+    pub msize: u32,
+    pub norm: Norm,
+}
+
+/// A stored floating-point type served converted ([`Convert::Float`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FloatType {
+    /// Stored size in bytes (1 to 16).
+    pub size: usize,
+    pub order: FloatOrder,
+    pub bits: FloatBits,
+}
+
+/// A type served for a [`FloatType`]: the NumPy float h5py reads it as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    F16,
+    F32,
+    F64,
+    /// NumPy's longdouble on x86-64: x87 extended in 16 bytes.
+    X87,
+}
+
+impl Served {
+    pub fn dtype(self) -> DataType {
+        match self {
+            Served::F16 => DataType::Float16,
+            Served::F32 => DataType::Float32,
+            Served::F64 => DataType::Float64,
+            Served::X87 => DataType::X87Extended,
+        }
+    }
+
+    /// Its bits, as HDF5 describes the native type.
+    pub fn bits(self) -> FloatBits {
+        let ieee = |size: u32, esize: u32, msize: u32| FloatBits {
+            precision: 8 * size,
+            offset: 0,
+            sign: 8 * size - 1,
+            epos: msize,
+            esize,
+            ebias: (1 << (esize - 1)) - 1,
+            mpos: 0,
+            msize,
+            norm: Norm::Implied,
+        };
+        match self {
+            Served::F16 => ieee(2, 5, 10),
+            Served::F32 => ieee(4, 8, 23),
+            Served::F64 => ieee(8, 11, 52),
+            Served::X87 => FloatBits {
+                precision: 80,
+                offset: 0,
+                sign: 79,
+                epos: 64,
+                esize: 15,
+                ebias: 16383,
+                mpos: 0,
+                msize: 64,
+                norm: Norm::None,
+            },
+        }
+    }
+
+    fn size(self) -> usize {
+        self.dtype().size()
+    }
+}
+
+/// Why a float description cannot be served ([`FloatType::new`]).
+pub type FloatRefusal = &'static str;
+
+impl FloatType {
+    /// Check a stored description (from the file, so possibly corrupt):
+    /// every field inside the element and inside the significant bits,
+    /// no two fields overlapping, an exponent HDF5 converts (1 to 63
+    /// bits), a NumPy type that holds it.
+    pub fn new(size: usize, order: FloatOrder, bits: FloatBits) -> Result<Self, FloatRefusal> {
+        let b = &bits;
+        if !(1..=16).contains(&size) {
+            return Err("floating point wider than 16 bytes");
+        }
+        let end = b.offset.checked_add(b.precision);
+        if b.precision == 0 || end.is_none_or(|e| e > 8 * size as u32) {
+            return Err("floating point with its precision past the end of the element");
+        }
+        let (lo, hi) = (b.offset, b.offset + b.precision);
+        let inside = |pos: u32, n: u32| pos >= lo && pos.checked_add(n).is_some_and(|e| e <= hi);
+        if !(1..=63).contains(&b.esize) || b.msize == 0 || b.msize > 127 {
+            return Err("floating point with an exponent or mantissa size HDF5 cannot convert");
+        }
+        if !inside(b.sign, 1) || !inside(b.epos, b.esize) || !inside(b.mpos, b.msize) {
+            return Err("floating point with a field outside its significant bits");
+        }
+        let overlap = |p: u32, n: u32, q: u32, m: u32| p < q + m && q < p + n;
+        if overlap(b.sign, 1, b.epos, b.esize)
+            || overlap(b.sign, 1, b.mpos, b.msize)
+            || overlap(b.epos, b.esize, b.mpos, b.msize)
+        {
+            return Err("floating point with overlapping fields");
+        }
+        if order == FloatOrder::Vax && !size.is_multiple_of(2) {
+            return Err("floating point of VAX order and an odd size");
+        }
+        let t = FloatType { size, order, bits };
+        t.pick()
+            .ok_or("floating point no NumPy type holds (h5py refuses it too)")?;
+        Ok(t)
+    }
+
+    /// h5py's choice (`TypeFloatID.py_dtype`): the first NumPy float at
+    /// least as wide whose mantissa holds `msize` bits and whose exponent
+    /// range holds the stored one (NumPy's `finfo`, the x87 mantissa
+    /// counted with its explicit bit as h5py does).
+    fn pick(&self) -> Option<Served> {
+        let b = &self.bits;
+        // (type, nmant, maxexp, minexp)
+        let table = [
+            (Served::F16, 10i128, 16i128, -14i128),
+            (Served::F32, 23, 128, -126),
+            (Served::F64, 52, 1024, -1022),
+            (Served::X87, 64, 16384, -16382),
+        ];
+        let ebias = i128::from(b.ebias);
+        table.into_iter().find_map(|(t, nmant, maxexp, minexp)| {
+            let ok = t.size() >= self.size
+                && i128::from(b.msize) <= nmant
+                && (1i128 << b.esize) - ebias - 1 <= maxexp
+                && 1 - ebias >= minexp;
+            ok.then_some(t)
+        })
+    }
+
+    /// The served type.
+    pub fn served(&self) -> Served {
+        self.pick().expect("checked by FloatType::new")
+    }
+
+    /// Whether the served elements are the stored ones reordered (the
+    /// x87 long double in 16 bytes).
+    pub fn served_as_stored(&self) -> bool {
+        let to = self.served();
+        self.bits == to.bits() && self.size == to.size()
+    }
+
+    /// One stored element, its bits in little-endian order as a number.
+    fn load(&self, el: &[u8]) -> u128 {
+        let mut b = [0u8; 16];
+        b[..self.size].copy_from_slice(&el[..self.size]);
+        let v = &mut b[..self.size];
+        match self.order {
+            FloatOrder::Little => {}
+            FloatOrder::Big => v.reverse(),
+            // As H5T__conv_f_f_loop puts a VAX float in little-endian order.
+            FloatOrder::Vax => {
+                let n = v.len();
+                let mut i = 0;
+                while i < n / 2 {
+                    v.swap(i, n - 2 - i);
+                    v.swap(i + 1, n - 1 - i);
+                    i += 4;
+                }
+            }
+        }
+        u128::from_le_bytes(b)
+    }
+
+    /// Convert stored elements `src` into native served elements `dst`.
+    pub fn convert(&self, src: &[u8], dst: &mut [u8]) {
+        let to = self.served();
+        let (tb, out) = (to.bits(), to.size());
+        // HDF5's no-op and byte-order conversions: the same bits in the
+        // same size (the x87 long double in 16 bytes).
+        let same = self.served_as_stored();
+        for (s, d) in src.chunks_exact(self.size).zip(dst.chunks_exact_mut(out)) {
+            let v = self.load(s);
+            let r = if same {
+                v & mask(tb.precision)
+            } else {
+                convert_bits(&self.bits, v, &tb)
+            };
+            let le = r.to_le_bytes();
+            d.copy_from_slice(&le[..out]);
+            if cfg!(target_endian = "big") {
+                d.reverse();
+            }
+        }
+    }
+
+    /// One stored element as an f64 (for attributes in JSON), converted
+    /// as HDF5 converts it to `double`.
+    pub fn to_f64(&self, el: &[u8]) -> f64 {
+        let r = convert_bits(&self.bits, self.load(el), &Served::F64.bits());
+        f64::from_bits(r as u64)
+    }
+}
+
+/// Low `n` bits set.
+fn mask(n: u32) -> u128 {
+    if n >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << n) - 1
+    }
+}
+
+fn get(v: u128, pos: u32, n: u32) -> u128 {
+    if pos >= 128 { 0 } else { (v >> pos) & mask(n) }
+}
+
+/// `v` with bits `pos..pos + n` set to the low bits of `x`.
+fn set(v: u128, pos: u32, n: u32, x: u128) -> u128 {
+    if pos >= 128 || n == 0 {
+        return v;
+    }
+    let m = mask(n) << pos;
+    (v & !m) | ((x << pos) & m)
+}
+
+/// The most significant set bit of field `pos..pos + n`, relative to `pos`.
+fn msb(v: u128, pos: u32, n: u32) -> Option<u32> {
+    let f = get(v, pos, n);
+    (f != 0).then(|| 127 - f.leading_zeros())
+}
+
+/// `H5T__conv_f_f`'s conversion of one element (sign, exponent and
+/// mantissa moved bit by bit; no exception callback, so HDF5's defaults:
+/// infinities and NaN kept, overflow to infinity). Padding is zero.
+fn convert_bits(src: &FloatBits, s: u128, dst: &FloatBits) -> u128 {
+    let mut s = s;
+    let sign = get(s, src.sign, 1);
+    let mut d = set(0, dst.sign, 1, sign);
+    let mant = get(s, src.mpos, src.msize);
+    let exp = get(s, src.epos, src.esize);
+    let ones = mask(src.esize);
+    // H5T__conv_float_find_special.
+    if mant == 0 && exp == 0 {
+        return d;
+    }
+    let low_zero = get(s, src.mpos, src.msize - 1) == 0;
+    let inf = exp == ones && (mant == 0 || (src.norm == Norm::None && low_zero));
+    if inf || exp == ones {
+        d = set(d, dst.epos, dst.esize, u128::MAX);
+        if inf {
+            if dst.norm == Norm::None {
+                d = set(d, dst.mpos + dst.msize - 1, 1, 1);
+            }
+        } else {
+            d = set(d, dst.mpos, dst.msize, u128::MAX);
+        }
+        return d;
+    }
+    let mut expo = exp as i128;
+    let mut denormalized = expo == 0;
+    let mut implied: u128 = 1;
+    let mpos = src.mpos;
+    let mut mrsh: i128 = 0;
+    let mut msize: i128 = 0;
+    if expo == 0 || src.norm == Norm::None {
+        // The first set bit is the leading 1.
+        let bitno = msb(s, mpos, src.msize).map_or(-1, i128::from);
+        if bitno > 0 {
+            msize = bitno;
+        } else if bitno == 0 {
+            msize = 1;
+            s = set(s, mpos, 1, 0);
+        }
+        expo -= (i128::from(src.ebias) - 1) + (i128::from(src.msize) - bitno);
+    } else {
+        msize = i128::from(src.msize);
+        expo -= i128::from(src.ebias);
+    }
+    if dst.norm == Norm::None {
+        mrsh += 1;
+    }
+    expo += i128::from(dst.ebias);
+    let expo_max = (1i128 << dst.esize) - 1;
+    let dm = i128::from(dst.msize);
+    if expo < -dm {
+        expo = 0;
+        msize = 0;
+    } else if expo <= 0 {
+        mrsh += 1 - expo;
+        expo = 0;
+        denormalized = true;
+    } else if expo >= expo_max {
+        expo = expo_max;
+        msize = 0;
+    }
+    // Round half up where the mantissa is cut.
+    let mut carry = false;
+    if msize > 0 && mrsh <= dm && mrsh + msize > dm {
+        let bitno = (mrsh + msize - dm) as u32;
+        let cut = get(s, mpos + bitno - 1, 1) == 1;
+        let field = (mpos + bitno - 1, 1 + msize as u32 - bitno);
+        let inc = |s: u128| {
+            let f = get(s, field.0, field.1) + 1;
+            (set(s, field.0, field.1, f), f >> field.1 != 0)
+        };
+        if cut && !denormalized {
+            let rest_not_all_ones =
+                get(s, mpos + bitno, msize as u32 - bitno) != mask(msize as u32 - bitno);
+            if rest_not_all_ones || expo < expo_max - 1 {
+                let (n, c) = inc(s);
+                s = n;
+                carry = c;
+                if carry {
+                    implied = 2;
+                }
+            }
+        } else if cut {
+            s = inc(s).0;
+        }
+    }
+    // The mantissa.
+    let dpos = dst.mpos;
+    d = set(d, dpos, dst.msize, 0);
+    if mrsh > dm + 1 {
+        // Too small: the mantissa stays zero.
+    } else if mrsh == dm + 1 {
+        d = set(d, dpos, 1, 1);
+    } else if mrsh == dm {
+        d = set(d, dpos, dst.msize.min(2), implied);
+    } else {
+        let (mr, ms) = (mrsh as u32, msize as u32);
+        if mr > 0 {
+            d = set(d, dpos + dst.msize - mr, 2, implied);
+        }
+        if mrsh + msize >= dm {
+            let n = dst.msize - mr;
+            d = set(d, dpos, n, get(s, mpos + ms + mr - dst.msize, n));
+        } else {
+            d = set(d, dpos + dst.msize - (mr + ms), ms, get(s, mpos, ms));
+        }
+    }
+    if carry {
+        expo += 1;
+        if expo >= expo_max {
+            expo = expo_max;
+            d = set(d, dpos, dst.msize, 0);
+        }
+    }
+    d = set(d, dst.epos, dst.esize, expo as u128);
+    d & mask(dst.offset + dst.precision) & !mask(dst.offset)
 }
 
 #[cfg(test)]
