@@ -154,7 +154,7 @@ fn unfiltered_partial_edge_chunks_of_the_hdf5_library_read_as_h5py_reads_them() 
 /// through the library, `slabfs cat` and a mount of copies equals h5py's
 /// read (computed now, through the venv); no skip line contains
 /// `refused`.
-fn corpus_reads_as_h5py_reads_it(files: &[&str], min: usize, refused: Option<&str>) {
+pub(super) fn corpus_reads_as_h5py_reads_it(files: &[&str], min: usize, refused: Option<&str>) {
     let tmp = tempfile::tempdir().unwrap();
     let files: Vec<PathBuf> = files.iter().map(|f| corpus(f)).collect();
     let out = Command::new(common::python())
