@@ -391,6 +391,25 @@ mod tests {
         assert_eq!(c, [3, 2, 1]);
         assert_eq!(DataType::Complex128.swap_unit(), 8);
         assert_eq!(DataType::X87Extended.swap_unit(), 16);
+        let x87 = |bytes: [u8; 10]| {
+            let mut b = [0u8; 16];
+            b[..10].copy_from_slice(&bytes);
+            if cfg!(target_endian = "big") {
+                b.reverse();
+            }
+            x87_to_f64(&b)
+        };
+        assert_eq!(x87([0, 0, 0, 0, 0, 0, 0, 0x80, 0xFF, 0x3F]), 1.0);
+        assert_eq!(x87([0, 0, 0, 0, 0, 0, 0, 0xC0, 0x00, 0xC0]), -3.0);
+        assert_eq!(
+            x87([0, 0, 0, 0, 0, 0, 0, 0x80, 0xFF, 0xFF]),
+            f64::NEG_INFINITY
+        );
+        assert!(x87([0, 0, 0, 0, 0, 0, 0, 0xC0, 0xFF, 0x7F]).is_nan());
+        // 2^-1074 (f64's smallest denormal), 2^-1100 (under it), 2^2000.
+        assert_eq!(x87([0, 0, 0, 0, 0, 0, 0, 0x80, 0xCD, 0x3B]), 5e-324);
+        assert_eq!(x87([0, 0, 0, 0, 0, 0, 0, 0x80, 0xB3, 0x3B]), 0.0);
+        assert_eq!(x87([0, 0, 0, 0, 0, 0, 0, 0x80, 0xCF, 0x47]), f64::INFINITY);
         assert_eq!(DataType::X87Extended.numpy_typestr(Endian::Big), ">f16");
         assert_eq!(DataType::from_zarr_v3("r24"), Some(DataType::RawBits(3)));
         assert_eq!(DataType::from_zarr_v3("r7"), None);

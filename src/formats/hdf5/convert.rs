@@ -614,4 +614,197 @@ mod tests {
         assert!(PaddedInt::new(2, true, false, 8, 12).is_none());
         assert!(PaddedInt::new(2, true, false, 0, 0).is_none());
     }
+
+    /// HDF5's nbit test float: 20 bits at offset 7 of 4 little-endian
+    /// bytes, exponent 6 bits (bias 31), mantissa 13 bits.
+    fn nbit() -> FloatType {
+        let bits = FloatBits {
+            precision: 20,
+            offset: 7,
+            sign: 26,
+            epos: 20,
+            esize: 6,
+            ebias: 31,
+            mpos: 7,
+            msize: 13,
+            norm: Norm::Implied,
+        };
+        FloatType::new(4, FloatOrder::Little, bits).unwrap()
+    }
+
+    fn x87(size: usize) -> FloatType {
+        FloatType::new(size, FloatOrder::Little, Served::X87.bits()).unwrap()
+    }
+
+    // Expected values: HDF5 2.0's `H5Tconvert` through h5py
+    // (`h5py.h5t.convert`) on the same stored bits.
+
+    #[test]
+    fn nbit_floats_convert_as_hdf5_converts_them() {
+        let t = nbit();
+        assert_eq!(t.served(), Served::F32);
+        let nb = |sign: u32, exp: u32, mant: u32| (sign << 26) | (exp << 20) | (mant << 7);
+        let cases = [
+            (nb(0, 0, 0), 0x0000_0000u32),    // +0
+            (nb(1, 0, 0), 0x8000_0000),       // -0
+            (nb(0, 63, 0), 0x7f80_0000),      // +inf
+            (nb(1, 63, 0), 0xff80_0000),      // -inf
+            (nb(0, 63, 5), 0x7fff_ffff),      // NaN: all mantissa bits set
+            (nb(1, 63, 1), 0xffff_ffff),      // negative NaN
+            (nb(0, 31, 0), 0x3f80_0000),      // 1.0
+            (nb(0, 0, 1), 0x2a00_0000),       // smallest denormal: normal in f32
+            (nb(0, 0, 0x1000), 0x3000_0000),  // largest power-of-two denormal
+            (nb(1, 62, 0x1fff), 0xcf7f_fc00), // most negative finite
+            // Padding bits are ignored.
+            (nb(0, 31, 0) | 0x7f | (0x1f << 27), 0x3f80_0000),
+        ];
+        for (raw, want) in cases {
+            let mut out = [0u8; 4];
+            t.convert(&raw.to_le_bytes(), &mut out);
+            assert_eq!(u32::from_ne_bytes(out), want, "{raw:#x}");
+        }
+        // Big-endian storage: the same bits byte-swapped.
+        let be = FloatType {
+            order: FloatOrder::Big,
+            ..t
+        };
+        let mut out = [0u8; 4];
+        be.convert(&nb(1, 62, 0x1fff).to_be_bytes(), &mut out);
+        assert_eq!(u32::from_ne_bytes(out), 0xcf7f_fc00);
+    }
+
+    #[test]
+    fn long_doubles_convert_to_double_as_hdf5_converts_them() {
+        // 12-byte x87 elements (bytes 10 and 11 are padding, left
+        // non-zero) and HDF5's double for each: rounding half up (not to
+        // even), overflow to infinity, underflow to zero, HDF5's
+        // denormal rounding (1.5 x 2^-1074 gives 2^-1074), NaN with
+        // every mantissa bit set.
+        let t = x87(12);
+        let cases: [([u8; 12], u64); 8] = [
+            (
+                [171, 170, 170, 170, 170, 170, 170, 170, 253, 63, 14, 208],
+                0x3fd5_5555_5555_5555,
+            ),
+            (
+                [0, 0, 0, 0, 0, 0, 0, 128, 159, 79, 14, 208],
+                0x7ff0_0000_0000_0000,
+            ),
+            ([0, 0, 0, 0, 0, 0, 0, 128, 95, 48, 14, 208], 0),
+            ([32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 14, 208], 0),
+            (
+                [0, 0, 0, 0, 0, 0, 0, 128, 255, 255, 14, 208],
+                0xfff0_0000_0000_0000,
+            ),
+            (
+                [0, 0, 0, 0, 0, 0, 0, 192, 255, 127, 14, 208],
+                0x7fff_ffff_ffff_ffff,
+            ),
+            ([0, 0, 0, 0, 0, 0, 0, 192, 205, 59, 14, 208], 1),
+            (
+                [0, 4, 0, 0, 0, 0, 0, 128, 255, 63, 14, 208],
+                0x3ff0_0000_0000_0001,
+            ),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(t.to_f64(&raw).to_bits(), want, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn long_doubles_are_served_in_16_bytes_padding_zeroed() {
+        // 12 bytes to 16: the value's 10 bytes, then zeros.
+        let t = x87(12);
+        assert_eq!(t.served(), Served::X87);
+        assert!(!t.served_as_stored());
+        let raw = [171, 170, 170, 170, 170, 170, 170, 170, 253, 63, 14, 208];
+        let mut out = [0xEEu8; 16];
+        t.convert(&raw, &mut out);
+        let mut want = [0u8; 16];
+        want[..10].copy_from_slice(&raw[..10]);
+        if cfg!(target_endian = "big") {
+            want.reverse();
+        }
+        assert_eq!(out, want);
+        // 16 big-endian bytes: reordered, a NaN's payload kept (HDF5's
+        // byte-order conversion, no float arithmetic), padding zeroed.
+        let be = FloatType {
+            order: FloatOrder::Big,
+            ..x87(16)
+        };
+        assert!(be.served_as_stored());
+        let mut stored = [0u8; 16];
+        stored[..10].copy_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0xC0, 0xFF, 0x7F]);
+        stored[12] = 9;
+        stored.reverse();
+        be.convert(&stored, &mut out);
+        let mut want = [0u8; 16];
+        want[..10].copy_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0xC0, 0xFF, 0x7F]);
+        if cfg!(target_endian = "big") {
+            want.reverse();
+        }
+        assert_eq!(out, want);
+    }
+
+    #[test]
+    fn served_types_are_h5pys() {
+        let custom = |size, esize, msize, ebias| {
+            let bits = FloatBits {
+                precision: 8 * size as u32,
+                offset: 0,
+                sign: 8 * size as u32 - 1,
+                epos: msize,
+                esize,
+                ebias,
+                mpos: 0,
+                msize,
+                norm: Norm::Implied,
+            };
+            FloatType::new(size, FloatOrder::Little, bits).map(|t| t.served())
+        };
+        // A 3-byte float (7-bit exponent, 16-bit mantissa): float32.
+        assert_eq!(custom(3, 7, 16, 63), Ok(Served::F32));
+        // float64's exponent in 4 bytes: float64, wider than stored.
+        assert_eq!(custom(4, 11, 20, 1023), Ok(Served::F64));
+        // An exponent wider than longdouble's: no NumPy type (h5py's
+        // ValueError), refused.
+        assert!(custom(8, 16, 47, 32767).is_err());
+    }
+
+    #[test]
+    fn corrupt_float_descriptions_are_refused() {
+        let good = nbit().bits;
+        let bad = [
+            FloatBits { esize: 0, ..good },
+            FloatBits { esize: 64, ..good },
+            FloatBits { msize: 0, ..good },
+            FloatBits { epos: 200, ..good },
+            FloatBits { mpos: 250, ..good },
+            FloatBits { sign: 40, ..good },
+            FloatBits { sign: 21, ..good },
+            FloatBits { mpos: 16, ..good },
+            FloatBits {
+                precision: 200,
+                ..good
+            },
+            FloatBits {
+                precision: 0,
+                ..good
+            },
+            FloatBits {
+                offset: u32::MAX,
+                ..good
+            },
+            FloatBits {
+                epos: u32::MAX,
+                ..good
+            },
+        ];
+        for b in bad {
+            assert!(FloatType::new(4, FloatOrder::Little, b).is_err(), "{b:?}");
+        }
+        assert!(FloatType::new(17, FloatOrder::Little, good).is_err());
+        assert!(FloatType::new(3, FloatOrder::Vax, good).is_err());
+        assert!(FloatType::new(0, FloatOrder::Little, good).is_err());
+    }
 }
