@@ -93,8 +93,9 @@ fn a_long_double_is_served_as_numpys_longdouble() {
     }
 }
 
-/// The datatype message of `nbit_le` in `floats_earliest.h5` (no
-/// checksums), its properties edited into what no float can be: each a
+/// The datatype messages of `nbit_le`, `nbit_be` and an attribute in
+/// `floats_earliest.h5` (no checksums), their properties edited into
+/// what no float can be: each a
 /// skip of that dataset with a line naming the file, the dataset and
 /// the float, never a panic; the other datasets still read.
 #[test]
@@ -109,7 +110,7 @@ fn a_corrupt_float_description_is_a_skip_with_a_line() {
         .filter(|(_, w)| *w == props)
         .map(|(i, _)| i)
         .collect();
-    assert_eq!(at.len(), 2, "nbit_le and nbit_be");
+    assert_eq!(at.len(), 3, "nbit_le, nbit_be and nbit_le's attribute");
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("floats_earliest.h5");
     // (byte of the properties or, negative, of the class bits before
