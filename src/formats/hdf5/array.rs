@@ -91,7 +91,7 @@ pub enum Storage {
 #[derive(Debug, Clone, Copy)]
 pub enum Elements {
     Bytes(Endian),
-    Padded(Convert),
+    Converted(Convert),
 }
 
 impl Elements {
@@ -99,7 +99,7 @@ impl Elements {
     fn codec(&self) -> Codec {
         match *self {
             Elements::Bytes(endian) => Codec::ArrayToBytes(Box::new(BytesCodec::new(Some(endian)))),
-            Elements::Padded(p) => Codec::ArrayToBytes(Box::new(ConvertCodec(p))),
+            Elements::Converted(p) => Codec::ArrayToBytes(Box::new(ConvertCodec(p))),
         }
     }
 }
@@ -131,7 +131,7 @@ pub fn array_of(
     // The stored element size, which addresses in the file count in.
     let item = match elements {
         Elements::Bytes(_) => meta.item_size() as u64,
-        Elements::Padded(p) => p.size() as u64,
+        Elements::Converted(p) => p.size() as u64,
     };
     let src = meta.source.clone();
     let shape = meta.shape.clone();

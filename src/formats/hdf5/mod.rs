@@ -964,15 +964,16 @@ fn dataset(
         return Err(Hdf5Error::unsupported(what, "a null dataspace (no elements)").into());
     }
     let (h5type, size) = meta::datatype(f, &need(meta::MSG_DATATYPE, "datatype")?, what)?;
-    let padded = match h5type {
+    let converted = match h5type {
         H5Type::PaddedInt(t) => Some(convert::Convert::Int(t)),
         H5Type::OtherFloat(t) => Some(convert::Convert::Float(t)),
         _ => None,
     };
     let (dtype, endian) = match flat_type(&h5type) {
         Some(t) => t,
-        // Served widened, converted to native order ([`convert`]).
-        None if let Some(t) = padded => (t.dtype(), Endian::NATIVE),
+        // Served converted (padded integers widened, floats as h5py
+        // reads them), in native order ([`convert`]).
+        None if let Some(t) = converted => (t.dtype(), Endian::NATIVE),
         // The heap references themselves, for [`Strings`].
         None if vlen_string && h5type == H5Type::VlenString => {
             (DataType::FixedBytes(size), Endian::Little)
@@ -1005,9 +1006,9 @@ fn dataset(
         )
         .into());
     }
-    let (fill, extension) = match padded {
+    let (fill, extension) = match converted {
         // Converted from the stored type as the elements are ([`convert`]):
-        // widened, native order. netCDF never writes such types, so
+        // the served type, native order. netCDF never writes such types, so
         // HDF5's rule alone applies.
         Some(t) => {
             let widen = |v: &[u8]| {
@@ -1046,7 +1047,7 @@ fn dataset(
             meta.attributes.insert(ENUM_ATTRIBUTE.to_string(), members);
         }
     }
-    match padded {
+    match converted {
         Some(convert::Convert::Int(t)) => {
             meta.attributes
                 .entry(STORED_TYPE_ATTRIBUTE)
@@ -1176,8 +1177,8 @@ fn dataset(
             }
         }
     };
-    let elements = match padded {
-        Some(t) => array::Elements::Padded(t),
+    let elements = match converted {
+        Some(t) => array::Elements::Converted(t),
         None => array::Elements::Bytes(endian),
     };
     let a = array::array_of(file, what, meta, elements, storage, cache)?;
