@@ -674,6 +674,33 @@ mod tests {
     }
 
     #[test]
+    fn vax_floats_convert_as_hdf5_converts_them() {
+        // HDF5's VAX F-float (`H5T_VAX_F32`: IEEE's fields, bias 129, VAX
+        // word order). h5py cannot name a dtype for VAX order (its
+        // `py_dtype` has no entry for it); by its rule for other layouts
+        // (exponent range: 1 - 129 is below float32's -126) it is
+        // float64. HDF5's `H5Tconvert` to `H5T_NATIVE_DOUBLE` gives these.
+        let bits = FloatBits {
+            ebias: 129,
+            ..Served::F32.bits()
+        };
+        let t = FloatType::new(4, FloatOrder::Vax, bits).unwrap();
+        assert_eq!(t.served(), Served::F64);
+        let cases = [
+            ([0x80, 0x40, 0, 0], 0x3ff0_0000_0000_0000u64), // 1.0
+            ([0, 0, 0, 0], 0),
+            ([0x08, 0x42, 0, 0], 0x4021_0000_0000_0000), // 8.5
+            ([0xc0, 0xc1, 0, 0], 0xc018_0000_0000_0000), // -6.0
+            ([0x80, 0x40, 1, 0], 0x3ff0_0000_2000_0000),
+        ];
+        for (raw, want) in cases {
+            let mut out = [0u8; 8];
+            t.convert(&raw, &mut out);
+            assert_eq!(u64::from_ne_bytes(out), want, "{raw:?}");
+        }
+    }
+
+    #[test]
     fn long_doubles_convert_to_double_as_hdf5_converts_them() {
         // 12-byte x87 elements (bytes 10 and 11 are padding, left
         // non-zero) and HDF5's double for each: rounding half up (not to
