@@ -793,6 +793,25 @@ mod tests {
         assert_eq!(custom(3, 7, 16, 63), Ok(Served::F32));
         // float64's exponent in 4 bytes: float64, wider than stored.
         assert_eq!(custom(4, 11, 20, 1023), Ok(Served::F64));
+        // bfloat16: float32. An 8-bit float (4-bit exponent): float16.
+        assert_eq!(custom(2, 8, 7, 127), Ok(Served::F32));
+        assert_eq!(custom(1, 4, 3, 7), Ok(Served::F16));
+        let fp8 = FloatType::new(1, FloatOrder::Little, {
+            let mut b = Served::F16.bits();
+            (b.precision, b.sign, b.epos, b.esize, b.msize, b.ebias) = (8, 7, 3, 4, 3, 7);
+            b
+        })
+        .unwrap();
+        let mut out = [0u8; 4];
+        // 1.0 and -1.5 as IEEE halves.
+        fp8.convert(&[0x38, 0xBC], &mut out);
+        assert_eq!(
+            [
+                u16::from_ne_bytes([out[0], out[1]]),
+                u16::from_ne_bytes([out[2], out[3]])
+            ],
+            [0x3C00, 0xBE00]
+        );
         // An exponent wider than longdouble's: no NumPy type (h5py's
         // ValueError), refused.
         assert!(custom(8, 16, 47, 32767).is_err());
