@@ -588,8 +588,8 @@ fn datatype_at(c: &mut Cursor<'_>, depth: usize) -> H5Result<(H5Type, usize)> {
                 };
                 let t = match (order, norm) {
                     (None, _) => Err("floating point of an unknown byte order"),
-                    (_, None) => Err("floating point with the \"msb set\" normalisation \
-                         (HDF5 cannot convert it either)"),
+                    (_, None) => Err("floating point with the \"msb set\" or an unknown \
+                         mantissa normalisation (HDF5 cannot convert either)"),
                     (Some(order), Some(norm)) => FloatType::new(
                         size,
                         order,
