@@ -53,6 +53,12 @@ pub enum DataType {
     Float64,
     Complex64,
     Complex128,
+    /// The x87 80-bit extended float (sign, 15-bit exponent, 64-bit
+    /// mantissa with its leading bit stored) in 16 bytes, the last 6
+    /// padding: NumPy's `longdouble` on x86-64 (typestr `f16`), what h5py
+    /// reads HDF5 long doubles and other floats too wide for float64 as.
+    /// Only the HDF5 reader produces it; no codec computes on it.
+    X87Extended,
     /// NumPy `datetime64[unit]`, stored as int64.
     DateTime64(String),
     /// NumPy `timedelta64[unit]`, stored as int64.
@@ -107,7 +113,7 @@ impl DataType {
             Int16 | UInt16 | Float16 => 2,
             Int32 | UInt32 | Float32 => 4,
             Int64 | UInt64 | Float64 | Complex64 | DateTime64(_) | TimeDelta64(_) => 8,
-            Complex128 => 16,
+            Complex128 | X87Extended => 16,
             FixedBytes(n) | RawBits(n) => *n,
             Unicode(n) => n * 4,
         }
@@ -133,7 +139,7 @@ impl DataType {
             Bool => NumericKind::Bool,
             Int8 | Int16 | Int32 | Int64 | DateTime64(_) | TimeDelta64(_) => NumericKind::Int,
             UInt8 | UInt16 | UInt32 | UInt64 => NumericKind::UInt,
-            Float16 | Float32 | Float64 => NumericKind::Float,
+            Float16 | Float32 | Float64 | X87Extended => NumericKind::Float,
             Complex64 | Complex128 => NumericKind::Complex,
             FixedBytes(_) | Unicode(_) | RawBits(_) => NumericKind::Opaque,
         }
@@ -178,6 +184,8 @@ impl DataType {
             'f' => match num(tail)? {
                 2 => Float16,
                 4 => Float32,
+                // `f16` (longdouble) is not parsed: no Zarr or NCA array
+                // has it; only the HDF5 reader serves it.
                 8 => Float64,
                 _ => return Err(bad()),
             },
@@ -222,7 +230,7 @@ impl DataType {
             UInt8 => "|u1".into(),
             Int16 | Int32 | Int64 => format!("{o}i{}", self.size()),
             UInt16 | UInt32 | UInt64 => format!("{o}u{}", self.size()),
-            Float16 | Float32 | Float64 => format!("{o}f{}", self.size()),
+            Float16 | Float32 | Float64 | X87Extended => format!("{o}f{}", self.size()),
             Complex64 | Complex128 => format!("{o}c{}", self.size()),
             DateTime64(u) => format!("{o}M8[{u}]"),
             TimeDelta64(u) => format!("{o}m8[{u}]"),
@@ -281,6 +289,7 @@ impl fmt::Display for DataType {
             Float16 => f.write_str("float16"),
             Float32 => f.write_str("float32"),
             Float64 => f.write_str("float64"),
+            X87Extended => f.write_str("longdouble"),
             Complex64 => f.write_str("complex64"),
             Complex128 => f.write_str("complex128"),
             DateTime64(u) => write!(f, "datetime64[{u}]"),
@@ -290,6 +299,42 @@ impl fmt::Display for DataType {
             RawBits(n) => write!(f, "r{}", n * 8),
         }
     }
+}
+
+/// An x87 extended float ([`DataType::X87Extended`], native order) as
+/// the nearest f64, for JSON: infinities and NaN kept, values beyond
+/// f64's range infinite or zero.
+pub fn x87_to_f64(bytes: &[u8]) -> f64 {
+    let mut b = [0u8; 16];
+    let n = bytes.len().min(16);
+    b[..n].copy_from_slice(&bytes[..n]);
+    let v = if cfg!(target_endian = "big") {
+        u128::from_be_bytes(b)
+    } else {
+        u128::from_le_bytes(b)
+    };
+    let mant = v as u64;
+    let exp = ((v >> 64) & 0x7FFF) as i32;
+    let sign = if (v >> 79) & 1 == 1 { -1.0 } else { 1.0 };
+    if exp == 0x7FFF {
+        return if mant << 1 == 0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
+    }
+    // mant * 2^(exp - 16383 - 63), denormals with exponent 1.
+    let mut k = exp.max(1) - 16383 - 63;
+    let mut x = mant as f64;
+    while k > 1000 && x.is_finite() {
+        x *= 2f64.powi(1000);
+        k -= 1000;
+    }
+    while k < -1000 && x != 0.0 {
+        x *= 2f64.powi(-1000);
+        k += 1000;
+    }
+    sign * x * 2f64.powi(k)
 }
 
 /// Reverse the byte order of every `unit`-byte group of `buf` in place.
@@ -345,6 +390,27 @@ mod tests {
         swap_in_place(&mut c, 3);
         assert_eq!(c, [3, 2, 1]);
         assert_eq!(DataType::Complex128.swap_unit(), 8);
+        assert_eq!(DataType::X87Extended.swap_unit(), 16);
+        let x87 = |bytes: [u8; 10]| {
+            let mut b = [0u8; 16];
+            b[..10].copy_from_slice(&bytes);
+            if cfg!(target_endian = "big") {
+                b.reverse();
+            }
+            x87_to_f64(&b)
+        };
+        assert_eq!(x87([0, 0, 0, 0, 0, 0, 0, 0x80, 0xFF, 0x3F]), 1.0);
+        assert_eq!(x87([0, 0, 0, 0, 0, 0, 0, 0xC0, 0x00, 0xC0]), -3.0);
+        assert_eq!(
+            x87([0, 0, 0, 0, 0, 0, 0, 0x80, 0xFF, 0xFF]),
+            f64::NEG_INFINITY
+        );
+        assert!(x87([0, 0, 0, 0, 0, 0, 0, 0xC0, 0xFF, 0x7F]).is_nan());
+        // 2^-1074 (f64's smallest denormal), 2^-1100 (under it), 2^2000.
+        assert_eq!(x87([0, 0, 0, 0, 0, 0, 0, 0x80, 0xCD, 0x3B]), 5e-324);
+        assert_eq!(x87([0, 0, 0, 0, 0, 0, 0, 0x80, 0xB3, 0x3B]), 0.0);
+        assert_eq!(x87([0, 0, 0, 0, 0, 0, 0, 0x80, 0xCF, 0x47]), f64::INFINITY);
+        assert_eq!(DataType::X87Extended.numpy_typestr(Endian::Big), ">f16");
         assert_eq!(DataType::from_zarr_v3("r24"), Some(DataType::RawBits(3)));
         assert_eq!(DataType::from_zarr_v3("r7"), None);
     }

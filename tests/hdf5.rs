@@ -13,6 +13,8 @@ mod attrs;
 #[path = "hdf5/codec.rs"]
 mod codec;
 mod common;
+#[path = "hdf5/floats.rs"]
+mod floats;
 #[path = "hdf5/headers.rs"]
 mod headers;
 #[path = "hdf5/storage.rs"]
@@ -88,8 +90,11 @@ fn json_eq(a: &Value, b: &Value) -> bool {
 /// A native-order fill value as a JSON number.
 fn fill_json(dtype: &DataType, b: &[u8]) -> Option<Value> {
     use DataType::*;
+    if *dtype == X87Extended {
+        return Some(Value::from(slabfs::dtype::x87_to_f64(b)));
+    }
     let mut a = [0u8; 8];
-    a[..b.len()].copy_from_slice(b);
+    a[..b.len().min(8)].copy_from_slice(&b[..b.len().min(8)]);
     Some(match dtype {
         Int8 => Value::from(b[0] as i8),
         UInt8 => Value::from(b[0]),

@@ -209,6 +209,7 @@ pub fn fill_value_json(dtype: &DataType, bytes: &[u8]) -> Value {
             v => json!(v),
         },
         Float16 | Float32 | Float64 => float_json(bytes),
+        X87Extended => float_json(&crate::dtype::x87_to_f64(bytes).to_ne_bytes()),
         Complex64 | Complex128 => {
             let half = bytes.len() / 2;
             json!([float_json(&bytes[..half]), float_json(&bytes[half..])])

@@ -38,7 +38,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::convert::{PaddedInt, PaddedIntCodec};
+use super::convert::{Convert, ConvertCodec};
 use super::error::Hdf5Error;
 use super::external::External;
 use super::index::LazyChunks;
@@ -86,12 +86,12 @@ pub enum Storage {
 }
 
 /// How stored elements become the served ones: reordered bytes, or a
-/// conversion from an integer type with padding bits
-/// ([`super::convert`]).
+/// conversion from an integer type with padding bits or a float type of
+/// another layout ([`super::convert`]).
 #[derive(Debug, Clone, Copy)]
 pub enum Elements {
     Bytes(Endian),
-    Padded(PaddedInt),
+    Converted(Convert),
 }
 
 impl Elements {
@@ -99,7 +99,7 @@ impl Elements {
     fn codec(&self) -> Codec {
         match *self {
             Elements::Bytes(endian) => Codec::ArrayToBytes(Box::new(BytesCodec::new(Some(endian)))),
-            Elements::Padded(p) => Codec::ArrayToBytes(Box::new(PaddedIntCodec(p))),
+            Elements::Converted(p) => Codec::ArrayToBytes(Box::new(ConvertCodec(p))),
         }
     }
 }
@@ -131,7 +131,7 @@ pub fn array_of(
     // The stored element size, which addresses in the file count in.
     let item = match elements {
         Elements::Bytes(_) => meta.item_size() as u64,
-        Elements::Padded(p) => p.size as u64,
+        Elements::Converted(p) => p.size() as u64,
     };
     let src = meta.source.clone();
     let shape = meta.shape.clone();

@@ -481,8 +481,11 @@ pub enum H5Type {
     /// Fixed-point with padding bits or of a size other than 1, 2, 4, 8
     /// bytes (up to 8): served widened ([`super::convert`]).
     PaddedInt(super::convert::PaddedInt),
-    /// IEEE floating point (class 1).
+    /// IEEE floating point (class 1) of 2, 4 or 8 bytes.
     Float { size: usize, big: bool },
+    /// Floating point of any other layout: served converted
+    /// ([`super::convert`]).
+    OtherFloat(super::convert::FloatType),
     /// Fixed-length string (class 3); `pad` 0 null-terminated, 1
     /// null-padded, 2 space-padded.
     FixedString { size: usize, pad: u8 },
@@ -510,6 +513,7 @@ impl H5Type {
             H5Type::Int { .. } => "integer",
             H5Type::PaddedInt(_) => "integer with padding bits",
             H5Type::Float { .. } => "floating point",
+            H5Type::OtherFloat(_) => "floating point of a non-IEEE layout",
             H5Type::FixedString { .. } => "fixed-length string",
             H5Type::VlenString => "variable-length string",
             H5Type::VlenSequence(_) => "variable-length sequence",
@@ -578,43 +582,67 @@ fn datatype_at(c: &mut Cursor<'_>, depth: usize) -> H5Result<(H5Type, usize)> {
             }
         }
         1 => {
-            // Byte order: bit 0, with bit 6 set meaning VAX order. The
-            // properties place the sign, exponent and mantissa: only
-            // IEEE's layout of the size is served as it is stored (an
+            // Class bits (spec IV.A.2.d, H5O__dtype_decode_helper): bit 0
+            // byte order, with bit 6 VAX order; bits 1-3 padding; bits
+            // 4-5 mantissa normalisation (0 none, 1 msb set, 2 implied);
+            // bits 8-15 the sign bit's position. Properties: offset,
+            // precision, exponent position and size, mantissa position
+            // and size, exponent bias. Only IEEE's layout of 2, 4 or 8
+            // bytes is served as it is stored; any other (an
             // nbit-reduced float, 20 bits at offset 7 in HDF5's test
-            // files, is not IEEE's bits).
-            let props = (
-                c.u16()?,
-                c.u16()?,
-                c.u8()?,
-                c.u8()?,
-                c.u8()?,
-                c.u8()?,
-                c.u32()?,
-            );
+            // files; the x87 long double; VAX) is converted
+            // ([`super::convert::FloatType`]).
+            let (offset, precision) = (c.u16()?, c.u16()?);
+            let (epos, esize, mpos, msize) = (c.u8()?, c.u8()?, c.u8()?, c.u8()?);
+            let ebias = c.u32()?;
             let ieee = match size {
                 2 => (0, 16, 10, 5, 0, 10, 15),
                 4 => (0, 32, 23, 8, 0, 23, 127),
                 8 => (0, 64, 52, 11, 0, 52, 1023),
                 _ => (0, 0, 0, 0, 0, 0, 0),
             };
-            // Bits 4-5 of the class bits: 2, the mantissa's leading 1 is
-            // implied; bits 8-15: the sign bit's position.
-            let layout_ok = props == ieee && (b0 >> 4) & 0x03 == 2 && b1 as usize == 8 * size - 1;
-            if b0 & 0x40 != 0 || ![2, 4, 8].contains(&size) {
-                H5Type::Other {
-                    class: "floating point of VAX order or unusual size",
-                    size,
-                }
-            } else if !layout_ok {
-                H5Type::Other {
-                    class: "floating point with padding bits or a non-IEEE layout",
-                    size,
-                }
+            let props = (offset, precision, epos, esize, mpos, msize, ebias);
+            let norm = (b0 >> 4) & 0x03;
+            let vax = b0 & 0x40 != 0;
+            let big = b0 & 0x01 != 0;
+            if props == ieee && norm == 2 && b1 as usize == 8 * size - 1 && !vax {
+                H5Type::Float { size, big }
             } else {
-                H5Type::Float {
-                    size,
-                    big: b0 & 0x01 != 0,
+                use super::convert::{FloatBits, FloatOrder, FloatType, Norm};
+                let order = match (vax, big) {
+                    (false, false) => Some(FloatOrder::Little),
+                    (false, true) => Some(FloatOrder::Big),
+                    (true, true) => Some(FloatOrder::Vax),
+                    (true, false) => None,
+                };
+                let norm = match norm {
+                    0 => Some(Norm::None),
+                    2 => Some(Norm::Implied),
+                    _ => None,
+                };
+                let t = match (order, norm) {
+                    (None, _) => Err("floating point of an unknown byte order"),
+                    (_, None) => Err("floating point with the \"msb set\" or an unknown \
+                         mantissa normalisation (HDF5 cannot convert either)"),
+                    (Some(order), Some(norm)) => FloatType::new(
+                        size,
+                        order,
+                        FloatBits {
+                            precision: precision.into(),
+                            offset: offset.into(),
+                            sign: b1.into(),
+                            epos: epos.into(),
+                            esize: esize.into(),
+                            ebias: ebias.into(),
+                            mpos: mpos.into(),
+                            msize: msize.into(),
+                            norm,
+                        },
+                    ),
+                };
+                match t {
+                    Ok(t) => H5Type::OtherFloat(t),
+                    Err(class) => H5Type::Other { class, size },
                 }
             }
         }

@@ -964,14 +964,16 @@ fn dataset(
         return Err(Hdf5Error::NullDataspace { what: what.into() }.into());
     }
     let (h5type, size) = meta::datatype(f, &need(meta::MSG_DATATYPE, "datatype")?, what)?;
-    let padded = match h5type {
-        H5Type::PaddedInt(t) => Some(t),
+    let converted = match h5type {
+        H5Type::PaddedInt(t) => Some(convert::Convert::Int(t)),
+        H5Type::OtherFloat(t) => Some(convert::Convert::Float(t)),
         _ => None,
     };
     let (dtype, endian) = match flat_type(&h5type) {
         Some(t) => t,
-        // Served widened, converted to native order ([`convert`]).
-        None if let Some(t) = padded => (t.dtype(), Endian::NATIVE),
+        // Served converted (padded integers widened, floats as h5py
+        // reads them), in native order ([`convert`]).
+        None if let Some(t) = converted => (t.dtype(), Endian::NATIVE),
         // The heap references themselves, for [`Strings`].
         None if vlen_string && h5type == H5Type::VlenString => {
             (DataType::FixedBytes(size), Endian::Little)
@@ -1004,9 +1006,9 @@ fn dataset(
         )
         .into());
     }
-    let (fill, extension) = match padded {
+    let (fill, extension) = match converted {
         // Converted from the stored type as the elements are ([`convert`]):
-        // widened, native order. netCDF never writes such types, so
+        // the served type, native order. netCDF never writes such types, so
         // HDF5's rule alone applies.
         Some(t) => {
             let widen = |v: &[u8]| {
@@ -1045,10 +1047,18 @@ fn dataset(
             meta.attributes.insert(ENUM_ATTRIBUTE.to_string(), members);
         }
     }
-    if let Some(t) = padded {
-        meta.attributes
-            .entry(STORED_TYPE_ATTRIBUTE)
-            .or_insert_with(|| padded_json(&t));
+    match converted {
+        Some(convert::Convert::Int(t)) => {
+            meta.attributes
+                .entry(STORED_TYPE_ATTRIBUTE)
+                .or_insert_with(|| padded_json(&t));
+        }
+        Some(convert::Convert::Float(t)) if !t.served_as_stored() => {
+            meta.attributes
+                .entry(FLOAT_TYPE_ATTRIBUTE)
+                .or_insert_with(|| float_type_json(&t));
+        }
+        _ => {}
     }
     // Bytes of elements as stored.
     let nbytes = meta.num_elements().saturating_mul(size as u64);
@@ -1167,8 +1177,8 @@ fn dataset(
             }
         }
     };
-    let elements = match padded {
-        Some(t) => array::Elements::Padded(t),
+    let elements = match converted {
+        Some(t) => array::Elements::Converted(t),
         None => array::Elements::Bytes(endian),
     };
     let a = array::array_of(file, what, meta, elements, storage, cache)?;
@@ -1463,6 +1473,7 @@ fn attr_json(
                     Value::from(v)
                 }
             }
+            H5Type::OtherFloat(t) => float_json(t.to_f64(el)),
             H5Type::Float { size, big } => {
                 let mut b = el.to_vec();
                 if *big {
@@ -1516,6 +1527,36 @@ pub const ENUM_ATTRIBUTE: &str = "_slabfs_enum_dict";
 /// `H5Tget_size`, `H5Tget_precision`, `H5Tget_offset`). Same `_slabfs_`
 /// rule as [`ENUM_ATTRIBUTE`].
 pub const STORED_TYPE_ATTRIBUTE: &str = "_slabfs_hdf5_integer";
+
+/// The sidecar attribute of a dataset of floats of a non-IEEE layout,
+/// served converted ([`convert`]): its stored type, as `{"size",
+/// "byte_order", "precision", "offset", "sign", "exponent": [position,
+/// size, bias], "mantissa": [position, size], "normalization"}` (HDF5's
+/// `H5Tget_fields`, `H5Tget_ebias`, `H5Tget_norm`). Absent where the
+/// stored layout is the served one (a long double in 16 little-endian
+/// bytes). Same `_slabfs_` rule as [`ENUM_ATTRIBUTE`].
+pub const FLOAT_TYPE_ATTRIBUTE: &str = "_slabfs_hdf5_float";
+
+fn float_type_json(t: &convert::FloatType) -> Value {
+    let b = &t.bits;
+    serde_json::json!({
+        "size": t.size,
+        "byte_order": match t.order {
+            convert::FloatOrder::Little => "little",
+            convert::FloatOrder::Big => "big",
+            convert::FloatOrder::Vax => "vax",
+        },
+        "precision": b.precision,
+        "offset": b.offset,
+        "sign": b.sign,
+        "exponent": [b.epos, b.esize, b.ebias],
+        "mantissa": [b.mpos, b.msize],
+        "normalization": match b.norm {
+            convert::Norm::Implied => "implied",
+            convert::Norm::None => "none",
+        },
+    })
+}
 
 fn padded_json(t: &convert::PaddedInt) -> Value {
     serde_json::json!({
