@@ -84,6 +84,22 @@ pub enum NumericKind {
 }
 
 impl DataType {
+    /// The standard integer of `size` bytes (1, 2, 4 or 8), signed or
+    /// not; `None` for any other size.
+    pub fn integer(size: usize, signed: bool) -> Option<DataType> {
+        Some(match (size, signed) {
+            (1, true) => DataType::Int8,
+            (2, true) => DataType::Int16,
+            (4, true) => DataType::Int32,
+            (8, true) => DataType::Int64,
+            (1, false) => DataType::UInt8,
+            (2, false) => DataType::UInt16,
+            (4, false) => DataType::UInt32,
+            (8, false) => DataType::UInt64,
+            _ => return None,
+        })
+    }
+
     /// netCDF's default fill value for this type (`NC_FILL_*` of
     /// netcdf.h), native byte order; zeros for types netCDF does not have.
     /// What every netCDF-family reader (netCDF-4, NCA, NCZarr) uses when

@@ -79,16 +79,12 @@ impl PaddedInt {
 
     /// The served element type.
     pub fn dtype(&self) -> DataType {
-        match (self.served_size(), self.signed) {
-            (1, true) => DataType::Int8,
-            (2, true) => DataType::Int16,
-            (4, true) => DataType::Int32,
-            (8, true) => DataType::Int64,
-            (1, false) => DataType::UInt8,
-            (2, false) => DataType::UInt16,
-            (4, false) => DataType::UInt32,
-            _ => DataType::UInt64,
-        }
+        // The served size is 1, 2, 4 or 8 (sizes up to 8, rounded up).
+        DataType::integer(self.served_size(), self.signed).unwrap_or(if self.signed {
+            DataType::Int64
+        } else {
+            DataType::UInt64
+        })
     }
 
     /// One stored element's value, as a 64-bit two's complement pattern.

@@ -1239,20 +1239,7 @@ fn flat_type(t: &H5Type) -> Option<(DataType, Endian)> {
     Some(match *t {
         // An enum is its integers, as netCDF4-python and h5py read it.
         H5Type::Enum { ref base, .. } => return flat_type(base),
-        H5Type::Int { size, signed, big } => (
-            match (size, signed) {
-                (1, true) => DataType::Int8,
-                (2, true) => DataType::Int16,
-                (4, true) => DataType::Int32,
-                (8, true) => DataType::Int64,
-                (1, false) => DataType::UInt8,
-                (2, false) => DataType::UInt16,
-                (4, false) => DataType::UInt32,
-                (8, false) => DataType::UInt64,
-                _ => return None,
-            },
-            order(big),
-        ),
+        H5Type::Int { size, signed, big } => (DataType::integer(size, signed)?, order(big)),
         H5Type::Float { size, big } => (
             match size {
                 2 => DataType::Float16,
