@@ -443,3 +443,59 @@ fn nczarr_bookkeeping_is_hidden() {
         }
     }
 }
+
+/// A kerchunk references file with a subgroup that is caught half
+/// written by a refresh: the pass fails to re-open it, and every group's
+/// attributes are kept as they were (a group's source is the references
+/// file, which still exists; `refs.json/grp` never does), not dropped
+/// until the next pass.
+#[test]
+fn refresh_keeps_a_half_written_references_files_groups() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("refs.json");
+    // kerchunk's version 1 layout, as kerchunk writes it: each metadata
+    // document a JSON string, a chunk inline as base64.
+    let refs = json!({
+        "version": 1,
+        "refs": {
+            ".zgroup": "{\"zarr_format\": 2}",
+            ".zattrs": "{\"title\": \"root\"}",
+            "grp/.zgroup": "{\"zarr_format\": 2}",
+            "grp/.zattrs": "{\"units\": \"K\", \"n\": 3}",
+            "grp/x/.zarray": "{\"zarr_format\": 2, \"shape\": [2], \"chunks\": [2], \
+                \"dtype\": \"<i2\", \"compressor\": null, \"fill_value\": 0, \
+                \"filters\": null, \"order\": \"C\"}",
+            "grp/x/0": "base64:AQACAA==",
+        }
+    });
+    let text = serde_json::to_vec_pretty(&refs).unwrap();
+    std::fs::write(&file, &text).unwrap();
+    let ds = dataset::open(tmp.path(), cache()).unwrap();
+    assert!(ds.skipped.is_empty());
+    let fs = SlabFs::of_dataset(&ds, config());
+    let grp = json!({"units": "K", "n": 3});
+    let root = json!({"title": "root"});
+    assert_eq!(
+        core_sidecar(&fs, "refs.json/grp").unwrap()["attributes"],
+        grp
+    );
+    assert_eq!(core_sidecar(&fs, "refs.json").unwrap()["attributes"], root);
+
+    // Half written: the pass reports the file as failed.
+    std::fs::write(&file, &text[..text.len() / 2]).unwrap();
+    let half = dataset::open(tmp.path(), cache()).unwrap();
+    assert_eq!(half.skipped.len(), 1, "{:?}", half.skipped);
+    let changes = fs.refresh(&half, &NoKernel);
+    assert!(changes.attributes.is_empty(), "{changes:?}");
+    assert_eq!(
+        core_sidecar(&fs, "refs.json/grp").unwrap()["attributes"],
+        grp
+    );
+    assert_eq!(core_sidecar(&fs, "refs.json").unwrap()["attributes"], root);
+
+    // Whole again: nothing changed.
+    std::fs::write(&file, &text).unwrap();
+    let again = dataset::open(tmp.path(), cache()).unwrap();
+    let changes = fs.refresh(&again, &NoKernel);
+    assert!(changes.attributes.is_empty(), "{changes:?}");
+}

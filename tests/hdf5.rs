@@ -13,6 +13,8 @@ mod attrs;
 #[path = "hdf5/codec.rs"]
 mod codec;
 mod common;
+#[path = "hdf5/datatype_versions.rs"]
+mod datatype_versions;
 #[path = "hdf5/floats.rs"]
 mod floats;
 #[path = "hdf5/headers.rs"]

@@ -46,6 +46,10 @@ const ATOMIC: u32 = 1;
 const ARRAY: u32 = 2;
 const COMPOUND: u32 = 3;
 
+/// The widest element decoded, in bytes: x87 long double stored in 16
+/// bytes, the widest atomic type the reader serves.
+const MAX_SIZE: usize = 16;
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Nbit {
     /// Every member at full precision: the chunk is stored unchanged.
@@ -54,7 +58,7 @@ pub enum Nbit {
     Atomic {
         /// Elements in a chunk.
         nelmts: usize,
-        /// Element size in bytes.
+        /// Element size in bytes (1 ..= `MAX_SIZE`).
         size: usize,
         big_endian: bool,
         /// Significant bits (≥ 1).
@@ -102,6 +106,17 @@ impl Nbit {
             1 => true,
             o => return bad(format!("byte order {o} (0 little, 1 big expected)")),
         };
+        // The widest atomic type served is 16 bytes (x87 long double,
+        // docs/HDF5.md): a larger element size is no type this reader
+        // knows, and bounding it here keeps `unpack`'s per-element plan a
+        // fixed array and its bit arithmetic far from overflow.
+        if size as usize > MAX_SIZE || precision as usize > 8 * MAX_SIZE {
+            return bad(format!(
+                "precision {precision} at offset {offset} in {size}-byte elements \
+                 (at most {MAX_SIZE}-byte elements, {} bits, are decoded)",
+                8 * MAX_SIZE
+            ));
+        }
         let bits = u64::from(size) * 8;
         if size == 0 || precision == 0 || u64::from(precision) + u64::from(offset) > bits {
             return bad(format!(
@@ -143,19 +158,23 @@ impl Nbit {
         };
         // Each element byte that holds significant bits, most significant
         // first: (its index in the element, how many bits, their shift).
-        let (lo, hi) = (offset as usize, (offset + precision) as usize);
-        let plan: Vec<(usize, u32, u32)> = (lo / 8..=(hi - 1) / 8)
-            .rev()
-            .map(|b| {
-                let from = lo.max(b * 8);
-                let to = hi.min(b * 8 + 8);
-                let at = if big_endian { size - 1 - b } else { b };
-                (at, (to - from) as u32, (from - b * 8) as u32)
-            })
-            .collect();
+        // At most `MAX_SIZE` of them (checked in `from_hdf5`, with
+        // precision + offset ≤ 8 × size), so a fixed array: nothing sized
+        // by the parameters is allocated before the input is read.
+        let (lo, hi) = (offset as usize, offset as usize + precision as usize);
+        let mut plan = [(0usize, 0u32, 0u32); MAX_SIZE];
+        let mut len = 0;
+        for b in (lo / 8..=(hi - 1) / 8).rev() {
+            let from = lo.max(b * 8);
+            let to = hi.min(b * 8 + 8);
+            let at = if big_endian { size - 1 - b } else { b };
+            plan[len] = (at, (to - from) as u32, (from - b * 8) as u32);
+            len += 1;
+        }
+        let plan = &plan[..len];
         let mut bits = BitReader::new(packed);
         for (i, element) in out.chunks_exact_mut(size).enumerate() {
-            for &(at, n, shift) in &plan {
+            for &(at, n, shift) in plan {
                 let Some(v) = bits.read(n) else {
                     return Err(CodecError::corrupt(
                         NAME,
@@ -327,5 +346,30 @@ mod tests {
             huge.decode(vec![0; 8], DecodedSize::AtMost(1 << 20))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn element_sizes_past_sixteen_bytes_are_refused() {
+        // The reviewer's input: 1-byte elements claimed as 512 MiB ones
+        // with a 2^32 - 1 bit precision at offset 1 (overflowed u32 in
+        // unpack) and the same at offset 0 (an 8 GiB plan).
+        for bad in [
+            [8, 0, 1, 1, 536_870_912, 0, u32::MAX, 1],
+            [8, 0, 1, 1, 536_870_912, 0, u32::MAX, 0],
+            [8, 0, 1, 1, 17, 0, 8, 0],
+            [8, 0, 1, 1, 17, 0, 129, 0],
+        ] {
+            let e = Nbit::from_hdf5(&bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("{}-byte elements", bad[4])), "{e}");
+        }
+        // The widest accepted: a 16-byte element at full precision, and
+        // an x87 long double's 80 bits at offset 0 in 16 bytes.
+        let c = Nbit::from_hdf5(&[8, 0, 1, 1, 16, 0, 128, 0]).unwrap();
+        let out = c.decode((0..16).collect(), DecodedSize::Exact(16)).unwrap();
+        let want: Vec<u8> = (0..16).rev().collect();
+        assert_eq!(out, want);
+        let c = Nbit::from_hdf5(&[8, 0, 1, 1, 16, 0, 80, 0]).unwrap();
+        let out = c.decode(vec![0xff; 10], DecodedSize::Exact(16)).unwrap();
+        assert_eq!(out, [[0xff; 10].as_slice(), &[0; 6]].concat());
     }
 }

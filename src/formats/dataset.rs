@@ -98,7 +98,9 @@ pub struct Directory {
     /// definition order, a netCDF-4 (HDF5) file's by name (its dimension
     /// scales'); empty for every other format.
     pub dimensions: Vec<(String, u64, bool)>,
-    /// The file (or Zarr group) the attributes come from.
+    /// The file (or Zarr group) the attributes come from: a path that
+    /// exists while they do (a kerchunk group's is its references file),
+    /// for a refresh to tell a failed re-open from a removal.
     pub source: String,
 }
 
@@ -296,8 +298,21 @@ fn add_store(
     opts: &Options,
 ) -> Result<()> {
     let h = zarr::open_store(opts.files.store(dir), opts.cache.clone())?;
-    push_hierarchy(ds, h, prefix, root_name, &dir.display().to_string());
+    let source = dir.display().to_string();
+    push_hierarchy(ds, h, prefix, root_name, &source, GroupSource::Nested);
     Ok(())
+}
+
+/// Where a hierarchy's groups are read from, for their
+/// [`Directory::source`] (shown in the sidecar, and what a refresh that
+/// met failures checks still exists before keeping a group's attributes).
+#[derive(Clone, Copy)]
+enum GroupSource {
+    /// A Zarr store: each group is its own directory (or prefix) in it.
+    Nested,
+    /// A kerchunk references file: every group is in the one file
+    /// (`refs.json/grp` is no path).
+    Whole,
 }
 
 /// Add the arrays of a Zarr hierarchy under the mount path `prefix` (a
@@ -309,6 +324,7 @@ fn push_hierarchy(
     prefix: &str,
     root_name: &str,
     source: &str,
+    groups: GroupSource,
 ) {
     for node in h.nodes {
         if node.array.is_none() {
@@ -321,7 +337,10 @@ fn push_hierarchy(
                 Directory {
                     attributes,
                     dimensions: Vec::new(),
-                    source: join(source, &node.path),
+                    source: match groups {
+                        GroupSource::Nested => join(source, &node.path),
+                        GroupSource::Whole => source.to_string(),
+                    },
                 },
             );
         }
@@ -354,7 +373,8 @@ fn add_references(ds: &mut Dataset, file: &Path, prefix: &str, opts: &Options) -
     };
     let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
     let source = file.display().to_string();
-    push_hierarchy(ds, h, prefix, name.as_deref().unwrap_or("array"), &source);
+    let root_name = name.as_deref().unwrap_or("array");
+    push_hierarchy(ds, h, prefix, root_name, &source, GroupSource::Whole);
     Ok(true)
 }
 

@@ -115,7 +115,10 @@ fn a_corrupt_float_description_is_a_skip_with_a_line() {
     let p = tmp.path().join("floats_earliest.h5");
     // (byte of the properties or, negative, of the class bits before
     // them, new value, why)
-    let edits: [(isize, u8); 10] = [
+    // (VAX order without the big-endian bit is no error here: this
+    // file's datatype messages are version 1, where HDF5 ignores the VAX
+    // bit; tests/hdf5/datatype_versions.rs.)
+    let edits: [(isize, u8); 9] = [
         (5, 0),     // exponent of 0 bits
         (5, 64),    // exponent of 64 bits
         (4, 200),   // exponent past the element
@@ -125,7 +128,6 @@ fn a_corrupt_float_description_is_a_skip_with_a_line() {
         (2, 200),   // precision past the element
         (-6, 40),   // sign bit past the precision
         (-7, 0x10), // "msb set" normalisation
-        (-7, 0x60), // VAX order without the big-endian bit
     ];
     for (k, v) in edits {
         let mut b = bytes.clone();

@@ -31,7 +31,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{Dataset, MAX_DEPTH, has_dataset_extension, push_hierarchy};
+use super::{Dataset, GroupSource, MAX_DEPTH, has_dataset_extension, push_hierarchy};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, kerchunk, nca, zarr};
@@ -97,6 +97,7 @@ pub(super) fn open(
                 "",
                 &name,
                 &root.display(),
+                GroupSource::Nested,
             );
         } else if listing.is_empty() {
             if !store.exists("")? {
@@ -119,6 +120,7 @@ pub(super) fn open(
             "",
             &name,
             &root.display(),
+            GroupSource::Nested,
         );
     } else {
         add_object(&mut ds, &root, "", &options(&root.parent())?)?;
@@ -196,7 +198,7 @@ fn walk(
                 let sub = store.list_dir("")?;
                 if is_store(&sub) {
                     let h = zarr::open_store(Arc::new(store), opts.cache.clone())?;
-                    push_hierarchy(ds, h, &rel, &name, &loc.display());
+                    push_hierarchy(ds, h, &rel, &name, &loc.display(), GroupSource::Nested);
                 } else if depth < MAX_DEPTH {
                     walk(ds, files, &loc, sub, &rel, opts, depth + 1);
                 }

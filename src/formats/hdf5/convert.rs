@@ -386,11 +386,15 @@ impl FloatType {
         match self.order {
             FloatOrder::Little => {}
             FloatOrder::Big => v.reverse(),
-            // As H5T__conv_f_f_loop puts a VAX float in little-endian order.
+            // As H5T__conv_f_f_loop puts a VAX float in little-endian order:
+            // its loop runs over the whole element (i < size, by 4), so
+            // for 8 bytes the second step swaps the middle words back into
+            // [w3, w2, w1, w0]. Mirrored exactly, odd as it is for other
+            // sizes (6 bytes come out unchanged), to read what HDF5 reads.
             FloatOrder::Vax => {
                 let n = v.len();
                 let mut i = 0;
-                while i < n / 2 {
+                while i < n {
                     v.swap(i, n - 2 - i);
                     v.swap(i + 1, n - 1 - i);
                     i += 4;
@@ -693,6 +697,50 @@ mod tests {
             let mut out = [0u8; 8];
             t.convert(&raw, &mut out);
             assert_eq!(u64::from_ne_bytes(out), want, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn vax_doubles_reverse_all_four_words() {
+        // HDF5's VAX G-float (`H5T_VAX_F64`: sign 63, exponent at 52 of 11
+        // bits, mantissa 52, bias 1025; 16-bit words most significant
+        // first, each little-endian). Its exponent range (1 - 1025 is
+        // below double's -1022) makes it a long double by h5py's rule.
+        // Expected: `h5py.h5t.convert` of the same bytes to
+        // `NATIVE_LDOUBLE` (x87, 16 bytes) and `NATIVE_DOUBLE` (HDF5
+        // 2.0). A reorder that swaps only the outer words read 1 + 2^-20
+        // as 1 + 2^-36.
+        let bits = FloatBits {
+            ebias: 1025,
+            ..Served::F64.bits()
+        };
+        let t = FloatType::new(8, FloatOrder::Vax, bits).unwrap();
+        assert_eq!(t.served(), Served::X87);
+        let cases: [([u8; 8], [u8; 10], u64); 3] = [
+            (
+                [0x10, 0x40, 1, 0, 0, 0, 0, 0], // 1 + 2^-20
+                [0, 0, 0, 0, 0, 8, 0, 128, 255, 63],
+                0x3ff0_0001_0000_0000,
+            ),
+            (
+                [0x10, 0x40, 0, 0, 1, 0, 0, 0], // 1 + 2^-36
+                [0, 0, 0, 8, 0, 0, 0, 128, 255, 63],
+                0x3ff0_0000_0001_0000,
+            ),
+            (
+                [0x25, 0x40, 2, 0, 3, 0, 4, 0],
+                [0, 32, 0, 24, 0, 16, 0, 168, 0, 64],
+                0x4005_0002_0003_0004,
+            ),
+        ];
+        for (raw, x87, double) in cases {
+            let mut out = [0u8; 16];
+            t.convert(&raw, &mut out);
+            if cfg!(target_endian = "big") {
+                out.reverse();
+            }
+            assert_eq!(out, [&x87[..], &[0; 6]].concat().as_slice(), "{raw:?}");
+            assert_eq!(t.to_f64(&raw).to_bits(), double, "{raw:?}");
         }
     }
 

@@ -138,11 +138,16 @@ pub fn shared_table(f: &H5File, addr: u64, n: u8) -> H5Result<SharedHeaps> {
 
 /// A file read with its metadata cache image applied: a read of a range
 /// that holds an image entry gets the entry's bytes there. Entries are
-/// kept by absolute file offset; they never overlap.
+/// kept by absolute file offset, each as where its bytes lie in the image
+/// block and how many: they are read from the file (`inner`) when asked
+/// for, so an image (up to [`super::io::MAX_METADATA_READ`]) costs no
+/// memory for the life of the mount. They never overlap.
 #[derive(Debug)]
 pub struct CacheImage {
     inner: Arc<dyn ReadAt>,
-    entries: BTreeMap<u64, Vec<u8>>,
+    /// Entry start -> its bytes' absolute offset in the image block, and
+    /// their length.
+    entries: BTreeMap<u64, (u64, u64)>,
 }
 
 impl CacheImage {
@@ -152,10 +157,13 @@ impl CacheImage {
     /// counts, parent count, LRU rank, address, size, the parents'
     /// addresses and the entry's bytes; a checksum over it all: H5Cimage.c,
     /// `H5C__decode_cache_image_header` and `..._entry`), to serve reads of
-    /// `inner` (the same file, offsets absolute).
+    /// `inner` (the same file, offsets absolute). The block is checked and
+    /// indexed here, then dropped.
     pub fn read(f: &H5File, addr: u64, len: u64, inner: Arc<dyn ReadAt>) -> H5Result<CacheImage> {
         let what = format!("metadata cache image at {addr:#x}");
         let buf = f.read(addr, len, &what)?;
+        // `f.read` checked that base + addr + len is inside the file.
+        let block = f.base + addr;
         let mut c = f.cursor(&buf, &what);
         c.signature(b"MDCI")?;
         let version = c.u8()?;
@@ -182,7 +190,7 @@ impl CacheImage {
         }
         check_checksum(&buf[..data_len as usize], &what)?;
         let n = c.u32()?;
-        let mut entries: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        let mut entries: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
         for i in 0..n {
             c.skip(4)?; // type, flags, ring, age
             c.skip(4)?; // flush dependency children, dirty children
@@ -191,7 +199,8 @@ impl CacheImage {
             let at = c.addr()?;
             let size = c.length()?;
             c.skip(parents * f.sizeof_addr as usize)?;
-            let bytes = c.bytes(usize::try_from(size).unwrap_or(usize::MAX))?;
+            let from = block + c.pos as u64;
+            c.bytes(usize::try_from(size).unwrap_or(usize::MAX))?;
             let start = f.base.checked_add(at).filter(|_| !f.undefined(at));
             let Some(start) = start.filter(|&s| s.checked_add(size).is_some()) else {
                 return Err(Hdf5Error::corrupt(
@@ -199,7 +208,14 @@ impl CacheImage {
                     format!("entry {i} at address {at:#x}"),
                 ));
             };
-            entries.insert(start, bytes.to_vec());
+            // HDF5 keeps one cache entry per address: two in the image
+            // are corrupt, not a choice between them.
+            if entries.insert(start, (from, size)).is_some() {
+                return Err(Hdf5Error::corrupt(
+                    &what,
+                    format!("entry {i} at address {at:#x}: a second entry at that address"),
+                ));
+            }
         }
         if c.pos as u64 + 4 != data_len {
             return Err(Hdf5Error::corrupt(
@@ -209,14 +225,14 @@ impl CacheImage {
         }
         // Entries must not overlap: a read's patching relies on it.
         let mut end = 0u64;
-        for (&start, bytes) in &entries {
+        for (&start, &(_, size)) in &entries {
             if start < end {
                 return Err(Hdf5Error::corrupt(
                     &what,
                     format!("entries overlap at {start:#x}"),
                 ));
             }
-            end = start + bytes.len() as u64;
+            end = start + size;
         }
         log::debug!("{what}: {n} entries");
         Ok(CacheImage { inner, entries })
@@ -226,23 +242,23 @@ impl CacheImage {
 impl ReadAt for CacheImage {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let end = offset.saturating_add(buf.len() as u64);
-        // Entirely inside one entry: the file is not read.
-        if let Some((&start, bytes)) = self.entries.range(..=offset).next_back()
-            && end <= start + bytes.len() as u64
+        // Entirely inside one entry: only the image is read.
+        if let Some((&start, &(from, size))) = self.entries.range(..=offset).next_back()
+            && end <= start + size
         {
-            let from = (offset - start) as usize;
-            buf.copy_from_slice(&bytes[from..from + buf.len()]);
-            return Ok(());
+            return self.inner.read_exact_at(buf, from + (offset - start));
         }
         self.inner.read_exact_at(buf, offset)?;
-        for (&start, bytes) in self.entries.range(..end).rev() {
-            let stop = start + bytes.len() as u64;
+        for (&start, &(from, size)) in self.entries.range(..end).rev() {
+            let stop = start + size;
             if stop <= offset {
                 break; // the entries before end before this one
             }
             let (lo, hi) = (start.max(offset), stop.min(end));
-            buf[(lo - offset) as usize..(hi - offset) as usize]
-                .copy_from_slice(&bytes[(lo - start) as usize..(hi - start) as usize]);
+            self.inner.read_exact_at(
+                &mut buf[(lo - offset) as usize..(hi - offset) as usize],
+                from + (lo - start),
+            )?;
         }
         Ok(())
     }
@@ -281,11 +297,73 @@ mod tests {
         }
     }
 
+    /// An image block of `entries` (address, bytes) as H5Cimage.c writes
+    /// one (8-byte addresses and lengths, no parents), its checksum last.
+    fn image_block(entries: &[(u64, &[u8])]) -> Vec<u8> {
+        let mut body = Vec::new();
+        for (addr, bytes) in entries {
+            body.extend([0u8; 8]); // type, flags, ring, age, child counts
+            body.extend(0u16.to_le_bytes()); // parents
+            body.extend(0u32.to_le_bytes()); // LRU rank
+            body.extend(addr.to_le_bytes());
+            body.extend((bytes.len() as u64).to_le_bytes());
+            body.extend(*bytes);
+        }
+        let mut b = b"MDCI".to_vec();
+        b.extend([0, 0]); // version, flags
+        b.extend((4 + 2 + 8 + 4 + body.len() as u64 + 4).to_le_bytes());
+        b.extend((entries.len() as u32).to_le_bytes());
+        b.extend(body);
+        let sum = crate::codec::jenkins_lookup3::hashlittle(&b, 0);
+        b.extend(sum.to_le_bytes());
+        b
+    }
+
+    /// A file of 64 zero bytes then the image block, read as HDF5 would.
+    fn read_image(entries: &[(u64, &[u8])]) -> H5Result<CacheImage> {
+        let mut bytes = vec![0u8; 64];
+        bytes.extend(image_block(entries));
+        let file: Arc<dyn ReadAt> = Arc::new(Mem(bytes.clone()));
+        let f = H5File {
+            file: file.clone(),
+            base: 0,
+            len: bytes.len() as u64,
+            sizeof_addr: 8,
+            sizeof_len: 8,
+            shared: Default::default(),
+        };
+        CacheImage::read(&f, 64, bytes.len() as u64 - 64, file)
+    }
+
+    #[test]
+    fn image_entries_are_read_from_the_block() {
+        let img = read_image(&[(8, &[1; 4]), (16, &[2, 3, 4])]).unwrap();
+        let mut b = [9u8; 16];
+        img.read_exact_at(&mut b, 6).unwrap();
+        assert_eq!(b, [0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 2, 3, 4, 0, 0, 0]);
+        let mut b = [9u8; 2];
+        img.read_exact_at(&mut b, 17).unwrap();
+        assert_eq!(b, [3, 4]);
+    }
+
+    #[test]
+    fn two_image_entries_at_one_address_are_corrupt() {
+        let e = read_image(&[(8, &[1; 4]), (8, &[2; 4])]).unwrap_err();
+        assert!(matches!(e, Hdf5Error::Corrupt { .. }), "{e}");
+        let e = e.to_string();
+        assert!(e.contains("entry 1 at address 0x8"), "{e}");
+    }
+
     #[test]
     fn reads_are_patched_where_entries_lie() {
+        // The file: zeros where the entries lie (8..12, 16..24), their
+        // bytes in the image block at 40..44 and 50..58.
+        let mut file = vec![0; 64];
+        file[40..44].fill(1);
+        file[50..58].fill(2);
         let img = CacheImage {
-            inner: Arc::new(Mem(vec![0; 64])),
-            entries: BTreeMap::from([(8, vec![1; 4]), (16, vec![2; 8])]),
+            inner: Arc::new(Mem(file)),
+            entries: BTreeMap::from([(8, (40, 4)), (16, (50, 8))]),
         };
         let mut b = [9u8; 20];
         img.read_exact_at(&mut b, 6).unwrap();

@@ -583,7 +583,7 @@ fn datatype_at(c: &mut Cursor<'_>, depth: usize) -> H5Result<(H5Type, usize)> {
         }
         1 => {
             // Class bits (spec IV.A.2.d, H5O__dtype_decode_helper): bit 0
-            // byte order, with bit 6 VAX order; bits 1-3 padding; bits
+            // byte order, with bit 6 VAX order (version 3 on); bits 1-3 padding; bits
             // 4-5 mantissa normalisation (0 none, 1 msb set, 2 implied);
             // bits 8-15 the sign bit's position. Properties: offset,
             // precision, exponent position and size, mantissa position
@@ -603,7 +603,10 @@ fn datatype_at(c: &mut Cursor<'_>, depth: usize) -> H5Result<(H5Type, usize)> {
             };
             let props = (offset, precision, epos, esize, mpos, msize, ebias);
             let norm = (b0 >> 4) & 0x03;
-            let vax = b0 & 0x40 != 0;
+            // Bit 6 means VAX order only from datatype version 3 on: an
+            // earlier message's bit 6 is ignored, as
+            // H5O__dtype_decode_helper ignores it.
+            let vax = cv >> 4 >= 3 && b0 & 0x40 != 0;
             let big = b0 & 0x01 != 0;
             if props == ieee && norm == 2 && b1 as usize == 8 * size - 1 && !vax {
                 H5Type::Float { size, big }
@@ -1271,6 +1274,44 @@ mod storage_tests {
             sizeof_len: 8,
             shared: Default::default(),
         }
+    }
+
+    /// Bit 6 of a float's class bits is VAX order only in datatype
+    /// version 3 and later (H5O__dtype_decode_helper); before, it is
+    /// ignored: an IEEE f32 with bits 0 and 6 set is big-endian IEEE in
+    /// versions 1 and 2, VAX in version 3, and little-endian IEEE in
+    /// version 1 with bit 0 clear (version 3 refuses that byte order).
+    #[test]
+    fn float_vax_bit_counts_from_datatype_version_3() {
+        let f = h5();
+        let msg = |version: u8, b0: u8| {
+            let mut m = vec![(version << 4) | 1, b0, 31, 0];
+            m.extend(4u32.to_le_bytes());
+            m.extend(0u16.to_le_bytes()); // offset
+            m.extend(32u16.to_le_bytes()); // precision
+            m.extend([23, 8, 0, 23]); // epos, esize, mpos, msize
+            m.extend(127u32.to_le_bytes());
+            m
+        };
+        let ty = |version, b0| datatype(&f, &msg(version, b0), "t").unwrap().0;
+        // Implied normalisation (0x20), VAX bit (0x40), big-endian (0x01).
+        for version in [1, 2] {
+            assert_eq!(ty(version, 0x61), H5Type::Float { size: 4, big: true });
+            assert_eq!(
+                ty(version, 0x60),
+                H5Type::Float {
+                    size: 4,
+                    big: false
+                }
+            );
+        }
+        assert!(
+            matches!(ty(3, 0x61), H5Type::OtherFloat(t) if t.order == super::super::convert::FloatOrder::Vax)
+        );
+        assert!(!matches!(
+            ty(3, 0x60),
+            H5Type::Float { .. } | H5Type::OtherFloat(_)
+        ));
     }
 
     /// The fill value message's versions as `H5O__fill_new_decode` reads
