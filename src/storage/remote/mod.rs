@@ -121,6 +121,10 @@ pub struct Config {
     pub timeout: Duration,
     /// Time to establish a connection.
     pub connect_timeout: Duration,
+    /// Time one attempt may go without receiving a byte (the response's
+    /// head, or the next bytes of its body) before it is abandoned and
+    /// retried on a new connection, resuming after the bytes received.
+    pub stall_timeout: Duration,
 }
 
 impl Default for Config {
@@ -137,6 +141,12 @@ impl Default for Config {
             retries: 5,
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            // See docs/REMOTE.md, "Timeouts": a healthy loopback GET of
+            // 1-16 MiB never goes more than a few milliseconds without a
+            // byte, a cross-region one a few hundred; 10 s is far above
+            // both, and fits twice into the 30 s request timeout, so a
+            // read survives two stalls in a row.
+            stall_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -174,6 +184,7 @@ impl Config {
             .with_allow_http(allow_http)
             .with_timeout(self.timeout)
             .with_connect_timeout(self.connect_timeout)
+            .with_read_timeout(self.stall_timeout)
     }
 }
 
