@@ -68,7 +68,20 @@
 //! [`Config::retries`] times within [`Config::timeout`]. A request that
 //! still fails is an error for that read only (EIO at the mount), naming
 //! the object's URL; nothing failed is cached (the layers above cache only
-//! decoded successes). A whole call is also bounded by a deadline of its
+//! decoded successes).
+//!
+//! A stalled attempt (no byte for [`Config::stall_timeout`], before the
+//! answer's head or in the middle of its body) is abandoned by reqwest's
+//! read timeout, which slabfs's client sets ([`client`]): the library's
+//! own mechanism, no retry loop here. `object_store` then retries it like
+//! any timeout, and a body cut in the middle is resumed with a GET of
+//! the rest of its range, on a new connection (the cut one is dropped),
+//! its ETag checked against the first answer's, so versions never mix.
+//! Only [`Config::timeout`] (and [`Config::retries`]) turn these
+//! failures into errors; docs/REMOTE.md, "Timeouts", has how the bounds
+//! relate and why the defaults.
+//!
+//! A whole call is also bounded by a deadline of its
 //! own ([`Config::deadline`]), so a server that accepts a connection and
 //! never answers cannot hang a reader, and [`cancel_all`] (called on
 //! SIGTERM) ends every call at once, so the unmount never waits for a
