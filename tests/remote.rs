@@ -1073,6 +1073,8 @@ fn refresh_follows_a_bucket() {
         let got = read_direct(&m.path(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
         assert!(got == *bytes, "{rel}: not the new version's bytes");
     }
+    // A URL source has no local root to warn about (issue 29).
+    assert!(!m.log().contains("allowed root"), "{}", m.log());
     m.stop();
 }
 
