@@ -3143,3 +3143,39 @@ fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
     // a connection of its own.
     assert!(log.connections >= 5, "{} connections", log.connections);
 }
+
+/// Issue 29: a listing whose answer stalls in the middle of its body is
+/// retried like a GET (`object_store` retries a listing only until its
+/// answer's head), so `slabfs ls` of a prefix still lists it whole.
+#[test]
+fn a_stalled_listing_is_retried() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    // The first answer longer than 1,000 bytes (the listing of nc3/, a
+    // few KB of XML) stops there for 8 s.
+    let proxy = StallProxy::start(s3.port, 1, 1_000, Duration::from_secs(8));
+    let started = Instant::now();
+    let ls = slabfs(&[
+        "ls",
+        "--endpoint-url",
+        &proxy.endpoint(),
+        "--request-timeout",
+        "5",
+        "--stall-timeout",
+        "1",
+        &format!("s3://{BUCKET}/nc3"),
+    ]);
+    let stderr = String::from_utf8_lossy(&ls.stderr);
+    assert!(ls.status.success(), "{stderr}");
+    let local = slabfs(&["ls", fixtures().join("netcdf3/data").to_str().unwrap()]);
+    assert_eq!(
+        String::from_utf8_lossy(&ls.stdout),
+        String::from_utf8_lossy(&local.stdout),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "{stderr}");
+    let log = proxy.log();
+    assert_eq!(log.stalled.len(), 1, "{:?}", log.stalled);
+    assert!(log.stalled[0].abandoned_after.is_some());
+}

@@ -330,11 +330,14 @@ impl HttpService for Metered {
         let response = answer?;
         // The rest of the answer's range, as the GET that resumes it
         // would send it: `bytes=S-E` (S counted from what arrives).
-        let span = content_range(&response).map(|(start, end)| Resume {
-            key: format!("{method} {uri} "),
-            start,
-            end,
-        });
+        // Only GETs of objects are resumed; a listing is asked again whole.
+        let span = content_range(&response)
+            .filter(|_| k <= 1)
+            .map(|(start, end)| Resume {
+                key: format!("{method} {uri} "),
+                start,
+                end,
+            });
         let (parts, body) = response.into_parts();
         let body = Watched {
             inner: body,
@@ -441,6 +444,9 @@ impl Watched {
                      within --request-timeout",
                     r.end
                 )
+            }
+            _ if self.what.starts_with("LIST") => {
+                "; the listing is asked for again within --request-timeout".to_string()
             }
             _ => String::new(),
         };
