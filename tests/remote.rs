@@ -3142,6 +3142,25 @@ fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
     // The stalled connections were not reused: every resumption came on
     // a connection of its own.
     assert!(log.connections >= 5, "{} connections", log.connections);
+    drop(log);
+
+    // In the library: the counters of .slabfs/stats show the stalls and
+    // the GETs that resumed them as retries.
+    let proxy = StallProxy::start(s3.port, 2, 300_000, hold);
+    remote::configure(remote::Config {
+        endpoint_url: Some(proxy.endpoint()),
+        timeout: Duration::from_secs(5),
+        stall_timeout: Duration::from_secs(1),
+        ..remote::Config::default()
+    });
+    let name = format!("s3://{BUCKET}");
+    let before = counted(&name);
+    let ds = open(&format!("s3://{BUCKET}/stall/big.nc"));
+    check_all(&ds, "", &[("x".to_string(), expected)]);
+    let after = counted(&name);
+    assert_eq!(after.stalls - before.stalls, 2, "{after:?}");
+    assert!(after.retries - before.retries >= 2, "{after:?}");
+    assert_eq!(proxy.log().stalled.len(), 2);
 }
 
 /// Issue 29: a listing whose answer stalls in the middle of its body is
@@ -3178,4 +3197,42 @@ fn a_stalled_listing_is_retried() {
     let log = proxy.log();
     assert_eq!(log.stalled.len(), 1, "{:?}", log.stalled);
     assert!(log.stalled[0].abandoned_after.is_some());
+}
+
+/// Issue 29: a request whose answer never starts (the connection is
+/// accepted, the request read, and nothing comes back) is abandoned after
+/// `--stall-timeout` and sent again on a new connection, within
+/// `--request-timeout`.
+#[test]
+fn an_answer_that_never_starts_is_retried() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    // The first answer stops before its first byte, for 8 s.
+    let proxy = StallProxy::start(s3.port, 1, 0, Duration::from_secs(8));
+    let started = Instant::now();
+    let cat = slabfs(&[
+        "cat",
+        "--endpoint-url",
+        &proxy.endpoint(),
+        "--request-timeout",
+        "5",
+        "--stall-timeout",
+        "1",
+        &format!("s3://{BUCKET}/nc3/classic_types.nc"),
+        "fixed_i1",
+    ]);
+    let stderr = String::from_utf8_lossy(&cat.stderr);
+    assert!(cat.status.success(), "{stderr}");
+    let (_, expected) = netcdf3_cases()
+        .into_iter()
+        .find(|(p, _)| p == "classic_types.nc/fixed_i1")
+        .unwrap();
+    assert_eq!(cat.stdout, expected);
+    assert!(started.elapsed() < Duration::from_secs(5), "{stderr}");
+    let log = proxy.log();
+    assert_eq!(log.stalled.len(), 1, "{:?}", log.stalled);
+    let after = log.stalled[0].abandoned_after.expect("abandoned");
+    assert!(after < Duration::from_secs(3), "abandoned after {after:?}");
+    assert!(log.connections >= 2, "{} connections", log.connections);
 }

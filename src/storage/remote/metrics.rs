@@ -501,6 +501,38 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_body_resumes_from_its_content_range() {
+        let answer = |status: u16, headers: &[(&str, &str)]| {
+            let mut b = http::Response::builder().status(status);
+            for (k, v) in headers {
+                b = b.header(*k, *v);
+            }
+            b.body(HttpResponseBody::from(Vec::new())).unwrap()
+        };
+        let ranged = answer(206, &[("content-range", "bytes 100-199/1000")]);
+        assert_eq!(content_range(&ranged), Some((100, 199)));
+        let whole = answer(200, &[("content-length", "1000")]);
+        assert_eq!(content_range(&whole), Some((0, 999)));
+        assert_eq!(
+            content_range(&answer(200, &[("content-length", "0")])),
+            None
+        );
+        assert_eq!(
+            content_range(&answer(404, &[("content-length", "9")])),
+            None
+        );
+        assert_eq!(
+            content_range(&answer(206, &[("content-range", "bytes */1000")])),
+            None
+        );
+        // The resuming GET's key is the one `started` will see.
+        let m = SourceMetrics::new("s3://t".into());
+        m.failed_retryably(format!("GET u bytes={}-{}", 100 + 30, 199));
+        m.started("GET u bytes=130-199");
+        assert_eq!(m.snapshot().retries, 1);
+    }
+
+    #[test]
     fn sources_are_bounded() {
         for i in 0..MAX_SOURCES + 5 {
             source(&format!("s3://bound-test-{i}"));
