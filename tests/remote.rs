@@ -2878,8 +2878,7 @@ struct Stalled {
 #[derive(Default)]
 struct ProxyLog {
     connections: usize,
-    /// Every `Range` header sent through the proxy (in order within a
-    /// connection).
+    /// Every `Range` header sent through the proxy, in order.
     ranges: Vec<String>,
     stalled: Vec<Stalled>,
 }
@@ -2926,7 +2925,7 @@ impl StallProxy {
                     l.connections += 1;
                 }
                 let (log, left) = (log2.clone(), left.clone());
-                std::thread::spawn(move || proxy_one(client, upstream, after, hold, &log, &left));
+                std::thread::spawn(move || proxy_one(client, upstream, after, hold, log, &left));
             }
         });
         StallProxy { port, log, stop }
@@ -2936,7 +2935,14 @@ impl StallProxy {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn log(&self) -> std::sync::MutexGuard<'_, ProxyLog> {
+    /// What the proxy saw, once `stalls` stalled connections are
+    /// recorded (each is when its client closes it or the hold ends), or
+    /// after 3 s.
+    fn log_after(&self, stalls: usize) -> std::sync::MutexGuard<'_, ProxyLog> {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while self.log.lock().unwrap().stalled.len() < stalls && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         self.log.lock().unwrap()
     }
 }
@@ -2953,7 +2959,7 @@ fn proxy_one(
     upstream: u16,
     after: usize,
     hold: Duration,
-    log: &Mutex<ProxyLog>,
+    log: Arc<Mutex<ProxyLog>>,
     left: &std::sync::atomic::AtomicUsize,
 ) {
     use std::io::Write;
@@ -2972,10 +2978,9 @@ fn proxy_one(
     // Client to server: the requests, their `Range` headers noted.
     let up = {
         let (mut from, mut to) = (client.try_clone().unwrap(), server.try_clone().unwrap());
-        let (last_range, closed) = (last_range.clone(), closed.clone());
+        let (last_range, closed, log) = (last_range.clone(), closed.clone(), log.clone());
         std::thread::spawn(move || {
             let mut buf = vec![0u8; 64 << 10];
-            let mut ranges = Vec::new();
             loop {
                 let n = match from.read(&mut buf) {
                     Ok(0) | Err(_) => break,
@@ -2988,7 +2993,7 @@ fn proxy_one(
                         .map(|v| v.trim().to_string())
                     {
                         *last_range.lock().unwrap() = Some(v.clone());
-                        ranges.push(v);
+                        log.lock().unwrap().ranges.push(v);
                     }
                 }
                 if to.write_all(&buf[..n]).is_err() {
@@ -2997,7 +3002,6 @@ fn proxy_one(
             }
             closed.store(true, Ordering::SeqCst);
             let _ = to.shutdown(std::net::Shutdown::Both);
-            ranges
         })
     };
     // Server to client: the answers, stalled once past `after` bytes.
@@ -3039,9 +3043,7 @@ fn proxy_one(
     }
     let _ = client.shutdown(std::net::Shutdown::Both);
     let _ = server.shutdown(std::net::Shutdown::Both);
-    if let Ok(ranges) = up.join() {
-        log.lock().unwrap().ranges.extend(ranges);
-    }
+    let _ = up.join();
 }
 
 /// Issue 29: an answer that stalls in the middle of its body (the server
@@ -3115,7 +3117,7 @@ fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
         stderr.contains("is asked for on a new connection"),
         "{stderr}"
     );
-    let log = proxy.log();
+    let log = proxy.log_after(4);
     assert_eq!(log.stalled.len(), 4, "{:?}", log.stalled);
     for s in &log.stalled {
         // Abandoned by the client after about --stall-timeout.
@@ -3160,7 +3162,7 @@ fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
     let after = counted(&name);
     assert_eq!(after.stalls - before.stalls, 2, "{after:?}");
     assert!(after.retries - before.retries >= 2, "{after:?}");
-    assert_eq!(proxy.log().stalled.len(), 2);
+    assert_eq!(proxy.log_after(2).stalled.len(), 2);
 }
 
 /// Issue 29: a listing whose answer stalls in the middle of its body is
@@ -3194,7 +3196,7 @@ fn a_stalled_listing_is_retried() {
         "{stderr}"
     );
     assert!(started.elapsed() < Duration::from_secs(5), "{stderr}");
-    let log = proxy.log();
+    let log = proxy.log_after(1);
     assert_eq!(log.stalled.len(), 1, "{:?}", log.stalled);
     assert!(log.stalled[0].abandoned_after.is_some());
 }
@@ -3230,7 +3232,7 @@ fn an_answer_that_never_starts_is_retried() {
         .unwrap();
     assert_eq!(cat.stdout, expected);
     assert!(started.elapsed() < Duration::from_secs(5), "{stderr}");
-    let log = proxy.log();
+    let log = proxy.log_after(1);
     assert_eq!(log.stalled.len(), 1, "{:?}", log.stalled);
     let after = log.stalled[0].abandoned_after.expect("abandoned");
     assert!(after < Duration::from_secs(3), "abandoned after {after:?}");
