@@ -1073,6 +1073,8 @@ fn refresh_follows_a_bucket() {
         let got = read_direct(&m.path(&rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
         assert!(got == *bytes, "{rel}: not the new version's bytes");
     }
+    // A URL source has no local root to warn about (issue 29).
+    assert!(!m.log().contains("allowed root"), "{}", m.log());
     m.stop();
 }
 
@@ -1233,6 +1235,7 @@ fn counted(name: &str) -> remote::metrics::Snapshot {
             errors: 0,
             retries: 0,
             not_modified: 0,
+            stalls: 0,
             latency: Default::default(),
         })
 }
@@ -2860,4 +2863,378 @@ fn the_rest_of_the_fixture_tree_reads_from_a_bucket_as_on_disk() {
     }
     assert!(read > 20, "{read} files read through the mount");
     m.stop();
+}
+
+/// What [`StallProxy`] saw of one connection it stalled.
+#[derive(Debug, Clone)]
+struct Stalled {
+    /// The `Range` of the last request sent on it (its answer stalled).
+    range: Option<String>,
+    /// How long after the stall the client closed the connection (it
+    /// abandoned the attempt); `None` if it held on until the proxy gave up.
+    abandoned_after: Option<Duration>,
+}
+
+#[derive(Default)]
+struct ProxyLog {
+    connections: usize,
+    /// Every `Range` header sent through the proxy, in order.
+    ranges: Vec<String>,
+    stalled: Vec<Stalled>,
+}
+
+/// A fault-injecting TCP proxy on loopback, in front of the server on
+/// `upstream`: the first `stalls` connections whose answers pass `after`
+/// bytes stop forwarding there (in the middle of a body) and hold the
+/// connection open, sending nothing, for `hold`; then it closes. All else
+/// is forwarded as it comes. Bounded: at most [`StallProxy::MAX`]
+/// connections (the rest are refused), every socket times out within
+/// `hold` + 30 s, and the accept loop ends when the proxy is dropped.
+struct StallProxy {
+    port: u16,
+    log: Arc<Mutex<ProxyLog>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StallProxy {
+    const MAX: usize = 200;
+
+    fn start(upstream: u16, stalls: usize, after: usize, hold: Duration) -> StallProxy {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let log = Arc::new(Mutex::new(ProxyLog::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let left = Arc::new(AtomicUsize::new(stalls));
+        let (log2, stop2) = (log.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop2.load(Ordering::SeqCst) {
+                let client = match listener.accept() {
+                    Ok((c, _)) => c,
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                };
+                {
+                    let mut l = log2.lock().unwrap();
+                    if l.connections >= StallProxy::MAX {
+                        continue;
+                    }
+                    l.connections += 1;
+                }
+                let (log, left) = (log2.clone(), left.clone());
+                std::thread::spawn(move || proxy_one(client, upstream, after, hold, log, &left));
+            }
+        });
+        StallProxy { port, log, stop }
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// What the proxy saw, once `stalls` stalled connections are
+    /// recorded (each is when its client closes it or the hold ends), or
+    /// after 3 s.
+    fn log_after(&self, stalls: usize) -> std::sync::MutexGuard<'_, ProxyLog> {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while self.log.lock().unwrap().stalled.len() < stalls && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.log.lock().unwrap()
+    }
+}
+
+impl Drop for StallProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Forward one connection both ways; see [`StallProxy`].
+fn proxy_one(
+    client: TcpStream,
+    upstream: u16,
+    after: usize,
+    hold: Duration,
+    log: Arc<Mutex<ProxyLog>>,
+    left: &std::sync::atomic::AtomicUsize,
+) {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+        return;
+    };
+    let limit = Some(hold + Duration::from_secs(30));
+    for s in [&client, &server] {
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_read_timeout(limit);
+        let _ = s.set_write_timeout(limit);
+    }
+    let last_range = Arc::new(Mutex::new(None::<String>));
+    let closed = Arc::new(AtomicBool::new(false));
+    // Client to server: the requests, their `Range` headers noted.
+    let up = {
+        let (mut from, mut to) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+        let (last_range, closed, log) = (last_range.clone(), closed.clone(), log.clone());
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                let n = match from.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                for line in String::from_utf8_lossy(&buf[..n]).split("\r\n") {
+                    if let Some(v) = line
+                        .to_ascii_lowercase()
+                        .strip_prefix("range:")
+                        .map(|v| v.trim().to_string())
+                    {
+                        *last_range.lock().unwrap() = Some(v.clone());
+                        log.lock().unwrap().ranges.push(v);
+                    }
+                }
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            closed.store(true, Ordering::SeqCst);
+            let _ = to.shutdown(std::net::Shutdown::Both);
+        })
+    };
+    // Server to client: the answers, stalled once past `after` bytes.
+    let (mut from, mut to) = (server.try_clone().unwrap(), client.try_clone().unwrap());
+    let mut buf = vec![0u8; 64 << 10];
+    let mut sent = 0usize;
+    let mut stalling = false;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut n = n;
+        if sent + n > after
+            && left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |k| k.checked_sub(1))
+                .is_ok()
+        {
+            n = after.saturating_sub(sent);
+            stalling = true;
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+        sent += n;
+        if stalling {
+            let at = Instant::now();
+            while at.elapsed() < hold && !closed.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let abandoned_after = closed.load(Ordering::SeqCst).then(|| at.elapsed());
+            let range = last_range.lock().unwrap().clone();
+            log.lock().unwrap().stalled.push(Stalled {
+                range,
+                abandoned_after,
+            });
+            break;
+        }
+    }
+    let _ = client.shutdown(std::net::Shutdown::Both);
+    let _ = server.shutdown(std::net::Shutdown::Both);
+    let _ = up.join();
+}
+
+/// Issue 29: an answer that stalls in the middle of its body (the server
+/// sends nothing more and keeps the connection open) is abandoned after
+/// `--stall-timeout`, and the rest of its range is asked for again on a
+/// new connection, within `--request-timeout`. Before, the stalled attempt
+/// was held until the request timeout, which also ended its retries: EIO.
+/// Each stall here lasts longer than the request timeout (5 s) and shorter
+/// than a whole call's deadline (twice that plus the connect timeout), and
+/// each of the two GETs meets two stalls in a row (its resumption stalls
+/// too): each must cost about `--stall-timeout`, not the request timeout.
+#[test]
+fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
+    let _g = serial();
+    let s3 = S3::start();
+    // A 2 MiB netCDF-3 variable by netCDF4-python, and the bytes its
+    // reader gives (little-endian float64).
+    let dir = tempfile::tempdir().unwrap();
+    let (nc, expected) = (dir.path().join("big.nc"), dir.path().join("x.bin"));
+    run_python(
+        "import sys, numpy as np, netCDF4\n\
+         with netCDF4.Dataset(sys.argv[1], 'w', format='NETCDF3_CLASSIC') as d:\n\
+         \x20   d.createDimension('n', 262144)\n\
+         \x20   v = d.createVariable('x', 'f8', ('n',))\n\
+         \x20   v[:] = np.sin(np.arange(262144) * 0.001) * 1e6\n\
+         with netCDF4.Dataset(sys.argv[1]) as d:\n\
+         \x20   open(sys.argv[2], 'wb').write(np.asarray(d['x'][:], dtype='<f8').tobytes())\n",
+        &[nc.as_os_str(), expected.as_os_str()],
+    );
+    let expected = std::fs::read(&expected).unwrap();
+    s3.boto(&format!(
+        "s3.create_bucket(Bucket='{BUCKET}')\n\
+         s3.upload_file({:?}, '{BUCKET}', 'stall/big.nc')\n",
+        nc.display().to_string()
+    ));
+    // The first four answers that pass 300 KB stop there for 8 s: the two
+    // 1 MiB GETs slabfs sends, then the GETs that resume them.
+    let hold = Duration::from_secs(8);
+    let proxy = StallProxy::start(s3.port, 4, 300_000, hold);
+    let started = Instant::now();
+    let cat = Command::new(env!("CARGO_BIN_EXE_slabfs"))
+        .args([
+            "cat",
+            "--endpoint-url",
+            &proxy.endpoint(),
+            "--request-timeout",
+            "5",
+            "--stall-timeout",
+            "1",
+            &format!("s3://{BUCKET}/stall/big.nc"),
+            "x",
+        ])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&cat.stderr);
+    assert!(cat.status.success(), "slabfs cat failed: {stderr}");
+    assert!(cat.stdout == expected, "slabfs cat: wrong bytes");
+    assert!(
+        took < Duration::from_secs(5),
+        "{took:?}: a stall was waited out until the request timeout"
+    );
+    // The log names each stall and the resumption.
+    assert_eq!(
+        stderr.matches("no byte for").count(),
+        4,
+        "four stalls logged: {stderr}"
+    );
+    assert!(
+        stderr.contains("is asked for on a new connection"),
+        "{stderr}"
+    );
+    let log = proxy.log_after(4);
+    assert_eq!(log.stalled.len(), 4, "{:?}", log.stalled);
+    for s in &log.stalled {
+        // Abandoned by the client after about --stall-timeout.
+        let after = s.abandoned_after.expect("the stalled connection is closed");
+        assert!(after < Duration::from_secs(3), "abandoned after {after:?}");
+        // And resumed: a later request for the same range's end, from
+        // further in (the bytes received are not asked for again).
+        let range = s.range.as_deref().expect("a ranged GET stalled");
+        let (start, end) = range
+            .strip_prefix("bytes=")
+            .and_then(|r| r.split_once('-'))
+            .unwrap();
+        let start: u64 = start.parse().unwrap();
+        assert!(
+            log.ranges.iter().any(|r| {
+                r.strip_prefix("bytes=")
+                    .and_then(|r| r.split_once('-'))
+                    .is_some_and(|(a, b)| b == end && a.parse::<u64>().unwrap() > start)
+            }),
+            "{range} was not resumed: {:?}",
+            log.ranges
+        );
+    }
+    // The stalled connections were not reused: every resumption came on
+    // a connection of its own.
+    assert!(log.connections >= 5, "{} connections", log.connections);
+    drop(log);
+
+    // In the library: the counters of .slabfs/stats show the stalls and
+    // the GETs that resumed them as retries.
+    let proxy = StallProxy::start(s3.port, 2, 300_000, hold);
+    remote::configure(remote::Config {
+        endpoint_url: Some(proxy.endpoint()),
+        timeout: Duration::from_secs(5),
+        stall_timeout: Duration::from_secs(1),
+        ..remote::Config::default()
+    });
+    let name = format!("s3://{BUCKET}");
+    let before = counted(&name);
+    let ds = open(&format!("s3://{BUCKET}/stall/big.nc"));
+    check_all(&ds, "", &[("x".to_string(), expected)]);
+    let after = counted(&name);
+    assert_eq!(after.stalls - before.stalls, 2, "{after:?}");
+    assert!(after.retries - before.retries >= 2, "{after:?}");
+    assert_eq!(proxy.log_after(2).stalled.len(), 2);
+}
+
+/// Issue 29: a listing whose answer stalls in the middle of its body is
+/// retried like a GET (`object_store` retries a listing only until its
+/// answer's head), so `slabfs ls` of a prefix still lists it whole.
+#[test]
+fn a_stalled_listing_is_retried() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    // The first answer longer than 1,000 bytes (the listing of nc3/, a
+    // few KB of XML) stops there for 8 s.
+    let proxy = StallProxy::start(s3.port, 1, 1_000, Duration::from_secs(8));
+    let started = Instant::now();
+    let ls = slabfs(&[
+        "ls",
+        "--endpoint-url",
+        &proxy.endpoint(),
+        "--request-timeout",
+        "5",
+        "--stall-timeout",
+        "1",
+        &format!("s3://{BUCKET}/nc3"),
+    ]);
+    let stderr = String::from_utf8_lossy(&ls.stderr);
+    assert!(ls.status.success(), "{stderr}");
+    let local = slabfs(&["ls", fixtures().join("netcdf3/data").to_str().unwrap()]);
+    assert_eq!(
+        String::from_utf8_lossy(&ls.stdout),
+        String::from_utf8_lossy(&local.stdout),
+        "{stderr}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5), "{stderr}");
+    let log = proxy.log_after(1);
+    assert_eq!(log.stalled.len(), 1, "{:?}", log.stalled);
+    assert!(log.stalled[0].abandoned_after.is_some());
+}
+
+/// Issue 29: a request whose answer never starts (the connection is
+/// accepted, the request read, and nothing comes back) is abandoned after
+/// `--stall-timeout` and sent again on a new connection, within
+/// `--request-timeout`.
+#[test]
+fn an_answer_that_never_starts_is_retried() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    // The first answer stops before its first byte, for 8 s.
+    let proxy = StallProxy::start(s3.port, 1, 0, Duration::from_secs(8));
+    let started = Instant::now();
+    let cat = slabfs(&[
+        "cat",
+        "--endpoint-url",
+        &proxy.endpoint(),
+        "--request-timeout",
+        "5",
+        "--stall-timeout",
+        "1",
+        &format!("s3://{BUCKET}/nc3/classic_types.nc"),
+        "fixed_i1",
+    ]);
+    let stderr = String::from_utf8_lossy(&cat.stderr);
+    assert!(cat.status.success(), "{stderr}");
+    let (_, expected) = netcdf3_cases()
+        .into_iter()
+        .find(|(p, _)| p == "classic_types.nc/fixed_i1")
+        .unwrap();
+    assert_eq!(cat.stdout, expected);
+    assert!(started.elapsed() < Duration::from_secs(5), "{stderr}");
+    let log = proxy.log_after(1);
+    assert_eq!(log.stalled.len(), 1, "{:?}", log.stalled);
+    let after = log.stalled[0].abandoned_after.expect("abandoned");
+    assert!(after < Duration::from_secs(3), "abandoned after {after:?}");
+    assert!(log.connections >= 2, "{} connections", log.connections);
 }

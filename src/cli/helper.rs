@@ -36,7 +36,7 @@
 //! `max_watches=N`, `uid=N`, `gid=N`, `threads=N`,
 //! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`,
 //! for URL sources `endpoint_url=URL`, `no_sign_request`, `max_requests=N`,
-//! `request_timeout=SECONDS`, `retries=N`, `hdf5_plugins`,
+//! `request_timeout=SECONDS`, `stall_timeout=SECONDS`, `retries=N`, `hdf5_plugins`,
 //! `hdf5_plugin_path=DIR[:DIR...]` (only with `hdf5_plugins`), and
 //! `log_level=LEVEL`, `log_file=PATH`. `ro` is
 //! accepted (the mount is always read-only); `rw` is refused with a
@@ -217,7 +217,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
                              cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
                              max_watches=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, \
-                             endpoint_url=, no_sign_request, max_requests=, request_timeout=, \
+                             endpoint_url=, no_sign_request, max_requests=, request_timeout=, stall_timeout=, \
                              retries=, hdf5_plugins, hdf5_plugin_path=, log_level=, log_file=; \
                              -s ignores unknown ones)"
                         ));
@@ -316,6 +316,7 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
             a.common.remote.max_requests = n;
         }
         "request_timeout" => a.common.remote.request_timeout = number(need()?)?,
+        "stall_timeout" => a.common.remote.stall_timeout = number(need()?)?,
         "retries" => a.common.remote.retries = number(need()?)?,
         "hdf5_plugins" if value.is_none() => a.common.hdf5_plugins = true,
         "hdf5_plugin_path" => a.common.hdf5_plugin_path = Some(need()?.into()),

@@ -27,6 +27,12 @@ pub struct RemoteArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub request_timeout: u64,
+    /// Seconds an attempt may go without receiving a byte before it is
+    /// abandoned and retried on a new connection, resuming after the bytes
+    /// received (at most --request-timeout).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub stall_timeout: u64,
     /// Retries of one failed request (with exponential backoff and jitter).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub retries: usize,
@@ -51,6 +57,9 @@ impl RemoteArgs {
             connect_timeout: default
                 .connect_timeout
                 .min(Duration::from_secs(self.request_timeout)),
+            stall_timeout: Duration::from_secs(
+                self.stall_timeout.clamp(1, self.request_timeout.max(1)),
+            ),
         }
     }
 }
@@ -83,6 +92,8 @@ mod tests {
             "3",
             "--retries",
             "1",
+            "--stall-timeout",
+            "7",
             "--remote-threads",
             "4",
             "s3://b/p",
@@ -98,6 +109,8 @@ mod tests {
         assert_eq!((c.max_requests, c.retries, c.threads), (8, 1, 4));
         assert_eq!(c.timeout, Duration::from_secs(3));
         assert_eq!(c.connect_timeout, Duration::from_secs(3));
+        // The stall timeout is at most the request timeout.
+        assert_eq!(c.stall_timeout, Duration::from_secs(3));
         for bad in [&["--max-requests", "0"][..], &["--remote-threads", "0"]] {
             let argv = ["slabfs", "ls"].iter().chain(bad).chain(&["s3://b"]);
             assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");

@@ -758,16 +758,16 @@ impl Pass<'_> {
             }
         };
         let now: BTreeSet<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
-        for msg in now.difference(&self.warned) {
-            log::warn!("not shown: {msg}");
-        }
-        self.warned = now;
         // A dataset that failed to load is tried again next pass, changed
         // or not (its failure may have been the server's).
         if ds.skipped.is_empty() {
             self.quiet = stamp;
         }
         let changes = fs.refresh(&ds, self.inval);
+        for msg in now.difference(&self.warned) {
+            skipped_warning(msg, &changes);
+        }
+        self.warned = now;
         self.done(&changes, started);
     }
 
@@ -815,13 +815,13 @@ impl Pass<'_> {
                 }
             }
         }
+        let changes = fs.refresh_under(&loaded, &ds, self.inval);
         for e in &ds.skipped {
             let msg = e.to_string();
             if self.warned.insert(msg.clone()) {
-                log::warn!("not shown: {msg}");
+                skipped_warning(&msg, &changes);
             }
         }
-        let changes = fs.refresh_under(&loaded, &ds, self.inval);
         self.done(&changes, started);
     }
 
@@ -845,6 +845,24 @@ impl Pass<'_> {
                 }
             );
         }
+    }
+}
+
+/// The warning for `msg`, a dataset (or array) a refresh pass could not
+/// open, once the pass applied `changes`. If the pass kept arrays it
+/// could not re-open (their objects still exist: the failure may be the
+/// server's, and they are tried again next pass), what the failed dataset
+/// served before is still shown, and the line says so rather than "not
+/// shown": a dataset that never loaded still shows nothing.
+fn skipped_warning(msg: &str, changes: &Changes) {
+    if changes.kept.is_empty() {
+        log::warn!("not shown: {msg}");
+    } else {
+        log::warn!(
+            "refresh could not re-open: {msg}; the arrays it served before stay shown as they \
+             were ({} kept, tried again next pass)",
+            changes.kept.len()
+        );
     }
 }
 

@@ -17,7 +17,7 @@
 //!   "remote": {"s3://bucket": {"requests": {"GET": 12, "ranged_GET": 1204, "LIST": 3,
 //!                                           "HEAD": 9, "other": 0},
 //!                              "bytes": 1263534080, "retries": 2, "errors": 2,
-//!                              "not_modified": 0,
+//!                              "not_modified": 0, "stalls": 1,
 //!                              "latency_us": {"count": 1228, "p50": 9100, ...}}}
 //! }
 //! ```
@@ -41,7 +41,8 @@
 //!   `watched_directories` how many directories are watched.
 //! - `remote` (only when the mount reads URLs): per source store, the HTTP
 //!   requests sent by kind, bytes fetched, retries, failed attempts, `304`
-//!   answers and time to first byte; see [`crate::storage::remote::metrics`]
+//!   answers, stalls (attempts abandoned after `--stall-timeout` without a
+//!   byte) and time to first byte; see [`crate::storage::remote::metrics`]
 //!   for what each counts. They are the process's counters, named by store
 //!   URL without user info or query string (never a secret).
 //!
@@ -258,6 +259,7 @@ fn remote_json(sources: &[metrics::Snapshot]) -> Value {
                 "retries": s.retries,
                 "errors": s.errors,
                 "not_modified": s.not_modified,
+                "stalls": s.stalls,
                 "latency_us": latency_json(&s.latency),
             }),
         );

@@ -13,8 +13,8 @@
 //! server moving a path) are still followed, up to ten.
 //!
 //! The client is built as `ClientOptions::client` builds it for the options
-//! slabfs uses: whether plain `http` is allowed, the request and connect
-//! timeouts (read back from the options, so the short connect timeout
+//! slabfs uses: whether plain `http` is allowed, the request, connect and
+//! read (stall) timeouts (read back from the options, so the short connect timeout
 //! `object_store` sets for instance-metadata requests is kept), no
 //! compression (it would break `Content-Length`). slabfs sets no other
 //! client option.
@@ -48,6 +48,12 @@ pub fn reqwest_client(options: &ClientOptions) -> object_store::Result<reqwest::
     }
     if let Some(t) = duration(ClientConfigKey::ConnectTimeout) {
         builder = builder.connect_timeout(t);
+    }
+    // The stall timeout (`--stall-timeout`): reqwest's read timeout ends
+    // an attempt that waits this long for its response's head, or for the
+    // next bytes of its body (it restarts with every read).
+    if let Some(t) = duration(ClientConfigKey::ReadTimeout) {
+        builder = builder.read_timeout(t);
     }
     builder.build().map_err(|e| object_store::Error::Generic {
         store: "HTTP client",

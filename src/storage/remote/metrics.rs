@@ -36,6 +36,14 @@
 //!   which attempt is a retry; this is how one is recognised from outside.
 //!   A read issued again by the layers above after its retries ran out
 //!   counts as a retry too.
+//! - `stalls`: attempts abandoned because no byte came for
+//!   `--stall-timeout` (waiting for the answer's head, or in the middle of
+//!   its body; reqwest's read timeout ends them). A body cut that way (or
+//!   by a reset) is resumed by `object_store` with a GET of the rest of
+//!   its range, on a new connection (the cut one is dropped, never put
+//!   back in the pool); that GET counts as a retry: the body of each
+//!   answer is watched ([`Watched`]), and a body that fails leaves the
+//!   rest of its range as the failed attempt the next one repeats.
 //! - `latency_us`: time to the answer's headers (time to first byte), per
 //!   attempt, in a log-scale [`Histogram`].
 //!
@@ -55,7 +63,8 @@ use std::time::Instant;
 
 use object_store::ClientOptions;
 use object_store::client::{
-    HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse, HttpService,
+    HttpClient, HttpConnector, HttpError, HttpErrorKind, HttpRequest, HttpResponse,
+    HttpResponseBody, HttpService,
 };
 use parking_lot::Mutex;
 
@@ -81,6 +90,7 @@ pub struct SourceMetrics {
     errors: AtomicU64,
     retries: AtomicU64,
     not_modified: AtomicU64,
+    stalls: AtomicU64,
     latency: Histogram,
     /// (method, URL, range) of attempts that failed retryably.
     pending: Mutex<VecDeque<String>>,
@@ -97,6 +107,7 @@ pub struct Snapshot {
     pub errors: u64,
     pub retries: u64,
     pub not_modified: u64,
+    pub stalls: u64,
     /// Nanoseconds.
     pub latency: Summary,
 }
@@ -110,6 +121,7 @@ impl SourceMetrics {
             errors: AtomicU64::new(0),
             retries: AtomicU64::new(0),
             not_modified: AtomicU64::new(0),
+            stalls: AtomicU64::new(0),
             latency: Histogram::new(),
             pending: Mutex::new(VecDeque::new()),
         }
@@ -124,6 +136,7 @@ impl SourceMetrics {
             errors: load(&self.errors),
             retries: load(&self.retries),
             not_modified: load(&self.not_modified),
+            stalls: load(&self.stalls),
             latency: self.latency.summary(),
         }
     }
@@ -241,11 +254,13 @@ impl HttpService for Metered {
         m.requests[k].fetch_add(1, Ordering::Relaxed);
         // The URL with its query: two listings of different prefixes, or
         // pages, are different requests. Kept in memory only.
-        let key = format!("{method} {} {}", req.uri(), range.as_deref().unwrap_or(""));
+        let uri = req.uri().to_string();
+        let key = format!("{method} {uri} {}", range.as_deref().unwrap_or(""));
         m.started(&key);
         let started = Instant::now();
         let answer = self.inner.execute(req).await;
         let took = started.elapsed();
+        let stall_timeout = super::config().stall_timeout;
         m.latency.record(took);
         // What a debug log may show of a listing: its prefix, not the
         // rest of the query.
@@ -284,6 +299,16 @@ impl HttpService for Metered {
             }
             Err(e) => {
                 m.errors.fetch_add(1, Ordering::Relaxed);
+                if e.kind() == HttpErrorKind::Timeout && took >= stall_timeout {
+                    m.stalls.fetch_add(1, Ordering::Relaxed);
+                    log::warn!(
+                        "{} {} {shown}{range}: no answer for {:.1} s (--stall-timeout); \
+                         the attempt is abandoned and retried within --request-timeout",
+                        KINDS[k],
+                        m.name,
+                        took.as_secs_f64()
+                    );
+                }
                 if matches!(
                     e.kind(),
                     HttpErrorKind::Connect
@@ -302,7 +327,136 @@ impl HttpService for Metered {
                 );
             }
         }
-        answer
+        let response = answer?;
+        // The rest of the answer's range, as the GET that resumes it
+        // would send it: `bytes=S-E` (S counted from what arrives).
+        // Only GETs of objects are resumed; a listing is asked again whole.
+        let span = content_range(&response)
+            .filter(|_| k <= 1)
+            .map(|(start, end)| Resume {
+                key: format!("{method} {uri} "),
+                start,
+                end,
+            });
+        let (parts, body) = response.into_parts();
+        let body = Watched {
+            inner: body,
+            metrics: self.metrics.clone(),
+            what: format!("{} {} {shown}{range}", KINDS[k], m.name),
+            resume: span,
+            received: 0,
+            last: Instant::now(),
+            stall_timeout,
+        };
+        Ok(HttpResponse::from_parts(parts, HttpResponseBody::new(body)))
+    }
+}
+
+/// The bytes `start..=end` of the object an answer carries: its
+/// `Content-Range`, else `0..=Content-Length-1` of a whole `200` answer.
+fn content_range(r: &HttpResponse) -> Option<(u64, u64)> {
+    let header = |name: &str| r.headers().get(name).and_then(|v| v.to_str().ok());
+    if let Some(cr) = header("content-range") {
+        let (range, _) = cr.trim().strip_prefix("bytes ")?.split_once('/')?;
+        let (a, b) = range.split_once('-')?;
+        return Some((a.parse().ok()?, b.parse().ok()?));
+    }
+    let len: u64 = header("content-length")?.parse().ok()?;
+    (r.status().as_u16() == 200 && len > 0).then(|| (0, len - 1))
+}
+
+/// Where a cut body would resume: the attempt's `METHOD URI ` and the
+/// bytes of the object its body carries.
+struct Resume {
+    key: String,
+    start: u64,
+    end: u64,
+}
+
+/// An answer's body, watched for how it ends: a body that fails (a stall
+/// ended by `--stall-timeout`, a reset) is counted and logged, and the
+/// GET of the rest of its range that `object_store` sends next is
+/// recognised as a retry.
+struct Watched {
+    inner: HttpResponseBody,
+    metrics: Arc<SourceMetrics>,
+    /// The attempt, as the debug log names it (no query, no headers).
+    what: String,
+    resume: Option<Resume>,
+    received: u64,
+    /// When the last bytes arrived.
+    last: Instant,
+    stall_timeout: std::time::Duration,
+}
+
+impl http_body::Body for Watched {
+    type Data = bytes::Bytes;
+    type Error = HttpError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            std::task::Poll::Ready(Some(Ok(frame))) => {
+                if let Some(d) = frame.data_ref() {
+                    self.received += d.len() as u64;
+                    self.last = Instant::now();
+                }
+            }
+            std::task::Poll::Ready(Some(Err(e))) => self.failed(e),
+            _ => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Watched {
+    /// The body failed with `e` after `received` bytes.
+    fn failed(&self, e: &HttpError) {
+        let m = &self.metrics;
+        m.errors.fetch_add(1, Ordering::Relaxed);
+        let idle = self.last.elapsed();
+        let stalled = e.kind() == HttpErrorKind::Timeout && idle >= self.stall_timeout;
+        if stalled {
+            m.stalls.fetch_add(1, Ordering::Relaxed);
+        }
+        let why = if stalled {
+            format!("no byte for {:.1} s (--stall-timeout)", idle.as_secs_f64())
+        } else {
+            format!("{:?}: {e}", e.kind())
+        };
+        let rest = match &self.resume {
+            Some(r) if r.start + self.received <= r.end => {
+                let from = r.start + self.received;
+                m.failed_retryably(format!("{}bytes={from}-{}", r.key, r.end));
+                format!(
+                    "; the rest (bytes {from}-{}) is asked for on a new connection \
+                     within --request-timeout",
+                    r.end
+                )
+            }
+            _ if self.what.starts_with("LIST") => {
+                "; the listing is asked for again within --request-timeout".to_string()
+            }
+            _ => String::new(),
+        };
+        log::warn!(
+            "{}: body cut after {} bytes, {}{}",
+            self.what,
+            self.received,
+            super::redact(&why),
+            rest
+        );
     }
 }
 
@@ -344,6 +498,38 @@ mod tests {
             m.failed_retryably(format!("k{i}"));
         }
         assert_eq!(m.pending.lock().len(), MAX_PENDING);
+    }
+
+    #[test]
+    fn a_cut_body_resumes_from_its_content_range() {
+        let answer = |status: u16, headers: &[(&str, &str)]| {
+            let mut b = http::Response::builder().status(status);
+            for (k, v) in headers {
+                b = b.header(*k, *v);
+            }
+            b.body(HttpResponseBody::from(Vec::new())).unwrap()
+        };
+        let ranged = answer(206, &[("content-range", "bytes 100-199/1000")]);
+        assert_eq!(content_range(&ranged), Some((100, 199)));
+        let whole = answer(200, &[("content-length", "1000")]);
+        assert_eq!(content_range(&whole), Some((0, 999)));
+        assert_eq!(
+            content_range(&answer(200, &[("content-length", "0")])),
+            None
+        );
+        assert_eq!(
+            content_range(&answer(404, &[("content-length", "9")])),
+            None
+        );
+        assert_eq!(
+            content_range(&answer(206, &[("content-range", "bytes */1000")])),
+            None
+        );
+        // The resuming GET's key is the one `started` will see.
+        let m = SourceMetrics::new("s3://t".into());
+        m.failed_retryably(format!("GET u bytes={}-{}", 100 + 30, 199));
+        m.started("GET u bytes=130-199");
+        assert_eq!(m.snapshot().retries, 1);
     }
 
     #[test]

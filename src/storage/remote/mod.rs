@@ -68,7 +68,20 @@
 //! [`Config::retries`] times within [`Config::timeout`]. A request that
 //! still fails is an error for that read only (EIO at the mount), naming
 //! the object's URL; nothing failed is cached (the layers above cache only
-//! decoded successes). A whole call is also bounded by a deadline of its
+//! decoded successes).
+//!
+//! A stalled attempt (no byte for [`Config::stall_timeout`], before the
+//! answer's head or in the middle of its body) is abandoned by reqwest's
+//! read timeout, which slabfs's client sets ([`client`]): the library's
+//! own mechanism, no retry loop here. `object_store` then retries it like
+//! any timeout, and a body cut in the middle is resumed with a GET of
+//! the rest of its range, on a new connection (the cut one is dropped),
+//! its ETag checked against the first answer's, so versions never mix.
+//! Only [`Config::timeout`] (and [`Config::retries`]) turn these
+//! failures into errors; docs/REMOTE.md, "Timeouts", has how the bounds
+//! relate and why the defaults.
+//!
+//! A whole call is also bounded by a deadline of its
 //! own ([`Config::deadline`]), so a server that accepts a connection and
 //! never answers cannot hang a reader, and [`cancel_all`] (called on
 //! SIGTERM) ends every call at once, so the unmount never waits for a
@@ -121,6 +134,10 @@ pub struct Config {
     pub timeout: Duration,
     /// Time to establish a connection.
     pub connect_timeout: Duration,
+    /// Time one attempt may go without receiving a byte (the response's
+    /// head, or the next bytes of its body) before it is abandoned and
+    /// retried on a new connection, resuming after the bytes received.
+    pub stall_timeout: Duration,
 }
 
 impl Default for Config {
@@ -137,6 +154,12 @@ impl Default for Config {
             retries: 5,
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            // See docs/REMOTE.md, "Timeouts": a healthy loopback GET of
+            // 1-16 MiB never goes more than a few milliseconds without a
+            // byte, a cross-region one a few hundred; 10 s is far above
+            // both, and fits twice into the 30 s request timeout, so a
+            // read survives two stalls in a row.
+            stall_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -174,6 +197,7 @@ impl Config {
             .with_allow_http(allow_http)
             .with_timeout(self.timeout)
             .with_connect_timeout(self.connect_timeout)
+            .with_read_timeout(self.stall_timeout)
     }
 }
 

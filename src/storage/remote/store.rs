@@ -158,6 +158,47 @@ fn merge_ranges(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
     out
 }
 
+/// Run the listing `list` (of `what`), again on failure, as a GET is:
+/// with exponential backoff (100 ms doubling up to 5 s, full jitter), up
+/// to [`super::Config::retries`] times while less than
+/// [`super::Config::timeout`] has passed since the first try.
+/// `object_store` retries a listing's request until its answer's head,
+/// but not the reading of its body (a page cut short, a stall): that is
+/// retried here, a whole page again (listings have no range to resume).
+/// A not-found answer is an answer, returned at once.
+async fn retry_listing<T, F, Fut>(what: &str, mut list: F) -> io::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = io::Result<T>>,
+{
+    let cfg = super::config();
+    let started = std::time::Instant::now();
+    let mut backoff = std::time::Duration::from_millis(100);
+    let mut tries = 0;
+    loop {
+        match list().await {
+            Ok(v) => return Ok(v),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+            Err(e) if tries >= cfg.retries || started.elapsed() >= cfg.timeout => return Err(e),
+            Err(e) => {
+                tries += 1;
+                let jitter = {
+                    use std::hash::BuildHasher;
+                    std::collections::hash_map::RandomState::new().hash_one(tries) % 1000
+                };
+                let sleep = backoff.mul_f64(jitter as f64 / 1000.0);
+                log::info!(
+                    "{what}: listing failed ({e}); retry {tries} of {} in {:.2} s",
+                    cfg.retries,
+                    sleep.as_secs_f64()
+                );
+                tokio::time::sleep(sleep).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(5));
+            }
+        }
+    }
+}
+
 /// The keys under a prefix of an object store, as a [`Store`].
 #[derive(Clone)]
 pub struct RemoteStore {
@@ -508,9 +549,13 @@ impl Store for RemoteStore {
         }
         let store = self.store();
         let path = loc.prefix().clone();
+        let what = loc.display();
         let listed = block_on(self.remote.deadline, async move {
             let p = (!path.as_ref().is_empty()).then_some(&path);
-            store.list_with_delimiter(p).await.map_err(io_error)
+            retry_listing(&what, || async {
+                store.list_with_delimiter(p).await.map_err(io_error)
+            })
+            .await
         })
         .map_err(with_path(&loc))?;
         let mut out: Vec<(String, bool)> = listed
@@ -546,20 +591,24 @@ impl Store for RemoteStore {
         }
         let store = self.store();
         let path = loc.prefix().clone();
+        let what = loc.display();
         let mut objects = block_on(self.remote.deadline, async move {
             let p = (!path.as_ref().is_empty()).then_some(&path);
-            let mut out = Vec::new();
-            let mut list = store.list(p);
-            while let Some(m) = list.next().await {
-                let m = m.map_err(io_error)?;
-                out.push((
-                    m.location.to_string(),
-                    m.size,
-                    m.e_tag,
-                    m.last_modified.timestamp_nanos_opt(),
-                ));
-            }
-            Ok(out)
+            retry_listing(&what, || async {
+                let mut out = Vec::new();
+                let mut list = store.list(p);
+                while let Some(m) = list.next().await {
+                    let m = m.map_err(io_error)?;
+                    out.push((
+                        m.location.to_string(),
+                        m.size,
+                        m.e_tag,
+                        m.last_modified.timestamp_nanos_opt(),
+                    ));
+                }
+                Ok(out)
+            })
+            .await
         })
         .map_err(with_path(&loc))?;
         objects.sort();
