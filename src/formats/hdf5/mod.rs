@@ -303,13 +303,7 @@ pub fn from_reader_with(
     cache: Arc<ChunkCache>,
     sources: Option<vds::Sources>,
 ) -> Result<Contents> {
-    let ctx = vds::Context {
-        sources,
-        file: file.clone(),
-        name: name.clone(),
-        depth: 0,
-        cache,
-    };
+    let ctx = vds::Context::top(sources, file.clone(), name.clone(), cache);
     from_context(name, file, ctx)
 }
 
@@ -812,6 +806,9 @@ fn build(
             None => path.clone(),
         };
         let shown = shown.trim_start_matches('/').to_string();
+        if !ctx.wants(&path, &shown) {
+            continue;
+        }
         let vlen_string = p
             .node
             .messages

@@ -74,6 +74,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
@@ -91,13 +92,23 @@ use crate::storage::scope::{Refusal, Scope};
 /// `H5S_UNLIMITED`: a count or block that follows the extent.
 pub const UNLIMITED: u64 = u64::MAX;
 
-/// The most runs one irregular mapping is cut into (see the module doc);
-/// past it the mapping's reads fail rather than use unbounded memory.
+/// The most runs the irregular virtual selections of one dataset are cut
+/// into, all its mappings together (see the module doc): past it the
+/// dataset is skipped rather than use unbounded memory.
 pub const MAX_RUNS: usize = 1 << 16;
+
+/// The most runs one read of a virtual dataset lists, virtual and source
+/// runs of all the mappings it touches together: past it the read fails
+/// (EIO) rather than use unbounded memory and time.
+pub const MAX_READ_RUNS: usize = 4 * MAX_RUNS;
 
 /// How deep virtual datasets may read other virtual datasets (a source
 /// naming its own dataset would otherwise recurse forever).
 pub const MAX_DEPTH: usize = 8;
+
+/// The most source files one load opens (see [`Budget`]): twice the
+/// longest printf-style series, so that two full series load.
+pub const MAX_OPENS: usize = 2 * MAX_SERIES as usize;
 
 /// The most sources of a printf-style series probed.
 pub const MAX_SERIES: u64 = 4096;
@@ -442,12 +453,29 @@ impl Dim {
         i.min(self.len)
     }
 
-    /// One past the last position (`start` when empty).
-    pub fn end(&self) -> u64 {
+    /// One past the last position (`start` when empty); `None` when
+    /// that lies past `u64::MAX` (a corrupt selection: outside every
+    /// extent).
+    pub fn end(&self) -> Option<u64> {
         if self.len == 0 {
-            self.start
+            return Some(self.start);
+        }
+        let i = self.len - 1;
+        self.start
+            .checked_add((i / self.block).checked_mul(self.stride)?)?
+            .checked_add(i % self.block)?
+            .checked_add(1)
+    }
+
+    /// How many runs of contiguous positions `segments(0, len)` yields,
+    /// counted without listing them.
+    pub fn segment_count(&self) -> u64 {
+        if self.len == 0 {
+            0
+        } else if self.stride == self.block {
+            1
         } else {
-            self.pos(self.len - 1) + 1
+            self.len.div_ceil(self.block)
         }
     }
 
@@ -629,11 +657,17 @@ fn lattice_runs(lat: &[Dim], max: usize) -> Option<Vec<Run>> {
     let Some((last, outer)) = lat.split_last() else {
         return Some(vec![(Vec::new(), 1)]);
     };
-    let segs = last.segments(0, last.len);
+    // An empty dimension selects nothing: no row is walked (a count of
+    // 0 beside one of 2^40 would otherwise walk 2^40 empty rows).
+    if lat.iter().any(|d| d.len == 0) {
+        return Some(Vec::new());
+    }
+    // Counted before anything is listed: the cap holds the memory.
     let rows = outer.iter().try_fold(1u64, |a, d| a.checked_mul(d.len))?;
-    if rows.checked_mul(segs.len() as u64)? > max as u64 {
+    if rows.checked_mul(last.segment_count())? > max as u64 {
         return None;
     }
+    let segs = last.segments(0, last.len);
     let mut out = Vec::new();
     for_each_index(outer, |idx| {
         let row: Vec<u64> = outer.iter().zip(idx).map(|(d, &i)| d.pos(i)).collect();
@@ -755,6 +789,102 @@ pub struct Context {
     /// How many virtual datasets deep this file is being read.
     pub depth: usize,
     pub cache: Arc<ChunkCache>,
+    /// The virtual datasets being read to get here, outermost first:
+    /// (file key, dataset path without its leading `/`). Building one of
+    /// them again is a loop, refused.
+    pub chain: Vec<(String, String)>,
+    /// The opens left to the load this file is part of.
+    pub budget: Budget,
+    /// Build only this dataset (a probe of one source: the others of its
+    /// file are neither built nor probed in turn).
+    pub only: Option<String>,
+}
+
+impl Context {
+    /// The context of a file opened at the top: nothing above it.
+    pub fn top(
+        sources: Option<Sources>,
+        file: Arc<dyn ReadAt>,
+        name: String,
+        cache: Arc<ChunkCache>,
+    ) -> Context {
+        Context {
+            sources,
+            file,
+            name,
+            depth: 0,
+            cache,
+            chain: Vec::new(),
+            budget: Budget::new(),
+            only: None,
+        }
+    }
+
+    /// This file's identity in [`Context::chain`]: its resolved path
+    /// where it has one, else its name.
+    pub fn key(&self) -> String {
+        match &self.sources {
+            Some(s) => s.path.display().to_string(),
+            None => self.name.clone(),
+        }
+    }
+
+    /// Whether the dataset at `path` of this file is to be built (see
+    /// [`Context::only`]).
+    pub fn wants(&self, path: &str, shown: &str) -> bool {
+        let Some(only) = &self.only else {
+            return true;
+        };
+        let (want, want_shown) = wanted(only);
+        let path = path.trim_start_matches('/');
+        [path, shown].iter().any(|n| *n == want || *n == want_shown)
+    }
+}
+
+/// How many source files one load may still open, shared by every file
+/// that load opens, however deep (review finding 1: each unlimited or
+/// printf-style mapping opens its source when the file is loaded, and
+/// that source's own virtual datasets open theirs; depth alone bounds
+/// the chain, not the fan-out, so a few bytes could ask for 10^8
+/// parses). A read that opens a source starts a budget of its own, so
+/// one load's spending never fails later reads.
+#[derive(Clone, Debug)]
+pub struct Budget(Arc<AtomicUsize>);
+
+impl Budget {
+    pub fn new() -> Budget {
+        Budget(Arc::new(AtomicUsize::new(MAX_OPENS)))
+    }
+
+    /// Take one open; `false` when none is left.
+    fn take(&self) -> bool {
+        self.0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget::new()
+    }
+}
+
+/// A dataset name as stored in a mapping and as the mount shows it
+/// (netCDF's `_nc4_non_coord_` prefix off), both without a leading `/`.
+fn wanted(dataset: &str) -> (String, String) {
+    let want = dataset.trim_start_matches('/');
+    let shown = match want.rsplit_once('/') {
+        Some((g, b)) => format!(
+            "{g}/{}",
+            b.strip_prefix(super::NON_COORD_PREFIX).unwrap_or(b)
+        ),
+        None => want
+            .strip_prefix(super::NON_COORD_PREFIX)
+            .unwrap_or(want)
+            .to_string(),
+    };
+    (want.to_string(), shown)
 }
 
 /// Why a virtual dataset's source cannot be read, naming it.
@@ -816,6 +946,14 @@ pub fn array(
     let rank = meta.rank();
     let src = meta.source.clone();
     let bad = |d: String| Error::metadata(&src, d);
+    let me = (ctx.key(), what.trim_start_matches('/').to_string());
+    if ctx.chain.contains(&me) {
+        let via: Vec<String> = ctx.chain.iter().map(|(f, d)| format!("{f}:{d}")).collect();
+        return Err(bad(format!(
+            "a virtual dataset that reads itself (through {})",
+            via.join(" -> ")
+        )));
+    }
     let mut files: Vec<SourceFile> = Vec::new();
     let mut file_index = |name: String| -> usize {
         match files.iter().position(|f| f.name == name) {
@@ -869,7 +1007,9 @@ pub fn array(
                     }
                 };
                 if let Some(l) = lattice(&m.virt, &meta.shape, Some(n)) {
-                    let e = l[d].end();
+                    let e = l[d].end().ok_or_else(|| {
+                        bad("an unlimited mapping reaching past 2^64 elements".into())
+                    })?;
                     grown[d] = Some(grown[d].map_or(e, |g| g.max(e)));
                 }
                 plain.push((i, dataset, m.source, m.virt, Some(n)));
@@ -946,14 +1086,21 @@ pub fn array(
         meta = m;
     }
     let mut resolved = Vec::with_capacity(plain.len());
+    // Runs kept, all mappings together (review finding 3: a cap per
+    // mapping let 20,000 mappings keep 49,000 runs each).
+    let mut runs_left = MAX_RUNS;
     for (file, dataset, source, virt, unlim) in plain {
         let v = match lattice(&virt, &shape, unlim) {
             Some(l) => VirtSel::Lattice(l),
-            None => match runs(&virt, &shape, unlim, MAX_RUNS) {
-                Some(r) => VirtSel::Runs(r),
+            None => match runs(&virt, &shape, unlim, runs_left) {
+                Some(r) => {
+                    runs_left -= r.len();
+                    VirtSel::Runs(r)
+                }
                 None => {
                     return Err(bad(format!(
-                        "a virtual selection of more than {MAX_RUNS} irregular runs"
+                        "virtual selections of more than {MAX_RUNS} irregular runs \
+                         in all"
                     )));
                 }
             },
@@ -962,7 +1109,7 @@ pub fn array(
             VirtSel::Lattice(l) => l
                 .iter()
                 .zip(&shape)
-                .all(|(d, &e)| d.len == 0 || d.end() <= e),
+                .all(|(d, &e)| d.len == 0 || d.end().is_some_and(|end| end <= e)),
             VirtSel::Runs(r) => r.iter().all(|(s, n)| {
                 s.iter().zip(&shape).all(|(&p, &e)| p < e)
                     && s.last()
@@ -1011,8 +1158,14 @@ impl Vds {
         }
     }
 
-    /// Open the source file `name` (`.`: this file) and its datasets.
-    fn open_file(&self, name: &str) -> std::result::Result<Datasets, VdsError> {
+    /// Open the source file `name` (`.`: this file) and its datasets
+    /// (only `only`, if given), spending one of `budget`'s opens.
+    fn open_file(
+        &self,
+        name: &str,
+        budget: &Budget,
+        only: Option<&str>,
+    ) -> std::result::Result<Datasets, VdsError> {
         let fail = |detail: String| VdsError::File {
             file: name.to_string(),
             detail,
@@ -1020,6 +1173,13 @@ impl Vds {
         if self.ctx.depth >= MAX_DEPTH {
             return Err(fail(format!(
                 "virtual datasets nested more than {MAX_DEPTH} deep (a loop?)"
+            )));
+        }
+        if !budget.take() {
+            return Err(fail(format!(
+                "more than {MAX_OPENS} source files opened for one load of {} \
+                 (virtual datasets fanning out)",
+                self.ctx.name
             )));
         }
         let (label, file, sources) = if name == "." {
@@ -1051,12 +1211,20 @@ impl Vds {
             };
             (path.display().to_string(), file, Some(sources))
         };
+        let mut chain = self.ctx.chain.clone();
+        chain.push((
+            self.ctx.key(),
+            self.what.trim_start_matches('/').to_string(),
+        ));
         let ctx = Context {
             sources,
             file: file.clone(),
             name: label.clone(),
             depth: self.ctx.depth + 1,
             cache: self.ctx.cache.clone(),
+            chain,
+            budget: budget.clone(),
+            only: only.map(str::to_string),
         };
         let contents = super::from_context(label, file, ctx).map_err(|e| fail(e.to_string()))?;
         Ok(Arc::new(contents.arrays))
@@ -1069,8 +1237,9 @@ impl Vds {
             return Ok(d.clone());
         }
         // Opened outside the lock (it reads); a race opens twice, and the
-        // first kept wins.
-        let d = self.open_file(&slot.name)?;
+        // first kept wins. A budget of its own: this read's, not the
+        // load's (spent long ago, or by another read).
+        let d = self.open_file(&slot.name, &Budget::new(), None)?;
         let mut g = slot.opened.lock().expect("not poisoned");
         Ok(g.get_or_insert(d).clone())
     }
@@ -1082,20 +1251,10 @@ impl Vds {
         dataset: &str,
     ) -> std::result::Result<Arc<dyn ArraySource>, VdsError> {
         // As the mount shows it: netCDF's `_nc4_non_coord_` prefix off.
-        let want = dataset.trim_start_matches('/');
-        let shown = match want.rsplit_once('/') {
-            Some((g, b)) => format!(
-                "{g}/{}",
-                b.strip_prefix(super::NON_COORD_PREFIX).unwrap_or(b)
-            ),
-            None => want
-                .strip_prefix(super::NON_COORD_PREFIX)
-                .unwrap_or(want)
-                .to_string(),
-        };
+        let (want, shown) = wanted(dataset);
         let a = datasets
             .iter()
-            .find(|(n, _)| n == want || *n == shown)
+            .find(|(n, _)| *n == want || *n == shown)
             .map(|(_, a)| a.clone())
             .ok_or_else(|| VdsError::Dataset {
                 file: file.to_string(),
@@ -1122,7 +1281,7 @@ impl Vds {
         file: &str,
         dataset: &str,
     ) -> std::result::Result<Arc<dyn ArraySource>, VdsError> {
-        let d = self.open_file(file)?;
+        let d = self.open_file(file, &self.ctx.budget, Some(dataset))?;
         self.find(&d, file, dataset)
     }
 
@@ -1160,8 +1319,9 @@ impl Vds {
         }
     }
 
-    /// Read the part of mapping `m` that lies in `region`.
-    fn read_mapping(&self, m: &Resolved, region: &Region) -> Result<Got> {
+    /// Read the part of mapping `m` that lies in `region`, listing no
+    /// more runs than `runs_left` holds (shared by the read's mappings).
+    fn read_mapping(&self, m: &Resolved, region: &Region, runs_left: &AtomicUsize) -> Result<Got> {
         let name = &self.files[m.file].name;
         let datasets = self.file(m.file).map_err(|e| self.err(e))?;
         let src = self
@@ -1199,9 +1359,10 @@ impl Vds {
             if let Some((d, dim)) = sl
                 .iter()
                 .enumerate()
-                .find(|(d, dim)| dim.len > 0 && dim.end() > sshape[*d])
+                .find(|(d, dim)| dim.len > 0 && dim.end().is_none_or(|e| e > sshape[*d]))
             {
-                return Err(small(format!("up to {} along dimension {d}", dim.end())));
+                let end = dim.end().map_or("past 2^64".into(), |e| e.to_string());
+                return Err(small(format!("up to {end} along dimension {d}")));
             }
             let (vk, sk) = (kept(vl), kept(sl));
             let same =
@@ -1212,17 +1373,27 @@ impl Vds {
                     .map(|(a, b, data)| Got::Box { a, b, data });
             }
         }
-        // Runs, paired.
+        // Runs, paired: each list's length taken from the read's budget
+        // before the next is listed (counted before allocating).
+        let too_many = || {
+            dataset_err(format!(
+                "more than {MAX_READ_RUNS} irregular runs for one read"
+            ))
+        };
+        let spend = |n: usize| {
+            runs_left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(n))
+                .is_ok()
+        };
+        let left = || runs_left.load(Ordering::Relaxed).min(MAX_RUNS);
         let vr = match &m.virt {
-            VirtSel::Lattice(l) => lattice_runs(l, MAX_RUNS),
+            VirtSel::Lattice(l) => lattice_runs(l, left()),
             VirtSel::Runs(r) => Some(r.clone()),
         };
-        let sr = runs(&m.source, &sshape, m.unlim, MAX_RUNS);
-        let (Some(vr), Some(sr)) = (vr, sr) else {
-            return Err(dataset_err(format!(
-                "a mapping of more than {MAX_RUNS} irregular runs"
-            )));
-        };
+        let vr = vr.filter(|r| spend(r.len())).ok_or_else(too_many)?;
+        let sr = runs(&m.source, &sshape, m.unlim, left())
+            .filter(|r| spend(r.len()))
+            .ok_or_else(too_many)?;
         let scount: u64 = sr.iter().fold(0u64, |a, x| a.saturating_add(x.1));
         if scount != vcount {
             return Err(dataset_err(format!(
@@ -1237,7 +1408,7 @@ impl Vds {
         }) {
             return Err(small(format!("a run of {n} from {s:?}")));
         }
-        let pairs = pair_runs(&vr, &sr, MAX_RUNS)
+        let pairs = pair_runs(&vr, &sr, vr.len() + sr.len())
             .ok_or_else(|| dataset_err(format!("more than {MAX_RUNS} runs")))?;
         let mut out = Vec::new();
         for (v, s, n) in pairs {
@@ -1412,7 +1583,8 @@ impl ArraySource for Vds {
             .iter()
             .filter(|m| self.touches(m, region))
             .collect();
-        let read = |m: &&Resolved| self.read_mapping(m, region);
+        let runs_left = AtomicUsize::new(MAX_READ_RUNS);
+        let read = |m: &&Resolved| self.read_mapping(m, region, &runs_left);
         let got: Vec<Result<Got>> = if touched.len() > 1 {
             touched.par_iter().map(read).collect()
         } else {
@@ -1516,7 +1688,7 @@ mod tests {
             let want = pos.iter().filter(|&&p| p < x).count() as u64;
             assert_eq!(d.index_ge(x), want, "{x}");
         }
-        assert_eq!(d.end(), 11);
+        assert_eq!(d.end(), Some(11));
         assert_eq!(d.segments(1, 5), vec![(0, 2, 1), (1, 5, 2), (3, 9, 1)]);
     }
 
@@ -1568,6 +1740,8 @@ mod tests {
                 listed.extend(p..p + n);
             }
             prop_assert_eq!(listed, pos[a as usize..b as usize].to_vec());
+            prop_assert_eq!(d.segment_count(), d.segments(0, d.len).len() as u64);
+            prop_assert_eq!(d.end(), Some(if d.len == 0 { d.start } else { d.pos(d.len - 1) + 1 }));
         }
 
         /// A lattice's runs are its elements in row-major order.
@@ -1587,6 +1761,60 @@ mod tests {
             }
             prop_assert_eq!(got, want);
         }
+    }
+
+    /// Review finding 4: a block ending at `u64::MAX` has no end (it
+    /// panicked in debug builds, wrapped to 0 in release).
+    #[test]
+    fn a_dim_past_u64_max_has_no_end() {
+        let d = Dim::contiguous(u64::MAX, 1);
+        assert_eq!(d.end(), None);
+        let d = Dim {
+            start: 1 << 62,
+            stride: 1 << 62,
+            block: 1,
+            len: 4,
+        };
+        assert_eq!(d.end(), None);
+        assert_eq!(Dim::contiguous(u64::MAX - 1, 1).end(), Some(u64::MAX));
+        assert_eq!(Dim::contiguous(7, 0).end(), Some(7));
+        // Such a virtual selection is refused when the dataset is built.
+        let sel = Selection::Regular {
+            start: vec![u64::MAX],
+            stride: vec![1],
+            count: vec![1],
+            block: vec![1],
+        };
+        let l = lattice(&sel, &[10], None).unwrap();
+        assert_eq!(l[0].end(), None);
+    }
+
+    /// Review finding 2: an empty last dimension beside a huge one lists
+    /// nothing at once (it walked 2^40 empty rows), and a last dimension
+    /// of 2^39 segments is refused before one is listed (it allocated
+    /// them all first).
+    #[test]
+    fn lattice_runs_count_before_listing() {
+        let huge = Dim::contiguous(0, 1 << 40);
+        let empty = Dim::contiguous(0, 0);
+        let t = std::time::Instant::now();
+        assert_eq!(lattice_runs(&[huge, empty], 10), Some(vec![]));
+        assert_eq!(lattice_runs(&[empty, huge], 10), Some(vec![]));
+        let strided = Dim {
+            start: 0,
+            stride: 2,
+            block: 1,
+            len: 1 << 39,
+        };
+        assert_eq!(strided.segment_count(), 1 << 39);
+        assert_eq!(lattice_runs(&[strided], MAX_RUNS), None);
+        assert_eq!(
+            lattice_runs(&[Dim::contiguous(0, 2), strided], MAX_RUNS),
+            None
+        );
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        // And through `runs`: source "all" of shape (2^40, 0).
+        assert_eq!(runs(&Selection::All, &[1 << 40, 0], None, 10), Some(vec![]));
     }
 
     #[test]

@@ -1,0 +1,64 @@
+//! Hostile virtual-dataset layouts (review 9): mappings that fan out or
+//! loop back must cost a bounded number of opens and reads, at load and
+//! at read time. The files are h5py's (generate_vdsfix.py); the
+//! expected bytes of `vds_fanout.h5` are h5py's reads, compared by the
+//! manifest tests; here the time they take and what a loop answers.
+
+use super::*;
+use std::time::Duration;
+
+/// Run `f` on a thread of its own; a panic if it takes longer than
+/// `secs` (the unfixed reader took hours: the test must not wait).
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(secs))
+        .unwrap_or_else(|e| panic!("not done within {secs} s: {e}"))
+}
+
+fn ints(a: &dyn slabfs::ArraySource) -> Result<Vec<i32>, String> {
+    let n = a.meta().num_elements() as usize;
+    let mut buf = vec![0u8; 4 * n];
+    read_at(a, 0, &mut buf, Endian::Little).map_err(|e| e.to_string())?;
+    Ok(buf
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes(b.try_into().unwrap()))
+        .collect())
+}
+
+#[test]
+fn ten_unlimited_mappings_from_the_file_itself_load_in_ten_opens() {
+    // Each of v0..v9 probes `.`'s `s`: that probe builds `s` only, not
+    // the ten virtual datasets again (10^8 parses before the fix).
+    let ds = within(60, || {
+        dataset::open(&data("vds_fanout.h5"), cache()).unwrap()
+    });
+    let want = [1, 11, 21, 31, 41, 51];
+    for k in 0..10 {
+        let a = &ds.get(&format!("v{k}")).unwrap().array;
+        assert_eq!(a.meta().shape, [6], "v{k}");
+        assert_eq!(ints(a.as_ref()).unwrap(), want, "v{k}");
+    }
+}
+
+#[test]
+fn a_virtual_dataset_reading_itself_fails_at_once_naming_the_loop() {
+    let ds = within(60, || {
+        dataset::open(&fixtures().join("vds_bad/loop.h5"), cache()).unwrap()
+    });
+    // Six mappings of `self` from `self`: each read read six more, 6^8
+    // in all, before the fix; now the copy built for the read refuses
+    // to build itself again and the read fails.
+    let a = ds.get("self").unwrap().array.clone();
+    let e = within(60, move || ints(a.as_ref())).unwrap_err();
+    assert!(e.contains("loop.h5") && e.contains("self"), "{e}");
+    // `a` and `b` read each other: their probes end at the loop, their
+    // stored extents stay, and their reads fail.
+    for name in ["a", "b"] {
+        let a = &ds.get(name).unwrap().array;
+        assert_eq!(a.meta().shape, [4], "{name}");
+        assert!(ints(a.as_ref()).is_err(), "{name}");
+    }
+}
