@@ -48,12 +48,13 @@ fn a_virtual_dataset_reading_itself_fails_at_once_naming_the_loop() {
     let ds = within(60, || {
         dataset::open(&fixtures().join("vds_bad/loop.h5"), cache()).unwrap()
     });
-    // Six mappings of `self` from `self`: each read read six more, 6^8
-    // in all, before the fix; now the copy built for the read refuses
-    // to build itself again and the read fails.
+    // Twelve mappings of `self` from `self`: each read read twelve
+    // more, 12^8 in all, before the fix; now the copy built for the
+    // read refuses to build itself again and the read fails.
     let a = ds.get("self").unwrap().array.clone();
     let e = within(60, move || ints(a.as_ref())).unwrap_err();
     assert!(e.contains("loop.h5") && e.contains("self"), "{e}");
+    assert!(e.contains("reading itself (a loop)"), "{e}");
     // `a` and `b` read each other: their probes end at the loop, their
     // stored extents stay, and their reads fail.
     for name in ["a", "b"] {

@@ -1230,6 +1230,30 @@ impl Vds {
         Ok(Arc::new(contents.arrays))
     }
 
+    /// Refuse a source that is this dataset or one of those being read
+    /// to get here (a loop), when it can be told without opening it:
+    /// a source in this file (`.`). Loops through other files end when
+    /// their copy of a dataset of the chain refuses to be built.
+    fn check_loop(&self, file: &str, dataset: &str) -> std::result::Result<(), VdsError> {
+        if file != "." {
+            return Ok(());
+        }
+        let me = (
+            self.ctx.key(),
+            self.what.trim_start_matches('/').to_string(),
+        );
+        let (want, shown) = wanted(dataset);
+        let hit = |d: &String| *d == want || *d == shown;
+        if hit(&me.1) || self.ctx.chain.iter().any(|(f, d)| *f == me.0 && hit(d)) {
+            return Err(VdsError::Dataset {
+                file: file.to_string(),
+                dataset: dataset.to_string(),
+                detail: "a virtual dataset reading itself (a loop)".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// The datasets of source file `i`, opened now if not yet.
     fn file(&self, i: usize) -> std::result::Result<Datasets, VdsError> {
         let slot = &self.files[i];
@@ -1281,6 +1305,7 @@ impl Vds {
         file: &str,
         dataset: &str,
     ) -> std::result::Result<Arc<dyn ArraySource>, VdsError> {
+        self.check_loop(file, dataset)?;
         let d = self.open_file(file, &self.ctx.budget, Some(dataset))?;
         self.find(&d, file, dataset)
     }
@@ -1323,6 +1348,7 @@ impl Vds {
     /// more runs than `runs_left` holds (shared by the read's mappings).
     fn read_mapping(&self, m: &Resolved, region: &Region, runs_left: &AtomicUsize) -> Result<Got> {
         let name = &self.files[m.file].name;
+        self.check_loop(name, &m.dataset).map_err(|e| self.err(e))?;
         let datasets = self.file(m.file).map_err(|e| self.err(e))?;
         let src = self
             .find(&datasets, name, &m.dataset)
