@@ -63,3 +63,23 @@ fn a_virtual_dataset_reading_itself_fails_at_once_naming_the_loop() {
         assert!(ints(a.as_ref()).is_err(), "{name}");
     }
 }
+
+/// Review 9 finding 5: an external data file missing when the HDF5 file
+/// was loaded was remembered as failed for the life of the load; now
+/// each read tries again, and once it appears its bytes are served.
+#[test]
+fn an_external_file_that_appears_after_the_load_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("external_missing.h5");
+    std::fs::copy(data("external_missing.h5"), &file).unwrap();
+    let ds = dataset::open(&file, cache()).unwrap();
+    let a = &ds.get("gone").unwrap().array;
+    let mut buf = vec![0u8; 12];
+    let e = read_at(a.as_ref(), 0, &mut buf, Endian::Little).unwrap_err();
+    assert!(e.to_string().contains("ext_gone.bin"), "{e}");
+    // The bytes h5py wrote there (generate_storage.py: arange(6) as <i2).
+    let bytes: Vec<u8> = (0i16..6).flat_map(i16::to_le_bytes).collect();
+    std::fs::write(tmp.path().join("ext_gone.bin"), &bytes).unwrap();
+    read_at(a.as_ref(), 0, &mut buf, Endian::Little).unwrap();
+    assert_eq!(buf, bytes);
+}

@@ -352,7 +352,7 @@ pub(crate) fn from_context(
     let linked = ctx
         .sources
         .as_ref()
-        .map(|s| Linked::new(s.files.as_ref(), &s.scope));
+        .map(|s| Linked::new(s.files.clone(), s.scope.clone()));
     let externals = open_externals(&f, &nodes, Path::new(&name), linked);
     let raw = H5File { file, ..f.clone() };
     let file = Arc::new(FileRef {
@@ -409,10 +409,15 @@ fn open_externals(
     f: &H5File,
     nodes: &[Node],
     from: &Path,
-    linked: Option<Linked<'_>>,
+    linked: Option<Linked>,
 ) -> HashMap<u64, std::result::Result<Arc<External>, Hdf5Error>> {
     let mut out = HashMap::new();
     for node in nodes {
+        // A dataset under several names (hard links) is one node address:
+        // its files are opened once (review 9 finding 8).
+        if out.contains_key(&node.addr) {
+            continue;
+        }
         let Some(m) = node.messages.iter().find(|m| m.kind == MSG_EXTERNAL) else {
             continue;
         };
@@ -420,7 +425,7 @@ fn open_externals(
         let ext = m
             .resolved(f, what)
             .and_then(|data| external::slots(f, &data, what))
-            .map(|slots| Arc::new(External::open(slots, from, linked)));
+            .map(|slots| Arc::new(External::open(slots, from, linked.clone())));
         out.insert(node.addr, ext);
     }
     out
