@@ -83,3 +83,38 @@ fn an_external_file_that_appears_after_the_load_is_read() {
     read_at(a.as_ref(), 0, &mut buf, Endian::Little).unwrap();
     assert_eq!(buf, bytes);
 }
+
+/// Review 9 finding 7: a printf-style series ended at the first member
+/// that failed in any way, silently (a corrupt `vds_series_1.h5` made
+/// `series` 4 elements long). It ends only where a member does not
+/// exist; a member that cannot be read skips the dataset, naming it.
+#[test]
+fn a_printf_series_member_that_cannot_be_read_is_not_its_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    for f in [
+        "vds.h5",
+        "vds_series_0.h5",
+        "vds_series_1.h5",
+        "vds_series_2.h5",
+    ] {
+        std::fs::copy(data(f), tmp.path().join(f)).unwrap();
+    }
+    let ds = dataset::open(&tmp.path().join("vds.h5"), cache()).unwrap();
+    assert_eq!(ds.get("series").unwrap().array.meta().shape, [12]);
+    // Member 2 gone: the series ends there (HDF5's rule).
+    std::fs::remove_file(tmp.path().join("vds_series_2.h5")).unwrap();
+    let ds = dataset::open(&tmp.path().join("vds.h5"), cache()).unwrap();
+    assert_eq!(ds.get("series").unwrap().array.meta().shape, [8]);
+    // Member 1 not HDF5: not an end, a failure naming it.
+    std::fs::write(tmp.path().join("vds_series_1.h5"), b"not an HDF5 file").unwrap();
+    let ds = dataset::open(&tmp.path().join("vds.h5"), cache()).unwrap();
+    assert!(ds.get("series").is_none());
+    let why: Vec<String> = ds.skipped.iter().map(|e| format!("{e:#}")).collect();
+    assert!(
+        why.iter()
+            .any(|w| w.contains("series") && w.contains("vds_series_1.h5")),
+        "{why:?}"
+    );
+    // The other virtual datasets of the file are served.
+    assert!(ds.get("stack").is_some());
+}

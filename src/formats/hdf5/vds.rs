@@ -800,6 +800,13 @@ pub struct Context {
     pub only: Option<String>,
 }
 
+impl VdsError {
+    /// Whether the source does not exist (rather than failing to read).
+    pub fn absent(&self) -> bool {
+        matches!(self, VdsError::NoFile { .. } | VdsError::NoDataset { .. })
+    }
+}
+
 impl Context {
     /// The context of a file opened at the top: nothing above it.
     pub fn top(
@@ -893,6 +900,12 @@ fn wanted(dataset: &str) -> (String, String) {
 pub enum VdsError {
     #[error("source file {file:?} of a virtual dataset: {detail}")]
     File { file: String, detail: String },
+    /// The file or the dataset does not exist (where a printf-style
+    /// series ends; any other failure is an error).
+    #[error("source file {file:?} of a virtual dataset: {detail}")]
+    NoFile { file: String, detail: String },
+    #[error("source dataset {dataset:?} in {file:?}: no such numeric dataset")]
+    NoDataset { file: String, dataset: String },
     #[error("source dataset {dataset:?} in {file:?}: {detail}")]
     Dataset {
         file: String,
@@ -1031,8 +1044,18 @@ pub fn array(
                 while k < MAX_SERIES {
                     let (f, _) = substitute(&m.file, Some(k));
                     let (ds, _) = substitute(&m.dataset, Some(k));
-                    if probe.source_array(&f, &ds).is_err() {
-                        break;
+                    // The series ends at the first source that does not
+                    // exist; one that cannot be read fails the dataset
+                    // (review 9 finding 7: ending there hid the rest).
+                    match probe.source_array(&f, &ds) {
+                        Ok(_) => {}
+                        Err(e) if e.absent() => break,
+                        Err(e) => {
+                            return Err(bad(format!(
+                                "member {k} of the printf-style series {:?}: {e}",
+                                m.file
+                            )));
+                        }
                     }
                     let mut s = start.clone();
                     s[d] = s[d].saturating_add(k.saturating_mul(stride[d]));
@@ -1200,10 +1223,17 @@ impl Vds {
                 Refusal::NoUrls => fail("a URL, and no URL may be read here".into()),
                 Refusal::Scheme => fail("a scheme slabfs does not read".into()),
             })?;
-            let file = s
-                .files
-                .open(&path)
-                .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            let file = s.files.open(&path).map_err(|e| {
+                let detail = format!("{}: {e}", path.display());
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    VdsError::NoFile {
+                        file: name.to_string(),
+                        detail,
+                    }
+                } else {
+                    fail(detail)
+                }
+            })?;
             let sources = Sources {
                 files: s.files.clone(),
                 scope: s.scope.clone(),
@@ -1280,10 +1310,9 @@ impl Vds {
             .iter()
             .find(|(n, _)| *n == want || *n == shown)
             .map(|(_, a)| a.clone())
-            .ok_or_else(|| VdsError::Dataset {
+            .ok_or_else(|| VdsError::NoDataset {
                 file: file.to_string(),
                 dataset: dataset.to_string(),
-                detail: "no such numeric dataset".into(),
             })?;
         let (got, have) = (&a.meta().dtype, &self.meta.dtype);
         if got != have {
