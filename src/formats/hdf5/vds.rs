@@ -38,7 +38,10 @@
 //!
 //! Anything else (several irregular blocks, points, boxes of different
 //! shapes) pairs *runs*: each selection cut into row-major runs along its
-//! last dimension, paired piece by piece; at most [`MAX_RUNS`] a mapping.
+//! last dimension, paired piece by piece. Runs are counted before they
+//! are listed: at most [`MAX_RUNS`] kept for a dataset's virtual
+//! selections, all mappings together, and [`MAX_READ_RUNS`] listed by one
+//! read; past either, the dataset is skipped or the read fails.
 //!
 //! # Unlimited mappings
 //!
@@ -52,7 +55,23 @@
 //! A source name holding `%b` with an unlimited virtual selection is a
 //! *printf-style* series: block `k` of the virtual selection comes from
 //! the source named with `%b` replaced by `k`, up to the first that does
-//! not exist (HDF5's default gap of 0); `%%` is a `%`.
+//! not exist (HDF5's default gap of 0); `%%` is a `%`. A member that
+//! exists and cannot be read fails the dataset: ending the series there
+//! would hide the rest as silently as a fill value.
+//!
+//! # Fan-out and loops
+//!
+//! Probing a source opens its file, which builds that file's virtual
+//! datasets, which probe theirs: depth is bounded ([`MAX_DEPTH`]) but
+//! fan-out would not be (ten unlimited mappings from `.` re-read the file
+//! ten times at each of eight levels). Three rules bound it. A probe
+//! builds only the dataset it looks at ([`Context::only`]). Every file a
+//! load opens spends one of that load's [`Budget`] ([`MAX_OPENS`]); a
+//! read that opens a source starts a budget of its own, so a load's
+//! spending never fails later reads. And [`Context::chain`] lists the
+//! virtual datasets being read to get here: one of them built again is a
+//! loop, refused (its reads fail naming it), as is a mapping from `.` to
+//! the dataset itself.
 //!
 //! # Sources, and what fails
 //!
