@@ -1891,6 +1891,66 @@ mod tests {
         assert_eq!(runs(&Selection::All, &[1 << 40, 0], None, 10), Some(vec![]));
     }
 
+    #[derive(Debug)]
+    struct Empty;
+
+    impl ReadAt for Empty {
+        fn read_exact_at(&self, _: &mut [u8], _: u64) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::UnexpectedEof.into())
+        }
+
+        fn size(&self) -> std::io::Result<u64> {
+            Ok(0)
+        }
+    }
+
+    /// Review finding 3: the runs cap held per mapping, so many mappings
+    /// of many runs each were all kept. Three mappings of 30,000 points
+    /// each (90,000 runs) now skip the dataset; two (60,000) are kept.
+    #[test]
+    fn the_runs_cap_holds_for_all_mappings_together() {
+        let ctx = Context::top(
+            None,
+            Arc::new(Empty),
+            "t.h5".into(),
+            Arc::new(ChunkCache::new(1 << 20)),
+        );
+        let meta = || {
+            ArrayMeta::new(
+                "t.h5 v",
+                vec![3, 30_000],
+                crate::dtype::DataType::Int32,
+                vec![0; 4],
+            )
+            .unwrap()
+        };
+        let mapping = |row: u64| Mapping {
+            file: ".".into(),
+            dataset: "s".into(),
+            source: Selection::All,
+            virt: Selection::Points {
+                rank: 2,
+                points: (0..30_000).map(|j| vec![row, 29_999 - j]).collect(),
+            },
+        };
+        let e = array(&ctx, "v", meta(), (0..3).map(mapping).collect())
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("in all"), "{e}");
+        assert!(array(&ctx, "v", meta(), (0..2).map(mapping).collect()).is_ok());
+    }
+
+    #[test]
+    fn a_budget_runs_out_and_is_shared_by_its_clones() {
+        let b = Budget::new();
+        let c = b.clone();
+        for _ in 0..MAX_OPENS / 2 {
+            assert!(b.take() && c.take());
+        }
+        assert!(!b.take() && !c.take());
+        assert!(Budget::new().take());
+    }
+
     #[test]
     fn printf_names() {
         assert_eq!(substitute("f%b.h5", Some(3)), ("f3.h5".into(), true));
