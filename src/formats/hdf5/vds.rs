@@ -91,7 +91,7 @@
 //! dataset): HDF5 fills those silently, which makes a lost file look
 //! like data.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -987,17 +987,16 @@ pub fn array(
         )));
     }
     let mut files: Vec<SourceFile> = Vec::new();
+    // By name: a printf-style series names up to MAX_SERIES files.
+    let mut by_name: HashMap<String, usize> = HashMap::new();
     let mut file_index = |name: String| -> usize {
-        match files.iter().position(|f| f.name == name) {
-            Some(i) => i,
-            None => {
-                files.push(SourceFile {
-                    name,
-                    opened: Mutex::new(None),
-                });
-                files.len() - 1
-            }
-        }
+        *by_name.entry(name.clone()).or_insert_with(|| {
+            files.push(SourceFile {
+                name,
+                opened: Mutex::new(None),
+            });
+            files.len() - 1
+        })
     };
     // Expand printf-style series and measure unlimited mappings.
     let mut plain: Vec<(usize, String, Selection, Selection, Option<u64>)> = Vec::new();
