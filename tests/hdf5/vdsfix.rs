@@ -118,3 +118,23 @@ fn a_printf_series_member_that_cannot_be_read_is_not_its_end() {
     // The other virtual datasets of the file are served.
     assert!(ds.get("stack").is_some());
 }
+
+/// Review 9 finding 10: a netCDF-4 source is looked up as stored, not as
+/// the mount shows it. `nc_src.nc`'s `short` has 2 records of its
+/// unlimited dimension's 4; the mount shows it 4 long (netCDF's fill
+/// after), and a virtual dataset mapping `short[0:4]` read that fill as
+/// data (h5py reads 5, 6 and the fill twice). The read fails instead, as
+/// for any source smaller than its selection.
+#[test]
+fn a_netcdf_source_shorter_than_its_unlimited_dimension_fails_the_read() {
+    let bad = fixtures().join("vds_bad");
+    let src = dataset::open(&bad.join("nc_src.nc"), cache()).unwrap();
+    assert_eq!(src.get("short").unwrap().array.meta().shape, [4]);
+    let ds = dataset::open(&bad.join("from_nc.h5"), cache()).unwrap();
+    let a = &ds.get("v").unwrap().array;
+    let e = ints(a.as_ref()).unwrap_err();
+    assert!(
+        e.contains("nc_src.nc") && e.contains("short") && e.contains("smaller"),
+        "{e}"
+    );
+}

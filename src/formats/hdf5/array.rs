@@ -655,6 +655,10 @@ impl ArraySource for Extended {
         self.inner.change_stamp()
     }
 
+    fn stored(&self) -> Option<Arc<dyn ArraySource>> {
+        Some(self.inner.clone())
+    }
+
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
         let clipped = self.clip(region);
         if clipped.as_ref() == Some(region) {

@@ -1327,7 +1327,9 @@ impl Vds {
         let a = datasets
             .iter()
             .find(|(n, _)| *n == want || *n == shown)
-            .map(|(_, a)| a.clone())
+            // As stored (review 9 finding 10): a netCDF-4 variable padded
+            // to its unlimited dimension would read fill past its extent.
+            .map(|(_, a)| a.stored().unwrap_or_else(|| a.clone()))
             .ok_or_else(|| VdsError::NoDataset {
                 file: file.to_string(),
                 dataset: dataset.to_string(),
