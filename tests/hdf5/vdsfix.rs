@@ -138,3 +138,23 @@ fn a_netcdf_source_shorter_than_its_unlimited_dimension_fails_the_read() {
         "{e}"
     );
 }
+
+/// Review 9 finding 5: a dataset's change stamp covered only the HDF5
+/// file, so a refresh never saw its external data file rewritten.
+#[test]
+fn rewriting_an_external_data_file_changes_the_datasets_stamp() {
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["external.h5", "ext_a.bin", "ext_b.bin", "ext_c.bin"] {
+        std::fs::copy(data(f), tmp.path().join(f)).unwrap();
+    }
+    let ds = dataset::open(&tmp.path().join("external.h5"), cache()).unwrap();
+    let a = &ds.get("two_files").unwrap().array;
+    let before = a.change_stamp().data;
+    assert!(before.is_some());
+    assert_eq!(a.change_stamp().data, before);
+    // Another length: the stamp (size, times) must differ.
+    let mut bytes = std::fs::read(tmp.path().join("ext_a.bin")).unwrap();
+    bytes.push(0);
+    std::fs::write(tmp.path().join("ext_a.bin"), &bytes).unwrap();
+    assert_ne!(a.change_stamp().data, before);
+}

@@ -214,6 +214,22 @@ impl External {
         }
     }
 
+    /// A hash of every slot's file stamp (its path's, or a URL's object's;
+    /// a marker where there is none): it changes when one of the files is
+    /// rewritten, replaced, removed or appears, so that a refresh sees it
+    /// (the HDF5 file's own stamp does not).
+    pub fn stamp(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for p in &self.parts {
+            let s = self.linked.as_ref().and_then(|l| {
+                crate::storage::files::stamp_at(l.files.as_ref(), Path::new(&p.path))
+            });
+            (&p.path, s).hash(&mut h);
+        }
+        h.finish()
+    }
+
     /// The file of part `p`, opened now if it was not (a failure is
     /// returned, not kept: the next read tries again).
     fn file(&self, p: &Part) -> Result<Arc<dyn ReadAt>, String> {
