@@ -158,3 +158,22 @@ fn rewriting_an_external_data_file_changes_the_datasets_stamp() {
     std::fs::write(tmp.path().join("ext_a.bin"), &bytes).unwrap();
     assert_ne!(a.change_stamp().data, before);
 }
+
+/// Review 9 finding 5: a virtual dataset had no change stamp, so a
+/// refresh never saw a source file rewritten.
+#[test]
+fn rewriting_a_vds_source_changes_the_datasets_stamp() {
+    let tmp = tempfile::tempdir().unwrap();
+    for f in ["vds.h5", "vds_src0.h5", "vds_src1.h5"] {
+        std::fs::copy(data(f), tmp.path().join(f)).unwrap();
+    }
+    let ds = dataset::open(&tmp.path().join("vds.h5"), cache()).unwrap();
+    let a = &ds.get("stack").unwrap().array;
+    let before = a.change_stamp().data;
+    assert!(before.is_some());
+    assert_eq!(a.change_stamp().data, before);
+    let mut bytes = std::fs::read(tmp.path().join("vds_src1.h5")).unwrap();
+    bytes.push(0);
+    std::fs::write(tmp.path().join("vds_src1.h5"), &bytes).unwrap();
+    assert_ne!(a.change_stamp().data, before);
+}

@@ -100,7 +100,7 @@ use rayon::prelude::*;
 
 use super::error::{H5Result, Hdf5Error};
 use super::io::{Cursor, H5File, check_checksum};
-use crate::engine::array::{ArrayMeta, ArraySource};
+use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::cache::ChunkCache;
 use crate::engine::index::Region;
 use crate::engine::index::copy::{copy_region, fill_region};
@@ -1640,6 +1640,33 @@ fn run_in(run: &Run, region: &Region) -> Option<(u64, u64)> {
 impl ArraySource for Vds {
     fn meta(&self) -> &ArrayMeta {
         &self.meta
+    }
+
+    /// A hash of the virtual file's stamp and every named source file's
+    /// (a marker for one missing): a source rewritten, replaced, removed
+    /// or appearing changes it, and the refresh opens the file again
+    /// (review 9 finding 5). Sources of sources are not followed, nor
+    /// the next member of a printf-style series.
+    fn change_stamp(&self) -> ChangeStamp {
+        use std::hash::{Hash, Hasher};
+        let Some(s) = &self.ctx.sources else {
+            return ChangeStamp::default();
+        };
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let known =
+            crate::storage::files::stamp_at(s.files.as_ref(), &s.path).map(|x| x.hash(&mut h));
+        for f in self.files.iter().filter(|f| f.name != ".") {
+            let stamp = s
+                .scope
+                .resolve(&s.path, &f.name)
+                .ok()
+                .and_then(|p| crate::storage::files::stamp_at(s.files.as_ref(), &p));
+            (&f.name, stamp).hash(&mut h);
+        }
+        ChangeStamp {
+            cache_id: None,
+            data: known.map(|()| h.finish()),
+        }
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
