@@ -25,6 +25,8 @@ mod storage;
 mod types;
 #[path = "hdf5/vds.rs"]
 mod vds;
+#[path = "hdf5/vdsfix.rs"]
+mod vdsfix;
 use common::check_ranges;
 use common::mount::Mount;
 use std::path::{Path, PathBuf};

@@ -117,6 +117,15 @@ pub trait ArraySource: Send + Sync {
     /// and the region lies inside the array.
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()>;
 
+    /// The array as its file stores it, when this one shows it otherwise
+    /// (netCDF-4's variables padded to their unlimited dimension's
+    /// length): what another dataset that names it reads (an HDF5
+    /// virtual dataset's source: past the stored extent is missing data,
+    /// not fill). `None` (the default): as shown.
+    fn stored(&self) -> Option<std::sync::Arc<dyn ArraySource>> {
+        None
+    }
+
     /// The elements of `region` (C order, native byte order) as a slice of
     /// one decoded chunk in the cache, when they lie contiguously in one:
     /// a reply then goes out straight from the chunk instead of through a

@@ -596,9 +596,24 @@ impl Store for H5Store {
     }
 
     /// The file's identity and times: an HDF5 file changes as a whole
-    /// for our purposes (its indexes are read once per load).
+    /// for our purposes (its indexes are read once per load); with its
+    /// external data files' stamps folded in where it has some (review 9
+    /// finding 5: a rewritten external file was never seen).
     fn change_stamp(&self, _prefix: &str) -> Result<Option<u64>> {
-        Ok(file_stamp(std::path::Path::new(&self.file.path)))
+        let own = file_stamp(std::path::Path::new(&self.file.path));
+        let Kind::Rows {
+            external: Some(ext),
+            ..
+        } = &self.kind
+        else {
+            return Ok(own);
+        };
+        use std::hash::{Hash, Hasher};
+        Ok(own.map(|o| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            (o, ext.stamp()).hash(&mut h);
+            h.finish()
+        }))
     }
 }
 
@@ -653,6 +668,10 @@ impl ArraySource for Extended {
 
     fn change_stamp(&self) -> ChangeStamp {
         self.inner.change_stamp()
+    }
+
+    fn stored(&self) -> Option<Arc<dyn ArraySource>> {
+        Some(self.inner.clone())
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {

@@ -19,7 +19,10 @@
 //! a daemon cannot honour; h5py users write them beside the file), an
 //! absolute path as is, and it must lie under the roots the mount allows.
 //! The files are opened when the HDF5 file is loaded, as the file itself
-//! is (opening is where a file is fixed: [`crate::storage::files`]).
+//! is (opening is where a file is fixed: [`crate::storage::files`]). One
+//! that cannot be opened then is not remembered as failed: each read that
+//! needs it tries again (it may have appeared since), and the first open
+//! that succeeds is kept.
 //!
 //! # Failures are errors, never zeros
 //!
@@ -29,8 +32,8 @@
 //! with an error naming the file (EIO in the mount, with a log line), and
 //! the other reads of the dataset are served.
 
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::error::{H5Result, Hdf5Error};
 use super::index::{heap_string, local_heap};
@@ -97,89 +100,149 @@ pub fn slots(f: &H5File, data: &[u8], what: &str) -> H5Result<Vec<Slot>> {
 
 /// How a dataset's external files are reached: the files seam (confined
 /// as the mount is) and where the HDF5 file's references may lead.
-#[derive(Clone, Copy)]
-pub struct Linked<'a> {
-    pub files: &'a dyn Files,
-    pub scope: &'a Scope,
+#[derive(Clone, Debug)]
+pub struct Linked {
+    pub files: Arc<dyn Files>,
+    pub scope: Arc<Scope>,
 }
 
-impl<'a> Linked<'a> {
-    pub fn new(files: &'a dyn Files, scope: &'a Scope) -> Linked<'a> {
+impl Linked {
+    pub fn new(files: Arc<dyn Files>, scope: Arc<Scope>) -> Linked {
         Linked { files, scope }
     }
 }
 
-/// One slot with its file opened, or why it could not be.
+/// One slot with its file opened once one open succeeded.
 #[derive(Debug)]
 struct Part {
     /// The name as the message gives it.
     name: String,
     /// Where it led (for messages).
     path: String,
-    file: Result<Arc<dyn ReadAt>, String>,
+    /// The file, once opened (never a failure: see the module doc).
+    file: Mutex<Option<Arc<dyn ReadAt>>>,
     offset: u64,
     /// Where this slot's bytes start in the dataset's bytes.
     start: u64,
     size: Option<u64>,
 }
 
-/// A dataset's external storage, its files opened.
+/// A dataset's external storage, its files opened (or to be).
 #[derive(Debug)]
 pub struct External {
     parts: Vec<Part>,
+    /// The HDF5 file naming them, and how they are reached (`None`: no
+    /// other file may be read).
+    from: PathBuf,
+    linked: Option<Linked>,
 }
 
 impl External {
     /// Open the files of `slots`, named by the HDF5 file `from`. A file
-    /// that cannot be opened is remembered with the reason: the reads
-    /// that need it fail ([`External::read`]).
-    pub fn open(slots: Vec<Slot>, from: &Path, linked: Option<Linked<'_>>) -> External {
+    /// that cannot be opened is logged and left to the reads that need
+    /// it, which try again ([`External::read`]). A file named by several
+    /// slots is opened once.
+    pub fn open(slots: Vec<Slot>, from: &Path, linked: Option<Linked>) -> External {
         let mut start = 0u64;
-        let mut parts = Vec::with_capacity(slots.len());
+        let mut parts: Vec<Part> = Vec::with_capacity(slots.len());
+        let mut ext = External {
+            parts: Vec::new(),
+            from: from.to_path_buf(),
+            linked,
+        };
         for s in slots {
-            let (path, file) = match linked {
-                None => (
-                    s.name.clone(),
-                    Err("this HDF5 file was opened without access to other files".to_string()),
-                ),
-                Some(l) => match l.scope.resolve(from, &s.name) {
-                    Ok(p) => {
-                        let file = l.files.open(&p).map_err(|e| e.to_string());
-                        (p.display().to_string(), file)
-                    }
-                    Err(r) => {
-                        let why = match r {
-                            Refusal::Outside(real) => format!(
-                                "{real} is outside the allowed roots ({})",
-                                l.scope.describe()
-                            ),
-                            Refusal::Scheme | Refusal::NoUrls => {
-                                "not a location slabfs may read".to_string()
-                            }
-                        };
-                        (s.name.clone(), Err(why))
-                    }
-                },
+            let opened = match parts.iter().find(|p| p.name == s.name) {
+                Some(p) => Ok((p.path.clone(), p.file.lock().expect("not poisoned").clone())),
+                None => ext.open_one(&s.name).map(|(path, f)| (path, Some(f))),
             };
-            if let Err(why) = &file {
-                log::warn!(
-                    "{}: external data file {:?} ({path}) cannot be read: {why}; \
-                     reads of the dataset's bytes stored there will fail",
-                    from.display(),
-                    s.name
-                );
-            }
+            let (path, file) = match opened {
+                Ok(x) => x,
+                Err((path, why)) => {
+                    log::warn!(
+                        "{}: external data file {:?} ({path}) cannot be read: {why}; \
+                         reads of the dataset's bytes stored there will fail \
+                         until it can",
+                        from.display(),
+                        s.name
+                    );
+                    (path, None)
+                }
+            };
             parts.push(Part {
                 name: s.name,
                 path,
-                file,
+                file: Mutex::new(file),
                 offset: s.offset,
                 start,
                 size: s.size,
             });
             start = s.size.map_or(u64::MAX, |n| start.saturating_add(n));
         }
-        External { parts }
+        ext.parts = parts;
+        ext
+    }
+
+    /// Resolve and open the file `name`: (where it led, the file), or
+    /// (where it led, why not).
+    fn open_one(&self, name: &str) -> Result<(String, Arc<dyn ReadAt>), (String, String)> {
+        let Some(l) = &self.linked else {
+            return Err((
+                name.to_string(),
+                "this HDF5 file was opened without access to other files".to_string(),
+            ));
+        };
+        match l.scope.resolve(&self.from, name) {
+            Ok(p) => {
+                let path = p.display().to_string();
+                match l.files.open(&p) {
+                    Ok(f) => Ok((path, f)),
+                    Err(e) => Err((path, e.to_string())),
+                }
+            }
+            Err(r) => {
+                let why = match r {
+                    Refusal::Outside(real) => format!(
+                        "{real} is outside the allowed roots ({})",
+                        l.scope.describe()
+                    ),
+                    Refusal::Scheme | Refusal::NoUrls => {
+                        "not a location slabfs may read".to_string()
+                    }
+                };
+                Err((name.to_string(), why))
+            }
+        }
+    }
+
+    /// A hash of every slot's file stamp (its path's, or a URL's object's;
+    /// a marker where there is none): it changes when one of the files is
+    /// rewritten, replaced, removed or appears, so that a refresh sees it
+    /// (the HDF5 file's own stamp does not).
+    pub fn stamp(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for p in &self.parts {
+            let s = self.linked.as_ref().and_then(|l| {
+                crate::storage::files::stamp_at(l.files.as_ref(), Path::new(&p.path))
+            });
+            (&p.path, s).hash(&mut h);
+        }
+        h.finish()
+    }
+
+    /// The file of part `p`, opened now if it was not (a failure is
+    /// returned, not kept: the next read tries again).
+    fn file(&self, p: &Part) -> Result<Arc<dyn ReadAt>, String> {
+        if let Some(f) = p.file.lock().expect("not poisoned").as_ref() {
+            return Ok(f.clone());
+        }
+        // Opened outside the lock; a race opens twice, the first kept.
+        let (_, f) = self.open_one(&p.name).map_err(|(_, why)| why)?;
+        Ok(p.file
+            .lock()
+            .expect("not poisoned")
+            .get_or_insert(f)
+            .clone())
     }
 
     /// The dataset's bytes `at..at + n`, gathered from the slots they lie
@@ -205,7 +268,7 @@ impl External {
                 file: format!("{:?} ({})", p.name, p.path),
                 reason,
             };
-            let file = p.file.as_ref().map_err(|why| err(why.clone()))?;
+            let file = self.file(p).map_err(err)?;
             let offset = p
                 .offset
                 .checked_add(pos - p.start)
@@ -217,7 +280,7 @@ impl External {
                     err(format!(
                         "the file ends before byte {} which the dataset stores there \
                          (HDF5 would read zeros; slabfs does not guess)",
-                        offset + take
+                        offset.saturating_add(take)
                     ))
                 } else {
                     err(e.to_string())
@@ -269,12 +332,20 @@ mod tests {
         Part {
             name: name.to_string(),
             path: name.to_string(),
-            file: data
-                .map(|d| Arc::new(Mem(d)) as Arc<dyn ReadAt>)
-                .ok_or_else(|| "missing".to_string()),
+            file: Mutex::new(data.map(|d| Arc::new(Mem(d)) as Arc<dyn ReadAt>)),
             offset,
             start,
             size,
+        }
+    }
+
+    /// Parts not backed by any file seam: a part not opened fails with
+    /// "without access to other files".
+    fn external(parts: Vec<Part>) -> External {
+        External {
+            parts,
+            from: PathBuf::from("t.h5"),
+            linked: None,
         }
     }
 
@@ -283,37 +354,29 @@ mod tests {
     /// short file and bytes past the slots are errors, never zeros.
     #[test]
     fn reads_gather_the_slots_and_fail_where_a_file_fails() {
-        let ext = External {
-            parts: vec![
-                part("a", Some((0..8).collect()), 0, 0, Some(8)),
-                part("b", Some((100..120).collect()), 4, 8, Some(8)),
-                part("c", None, 0, 16, Some(4)),
-            ],
-        };
+        let ext = external(vec![
+            part("a", Some((0..8).collect()), 0, 0, Some(8)),
+            part("b", Some((100..120).collect()), 4, 8, Some(8)),
+            part("c", None, 0, 16, Some(4)),
+        ]);
         assert_eq!(ext.read(6, 4, "d").unwrap(), [6, 7, 104, 105]);
         assert_eq!(
             ext.read(8, 8, "d").unwrap(),
             (104..112).collect::<Vec<u8>>()
         );
         let e = ext.read(14, 4, "d").unwrap_err().to_string();
-        assert!(e.contains("\"c\"") && e.contains("missing"), "{e}");
+        assert!(e.contains("\"c\"") && e.contains("without access"), "{e}");
         let e = ext.read(16, 8, "d").unwrap_err().to_string();
         assert!(e.contains("\"c\""), "{e}");
-        let short = External {
-            parts: vec![part("s", Some(vec![1, 2, 3]), 1, 0, Some(4))],
-        };
+        let short = external(vec![part("s", Some(vec![1, 2, 3]), 1, 0, Some(4))]);
         let e = short.read(0, 4, "d").unwrap_err().to_string();
         assert!(e.contains("\"s\"") && e.contains("ends before"), "{e}");
-        let slots = External {
-            parts: vec![part("l", Some(vec![0; 10]), 0, 0, Some(4))],
-        };
+        let slots = external(vec![part("l", Some(vec![0; 10]), 0, 0, Some(4))]);
         assert_eq!(slots.read(2, 2, "d").unwrap(), [0, 0]);
         let e = slots.read(2, 4, "d").unwrap_err().to_string();
         assert!(e.contains("past the external files"), "{e}");
         // An unlimited last slot reaches as far as its file does.
-        let open = External {
-            parts: vec![part("u", Some((0..50).collect()), 10, 0, None)],
-        };
+        let open = external(vec![part("u", Some((0..50).collect()), 10, 0, None)]);
         assert_eq!(open.read(30, 5, "d").unwrap(), [40, 41, 42, 43, 44]);
     }
 }

@@ -303,13 +303,7 @@ pub fn from_reader_with(
     cache: Arc<ChunkCache>,
     sources: Option<vds::Sources>,
 ) -> Result<Contents> {
-    let ctx = vds::Context {
-        sources,
-        file: file.clone(),
-        name: name.clone(),
-        depth: 0,
-        cache,
-    };
+    let ctx = vds::Context::top(sources, file.clone(), name.clone(), cache);
     from_context(name, file, ctx)
 }
 
@@ -358,7 +352,7 @@ pub(crate) fn from_context(
     let linked = ctx
         .sources
         .as_ref()
-        .map(|s| Linked::new(s.files.as_ref(), &s.scope));
+        .map(|s| Linked::new(s.files.clone(), s.scope.clone()));
     let externals = open_externals(&f, &nodes, Path::new(&name), linked);
     let raw = H5File { file, ..f.clone() };
     let file = Arc::new(FileRef {
@@ -415,10 +409,15 @@ fn open_externals(
     f: &H5File,
     nodes: &[Node],
     from: &Path,
-    linked: Option<Linked<'_>>,
+    linked: Option<Linked>,
 ) -> HashMap<u64, std::result::Result<Arc<External>, Hdf5Error>> {
     let mut out = HashMap::new();
     for node in nodes {
+        // A dataset under several names (hard links) is one node address:
+        // its files are opened once (review 9 finding 8).
+        if out.contains_key(&node.addr) {
+            continue;
+        }
         let Some(m) = node.messages.iter().find(|m| m.kind == MSG_EXTERNAL) else {
             continue;
         };
@@ -426,7 +425,7 @@ fn open_externals(
         let ext = m
             .resolved(f, what)
             .and_then(|data| external::slots(f, &data, what))
-            .map(|slots| Arc::new(External::open(slots, from, linked)));
+            .map(|slots| Arc::new(External::open(slots, from, linked.clone())));
         out.insert(node.addr, ext);
     }
     out
@@ -812,6 +811,9 @@ fn build(
             None => path.clone(),
         };
         let shown = shown.trim_start_matches('/').to_string();
+        if !ctx.wants(&path, &shown) {
+            continue;
+        }
         let vlen_string = p
             .node
             .messages

@@ -38,7 +38,10 @@
 //!
 //! Anything else (several irregular blocks, points, boxes of different
 //! shapes) pairs *runs*: each selection cut into row-major runs along its
-//! last dimension, paired piece by piece; at most [`MAX_RUNS`] a mapping.
+//! last dimension, paired piece by piece. Runs are counted before they
+//! are listed: at most [`MAX_RUNS`] kept for a dataset's virtual
+//! selections, all mappings together, and [`MAX_READ_RUNS`] listed by one
+//! read; past either, the dataset is skipped or the read fails.
 //!
 //! # Unlimited mappings
 //!
@@ -52,7 +55,23 @@
 //! A source name holding `%b` with an unlimited virtual selection is a
 //! *printf-style* series: block `k` of the virtual selection comes from
 //! the source named with `%b` replaced by `k`, up to the first that does
-//! not exist (HDF5's default gap of 0); `%%` is a `%`.
+//! not exist (HDF5's default gap of 0); `%%` is a `%`. A member that
+//! exists and cannot be read fails the dataset: ending the series there
+//! would hide the rest as silently as a fill value.
+//!
+//! # Fan-out and loops
+//!
+//! Probing a source opens its file, which builds that file's virtual
+//! datasets, which probe theirs: depth is bounded ([`MAX_DEPTH`]) but
+//! fan-out would not be (ten unlimited mappings from `.` re-read the file
+//! ten times at each of eight levels). Three rules bound it. A probe
+//! builds only the dataset it looks at ([`Context::only`]). Every file a
+//! load opens spends one of that load's [`Budget`] ([`MAX_OPENS`]); a
+//! read that opens a source starts a budget of its own, so a load's
+//! spending never fails later reads. And [`Context::chain`] lists the
+//! virtual datasets being read to get here: one of them built again is a
+//! loop, refused (its reads fail naming it), as is a mapping from `.` to
+//! the dataset itself.
 //!
 //! # Sources, and what fails
 //!
@@ -72,15 +91,16 @@
 //! dataset): HDF5 fills those silently, which makes a lost file look
 //! like data.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
 use super::error::{H5Result, Hdf5Error};
 use super::io::{Cursor, H5File, check_checksum};
-use crate::engine::array::{ArrayMeta, ArraySource};
+use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::cache::ChunkCache;
 use crate::engine::index::Region;
 use crate::engine::index::copy::{copy_region, fill_region};
@@ -91,13 +111,23 @@ use crate::storage::scope::{Refusal, Scope};
 /// `H5S_UNLIMITED`: a count or block that follows the extent.
 pub const UNLIMITED: u64 = u64::MAX;
 
-/// The most runs one irregular mapping is cut into (see the module doc);
-/// past it the mapping's reads fail rather than use unbounded memory.
+/// The most runs the irregular virtual selections of one dataset are cut
+/// into, all its mappings together (see the module doc): past it the
+/// dataset is skipped rather than use unbounded memory.
 pub const MAX_RUNS: usize = 1 << 16;
+
+/// The most runs one read of a virtual dataset lists, virtual and source
+/// runs of all the mappings it touches together: past it the read fails
+/// (EIO) rather than use unbounded memory and time.
+pub const MAX_READ_RUNS: usize = 4 * MAX_RUNS;
 
 /// How deep virtual datasets may read other virtual datasets (a source
 /// naming its own dataset would otherwise recurse forever).
 pub const MAX_DEPTH: usize = 8;
+
+/// The most source files one load opens (see [`Budget`]): twice the
+/// longest printf-style series, so that two full series load.
+pub const MAX_OPENS: usize = 2 * MAX_SERIES as usize;
 
 /// The most sources of a printf-style series probed.
 pub const MAX_SERIES: u64 = 4096;
@@ -442,12 +472,29 @@ impl Dim {
         i.min(self.len)
     }
 
-    /// One past the last position (`start` when empty).
-    pub fn end(&self) -> u64 {
+    /// One past the last position (`start` when empty); `None` when
+    /// that lies past `u64::MAX` (a corrupt selection: outside every
+    /// extent).
+    pub fn end(&self) -> Option<u64> {
         if self.len == 0 {
-            self.start
+            return Some(self.start);
+        }
+        let i = self.len - 1;
+        self.start
+            .checked_add((i / self.block).checked_mul(self.stride)?)?
+            .checked_add(i % self.block)?
+            .checked_add(1)
+    }
+
+    /// How many runs of contiguous positions `segments(0, len)` yields,
+    /// counted without listing them.
+    pub fn segment_count(&self) -> u64 {
+        if self.len == 0 {
+            0
+        } else if self.stride == self.block {
+            1
         } else {
-            self.pos(self.len - 1) + 1
+            self.len.div_ceil(self.block)
         }
     }
 
@@ -629,11 +676,17 @@ fn lattice_runs(lat: &[Dim], max: usize) -> Option<Vec<Run>> {
     let Some((last, outer)) = lat.split_last() else {
         return Some(vec![(Vec::new(), 1)]);
     };
-    let segs = last.segments(0, last.len);
+    // An empty dimension selects nothing: no row is walked (a count of
+    // 0 beside one of 2^40 would otherwise walk 2^40 empty rows).
+    if lat.iter().any(|d| d.len == 0) {
+        return Some(Vec::new());
+    }
+    // Counted before anything is listed: the cap holds the memory.
     let rows = outer.iter().try_fold(1u64, |a, d| a.checked_mul(d.len))?;
-    if rows.checked_mul(segs.len() as u64)? > max as u64 {
+    if rows.checked_mul(last.segment_count())? > max as u64 {
         return None;
     }
+    let segs = last.segments(0, last.len);
     let mut out = Vec::new();
     for_each_index(outer, |idx| {
         let row: Vec<u64> = outer.iter().zip(idx).map(|(d, &i)| d.pos(i)).collect();
@@ -755,6 +808,109 @@ pub struct Context {
     /// How many virtual datasets deep this file is being read.
     pub depth: usize,
     pub cache: Arc<ChunkCache>,
+    /// The virtual datasets being read to get here, outermost first:
+    /// (file key, dataset path without its leading `/`). Building one of
+    /// them again is a loop, refused.
+    pub chain: Vec<(String, String)>,
+    /// The opens left to the load this file is part of.
+    pub budget: Budget,
+    /// Build only this dataset (a probe of one source: the others of its
+    /// file are neither built nor probed in turn).
+    pub only: Option<String>,
+}
+
+impl VdsError {
+    /// Whether the source does not exist (rather than failing to read).
+    pub fn absent(&self) -> bool {
+        matches!(self, VdsError::NoFile { .. } | VdsError::NoDataset { .. })
+    }
+}
+
+impl Context {
+    /// The context of a file opened at the top: nothing above it.
+    pub fn top(
+        sources: Option<Sources>,
+        file: Arc<dyn ReadAt>,
+        name: String,
+        cache: Arc<ChunkCache>,
+    ) -> Context {
+        Context {
+            sources,
+            file,
+            name,
+            depth: 0,
+            cache,
+            chain: Vec::new(),
+            budget: Budget::new(),
+            only: None,
+        }
+    }
+
+    /// This file's identity in [`Context::chain`]: its resolved path
+    /// where it has one, else its name.
+    pub fn key(&self) -> String {
+        match &self.sources {
+            Some(s) => s.path.display().to_string(),
+            None => self.name.clone(),
+        }
+    }
+
+    /// Whether the dataset at `path` of this file is to be built (see
+    /// [`Context::only`]).
+    pub fn wants(&self, path: &str, shown: &str) -> bool {
+        let Some(only) = &self.only else {
+            return true;
+        };
+        let (want, want_shown) = wanted(only);
+        let path = path.trim_start_matches('/');
+        [path, shown].iter().any(|n| *n == want || *n == want_shown)
+    }
+}
+
+/// How many source files one load may still open, shared by every file
+/// that load opens, however deep (review finding 1: each unlimited or
+/// printf-style mapping opens its source when the file is loaded, and
+/// that source's own virtual datasets open theirs; depth alone bounds
+/// the chain, not the fan-out, so a few bytes could ask for 10^8
+/// parses). A read that opens a source starts a budget of its own, so
+/// one load's spending never fails later reads.
+#[derive(Clone, Debug)]
+pub struct Budget(Arc<AtomicUsize>);
+
+impl Budget {
+    pub fn new() -> Budget {
+        Budget(Arc::new(AtomicUsize::new(MAX_OPENS)))
+    }
+
+    /// Take one open; `false` when none is left.
+    fn take(&self) -> bool {
+        self.0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+    }
+}
+
+impl Default for Budget {
+    fn default() -> Budget {
+        Budget::new()
+    }
+}
+
+/// A dataset name as stored in a mapping and as the mount shows it
+/// (netCDF's `_nc4_non_coord_` prefix off), both without a leading `/`.
+fn wanted(dataset: &str) -> (String, String) {
+    let want = dataset.trim_start_matches('/');
+    let shown = match want.rsplit_once('/') {
+        Some((g, b)) => format!(
+            "{g}/{}",
+            b.strip_prefix(super::NON_COORD_PREFIX).unwrap_or(b)
+        ),
+        None => want
+            .strip_prefix(super::NON_COORD_PREFIX)
+            .unwrap_or(want)
+            .to_string(),
+    };
+    (want.to_string(), shown)
 }
 
 /// Why a virtual dataset's source cannot be read, naming it.
@@ -763,6 +919,12 @@ pub struct Context {
 pub enum VdsError {
     #[error("source file {file:?} of a virtual dataset: {detail}")]
     File { file: String, detail: String },
+    /// The file or the dataset does not exist (where a printf-style
+    /// series ends; any other failure is an error).
+    #[error("source file {file:?} of a virtual dataset: {detail}")]
+    NoFile { file: String, detail: String },
+    #[error("source dataset {dataset:?} in {file:?}: no such numeric dataset")]
+    NoDataset { file: String, dataset: String },
     #[error("source dataset {dataset:?} in {file:?}: {detail}")]
     Dataset {
         file: String,
@@ -816,18 +978,25 @@ pub fn array(
     let rank = meta.rank();
     let src = meta.source.clone();
     let bad = |d: String| Error::metadata(&src, d);
+    let me = (ctx.key(), what.trim_start_matches('/').to_string());
+    if ctx.chain.contains(&me) {
+        let via: Vec<String> = ctx.chain.iter().map(|(f, d)| format!("{f}:{d}")).collect();
+        return Err(bad(format!(
+            "a virtual dataset that reads itself (through {})",
+            via.join(" -> ")
+        )));
+    }
     let mut files: Vec<SourceFile> = Vec::new();
+    // By name: a printf-style series names up to MAX_SERIES files.
+    let mut by_name: HashMap<String, usize> = HashMap::new();
     let mut file_index = |name: String| -> usize {
-        match files.iter().position(|f| f.name == name) {
-            Some(i) => i,
-            None => {
-                files.push(SourceFile {
-                    name,
-                    opened: Mutex::new(None),
-                });
-                files.len() - 1
-            }
-        }
+        *by_name.entry(name.clone()).or_insert_with(|| {
+            files.push(SourceFile {
+                name,
+                opened: Mutex::new(None),
+            });
+            files.len() - 1
+        })
     };
     // Expand printf-style series and measure unlimited mappings.
     let mut plain: Vec<(usize, String, Selection, Selection, Option<u64>)> = Vec::new();
@@ -869,7 +1038,9 @@ pub fn array(
                     }
                 };
                 if let Some(l) = lattice(&m.virt, &meta.shape, Some(n)) {
-                    let e = l[d].end();
+                    let e = l[d].end().ok_or_else(|| {
+                        bad("an unlimited mapping reaching past 2^64 elements".into())
+                    })?;
                     grown[d] = Some(grown[d].map_or(e, |g| g.max(e)));
                 }
                 plain.push((i, dataset, m.source, m.virt, Some(n)));
@@ -891,8 +1062,18 @@ pub fn array(
                 while k < MAX_SERIES {
                     let (f, _) = substitute(&m.file, Some(k));
                     let (ds, _) = substitute(&m.dataset, Some(k));
-                    if probe.source_array(&f, &ds).is_err() {
-                        break;
+                    // The series ends at the first source that does not
+                    // exist; one that cannot be read fails the dataset
+                    // (review 9 finding 7: ending there hid the rest).
+                    match probe.source_array(&f, &ds) {
+                        Ok(_) => {}
+                        Err(e) if e.absent() => break,
+                        Err(e) => {
+                            return Err(bad(format!(
+                                "member {k} of the printf-style series {:?}: {e}",
+                                m.file
+                            )));
+                        }
                     }
                     let mut s = start.clone();
                     s[d] = s[d].saturating_add(k.saturating_mul(stride[d]));
@@ -946,14 +1127,21 @@ pub fn array(
         meta = m;
     }
     let mut resolved = Vec::with_capacity(plain.len());
+    // Runs kept, all mappings together (review finding 3: a cap per
+    // mapping let 20,000 mappings keep 49,000 runs each).
+    let mut runs_left = MAX_RUNS;
     for (file, dataset, source, virt, unlim) in plain {
         let v = match lattice(&virt, &shape, unlim) {
             Some(l) => VirtSel::Lattice(l),
-            None => match runs(&virt, &shape, unlim, MAX_RUNS) {
-                Some(r) => VirtSel::Runs(r),
+            None => match runs(&virt, &shape, unlim, runs_left) {
+                Some(r) => {
+                    runs_left -= r.len();
+                    VirtSel::Runs(r)
+                }
                 None => {
                     return Err(bad(format!(
-                        "a virtual selection of more than {MAX_RUNS} irregular runs"
+                        "virtual selections of more than {MAX_RUNS} irregular runs \
+                         in all"
                     )));
                 }
             },
@@ -962,7 +1150,7 @@ pub fn array(
             VirtSel::Lattice(l) => l
                 .iter()
                 .zip(&shape)
-                .all(|(d, &e)| d.len == 0 || d.end() <= e),
+                .all(|(d, &e)| d.len == 0 || d.end().is_some_and(|end| end <= e)),
             VirtSel::Runs(r) => r.iter().all(|(s, n)| {
                 s.iter().zip(&shape).all(|(&p, &e)| p < e)
                     && s.last()
@@ -1011,8 +1199,14 @@ impl Vds {
         }
     }
 
-    /// Open the source file `name` (`.`: this file) and its datasets.
-    fn open_file(&self, name: &str) -> std::result::Result<Datasets, VdsError> {
+    /// Open the source file `name` (`.`: this file) and its datasets
+    /// (only `only`, if given), spending one of `budget`'s opens.
+    fn open_file(
+        &self,
+        name: &str,
+        budget: &Budget,
+        only: Option<&str>,
+    ) -> std::result::Result<Datasets, VdsError> {
         let fail = |detail: String| VdsError::File {
             file: name.to_string(),
             detail,
@@ -1020,6 +1214,13 @@ impl Vds {
         if self.ctx.depth >= MAX_DEPTH {
             return Err(fail(format!(
                 "virtual datasets nested more than {MAX_DEPTH} deep (a loop?)"
+            )));
+        }
+        if !budget.take() {
+            return Err(fail(format!(
+                "more than {MAX_OPENS} source files opened for one load of {} \
+                 (virtual datasets fanning out)",
+                self.ctx.name
             )));
         }
         let (label, file, sources) = if name == "." {
@@ -1040,10 +1241,17 @@ impl Vds {
                 Refusal::NoUrls => fail("a URL, and no URL may be read here".into()),
                 Refusal::Scheme => fail("a scheme slabfs does not read".into()),
             })?;
-            let file = s
-                .files
-                .open(&path)
-                .map_err(|e| fail(format!("{}: {e}", path.display())))?;
+            let file = s.files.open(&path).map_err(|e| {
+                let detail = format!("{}: {e}", path.display());
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    VdsError::NoFile {
+                        file: name.to_string(),
+                        detail,
+                    }
+                } else {
+                    fail(detail)
+                }
+            })?;
             let sources = Sources {
                 files: s.files.clone(),
                 scope: s.scope.clone(),
@@ -1051,15 +1259,47 @@ impl Vds {
             };
             (path.display().to_string(), file, Some(sources))
         };
+        let mut chain = self.ctx.chain.clone();
+        chain.push((
+            self.ctx.key(),
+            self.what.trim_start_matches('/').to_string(),
+        ));
         let ctx = Context {
             sources,
             file: file.clone(),
             name: label.clone(),
             depth: self.ctx.depth + 1,
             cache: self.ctx.cache.clone(),
+            chain,
+            budget: budget.clone(),
+            only: only.map(str::to_string),
         };
         let contents = super::from_context(label, file, ctx).map_err(|e| fail(e.to_string()))?;
         Ok(Arc::new(contents.arrays))
+    }
+
+    /// Refuse a source that is this dataset or one of those being read
+    /// to get here (a loop), when it can be told without opening it:
+    /// a source in this file (`.`). Loops through other files end when
+    /// their copy of a dataset of the chain refuses to be built.
+    fn check_loop(&self, file: &str, dataset: &str) -> std::result::Result<(), VdsError> {
+        if file != "." {
+            return Ok(());
+        }
+        let me = (
+            self.ctx.key(),
+            self.what.trim_start_matches('/').to_string(),
+        );
+        let (want, shown) = wanted(dataset);
+        let hit = |d: &String| *d == want || *d == shown;
+        if hit(&me.1) || self.ctx.chain.iter().any(|(f, d)| *f == me.0 && hit(d)) {
+            return Err(VdsError::Dataset {
+                file: file.to_string(),
+                dataset: dataset.to_string(),
+                detail: "a virtual dataset reading itself (a loop)".into(),
+            });
+        }
+        Ok(())
     }
 
     /// The datasets of source file `i`, opened now if not yet.
@@ -1069,8 +1309,9 @@ impl Vds {
             return Ok(d.clone());
         }
         // Opened outside the lock (it reads); a race opens twice, and the
-        // first kept wins.
-        let d = self.open_file(&slot.name)?;
+        // first kept wins. A budget of its own: this read's, not the
+        // load's (spent long ago, or by another read).
+        let d = self.open_file(&slot.name, &Budget::new(), None)?;
         let mut g = slot.opened.lock().expect("not poisoned");
         Ok(g.get_or_insert(d).clone())
     }
@@ -1082,25 +1323,16 @@ impl Vds {
         dataset: &str,
     ) -> std::result::Result<Arc<dyn ArraySource>, VdsError> {
         // As the mount shows it: netCDF's `_nc4_non_coord_` prefix off.
-        let want = dataset.trim_start_matches('/');
-        let shown = match want.rsplit_once('/') {
-            Some((g, b)) => format!(
-                "{g}/{}",
-                b.strip_prefix(super::NON_COORD_PREFIX).unwrap_or(b)
-            ),
-            None => want
-                .strip_prefix(super::NON_COORD_PREFIX)
-                .unwrap_or(want)
-                .to_string(),
-        };
+        let (want, shown) = wanted(dataset);
         let a = datasets
             .iter()
-            .find(|(n, _)| n == want || *n == shown)
-            .map(|(_, a)| a.clone())
-            .ok_or_else(|| VdsError::Dataset {
+            .find(|(n, _)| *n == want || *n == shown)
+            // As stored (review 9 finding 10): a netCDF-4 variable padded
+            // to its unlimited dimension would read fill past its extent.
+            .map(|(_, a)| a.stored().unwrap_or_else(|| a.clone()))
+            .ok_or_else(|| VdsError::NoDataset {
                 file: file.to_string(),
                 dataset: dataset.to_string(),
-                detail: "no such numeric dataset".into(),
             })?;
         let (got, have) = (&a.meta().dtype, &self.meta.dtype);
         if got != have {
@@ -1122,7 +1354,8 @@ impl Vds {
         file: &str,
         dataset: &str,
     ) -> std::result::Result<Arc<dyn ArraySource>, VdsError> {
-        let d = self.open_file(file)?;
+        self.check_loop(file, dataset)?;
+        let d = self.open_file(file, &self.ctx.budget, Some(dataset))?;
         self.find(&d, file, dataset)
     }
 
@@ -1160,9 +1393,11 @@ impl Vds {
         }
     }
 
-    /// Read the part of mapping `m` that lies in `region`.
-    fn read_mapping(&self, m: &Resolved, region: &Region) -> Result<Got> {
+    /// Read the part of mapping `m` that lies in `region`, listing no
+    /// more runs than `runs_left` holds (shared by the read's mappings).
+    fn read_mapping(&self, m: &Resolved, region: &Region, runs_left: &AtomicUsize) -> Result<Got> {
         let name = &self.files[m.file].name;
+        self.check_loop(name, &m.dataset).map_err(|e| self.err(e))?;
         let datasets = self.file(m.file).map_err(|e| self.err(e))?;
         let src = self
             .find(&datasets, name, &m.dataset)
@@ -1199,9 +1434,10 @@ impl Vds {
             if let Some((d, dim)) = sl
                 .iter()
                 .enumerate()
-                .find(|(d, dim)| dim.len > 0 && dim.end() > sshape[*d])
+                .find(|(d, dim)| dim.len > 0 && dim.end().is_none_or(|e| e > sshape[*d]))
             {
-                return Err(small(format!("up to {} along dimension {d}", dim.end())));
+                let end = dim.end().map_or("past 2^64".into(), |e| e.to_string());
+                return Err(small(format!("up to {end} along dimension {d}")));
             }
             let (vk, sk) = (kept(vl), kept(sl));
             let same =
@@ -1212,17 +1448,27 @@ impl Vds {
                     .map(|(a, b, data)| Got::Box { a, b, data });
             }
         }
-        // Runs, paired.
+        // Runs, paired: each list's length taken from the read's budget
+        // before the next is listed (counted before allocating).
+        let too_many = || {
+            dataset_err(format!(
+                "more than {MAX_READ_RUNS} irregular runs for one read"
+            ))
+        };
+        let spend = |n: usize| {
+            runs_left
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(n))
+                .is_ok()
+        };
+        let left = || runs_left.load(Ordering::Relaxed).min(MAX_RUNS);
         let vr = match &m.virt {
-            VirtSel::Lattice(l) => lattice_runs(l, MAX_RUNS),
+            VirtSel::Lattice(l) => lattice_runs(l, left()),
             VirtSel::Runs(r) => Some(r.clone()),
         };
-        let sr = runs(&m.source, &sshape, m.unlim, MAX_RUNS);
-        let (Some(vr), Some(sr)) = (vr, sr) else {
-            return Err(dataset_err(format!(
-                "a mapping of more than {MAX_RUNS} irregular runs"
-            )));
-        };
+        let vr = vr.filter(|r| spend(r.len())).ok_or_else(too_many)?;
+        let sr = runs(&m.source, &sshape, m.unlim, left())
+            .filter(|r| spend(r.len()))
+            .ok_or_else(too_many)?;
         let scount: u64 = sr.iter().fold(0u64, |a, x| a.saturating_add(x.1));
         if scount != vcount {
             return Err(dataset_err(format!(
@@ -1237,7 +1483,7 @@ impl Vds {
         }) {
             return Err(small(format!("a run of {n} from {s:?}")));
         }
-        let pairs = pair_runs(&vr, &sr, MAX_RUNS)
+        let pairs = pair_runs(&vr, &sr, vr.len() + sr.len())
             .ok_or_else(|| dataset_err(format!("more than {MAX_RUNS} runs")))?;
         let mut out = Vec::new();
         for (v, s, n) in pairs {
@@ -1396,6 +1642,33 @@ impl ArraySource for Vds {
         &self.meta
     }
 
+    /// A hash of the virtual file's stamp and every named source file's
+    /// (a marker for one missing): a source rewritten, replaced, removed
+    /// or appearing changes it, and the refresh opens the file again
+    /// (review 9 finding 5). Sources of sources are not followed, nor
+    /// the next member of a printf-style series.
+    fn change_stamp(&self) -> ChangeStamp {
+        use std::hash::{Hash, Hasher};
+        let Some(s) = &self.ctx.sources else {
+            return ChangeStamp::default();
+        };
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let known =
+            crate::storage::files::stamp_at(s.files.as_ref(), &s.path).map(|x| x.hash(&mut h));
+        for f in self.files.iter().filter(|f| f.name != ".") {
+            let stamp = s
+                .scope
+                .resolve(&s.path, &f.name)
+                .ok()
+                .and_then(|p| crate::storage::files::stamp_at(s.files.as_ref(), &p));
+            (&f.name, stamp).hash(&mut h);
+        }
+        ChangeStamp {
+            cache_id: None,
+            data: known.map(|()| h.finish()),
+        }
+    }
+
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
         fill_region(
             out,
@@ -1412,7 +1685,8 @@ impl ArraySource for Vds {
             .iter()
             .filter(|m| self.touches(m, region))
             .collect();
-        let read = |m: &&Resolved| self.read_mapping(m, region);
+        let runs_left = AtomicUsize::new(MAX_READ_RUNS);
+        let read = |m: &&Resolved| self.read_mapping(m, region, &runs_left);
         let got: Vec<Result<Got>> = if touched.len() > 1 {
             touched.par_iter().map(read).collect()
         } else {
@@ -1516,7 +1790,7 @@ mod tests {
             let want = pos.iter().filter(|&&p| p < x).count() as u64;
             assert_eq!(d.index_ge(x), want, "{x}");
         }
-        assert_eq!(d.end(), 11);
+        assert_eq!(d.end(), Some(11));
         assert_eq!(d.segments(1, 5), vec![(0, 2, 1), (1, 5, 2), (3, 9, 1)]);
     }
 
@@ -1568,6 +1842,8 @@ mod tests {
                 listed.extend(p..p + n);
             }
             prop_assert_eq!(listed, pos[a as usize..b as usize].to_vec());
+            prop_assert_eq!(d.segment_count(), d.segments(0, d.len).len() as u64);
+            prop_assert_eq!(d.end(), Some(if d.len == 0 { d.start } else { d.pos(d.len - 1) + 1 }));
         }
 
         /// A lattice's runs are its elements in row-major order.
@@ -1587,6 +1863,120 @@ mod tests {
             }
             prop_assert_eq!(got, want);
         }
+    }
+
+    /// Review finding 4: a block ending at `u64::MAX` has no end (it
+    /// panicked in debug builds, wrapped to 0 in release).
+    #[test]
+    fn a_dim_past_u64_max_has_no_end() {
+        let d = Dim::contiguous(u64::MAX, 1);
+        assert_eq!(d.end(), None);
+        let d = Dim {
+            start: 1 << 62,
+            stride: 1 << 62,
+            block: 1,
+            len: 4,
+        };
+        assert_eq!(d.end(), None);
+        assert_eq!(Dim::contiguous(u64::MAX - 1, 1).end(), Some(u64::MAX));
+        assert_eq!(Dim::contiguous(7, 0).end(), Some(7));
+        // Such a virtual selection is refused when the dataset is built.
+        let sel = Selection::Regular {
+            start: vec![u64::MAX],
+            stride: vec![1],
+            count: vec![1],
+            block: vec![1],
+        };
+        let l = lattice(&sel, &[10], None).unwrap();
+        assert_eq!(l[0].end(), None);
+    }
+
+    /// Review finding 2: an empty last dimension beside a huge one lists
+    /// nothing at once (it walked 2^40 empty rows), and a last dimension
+    /// of 2^39 segments is refused before one is listed (it allocated
+    /// them all first).
+    #[test]
+    fn lattice_runs_count_before_listing() {
+        let huge = Dim::contiguous(0, 1 << 40);
+        let empty = Dim::contiguous(0, 0);
+        let t = std::time::Instant::now();
+        assert_eq!(lattice_runs(&[huge, empty], 10), Some(vec![]));
+        assert_eq!(lattice_runs(&[empty, huge], 10), Some(vec![]));
+        let strided = Dim {
+            start: 0,
+            stride: 2,
+            block: 1,
+            len: 1 << 39,
+        };
+        assert_eq!(strided.segment_count(), 1 << 39);
+        assert_eq!(lattice_runs(&[strided], MAX_RUNS), None);
+        assert_eq!(
+            lattice_runs(&[Dim::contiguous(0, 2), strided], MAX_RUNS),
+            None
+        );
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        // And through `runs`: source "all" of shape (2^40, 0).
+        assert_eq!(runs(&Selection::All, &[1 << 40, 0], None, 10), Some(vec![]));
+    }
+
+    #[derive(Debug)]
+    struct Empty;
+
+    impl ReadAt for Empty {
+        fn read_exact_at(&self, _: &mut [u8], _: u64) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::UnexpectedEof.into())
+        }
+
+        fn size(&self) -> std::io::Result<u64> {
+            Ok(0)
+        }
+    }
+
+    /// Review finding 3: the runs cap held per mapping, so many mappings
+    /// of many runs each were all kept. Three mappings of 30,000 points
+    /// each (90,000 runs) now skip the dataset; two (60,000) are kept.
+    #[test]
+    fn the_runs_cap_holds_for_all_mappings_together() {
+        let ctx = Context::top(
+            None,
+            Arc::new(Empty),
+            "t.h5".into(),
+            Arc::new(ChunkCache::new(1 << 20)),
+        );
+        let meta = || {
+            ArrayMeta::new(
+                "t.h5 v",
+                vec![3, 30_000],
+                crate::dtype::DataType::Int32,
+                vec![0; 4],
+            )
+            .unwrap()
+        };
+        let mapping = |row: u64| Mapping {
+            file: ".".into(),
+            dataset: "s".into(),
+            source: Selection::All,
+            virt: Selection::Points {
+                rank: 2,
+                points: (0..30_000).map(|j| vec![row, 29_999 - j]).collect(),
+            },
+        };
+        let e = array(&ctx, "v", meta(), (0..3).map(mapping).collect())
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("in all"), "{e}");
+        assert!(array(&ctx, "v", meta(), (0..2).map(mapping).collect()).is_ok());
+    }
+
+    #[test]
+    fn a_budget_runs_out_and_is_shared_by_its_clones() {
+        let b = Budget::new();
+        let c = b.clone();
+        for _ in 0..MAX_OPENS / 2 {
+            assert!(b.take() && c.take());
+        }
+        assert!(!b.take() && !c.take());
+        assert!(Budget::new().take());
     }
 
     #[test]
