@@ -32,17 +32,18 @@ impl<'a> BitReader<'a> {
             return Ok(0);
         }
         if nbits > 32 {
-            return Err(AecError::InvalidInput("read_bits_u32 supports up to 32 bits"));
+            return Err(AecError::InvalidInput(
+                "read_bits_u32 supports up to 32 bits",
+            ));
         }
 
         let mut out: u32 = 0;
         for _ in 0..nbits {
             let byte_idx = self.bit_pos / 8;
             let bit_in_byte = self.bit_pos % 8;
-            let byte = *self
-                .data
-                .get(byte_idx)
-                .ok_or(AecError::UnexpectedEof { bit_pos: self.bit_pos })?;
+            let byte = *self.data.get(byte_idx).ok_or(AecError::UnexpectedEof {
+                bit_pos: self.bit_pos,
+            })?;
             let bit = (byte >> (7 - bit_in_byte)) & 1;
             out = (out << 1) | (bit as u32);
             self.bit_pos += 1;
@@ -86,17 +87,18 @@ impl<'a> BitReaderLsb<'a> {
             return Ok(0);
         }
         if nbits > 32 {
-            return Err(AecError::InvalidInput("read_bits_u32 supports up to 32 bits"));
+            return Err(AecError::InvalidInput(
+                "read_bits_u32 supports up to 32 bits",
+            ));
         }
 
         let mut out: u32 = 0;
         for _ in 0..nbits {
             let byte_idx = self.bit_pos / 8;
             let bit_in_byte = self.bit_pos % 8;
-            let byte = *self
-                .data
-                .get(byte_idx)
-                .ok_or(AecError::UnexpectedEof { bit_pos: self.bit_pos })?;
+            let byte = *self.data.get(byte_idx).ok_or(AecError::UnexpectedEof {
+                bit_pos: self.bit_pos,
+            })?;
             let bit = (byte >> bit_in_byte) & 1;
             out = (out << 1) | (bit as u32);
             self.bit_pos += 1;

@@ -110,7 +110,11 @@ impl Decoder {
     }
 
     /// Decode into `out` and return (written_bytes, status).
-    pub fn decode(&mut self, out: &mut [u8], flush: Flush) -> Result<(usize, DecodeStatus), AecError> {
+    pub fn decode(
+        &mut self,
+        out: &mut [u8],
+        flush: Flush,
+    ) -> Result<(usize, DecodeStatus), AecError> {
         if self.samples_written >= self.output_samples {
             return Ok((0, DecodeStatus::Finished));
         }
@@ -164,7 +168,8 @@ impl Decoder {
 
                     // Otherwise, loop and decode more.
                 }
-                Err(AecError::UnexpectedEof { .. }) | Err(AecError::UnexpectedEofDuringDecode { .. }) => {
+                Err(AecError::UnexpectedEof { .. })
+                | Err(AecError::UnexpectedEofDuringDecode { .. }) => {
                     // Restore state and request more input unless flushing.
                     self.restore(snapshot);
                     self.total_out += written;
@@ -204,7 +209,11 @@ impl Decoder {
         to_copy
     }
 
-    fn flush_repeat(&mut self, out: &mut [u8], written: &mut usize) -> Result<Option<DecodeStatus>, AecError> {
+    fn flush_repeat(
+        &mut self,
+        out: &mut [u8],
+        written: &mut usize,
+    ) -> Result<Option<DecodeStatus>, AecError> {
         let Some(rep) = self.pending_repeat.as_mut() else {
             return Ok(None);
         };
@@ -280,7 +289,8 @@ impl Decoder {
         }
 
         // Build a small output buffer for a single block.
-        let mut block_out: Vec<u8> = vec![0u8; self.bytes_per_sample * (self.params.block_size as usize)];
+        let mut block_out: Vec<u8> =
+            vec![0u8; self.bytes_per_sample * (self.params.block_size as usize)];
         let mut out = OutBuf::new(&mut block_out, self.bytes_per_sample);
 
         // Start-of-RSI predictor reset.
@@ -297,19 +307,22 @@ impl Decoder {
         let max_id = (1u32 << self.id_len) - 1;
 
         // Helper to consume the RSI reference sample.
-        let mut consume_reference = |this: &mut Self, out: &mut OutBuf<'_>| -> Result<(), AecError> {
-            let ref_raw = this.reader.read_bits_u32(this.params.bits_per_sample as usize)?;
-            let ref_val = if this.params.flags.contains(AecFlags::DATA_SIGNED) {
-                sign_extend(ref_raw, this.params.bits_per_sample)
-            } else {
-                ref_raw as i64
+        let mut consume_reference =
+            |this: &mut Self, out: &mut OutBuf<'_>| -> Result<(), AecError> {
+                let ref_raw = this
+                    .reader
+                    .read_bits_u32(this.params.bits_per_sample as usize)?;
+                let ref_val = if this.params.flags.contains(AecFlags::DATA_SIGNED) {
+                    sign_extend(ref_raw, this.params.bits_per_sample)
+                } else {
+                    ref_raw as i64
+                };
+                write_sample(out, ref_val, this.params)?;
+                this.predictor_x = Some(ref_val);
+                reference_sample_consumed = true;
+                this.sample_index_within_rsi += 1;
+                Ok(())
             };
-            write_sample(out, ref_val, this.params)?;
-            this.predictor_x = Some(ref_val);
-            reference_sample_consumed = true;
-            this.sample_index_within_rsi += 1;
-            Ok(())
-        };
 
         let remaining_total_samples = self.output_samples.saturating_sub(self.samples_written);
         let max_samples_this_block = (self.params.block_size as usize).min(remaining_total_samples);
@@ -364,7 +377,10 @@ impl Decoder {
 
                 // Schedule coded-value repeats (coded_value = 0).
                 if zeros_samples > 0 {
-                    self.pending_repeat = Some(PendingRepeat { coded_value: 0, remaining: zeros_samples });
+                    self.pending_repeat = Some(PendingRepeat {
+                        coded_value: 0,
+                        remaining: zeros_samples,
+                    });
                 }
 
                 // Advance block counter by z_blocks.
@@ -383,15 +399,22 @@ impl Decoder {
 
             // Second Extension option.
             let mut produced_samples = 0usize;
-            while remaining_in_block > 0 && produced_samples < max_samples_this_block.saturating_sub(reference_sample_consumed as usize) {
+            while remaining_in_block > 0
+                && produced_samples
+                    < max_samples_this_block.saturating_sub(reference_sample_consumed as usize)
+            {
                 let m = read_unary_stream(&mut self.reader)?;
                 if m > 90 {
-                    return Err(AecError::InvalidInput("Second Extension unary symbol too large"));
+                    return Err(AecError::InvalidInput(
+                        "Second Extension unary symbol too large",
+                    ));
                 }
                 let (a, b) = second_extension_pair(m);
 
                 // Emit up to two values.
-                if produced_samples < max_samples_this_block.saturating_sub(reference_sample_consumed as usize) {
+                if produced_samples
+                    < max_samples_this_block.saturating_sub(reference_sample_consumed as usize)
+                {
                     emit_coded_value(
                         &mut out,
                         &mut self.predictor_x,
@@ -408,7 +431,9 @@ impl Decoder {
                 if remaining_in_block > 0 {
                     remaining_in_block = remaining_in_block.saturating_sub(1);
                 }
-                if produced_samples < max_samples_this_block.saturating_sub(reference_sample_consumed as usize) {
+                if produced_samples
+                    < max_samples_this_block.saturating_sub(reference_sample_consumed as usize)
+                {
                     emit_coded_value(
                         &mut out,
                         &mut self.predictor_x,
@@ -441,7 +466,9 @@ impl Decoder {
                 if self.samples_written >= self.output_samples {
                     break;
                 }
-                let v = self.reader.read_bits_u32(self.params.bits_per_sample as usize)?;
+                let v = self
+                    .reader
+                    .read_bits_u32(self.params.bits_per_sample as usize)?;
                 emit_coded_value(
                     &mut out,
                     &mut self.predictor_x,
@@ -465,7 +492,8 @@ impl Decoder {
             if reference_sample_consumed {
                 remaining_in_block = remaining_in_block.saturating_sub(1);
             }
-            let n = remaining_in_block.min(self.output_samples.saturating_sub(self.samples_written));
+            let n =
+                remaining_in_block.min(self.output_samples.saturating_sub(self.samples_written));
             let mut tmp: Vec<u32> = vec![0u32; n];
 
             for i in 0..n {
@@ -541,7 +569,11 @@ struct StreamBitReader {
 
 impl StreamBitReader {
     fn new() -> Self {
-        Self { buf: Vec::new(), bit_pos: 0, total_bytes_dropped: 0 }
+        Self {
+            buf: Vec::new(),
+            bit_pos: 0,
+            total_bytes_dropped: 0,
+        }
     }
 
     fn push(&mut self, data: &[u8]) {
@@ -572,17 +604,18 @@ impl StreamBitReader {
             return Ok(0);
         }
         if nbits > 32 {
-            return Err(AecError::InvalidInput("read_bits_u32 supports up to 32 bits"));
+            return Err(AecError::InvalidInput(
+                "read_bits_u32 supports up to 32 bits",
+            ));
         }
 
         let mut out: u32 = 0;
         for _ in 0..nbits {
             let byte_idx = self.bit_pos / 8;
             let bit_in_byte = self.bit_pos % 8;
-            let byte = *self
-                .buf
-                .get(byte_idx)
-                .ok_or(AecError::UnexpectedEof { bit_pos: self.bits_read_total() })?;
+            let byte = *self.buf.get(byte_idx).ok_or(AecError::UnexpectedEof {
+                bit_pos: self.bits_read_total(),
+            })?;
             let bit = (byte >> (7 - bit_in_byte)) & 1;
             out = (out << 1) | (bit as u32);
             self.bit_pos += 1;
@@ -624,7 +657,11 @@ struct OutBuf<'a> {
 
 impl<'a> OutBuf<'a> {
     fn new(buf: &'a mut [u8], bytes_per_sample: usize) -> Self {
-        Self { buf, pos: 0, bytes_per_sample }
+        Self {
+            buf,
+            pos: 0,
+            bytes_per_sample,
+        }
     }
 
     fn len(&self) -> usize {
@@ -718,29 +755,30 @@ pub fn decode_into(
         let mut remaining_in_block: usize;
 
         // Helper: consume the RSI reference sample (when preprocessing is enabled).
-        let mut consume_reference = |r: &mut BitReader, out: &mut OutBuf<'_>| -> Result<(), AecError> {
-            let ref_raw = match r.read_bits_u32(params.bits_per_sample as usize) {
-                Ok(v) => v,
-                Err(AecError::UnexpectedEof { bit_pos }) => {
-                    return Err(AecError::UnexpectedEofDuringDecode {
-                        bit_pos,
-                        samples_written: out.samples_written(),
-                    });
-                }
-                Err(e) => return Err(e),
-            };
-            let ref_val = if params.flags.contains(AecFlags::DATA_SIGNED) {
-                sign_extend(ref_raw, params.bits_per_sample)
-            } else {
-                ref_raw as i64
-            };
+        let mut consume_reference =
+            |r: &mut BitReader, out: &mut OutBuf<'_>| -> Result<(), AecError> {
+                let ref_raw = match r.read_bits_u32(params.bits_per_sample as usize) {
+                    Ok(v) => v,
+                    Err(AecError::UnexpectedEof { bit_pos }) => {
+                        return Err(AecError::UnexpectedEofDuringDecode {
+                            bit_pos,
+                            samples_written: out.samples_written(),
+                        });
+                    }
+                    Err(e) => return Err(e),
+                };
+                let ref_val = if params.flags.contains(AecFlags::DATA_SIGNED) {
+                    sign_extend(ref_raw, params.bits_per_sample)
+                } else {
+                    ref_raw as i64
+                };
 
-            write_sample(out, ref_val, params)?;
-            predictor_x = Some(ref_val);
-            reference_sample_consumed = true;
-            sample_index_within_rsi += 1;
-            Ok(())
-        };
+                write_sample(out, ref_val, params)?;
+                predictor_x = Some(ref_val);
+                reference_sample_consumed = true;
+                sample_index_within_rsi += 1;
+                Ok(())
+            };
 
         if id == 0 {
             // Low-entropy family.
@@ -809,7 +847,8 @@ pub fn decode_into(
 
                 let mut zeros_samples = z_blocks
                     .checked_mul(params.block_size)
-                    .ok_or(AecError::InvalidInput("zero-run overflow"))? as usize;
+                    .ok_or(AecError::InvalidInput("zero-run overflow"))?
+                    as usize;
 
                 // If we already emitted the reference sample for the first block, the zero-run
                 // covers the whole blocks, but the first sample is already accounted for.
@@ -1043,8 +1082,7 @@ pub fn decode_into(
                     off,
                     trace_q,
                     trace_rem,
-                    d
-                    ,
+                    d,
                     w_start,
                     w_end,
                     window
@@ -1125,7 +1163,13 @@ fn bytes_per_sample(params: AecParams) -> Result<usize, AecError> {
 fn id_len(params: AecParams) -> Result<usize, AecError> {
     let bps = params.bits_per_sample;
 
-    let mut id_len = if bps > 16 { 5 } else if bps > 8 { 4 } else { 3 };
+    let mut id_len = if bps > 16 {
+        5
+    } else if bps > 8 {
+        4
+    } else {
+        3
+    };
 
     if params.flags.contains(AecFlags::RESTRICTED) && bps <= 4 {
         id_len = if bps <= 2 { 1 } else { 2 };
@@ -1225,7 +1269,9 @@ fn emit_second_extension(
     while remaining_in_block > 0 && out.len() < output_bytes {
         let m = read_unary(r)?;
         if m > 90 {
-            return Err(AecError::InvalidInput("Second Extension unary symbol too large"));
+            return Err(AecError::InvalidInput(
+                "Second Extension unary symbol too large",
+            ));
         }
 
         let (a, b) = second_extension_pair(m);
@@ -1348,7 +1394,12 @@ fn write_sample(out: &mut OutBuf<'_>, value: i64, params: AecParams) -> Result<(
     };
 
     let bytes_per_sample = out.bytes_per_sample;
-    if out.pos.checked_add(bytes_per_sample).ok_or(AecError::InvalidInput("output too large"))? > out.capacity() {
+    if out
+        .pos
+        .checked_add(bytes_per_sample)
+        .ok_or(AecError::InvalidInput("output too large"))?
+        > out.capacity()
+    {
         return Err(AecError::InvalidInput("output buffer too small"));
     }
 

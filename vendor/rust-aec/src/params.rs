@@ -43,6 +43,11 @@ pub struct AecParams {
 impl AecParams {
     /// Create a new parameter set.
     pub fn new(bits_per_sample: u8, block_size: u32, rsi: u32, flags: AecFlags) -> Self {
-        Self { bits_per_sample, block_size, rsi, flags }
+        Self {
+            bits_per_sample,
+            block_size,
+            rsi,
+            flags,
+        }
     }
 }
