@@ -390,6 +390,28 @@ impl ReadAt for ReadCache {
     }
 }
 
+/// A file held in memory, for unit tests of readers that parse through
+/// [`ReadAt`]. Reads past its end are `UnexpectedEof`, as a short file's.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct InMemory(pub Vec<u8>);
+
+#[cfg(test)]
+impl ReadAt for InMemory {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let src = usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.0.get(o..o.checked_add(buf.len())?))
+            .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.0.len() as u64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
 

@@ -284,18 +284,7 @@ impl ReadAt for CacheImage {
 mod tests {
     use super::*;
 
-    #[derive(Debug)]
-    struct Mem(Vec<u8>);
-    impl ReadAt for Mem {
-        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            let o = offset as usize;
-            buf.copy_from_slice(&self.0[o..o + buf.len()]);
-            Ok(())
-        }
-        fn size(&self) -> io::Result<u64> {
-            Ok(self.0.len() as u64)
-        }
-    }
+    use crate::storage::files::InMemory as Mem;
 
     /// An image block of `entries` (address, bytes) as H5Cimage.c writes
     /// one (8-byte addresses and lengths, no parents), its checksum last.

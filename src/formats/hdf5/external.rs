@@ -307,26 +307,8 @@ impl External {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io;
 
-    #[derive(Debug)]
-    struct Mem(Vec<u8>);
-
-    impl ReadAt for Mem {
-        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-            let o = offset as usize;
-            let src = self
-                .0
-                .get(o..o + buf.len())
-                .ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
-            buf.copy_from_slice(src);
-            Ok(())
-        }
-
-        fn size(&self) -> io::Result<u64> {
-            Ok(self.0.len() as u64)
-        }
-    }
+    use crate::storage::files::InMemory as Mem;
 
     fn part(name: &str, data: Option<Vec<u8>>, offset: u64, start: u64, size: Option<u64>) -> Part {
         Part {

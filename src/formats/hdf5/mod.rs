@@ -58,7 +58,9 @@
 //!
 //! Enums are read as their base integers (members in the sidecar,
 //! [`ENUM_ATTRIBUTE`]), bitfields as unsigned integers, integers with
-//! padding bits or unusual sizes widened ([`convert`]); messages in the
+//! padding bits or unusual sizes widened and floats of any other layout
+//! (nbit-reduced, VAX, x87 long doubles) converted to the NumPy type
+//! h5py reads them as ([`convert`]); messages in the
 //! shared object header message heap and files with a metadata cache
 //! image are read through the superblock extension ([`extension`]).
 //! Every hard link is a name (a group linked twice is walked under each;
@@ -66,12 +68,13 @@
 //!
 //! Skipped, each with one line naming the file, the object and why, never
 //! failing the file: types a flat file cannot carry (variable-length,
-//! compound, reference, opaque, array, time; non-IEEE floats), null
-//! dataspaces, and
+//! compound, reference, opaque, array, time; integers wider than 8 bytes
+//! and floats no NumPy type holds), null dataspaces (nothing to serve),
+//! objects with a message HDF5 too refuses ("fail if unknown always"), and
 //! a dataset whose dense attributes cannot be read (shown without them it
 //! could be misread). Soft and external links are not followed. A chunk
 //! whose bytes lie past the end of the file fails its reads (EIO with a
-//! message). A filter without a built-in codec (szip, lzf, zfp, sz3...) is
+//! message). A filter without a built-in codec (zfp, sz3...) is
 //! decoded by its HDF5 filter plugin when the operator allows plugins
 //! ([`crate::codec::hdf5_plugin`]); otherwise, or when no plugin provides
 //! it, the dataset is still listed and reads of its chunks fail (EIO, the
