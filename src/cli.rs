@@ -246,6 +246,13 @@ impl ByteOrder {
 }
 
 impl MountArgs {
+    /// Whether the mount may read from the network: its source or an
+    /// `--allow-outside` root is a URL.
+    fn reads_urls(&self) -> bool {
+        let url = |p: &std::path::Path| p.to_str().is_some_and(slabfs::storage::remote::is_url);
+        url(&self.source) || self.common.allow_outside.iter().any(|p| url(p))
+    }
+
     /// The plain configuration the library runs with.
     pub fn mount_config(&self) -> MountConfig {
         MountConfig {
@@ -256,6 +263,13 @@ impl MountArgs {
             threads: match self.threads {
                 Some(n) => n as usize,
                 None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            },
+            // Reads of a URL source may wait on the network: each on a
+            // thread of its own, as many as can have a request in flight.
+            wait_threads: if self.reads_urls() {
+                self.common.remote.max_requests as usize
+            } else {
+                0
             },
             allow_other: self.allow_other,
             views: self.views,

@@ -3059,21 +3059,8 @@ fn proxy_one(
 fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
     let _g = serial();
     let s3 = S3::start();
-    // A 2 MiB netCDF-3 variable by netCDF4-python, and the bytes its
-    // reader gives (little-endian float64).
     let dir = tempfile::tempdir().unwrap();
-    let (nc, expected) = (dir.path().join("big.nc"), dir.path().join("x.bin"));
-    run_python(
-        "import sys, numpy as np, netCDF4\n\
-         with netCDF4.Dataset(sys.argv[1], 'w', format='NETCDF3_CLASSIC') as d:\n\
-         \x20   d.createDimension('n', 262144)\n\
-         \x20   v = d.createVariable('x', 'f8', ('n',))\n\
-         \x20   v[:] = np.sin(np.arange(262144) * 0.001) * 1e6\n\
-         with netCDF4.Dataset(sys.argv[1]) as d:\n\
-         \x20   open(sys.argv[2], 'wb').write(np.asarray(d['x'][:], dtype='<f8').tobytes())\n",
-        &[nc.as_os_str(), expected.as_os_str()],
-    );
-    let expected = std::fs::read(&expected).unwrap();
+    let (nc, expected) = big_netcdf3(dir.path());
     s3.boto(&format!(
         "s3.create_bucket(Bucket='{BUCKET}')\n\
          s3.upload_file({:?}, '{BUCKET}', 'stall/big.nc')\n",
@@ -3237,4 +3224,149 @@ fn an_answer_that_never_starts_is_retried() {
     let after = log.stalled[0].abandoned_after.expect("abandoned");
     assert!(after < Duration::from_secs(3), "abandoned after {after:?}");
     assert!(log.connections >= 2, "{} connections", log.connections);
+}
+
+/// A 2 MiB netCDF-3 variable `x` by netCDF4-python in `dir`, and the bytes
+/// its reader gives (little-endian float64).
+fn big_netcdf3(dir: &Path) -> (PathBuf, Vec<u8>) {
+    let (nc, expected) = (dir.join("big.nc"), dir.join("x.bin"));
+    run_python(
+        "import sys, numpy as np, netCDF4\n\
+         with netCDF4.Dataset(sys.argv[1], 'w', format='NETCDF3_CLASSIC') as d:\n\
+         \x20   d.createDimension('n', 262144)\n\
+         \x20   v = d.createVariable('x', 'f8', ('n',))\n\
+         \x20   v[:] = np.sin(np.arange(262144) * 0.001) * 1e6\n\
+         with netCDF4.Dataset(sys.argv[1]) as d:\n\
+         \x20   open(sys.argv[2], 'wb').write(np.asarray(d['x'][:], dtype='<f8').tobytes())\n",
+        &[nc.as_os_str(), expected.as_os_str()],
+    );
+    let expected = std::fs::read(&expected).unwrap();
+    (nc, expected)
+}
+
+/// `len` bytes of `path` from `offset`, bypassing the page cache.
+fn pread_direct(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)?;
+    let mut buf = vec![0u8; len];
+    let n = f.read_at(&mut buf, offset)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Issue 29, head-of-line blocking: a read waiting on a stalled server
+/// holds no FUSE thread. With one FUSE thread (`--threads 1`), while a read
+/// of one object waits on an answer the server stopped sending, every
+/// request that needs no network is answered at once: a lookup, a
+/// readdir, a sidecar, a read whose chunks are cached; and so is a read of
+/// another object. Before, the one thread waited with the stalled read
+/// and every other request queued behind it for the whole stall.
+#[test]
+fn a_stalled_read_does_not_hold_up_other_requests() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    let dir = tempfile::tempdir().unwrap();
+    let (nc, expected) = big_netcdf3(dir.path());
+    s3.boto(&format!(
+        "s3.upload_file({:?}, '{BUCKET}', 'stall/big.nc')\n",
+        nc.display().to_string()
+    ));
+    // The first answer to pass 300 KB on its connection (a 1 MiB block of
+    // big.nc: the headers and the small files are far less) stops there
+    // for `hold`, shorter than the stall timeout (10 s by default): the
+    // read waits the whole hold, then the closed connection is retried.
+    let hold = Duration::from_secs(5);
+    let proxy = StallProxy::start(s3.port, 1, 300_000, hold);
+    let url = format!("s3://{BUCKET}/");
+    let m = common::mount::Mount::start(
+        Path::new(&url),
+        &[
+            "--endpoint-url",
+            &proxy.endpoint(),
+            "--threads",
+            "1",
+            "--refresh",
+            "0",
+        ],
+    );
+    let cases = netcdf3_cases();
+    let case = |p: &str| &cases.iter().find(|(c, _)| c == p).unwrap().1;
+    // A variable whose block (its whole small file) is then in the cache.
+    let cached = "classic_types.nc/fixed_i1";
+    assert_eq!(
+        read_direct(&m.path(&format!("nc3/{cached}"))).unwrap(),
+        *case(cached)
+    );
+
+    let stalled = {
+        let path = m.path("stall/big.nc/x");
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let got = pread_direct(&path, 1 << 20, 256 << 10);
+            (got, started.elapsed())
+        })
+    };
+    // Until the read reaches the proxy and its answer stops.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proxy.log.lock().unwrap().ranges.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+
+    let quick = |what: &str, f: &mut dyn FnMut()| {
+        let started = Instant::now();
+        f();
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_secs(1),
+            "{what} took {took:?} while a read waited on a stalled server"
+        );
+    };
+    quick("a lookup", &mut || {
+        assert!(m.path("nc3/data64_types.nc").is_dir());
+    });
+    quick("a readdir", &mut || {
+        assert!(
+            std::fs::read_dir(m.path("nc3/data64_types.nc"))
+                .unwrap()
+                .count()
+                > 0
+        );
+    });
+    quick("a sidecar", &mut || {
+        let doc = read_direct(&m.path("nc3/classic_types.nc/fixed_i2.json")).unwrap();
+        assert!(doc.starts_with(b"{"), "{}", String::from_utf8_lossy(&doc));
+    });
+    quick("a read of cached chunks", &mut || {
+        assert_eq!(
+            read_direct(&m.path(&format!("nc3/{cached}"))).unwrap(),
+            *case(cached)
+        );
+    });
+    let other = "data64_types.nc/fixed_f8";
+    quick("a read of another object", &mut || {
+        assert_eq!(
+            read_direct(&m.path(&format!("nc3/{other}"))).unwrap(),
+            *case(other)
+        );
+    });
+
+    let (got, took) = stalled.join().unwrap();
+    assert!(
+        got.unwrap() == expected[1 << 20..(1 << 20) + (256 << 10)],
+        "the stalled read's bytes"
+    );
+    // It really waited while the others were answered.
+    assert!(
+        took >= Duration::from_secs(2),
+        "the stalled read took {took:?}"
+    );
+    assert_eq!(proxy.log_after(1).stalled.len(), 1);
+    let stats = mount_stats(&m);
+    assert!(stats["reads"]["deferred"].as_u64() >= Some(2), "{stats}");
+    m.stop();
 }

@@ -316,7 +316,7 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
             a.common.remote.max_requests = n;
         }
         "request_timeout" => a.common.remote.request_timeout = number(need()?)?,
-        "stall_timeout" => a.common.remote.stall_timeout = number(need()?)?,
+        "stall_timeout" => a.common.remote.stall_timeout = Some(number(need()?)?),
         "retries" => a.common.remote.retries = number(need()?)?,
         "hdf5_plugins" if value.is_none() => a.common.hdf5_plugins = true,
         "hdf5_plugin_path" => a.common.hdf5_plugin_path = Some(need()?.into()),

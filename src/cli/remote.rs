@@ -7,6 +7,10 @@ use clap::Args;
 
 use slabfs::storage::remote::Config;
 
+/// `--stall-timeout` when neither it nor a short `--request-timeout`
+/// says otherwise (docs/REMOTE.md, "Timeouts", has the measurement).
+const DEFAULT_STALL_TIMEOUT: u64 = 10;
+
 #[derive(Args, Debug, Clone, Default)]
 #[command(next_help_heading = "Remote sources (s3://, gs://, az://, http(s)://)")]
 pub struct RemoteArgs {
@@ -29,10 +33,11 @@ pub struct RemoteArgs {
     pub request_timeout: u64,
     /// Seconds an attempt may go without receiving a byte before it is
     /// abandoned and retried on a new connection, resuming after the bytes
-    /// received (at most --request-timeout).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10,
+    /// received (at most --request-timeout) [default: 10, or a third of
+    /// --request-timeout if that is less, so a read survives two stalls].
+    #[arg(long, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub stall_timeout: u64,
+    pub stall_timeout: Option<u64>,
     /// Retries of one failed request (with exponential backoff and jitter).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub retries: usize,
@@ -58,7 +63,9 @@ impl RemoteArgs {
                 .connect_timeout
                 .min(Duration::from_secs(self.request_timeout)),
             stall_timeout: Duration::from_secs(
-                self.stall_timeout.clamp(1, self.request_timeout.max(1)),
+                self.stall_timeout
+                    .unwrap_or(DEFAULT_STALL_TIMEOUT.min(self.request_timeout / 3))
+                    .clamp(1, self.request_timeout.max(1)),
             ),
         }
     }
@@ -111,6 +118,22 @@ mod tests {
         assert_eq!(c.connect_timeout, Duration::from_secs(3));
         // The stall timeout is at most the request timeout.
         assert_eq!(c.stall_timeout, Duration::from_secs(3));
+        // Unset, it is 10 s, or a third of a shorter request timeout.
+        let stall = |argv: &[&str]| {
+            let argv = ["slabfs", "ls"].iter().chain(argv).chain(&["s3://b"]);
+            let Command::Ls { common, .. } = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("not ls")
+            };
+            common.remote.config().stall_timeout.as_secs()
+        };
+        assert_eq!(stall(&[]), 10);
+        assert_eq!(stall(&["--request-timeout", "4"]), 1);
+        assert_eq!(stall(&["--request-timeout", "2"]), 1);
+        assert_eq!(stall(&["--request-timeout", "12"]), 4);
+        assert_eq!(
+            stall(&["--request-timeout", "12", "--stall-timeout", "6"]),
+            6
+        );
         for bad in [&["--max-requests", "0"][..], &["--remote-threads", "0"]] {
             let argv = ["slabfs", "ls"].iter().chain(bad).chain(&["s3://b"]);
             assert!(Cli::try_parse_from(argv).is_err(), "{bad:?}");

@@ -138,6 +138,18 @@ pub trait ArraySource: Send + Sync {
         None
     }
 
+    /// Whether reading `region` now would find every chunk it needs
+    /// decoded in the cache, so that the read waits on nothing: no
+    /// network, no disk, no decode. The mount answers such a read on the
+    /// thread the request arrived on and hands the others to threads that
+    /// may wait ([`crate::fs::SlabFs::read_or_defer`]). `false` (the
+    /// default) is always safe: it only costs that hand-over. Cheap, and
+    /// decided without I/O.
+    fn cached(&self, region: &Region) -> bool {
+        let _ = region;
+        false
+    }
+
     /// The typical latency of one fetch from where this source's data
     /// lives, for remote sources ([`crate::storage::store::Store::latency`]);
     /// `None` for local ones. Readahead keeps more in flight for a source

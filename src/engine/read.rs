@@ -86,6 +86,18 @@ pub fn read_shared_at(
     }
 }
 
+/// Whether reading bytes `[offset, offset + len)` of the flat file of
+/// `array` now would find everything it needs decoded in the cache
+/// ([`ArraySource::cached`] of each of its boxes): a read that waits on
+/// nothing. An empty range (at or past EOF) waits on nothing either.
+pub fn cached_at(array: &dyn ArraySource, offset: u64, len: u64) -> bool {
+    let meta = array.meta();
+    let (first, end) = element_range(offset, len, meta.item_size() as u64, meta.num_elements());
+    boxes(&meta.shape, first, end)
+        .iter()
+        .all(|region| array.cached(region))
+}
+
 /// Read the whole elements `[first, end)` into `out` (exactly their size).
 fn read_elements(
     array: &dyn ArraySource,

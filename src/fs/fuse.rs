@@ -263,22 +263,26 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let started = std::time::Instant::now();
-        let what = || format!("{} offset {offset} size {size}", self.core.path(ino.0));
-        match call("read", &what, || {
-            self.core.read_data(ino.0, fh.0, offset, size)
-        }) {
-            Ok(data) => {
-                log::debug!(
-                    "read {} offset {offset} size {size}: {} bytes in {:?}",
-                    self.core.path(ino.0),
-                    data.len(),
-                    started.elapsed()
-                );
-                reply.data(&data)
+        // Served here or, when it may wait on the network, on a thread
+        // of its own: this thread goes back to the kernel's next request.
+        let core = self.core.clone();
+        self.core.serve_read(ino.0, offset, size, move || {
+            let started = std::time::Instant::now();
+            let what = || format!("{} offset {offset} size {size}", core.path(ino.0));
+            let read = call("read", &what, || core.read_data(ino.0, fh.0, offset, size));
+            match read {
+                Ok(data) => {
+                    log::debug!(
+                        "read {} offset {offset} size {size}: {} bytes in {:?}",
+                        core.path(ino.0),
+                        data.len(),
+                        started.elapsed()
+                    );
+                    reply.data(&data)
+                }
+                Err(errno) => reply.error(errno),
             }
-            Err(errno) => reply.error(errno),
-        }
+        });
     }
 
     fn readdir(

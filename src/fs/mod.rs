@@ -6,7 +6,9 @@
 //! `fuser::Filesystem` adapter that converts types, replies and logs;
 //! [`mount`] runs the daemon (mount point checks, signals, unmount);
 //! [`refresh`] keeps the tree in step with sources that change; [`stats`]
-//! counts what the mount does. The core's tests call it directly, without
+//! counts what the mount does; [`waiting`] holds the threads that serve
+//! reads which may wait on the network ([`SlabFs::serve_read`]), so that
+//! the FUSE threads never wait on a server. The core's tests call it directly, without
 //! mounting; `tests/mount.rs` and `tests/mount_live.rs` mount for real.
 //!
 //! # Layout
@@ -98,6 +100,7 @@ pub mod refresh;
 pub mod sidecar;
 pub mod stats;
 pub mod views;
+pub mod waiting;
 pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -111,7 +114,7 @@ use parking_lot::{Mutex, RwLock};
 use crate::dtype::Endian;
 use crate::engine::array::{ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, SharedBytes};
-use crate::engine::read::{read_at, read_shared_at};
+use crate::engine::read::{cached_at, read_at, read_shared_at};
 use crate::engine::readahead::{DEFAULT_MAX_WINDOW, Readahead};
 use crate::formats::dataset::{Dataset, Directory, Entry};
 
@@ -719,6 +722,10 @@ pub struct SlabFs {
     refresh_lock: Mutex<()>,
     /// Sequential readahead into the chunk cache (off without a cache).
     readahead: Readahead,
+    /// Threads for reads that may wait on the network
+    /// ([`SlabFs::read_or_defer`]); `None`: every read is answered on the
+    /// caller's thread (a mount that reads no URL).
+    waiting: Option<waiting::Waiting>,
 }
 
 impl SlabFs {
@@ -764,6 +771,7 @@ impl SlabFs {
             next_fh: AtomicU64::new(1),
             refresh_lock: Mutex::new(()),
             readahead: Readahead::new(0),
+            waiting: None,
         }
     }
 
@@ -775,6 +783,14 @@ impl SlabFs {
         let window = (cache.budget() as u64 / 8).min(DEFAULT_MAX_WINDOW);
         self.readahead = Readahead::new(window);
         self.cache = Some(cache);
+        self
+    }
+
+    /// Answer reads that may wait on the network on up to `threads`
+    /// threads of their own ([`SlabFs::read_or_defer`]); 0 = never (every
+    /// read on the caller's thread).
+    pub fn with_waiting_threads(mut self, threads: usize) -> SlabFs {
+        self.waiting = (threads > 0).then(|| waiting::Waiting::new(threads));
         self
     }
 
@@ -971,6 +987,63 @@ impl SlabFs {
     /// fewer only at EOF, none at or past it.
     pub fn read(&self, ino: u64, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         self.read_data(ino, fh, offset, size).map(|d| d.to_vec())
+    }
+
+    /// Run `serve`, which reads `[offset, offset + size)` of `ino` and
+    /// answers the request: here, on the caller's thread, when the read
+    /// waits on nothing (a directory, sidecar or stats file, an array
+    /// range whose chunks are all decoded in the cache:
+    /// [`ArraySource::cached`]), else on a thread of the waiting pool
+    /// ([`with_waiting_threads`](Self::with_waiting_threads)), returning at
+    /// once. The FUSE adapter serves every read this way, so that its few
+    /// threads never wait on a remote fetch, a stalled server or a retry's
+    /// back-off while other requests queue behind them ([`waiting`]).
+    /// Without a pool, always here.
+    ///
+    /// A chunk evicted between the check and the read is fetched on the
+    /// caller's thread: the check reads the cache without a lock held
+    /// across the read, and holding one would serialise every read.
+    pub fn serve_read(
+        self: &Arc<Self>,
+        ino: u64,
+        offset: u64,
+        size: u32,
+        serve: impl FnOnce() + Send + 'static,
+    ) {
+        match &self.waiting {
+            Some(pool) if self.read_waits(ino, offset, size) => {
+                self.stats.read_deferred();
+                let fs = self.clone();
+                pool.run(move || {
+                    /// Counts the read answered however `serve` ends.
+                    struct Done(Arc<SlabFs>);
+                    impl Drop for Done {
+                        fn drop(&mut self) {
+                            self.0.stats.deferred_read_done();
+                        }
+                    }
+                    let _done = Done(fs);
+                    serve()
+                });
+            }
+            _ => serve(),
+        }
+    }
+
+    /// Whether reading `[offset, offset + size)` of `ino` may wait: some
+    /// of an array's bytes whose chunks are not all decoded in the cache.
+    fn read_waits(&self, ino: u64, offset: u64, size: u32) -> bool {
+        let tree = self.tree();
+        let Ok(node) = tree.node(ino) else {
+            return false;
+        };
+        let Content::Array { array, header } = &node.content else {
+            return false;
+        };
+        let hlen = header.len() as u64;
+        let start = offset.max(hlen) - hlen;
+        let end = offset.saturating_add(size as u64).saturating_sub(hlen);
+        end > start && !cached_at(array.as_ref(), start, end - start)
     }
 
     /// [`read`](Self::read), with the bytes lent from a cached chunk when
@@ -1304,6 +1377,64 @@ pub(crate) mod tests {
             .sum();
         assert_eq!(st.blocks, (20 + 6 + 2 + side).div_ceil(4096));
         assert_eq!(st.files, 11);
+    }
+
+    /// A ramp that says whether its reads are cached, and counts them.
+    struct Flagged {
+        ramp: Arc<dyn ArraySource>,
+        cached: bool,
+    }
+
+    impl ArraySource for Flagged {
+        fn meta(&self) -> &ArrayMeta {
+            self.ramp.meta()
+        }
+        fn read_region(&self, r: &Region, out: &mut [u8]) -> Result<()> {
+            self.ramp.read_region(r, out)
+        }
+        fn cached(&self, _: &Region) -> bool {
+            self.cached
+        }
+    }
+
+    /// With a waiting pool, a read whose chunks are not all cached is
+    /// served on another thread and counted as deferred; a cached one, a
+    /// sidecar, or any read without a pool is served on the caller's.
+    #[test]
+    fn reads_that_may_wait_are_served_on_waiting_threads() {
+        let flagged = |cached| -> Arc<dyn ArraySource> {
+            Arc::new(Flagged {
+                ramp: ramp(100, u64::MAX),
+                cached,
+            })
+        };
+        let entries = [entry("far", flagged(false)), entry("near", flagged(true))];
+        let serve = |fs: &Arc<SlabFs>, path: &str, offset| {
+            let ino = lookup_path(fs, path).unwrap().ino;
+            let (tx, rx) = std::sync::mpsc::channel();
+            let core = fs.clone();
+            fs.serve_read(ino, offset, 64, move || {
+                let data = core.read_data(ino, 0, offset, 64).map(|d| d.to_vec());
+                tx.send((std::thread::current().id(), data.unwrap())).unwrap();
+            });
+            let (thread, data) = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
+            if !path.ends_with(".json") {
+                assert_eq!(data, ramp_bytes(100)[offset as usize..][..64], "{path}");
+            }
+            thread != std::thread::current().id()
+        };
+        let pooled = Arc::new(fs(&entries).with_waiting_threads(2));
+        assert!(serve(&pooled, "far", 0), "an uncached read is deferred");
+        assert!(!serve(&pooled, "near", 0), "a cached read is served here");
+        assert!(!serve(&pooled, "far.json", 0), "a sidecar is served here");
+        // Past the end: nothing to wait for.
+        let ino = lookup_path(&pooled, "far").unwrap().ino;
+        assert!(!pooled.read_waits(ino, 200, 64));
+        let doc = pooled.stats().to_json(None);
+        assert_eq!(doc["reads"]["deferred"], 1, "{doc}");
+        assert_eq!(doc["reads"]["waiting"], 0, "{doc}");
+        let plain = Arc::new(fs(&entries));
+        assert!(!serve(&plain, "far", 0), "no pool: served here");
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub struct MountConfig {
     pub byte_order: Endian,
     /// Threads serving FUSE requests (at least 1).
     pub threads: usize,
+    /// Most threads serving reads that may wait on the network, apart
+    /// from the FUSE ones ([`super::waiting`]); 0 = none, every read is
+    /// served on a FUSE thread (a mount that reads no URL).
+    pub wait_threads: usize,
     /// Let users other than the mounting one see the mount.
     pub allow_other: bool,
     /// Which files each array shows (raw, NAME.json, NAME.npy, NAME.hdr).
@@ -255,7 +259,8 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
                 track_changes: cfg.refresh.is_some(),
             },
         )
-        .with_cache(cache),
+        .with_cache(cache)
+        .with_waiting_threads(cfg.wait_threads),
     );
     let arrays = ds.entries.len();
     let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
@@ -292,11 +297,15 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
         session
     };
     log::info!(
-        "mounted {} at {}: {arrays} arrays, {} nodes, {} threads, {} byte order, cache {} MiB",
+        "mounted {} at {}: {arrays} arrays, {} nodes, {} threads{}, {} byte order, cache {} MiB",
         source.display(),
         mnt.display(),
         core.len(),
         cfg.threads.max(1),
+        match cfg.wait_threads {
+            0 => String::new(),
+            n => format!(" (and up to {n} for reads waiting on the network)"),
+        },
         match cfg.byte_order {
             Endian::Little => "little",
             Endian::Big => "big",

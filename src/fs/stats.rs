@@ -7,7 +7,7 @@
 //! ```json
 //! {
 //!   "uptime_seconds": 3600.2,
-//!   "reads": {"requests": 51234, "bytes": 6710886400},
+//!   "reads": {"requests": 51234, "bytes": 6710886400, "deferred": 1220, "waiting": 3},
 //!   "read_latency_us": {"count": 51234, "p50": 95, "p90": 410, "p99": 2300, "max": 18211},
 //!   "errors": {"EIO": 2, "ENOENT": 40},
 //!   "cache": {"hits": 50011, "misses": 1223, "decodes": 1190, "evictions": 12,
@@ -22,7 +22,10 @@
 //! }
 //! ```
 //!
-//! - `reads`: FUSE read requests answered with data and the bytes sent.
+//! - `reads`: FUSE read requests answered with data and the bytes sent;
+//!   `deferred`, reads that may have waited on the network and were
+//!   handed to threads of their own ([`crate::fs::waiting`]), and
+//!   `waiting`, how many of those are unanswered now.
 //! - `read_latency_us`: the time the core takes to produce a read's bytes
 //!   (chunk fetch, decode, copy), in microseconds, over every read since
 //!   mount. Percentiles come from a fixed log-scale histogram
@@ -80,6 +83,9 @@ pub struct Stats {
     started: Instant,
     reads: AtomicU64,
     read_bytes: AtomicU64,
+    /// Reads handed to the waiting threads, ever and now.
+    reads_deferred: AtomicU64,
+    reads_waiting: AtomicU64,
     latency: Histogram,
     /// `errors[i]` counts `ERRNOS[i]`; the last slot is "other".
     errors: [AtomicU64; ERRNOS.len() + 1],
@@ -104,6 +110,8 @@ impl Stats {
             started: Instant::now(),
             reads: AtomicU64::new(0),
             read_bytes: AtomicU64::new(0),
+            reads_deferred: AtomicU64::new(0),
+            reads_waiting: AtomicU64::new(0),
             latency: Histogram::new(),
             errors: Default::default(),
             refresh_interval_ms: AtomicU64::new(0),
@@ -120,6 +128,17 @@ impl Stats {
         self.reads.fetch_add(1, Ordering::Relaxed);
         self.read_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         self.latency.record(took);
+    }
+
+    /// A read handed to the waiting threads ([`crate::fs::waiting`]).
+    pub fn read_deferred(&self) {
+        self.reads_deferred.fetch_add(1, Ordering::Relaxed);
+        self.reads_waiting.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A read handed to the waiting threads was answered.
+    pub fn deferred_read_done(&self) {
+        self.reads_waiting.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// A read that failed after `took` (its errno is counted by
@@ -195,6 +214,8 @@ impl Stats {
             "reads": {
                 "requests": load(&self.reads),
                 "bytes": load(&self.read_bytes),
+                "deferred": load(&self.reads_deferred),
+                "waiting": load(&self.reads_waiting),
             },
             "read_latency_us": latency_json(&lat),
             "errors": errors,

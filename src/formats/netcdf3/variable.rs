@@ -205,6 +205,16 @@ impl ArraySource for Netcdf3Array {
         self.shared.blocks.as_ref().and(self.shared.file.latency())
     }
 
+    /// A remote file's blocks under `region`'s reads all in the cache. A
+    /// local file is read from disk (the kernel's page cache): `false`.
+    fn cached(&self, region: &Region) -> bool {
+        self.shared.blocks.as_ref().is_some_and(|blocks| {
+            self.byte_boxes(std::slice::from_ref(region))
+                .iter()
+                .all(|b| blocks.cached(b))
+        })
+    }
+
     /// The blocks under `regions`' runs fetched into the cache (a remote
     /// file's; nothing locally, where the kernel reads ahead).
     fn prefetch(&self, regions: &[Region]) {

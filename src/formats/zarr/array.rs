@@ -515,6 +515,10 @@ thread_local! {
 /// more than this.
 const MAX_SCRATCH: usize = 64 << 20;
 
+/// Chunks [`ZarrArray::cached`] looks up at most: the kernel's largest
+/// request (1 MiB) over 16 KiB chunks.
+const MAX_CACHED_CHECK: usize = 64;
+
 fn src_of(a: &ZarrArray) -> String {
     a.spec.meta.source.clone()
 }
@@ -541,6 +545,19 @@ impl ArraySource for ZarrArray {
 
     fn fetch_latency(&self) -> Option<std::time::Duration> {
         self.store.latency()
+    }
+
+    /// Every chunk under `region` decoded in the cache. A region over more
+    /// than [`MAX_CACHED_CHECK`] chunks is not checked (`false`): a read
+    /// that large is not one to answer on a request thread anyway.
+    fn cached(&self, region: &Region) -> bool {
+        let projection = Projection::new(&self.spec.grid, region);
+        let mut pieces = projection.pieces();
+        pieces
+            .by_ref()
+            .take(MAX_CACHED_CHECK)
+            .all(|p| self.cache.contains(&self.key(&p.tile)))
+            && pieces.next().is_none()
     }
 
     /// Each chunk decoded into the cache on the rayon pool. Over an
