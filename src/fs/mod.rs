@@ -1415,7 +1415,8 @@ pub(crate) mod tests {
             let core = fs.clone();
             fs.serve_read(ino, offset, 64, move || {
                 let data = core.read_data(ino, 0, offset, 64).map(|d| d.to_vec());
-                tx.send((std::thread::current().id(), data.unwrap())).unwrap();
+                tx.send((std::thread::current().id(), data.unwrap()))
+                    .unwrap();
             });
             let (thread, data) = rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap();
             if !path.ends_with(".json") {

@@ -849,21 +849,45 @@ impl Pass<'_> {
 }
 
 /// The warning for `msg`, a dataset (or array) a refresh pass could not
-/// open, once the pass applied `changes`. If the pass kept arrays it
-/// could not re-open (their objects still exist: the failure may be the
-/// server's, and they are tried again next pass), what the failed dataset
-/// served before is still shown, and the line says so rather than "not
-/// shown": a dataset that never loaded still shows nothing.
+/// open, once the pass applied `changes` ([`skipped_message`]).
 fn skipped_warning(msg: &str, changes: &Changes) {
-    if changes.kept.is_empty() {
-        log::warn!("not shown: {msg}");
+    log::warn!("{}", skipped_message(msg, &changes.kept));
+}
+
+/// What to say of `msg`, a dataset a refresh pass could not open, given
+/// the arrays the pass `kept` because it could not re-open them (their
+/// objects still exist: the failure may be the server's, and they are
+/// tried again next pass). If some of them are the failed dataset's (the
+/// message names the directory they are in), what it served before is
+/// still shown and the line says so; otherwise (a dataset that never
+/// loaded, or one whose objects are gone) it is "not shown".
+fn skipped_message(msg: &str, kept: &[String]) -> String {
+    let ours = kept
+        .iter()
+        .filter(|path| {
+            path.rsplit_once('/')
+                .is_some_and(|(dir, _)| names(msg, dir))
+        })
+        .count();
+    if ours == 0 {
+        format!("not shown: {msg}")
     } else {
-        log::warn!(
+        format!(
             "refresh could not re-open: {msg}; the arrays it served before stay shown as they \
-             were ({} kept, tried again next pass)",
-            changes.kept.len()
-        );
+             were ({ours} kept, tried again next pass)"
+        )
     }
+}
+
+/// Whether `msg` names the path `dir` whole: preceded by its start or a
+/// `/`, followed by its end or a character no name here ends with.
+fn names(msg: &str, dir: &str) -> bool {
+    msg.match_indices(dir).any(|(at, _)| {
+        let before = msg[..at].chars().next_back();
+        let after = msg[at + dir.len()..].chars().next();
+        matches!(before, None | Some('/' | ' ' | '"' | '\''))
+            && matches!(after, None | Some('/' | ':' | ' ' | '"' | '\'' | ','))
+    })
 }
 
 /// Zarr metadata keys: a directory gains or loses its being a store with
@@ -930,6 +954,39 @@ fn reference_units(tree: &Tree, source: &Path) -> BTreeSet<String> {
 
 #[cfg(test)]
 mod tests {
+    /// A refresh that keeps arrays it could not re-open says so only of
+    /// the dataset they belong to; another dataset that failed is "not
+    /// shown" (issue 29: every line said "not shown" though the arrays
+    /// stayed, and then every line said "stay shown").
+    #[test]
+    fn a_failed_reopen_says_what_stays_shown() {
+        let kept = vec![
+            "classic_types.nc/fixed_i1".to_string(),
+            "classic_types.nc/fixed_i2".to_string(),
+            "store.zarr/g/a".to_string(),
+        ];
+        let failed = "s3://b/nc3/classic_types.nc: not a netCDF-3 file: bad magic";
+        let msg = skipped_message(failed, &kept);
+        assert!(
+            msg.starts_with("refresh could not re-open: s3://b/nc3/classic_types.nc"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("stay shown") && msg.contains("(2 kept"),
+            "{msg}"
+        );
+        let group = skipped_message("/data/store.zarr/g/a: chunk grid: bad shape", &kept);
+        assert!(group.contains("(1 kept"), "{group}");
+        for other in [
+            "s3://b/nc3/new.nc: not a netCDF-3 file",
+            "s3://b/nc3/xclassic_types.nc: truncated header",
+            "s3://b/nc3/classic_types.nc.bak: truncated header",
+        ] {
+            assert_eq!(skipped_message(other, &kept), format!("not shown: {other}"));
+        }
+        assert_eq!(skipped_message(failed, &[]), format!("not shown: {failed}"));
+    }
+
     use super::*;
     use crate::dtype::DataType;
     use crate::engine::array::ArrayMeta;
