@@ -9,8 +9,8 @@
 //! the library, through `slabfs ls` / `slabfs cat`, and through a real
 //! mount. Faults: a server stopped under a live mount (EIO for that read,
 //! the daemon alive, the next read after a restart fine), 503s that are
-//! retried, an object replaced between two ranges, a server that ignores
-//! `Range`. Secrets: every test runs with a distinctive
+//! retried, a burst of `503 SlowDown` that slows the whole process, an
+//! object replaced between two ranges, a server that ignores `Range`. Secrets: every test runs with a distinctive
 //! `AWS_SECRET_ACCESS_KEY`, and none of logs, error messages, sidecars,
 //! xattrs or `.slabfs/stats` may contain it.
 //!

@@ -59,7 +59,7 @@
 //!
 //! # Throttling
 //!
-//! [`Metered`] is also where the process-wide throttle sits on the wire:
+//! `Metered` is also where the process-wide throttle sits on the wire:
 //! before each attempt is sent it waits at [`super::throttle`]'s gate
 //! (an async sleep, nothing while no backoff is in progress), and each
 //! answer's status is handed to it. See that module for the design.

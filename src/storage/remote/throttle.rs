@@ -15,12 +15,12 @@
 //! # Design
 //!
 //! Two mechanisms, both process-wide, both fed by the answers that
-//! [`super::metrics::Metered`] sees (every HTTP attempt, retries
+//! `metrics::Metered` sees (every HTTP attempt, retries
 //! included):
 //!
 //! - **A gate (the backoff).** A throttling answer closes the gate for a
 //!   backoff: no attempt of the process, from any thread, to any store,
-//!   is sent before it opens ([`Throttle::ready`], an async sleep before
+//!   is sent before it opens (`Throttle::ready`, an async sleep before
 //!   the attempt, so no runtime thread is blocked and a call cancelled by
 //!   its deadline or by [`super::cancel_all`] ends at once). The backoff
 //!   bound doubles with each backoff in a row ([`BASE`] 100 ms, then
@@ -32,7 +32,7 @@
 //!   often would. A `Retry-After` in the answer lengthens the wait to
 //!   what the server asked, up to [`CAP`].
 //! - **A limit (the rate).** The requests in flight are the permits of
-//!   one semaphore ([`Throttle::acquire`], held by each logical request,
+//!   one semaphore (`Throttle::acquire`, held by each logical request,
 //!   its retries included, see `super::bounded`). A backoff halves the
 //!   limit: half of what was in flight, floor 1 (halving a limit of 64
 //!   while 4 requests are in flight would change nothing). Available
@@ -68,7 +68,7 @@
 //!
 //! Passing the gate is two atomic loads. An answer is one atomic load
 //! while nothing is throttled (the limit at its ceiling and no backoff in
-//! a row); otherwise a short uncontended lock of the [`Policy`], which is
+//! a row); otherwise a short uncontended lock of the `Policy`, which is
 //! plain arithmetic without clock or randomness (its tests drive it with
 //! chosen times and jitters). Nothing grows: one gate and one semaphore
 //! for the process.
