@@ -9,8 +9,8 @@
 //! the library, through `slabfs ls` / `slabfs cat`, and through a real
 //! mount. Faults: a server stopped under a live mount (EIO for that read,
 //! the daemon alive, the next read after a restart fine), 503s that are
-//! retried, an object replaced between two ranges, a server that ignores
-//! `Range`. Secrets: every test runs with a distinctive
+//! retried, a burst of `503 SlowDown` that slows the whole process, an
+//! object replaced between two ranges, a server that ignores `Range`. Secrets: every test runs with a distinctive
 //! `AWS_SECRET_ACCESS_KEY`, and none of logs, error messages, sidecars,
 //! xattrs or `.slabfs/stats` may contain it.
 //!
@@ -636,6 +636,225 @@ fn five_hundred_threes_are_retried() {
     assert!(stats["503"].as_u64().unwrap() >= 2, "{stats}");
 }
 
+/// Arm the range server's throttle (range_http.py, `/_slowdown`): the
+/// next requests it names are answered `503 SlowDown`.
+fn arm_slowdown(http: &Http, query: &str) {
+    let mut s = TcpStream::connect(("127.0.0.1", http.port)).unwrap();
+    let req = format!("GET /_slowdown?{query} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    std::io::Write::write_all(&mut s, req.as_bytes()).unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    assert!(reply.ends_with("armed"), "{reply}");
+}
+
+/// One request the range server logged since it was armed: when it
+/// started and ended (seconds from the arming, the server's clock), its
+/// status.
+#[derive(Debug)]
+struct Logged {
+    start: f64,
+    end: f64,
+    status: u64,
+}
+
+/// The requests for chunks (`/c/` in the path) the server logged, in the
+/// order they arrived.
+fn logged_chunk_requests(http: &Http) -> Vec<Logged> {
+    let stats = http.stats();
+    let mut log: Vec<Logged> = stats["log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e[3].as_str().unwrap().contains("/c/"))
+        .map(|e| Logged {
+            start: e[0].as_f64().unwrap(),
+            end: e[1].as_f64().unwrap(),
+            status: e[2].as_u64().unwrap(),
+        })
+        .collect();
+    log.sort_by(|a, b| a.start.total_cmp(&b.start));
+    log
+}
+
+/// The most of `requests` in progress at once at the server.
+fn most_at_once(requests: &[&Logged]) -> usize {
+    requests
+        .iter()
+        .map(|r| {
+            requests
+                .iter()
+                .filter(|o| o.start <= r.start && r.start < o.end)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Issue 29: `503 SlowDown` slows the whole process, as S3 asks, not only
+/// the request it answered (`storage::remote::throttle`). The range
+/// server answers a burst of chunk GETs `503 SlowDown` (S3's error XML)
+/// and serves normally afterwards; the chunks wait 0.3 s there, so the
+/// requests of one read are in flight together.
+///
+/// In a fresh process (`slabfs cat`, `--max-requests 16`) whose 503s ask
+/// `Retry-After: 1` (a wait long enough to tell apart from
+/// `object_store`'s own 100 ms retry backoff): the read succeeds; one
+/// WARN line for the burst of 8 (one overload, one backoff); no request
+/// from any thread reaches the server within the second after the first
+/// 503, neither the 8 retries nor the chunks still queued; and the
+/// requests in flight at once drop from 16 to the halved limit (8, plus
+/// what it grew back meanwhile: one per 8 answers). Then in this process,
+/// S3's way (no `Retry-After`): the counters of `.slabfs/stats` count the
+/// throttles and their retries, one backoff for the burst, and the limit
+/// halved from the 27 requests in flight.
+#[test]
+fn throttling_slows_the_whole_process_down() {
+    let _g = serial();
+    configure(None);
+    if cfg!(target_endian = "big") {
+        return;
+    }
+    let http = Http::start_with(&fixtures(), &["--delay", "0.3", "--delay-only", "/c/"]);
+    let expected = zarr_cases()
+        .into_iter()
+        .find(|(p, _)| p == "v3/consolidated.zarr/model/temperature")
+        .unwrap()
+        .1;
+    arm_slowdown(&http, "n=8&only=/c/&retry_after=1");
+    let started = Instant::now();
+    let cat = Command::new(env!("CARGO_BIN_EXE_slabfs"))
+        .args([
+            "cat",
+            "--max-requests",
+            "16",
+            &http.url("zarr/v3/consolidated.zarr"),
+            "model/temperature",
+        ])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&cat.stderr);
+    assert!(cat.status.success(), "{stderr}");
+    assert!(cat.stdout == expected, "slabfs cat: wrong bytes");
+    assert!(took < Duration::from_secs(5), "{took:?}: {stderr}");
+    let warned: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("throttled (503)"))
+        .collect();
+    assert_eq!(warned.len(), 1, "one WARN per backoff: {stderr}");
+    let line = warned[0];
+    assert!(
+        line.contains(&format!("http://127.0.0.1:{}:", http.port)),
+        "{line}"
+    );
+    assert!(line.contains("waits 1.00 s"), "{line}");
+    assert!(
+        line.contains("then at most 8 run at once (was 16"),
+        "{line}"
+    );
+
+    let stats = http.stats();
+    assert_eq!(stats["slowdown"], 8, "{stats}");
+    let log = logged_chunk_requests(&http);
+    // 27 chunk GETs (404 for the chunks not written), 8 of them twice.
+    assert_eq!(log.len(), 27 + 8, "{log:?}");
+    let first_503 = log
+        .iter()
+        .filter(|r| r.status == 503)
+        .map(|r| r.start)
+        .fold(f64::INFINITY, f64::min);
+    // The first wave: 16 GETs at once (--max-requests), before any 503
+    // came back; everything else waited for the backoff.
+    let (wave, later): (Vec<&Logged>, Vec<&Logged>) =
+        log.iter().partition(|r| r.start < first_503 + 1.0);
+    assert_eq!(wave.len(), 16, "{log:?}");
+    assert_eq!(
+        wave.iter().filter(|r| r.status == 503).count(),
+        8,
+        "{log:?}"
+    );
+    assert!(
+        later.iter().all(|r| r.status != 503),
+        "only the first wave was throttled: {log:?}"
+    );
+    let at_once = most_at_once(&later);
+    assert!(
+        at_once <= 10,
+        "{at_once} requests at once after the backoff, the limit was halved to 8: {log:?}"
+    );
+
+    // In this process, no Retry-After: the counters.
+    configure(None);
+    let name = format!("http://127.0.0.1:{}", http.port);
+    let root = Location::parse(&http.url("zarr/v3/consolidated.zarr/model/temperature")).unwrap();
+    let files = RemoteFiles::new(vec![root.clone()]).unwrap();
+    let store = files.store_at(&root).unwrap();
+    let keys: Vec<(String, u64)> = (0..27)
+        .map(|i| (format!("c/{}/{}/{}", i / 9, i / 3 % 3, i % 3), 1 << 20))
+        .collect();
+    arm_slowdown(&http, "n=6&only=/c/");
+    let before = counted(&name);
+    let limit_before = remote::throttle::snapshot();
+    let got = store.get_many(&keys);
+    for ((key, _), got) in keys.iter().zip(got) {
+        let on_disk = std::fs::read(
+            fixtures()
+                .join("zarr/v3/consolidated.zarr/model/temperature")
+                .join(key),
+        )
+        .ok();
+        assert_eq!(got.unwrap(), on_disk, "{key}");
+    }
+    let after = counted(&name);
+    let limit = remote::throttle::snapshot();
+    assert_eq!(after.throttles - before.throttles, 6, "{after:?}");
+    assert_eq!(after.retries - before.retries, 6, "{after:?}");
+    assert_eq!(limit.backoffs - limit_before.backoffs, 1, "{limit:?}");
+    assert_eq!(limit_before.request_limit, 64);
+    // 27 in flight when the first 503 came back; the 6 retries taken
+    // since are too few to grow it back (one per 13).
+    assert_eq!(limit.request_limit, 13, "{limit:?}");
+    assert_eq!(limit.in_flight, 0);
+    let doc = slabfs::fs::stats::Stats::new().to_json(None);
+    assert_eq!(doc["remote"][&name]["throttles"], after.throttles, "{doc}");
+    assert_eq!(doc["remote_throttle"]["request_limit"], 13, "{doc}");
+    assert_eq!(doc["remote_throttle"]["max_requests"], 64, "{doc}");
+}
+
+/// Issue 29: a body cut by its connection (closed in the middle of the
+/// answer, not stalled) is counted as a reset in `.slabfs/stats`, neither
+/// a stall nor a throttle, and the rest of it is asked for again.
+#[test]
+fn a_body_cut_by_its_connection_counts_as_a_reset() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(false);
+    // The first answer longer than 1,500 bytes (classic_types.nc is
+    // 2,740) is cut there: the proxy closes the connection 50 ms later,
+    // far within --stall-timeout.
+    let proxy = StallProxy::start(s3.port, 1, 1_500, Duration::from_millis(50));
+    remote::configure(remote::Config {
+        endpoint_url: Some(proxy.endpoint()),
+        timeout: Duration::from_secs(20),
+        ..remote::Config::default()
+    });
+    let name = format!("s3://{BUCKET}");
+    let before = counted(&name);
+    let ds = open(&format!("s3://{BUCKET}/nc3/classic_types.nc"));
+    let cases: Vec<_> = netcdf3_cases()
+        .into_iter()
+        .filter_map(|(p, e)| Some((p.strip_prefix("classic_types.nc/")?.to_string(), e)))
+        .collect();
+    check_all(&ds, "", &cases);
+    let after = counted(&name);
+    assert_eq!(proxy.log_after(1).stalled.len(), 1);
+    assert_eq!(after.resets - before.resets, 1, "{after:?}");
+    assert_eq!(after.stalls - before.stalls, 0, "{after:?}");
+    assert_eq!(after.throttles - before.throttles, 0, "{after:?}");
+    assert!(after.retries - before.retries >= 1, "{after:?}");
+}
+
 #[test]
 fn an_object_replaced_between_ranges_is_an_error_never_mixed() {
     let _g = serial();
@@ -1230,13 +1449,7 @@ fn counted(name: &str) -> remote::metrics::Snapshot {
         .find(|s| s.name == name)
         .unwrap_or_else(|| remote::metrics::Snapshot {
             name: name.to_string(),
-            requests: [0; remote::metrics::KINDS.len()],
-            bytes: 0,
-            errors: 0,
-            retries: 0,
-            not_modified: 0,
-            stalls: 0,
-            latency: Default::default(),
+            ..Default::default()
         })
 }
 

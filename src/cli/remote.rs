@@ -22,7 +22,9 @@ pub struct RemoteArgs {
     /// Send no credentials and sign no request (public buckets).
     #[arg(long)]
     pub no_sign_request: bool,
-    /// Requests to the server in flight at once, across the process.
+    /// Requests to the server in flight at once, across the process: the
+    /// ceiling (a 503 SlowDown or 429 halves the limit for a while; it
+    /// grows back to this as requests succeed).
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_requests: u32,

@@ -16,9 +16,12 @@
 //!               "walks": 2, "watching": true, "watched_directories": 41},
 //!   "remote": {"s3://bucket": {"requests": {"GET": 12, "ranged_GET": 1204, "LIST": 3,
 //!                                           "HEAD": 9, "other": 0},
-//!                              "bytes": 1263534080, "retries": 2, "errors": 2,
-//!                              "not_modified": 0, "stalls": 1,
-//!                              "latency_us": {"count": 1228, "p50": 9100, ...}}}
+//!                              "bytes": 1263534080, "retries": 9, "errors": 9,
+//!                              "not_modified": 0, "stalls": 1, "resets": 2,
+//!                              "throttles": 6,
+//!                              "latency_us": {"count": 1235, "p50": 9100, ...}}},
+//!   "remote_throttle": {"request_limit": 32, "max_requests": 64, "in_flight": 5,
+//!                       "backoffs": 1, "resume_in_ms": 0}
 //! }
 //! ```
 //!
@@ -45,9 +48,18 @@
 //! - `remote` (only when the mount reads URLs): per source store, the HTTP
 //!   requests sent by kind, bytes fetched, retries, failed attempts, `304`
 //!   answers, stalls (attempts abandoned after `--stall-timeout` without a
-//!   byte) and time to first byte; see [`crate::storage::remote::metrics`]
-//!   for what each counts. They are the process's counters, named by store
-//!   URL without user info or query string (never a secret).
+//!   byte), resets (attempts and bodies cut by the connection: reset,
+//!   closed, refused), throttles (`503`/`429` answers) and time to first
+//!   byte; see [`crate::storage::remote::metrics`] for what each counts.
+//!   They are the process's counters, named by store URL without user info
+//!   or query string (never a secret).
+//! - `remote_throttle` (with `remote`): the process-wide limit of remote
+//!   requests in flight, lowered by throttling answers and grown back as
+//!   answers come ([`crate::storage::remote::throttle`]): `request_limit`
+//!   now, `max_requests` its ceiling (`--max-requests`), `in_flight` now,
+//!   `backoffs` since start (one per overload, however many `503`s it
+//!   sent), and `resume_in_ms`, the time left of a backoff in progress
+//!   (no request is sent before it ends).
 //!
 //! Recording is on the read path of every request, possibly from many
 //! threads at once, so it is a handful of relaxed atomic adds: no lock,
@@ -62,7 +74,7 @@ use serde_json::{Value, json};
 
 use crate::engine::cache::ChunkCache;
 pub use crate::histogram::{Histogram, Summary};
-use crate::storage::remote::metrics;
+use crate::storage::remote::{metrics, throttle};
 
 /// Errnos the core returns, by name; anything else counts as "other".
 const ERRNOS: [(i32, &str); 8] = [
@@ -236,6 +248,7 @@ impl Stats {
         let remote = metrics::snapshot();
         if !remote.is_empty() {
             doc["remote"] = remote_json(&remote);
+            doc["remote_throttle"] = throttle_json(&throttle::snapshot());
         }
         if let Some(cache) = cache {
             let c = cache.stats();
@@ -281,11 +294,24 @@ fn remote_json(sources: &[metrics::Snapshot]) -> Value {
                 "errors": s.errors,
                 "not_modified": s.not_modified,
                 "stalls": s.stalls,
+                "resets": s.resets,
+                "throttles": s.throttles,
                 "latency_us": latency_json(&s.latency),
             }),
         );
     }
     Value::Object(out)
+}
+
+/// The `remote_throttle` section.
+fn throttle_json(t: &throttle::Snapshot) -> Value {
+    json!({
+        "request_limit": t.request_limit,
+        "max_requests": t.max_requests,
+        "in_flight": t.in_flight,
+        "backoffs": t.backoffs,
+        "resume_in_ms": t.resume_in.as_millis() as u64,
+    })
 }
 
 fn latency_json(l: &Summary) -> Value {
@@ -325,6 +351,35 @@ mod tests {
         assert_eq!(doc["errors"], json!({"EIO": 8, "ENOENT": 8, "other": 8}));
         assert!(doc.get("cache").is_none());
         assert_eq!(doc["refresh"]["interval_seconds"], Value::Null);
+    }
+
+    #[test]
+    fn remote_sections_show_throttles_resets_and_the_limit() {
+        let source = metrics::Snapshot {
+            name: "s3://b".into(),
+            throttles: 6,
+            resets: 2,
+            stalls: 1,
+            ..Default::default()
+        };
+        let doc = remote_json(&[source]);
+        let s = &doc["s3://b"];
+        assert_eq!(
+            (&s["throttles"], &s["resets"], &s["stalls"]),
+            (&json!(6), &json!(2), &json!(1))
+        );
+        let t = throttle::Snapshot {
+            request_limit: 8,
+            max_requests: 64,
+            in_flight: 3,
+            backoffs: 2,
+            resume_in: Duration::from_millis(1500),
+        };
+        assert_eq!(
+            throttle_json(&t),
+            json!({"request_limit": 8, "max_requests": 64, "in_flight": 3,
+                   "backoffs": 2, "resume_in_ms": 1500})
+        );
     }
 
     #[test]

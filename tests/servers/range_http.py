@@ -25,6 +25,14 @@ file), so a client's ranged reads cannot be tested against it. This one:
   requests one after another pays the delay once per request, one that
   sends them at once pays it about once; with `--delay-only TEXT` as
   well, only requests whose path contains TEXT wait.
+- answers `GET /_slowdown?n=N[&only=TEXT][&retry_after=S]` by arming a
+  throttle, as an overloaded S3 prefix: the next N requests (whose path
+  contains TEXT) are answered at once `503` with S3's `SlowDown` error
+  XML (and `Retry-After: S` if given; S3 sends none, Azure and GCS may).
+  From then on, `/_stats` also has `slowdown` (such 503s sent) and `log`:
+  one `[start, end, status, path]` per request since the arming (seconds
+  on the server's monotonic clock from the arming), for tests of when a
+  client's requests arrive and how many are in flight at once.
 
 Usage: range_http.py ROOT [--ignore-range] [--delay SECONDS [--delay-only TEXT]]; prints the
 port it listens on
@@ -38,6 +46,7 @@ import sys
 import threading
 import time
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs
 
 ROOT = os.path.abspath(sys.argv[1])
 IGNORE_RANGE = "--ignore-range" in sys.argv[2:]
@@ -46,6 +55,15 @@ DELAY_ONLY = sys.argv[sys.argv.index("--delay-only") + 1] if "--delay-only" in s
 LOCK = threading.Lock()
 STATS = {"requests": 0, "503": 0, "206": 0, "304": 0, "200": 0, "credential": None}
 FAILED_ONCE = set()
+# The armed throttle (`/_slowdown`) and the requests logged since.
+SLOWDOWN = {"left": 0, "only": "", "retry_after": None, "at": None}
+LOG = []
+LOG_MAX = 10000
+SLOWDOWN_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n'
+    b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message>"
+    b"<RequestId>RANGEHTTP0000001</RequestId></Error>"
+)
 
 
 class Handler(SimpleHTTPRequestHandler):
@@ -56,6 +74,10 @@ class Handler(SimpleHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def send_response(self, code, message=None):
+        self.status = code
+        super().send_response(code, message)
 
     def count(self, key):
         with LOCK:
@@ -85,7 +107,46 @@ class Handler(SimpleHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if path == "/_stats":
             with LOCK:
-                return self.plain(200, json.dumps(STATS).encode())
+                stats = dict(STATS)
+                if SLOWDOWN["at"] is not None:
+                    stats["log"] = list(LOG)
+                return self.plain(200, json.dumps(stats).encode())
+        if path == "/_slowdown":
+            query = parse_qs(self.path.partition("?")[2])
+            with LOCK:
+                SLOWDOWN["left"] = int(query["n"][0])
+                SLOWDOWN["only"] = query.get("only", [""])[0]
+                SLOWDOWN["retry_after"] = query.get("retry_after", [None])[0]
+                SLOWDOWN["at"] = time.monotonic()
+                STATS["slowdown"] = 0
+                LOG.clear()
+            return self.plain(200, b"armed")
+        start = time.monotonic()
+        self.status = None
+        try:
+            self.answer(path)
+        finally:
+            with LOCK:
+                if SLOWDOWN["at"] is not None and len(LOG) < LOG_MAX:
+                    at = SLOWDOWN["at"]
+                    LOG.append([start - at, time.monotonic() - at, self.status, path])
+
+    def answer(self, path):
+        with LOCK:
+            throttled = SLOWDOWN["left"] > 0 and SLOWDOWN["only"] in path
+            if throttled:
+                SLOWDOWN["left"] -= 1
+                STATS["slowdown"] += 1
+        if throttled:
+            self.send_response(503)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(SLOWDOWN_BODY)))
+            if SLOWDOWN["retry_after"] is not None:
+                self.send_header("Retry-After", SLOWDOWN["retry_after"])
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(SLOWDOWN_BODY)
+            return
         if DELAY and DELAY_ONLY in path:
             time.sleep(DELAY)
         for prefix in ("/redirect-here/", "/redirect-away/"):

@@ -44,8 +44,25 @@
 //!   back in the pool); that GET counts as a retry: the body of each
 //!   answer is watched ([`Watched`]), and a body that fails leaves the
 //!   rest of its range as the failed attempt the next one repeats.
+//! - `throttles`: `503` and `429` answers (S3 SlowDown, Azure ServerBusy,
+//!   GCS rate limits), each retried by `object_store` like any `5xx`.
+//!   They are also what [`super::throttle`] hears: the first of an
+//!   overload starts a backoff of the whole process (the others of the
+//!   same burst only count here), logged as one `WARN` line naming the
+//!   store, the wait and the new limit of requests in flight.
+//! - `resets`: attempts that failed for the connection (refused, reset or
+//!   closed before the answer's head) and bodies cut short the same way:
+//!   neither a timeout (a stall counts as a stall) nor a status. Each is
+//!   retried like a stall (the body resumed from the bytes received).
 //! - `latency_us`: time to the answer's headers (time to first byte), per
 //!   attempt, in a log-scale [`Histogram`].
+//!
+//! # Throttling
+//!
+//! `Metered` is also where the process-wide throttle sits on the wire:
+//! before each attempt is sent it waits at [`super::throttle`]'s gate
+//! (an async sleep, nothing while no backoff is in progress), and each
+//! answer's status is handed to it. See that module for the design.
 //!
 //! # Bounds and secrets
 //!
@@ -91,13 +108,15 @@ pub struct SourceMetrics {
     retries: AtomicU64,
     not_modified: AtomicU64,
     stalls: AtomicU64,
+    throttles: AtomicU64,
+    resets: AtomicU64,
     latency: Histogram,
     /// (method, URL, range) of attempts that failed retryably.
     pending: Mutex<VecDeque<String>>,
 }
 
 /// A copy of one source's counters, for the stats document.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Snapshot {
     /// The store's URL, without secrets.
     pub name: String,
@@ -108,6 +127,11 @@ pub struct Snapshot {
     pub retries: u64,
     pub not_modified: u64,
     pub stalls: u64,
+    /// `503` and `429` answers.
+    pub throttles: u64,
+    /// Attempts and bodies that failed for the connection (reset, closed,
+    /// refused), not a timeout.
+    pub resets: u64,
     /// Nanoseconds.
     pub latency: Summary,
 }
@@ -122,6 +146,8 @@ impl SourceMetrics {
             retries: AtomicU64::new(0),
             not_modified: AtomicU64::new(0),
             stalls: AtomicU64::new(0),
+            throttles: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
             latency: Histogram::new(),
             pending: Mutex::new(VecDeque::new()),
         }
@@ -137,6 +163,8 @@ impl SourceMetrics {
             retries: load(&self.retries),
             not_modified: load(&self.not_modified),
             stalls: load(&self.stalls),
+            throttles: load(&self.throttles),
+            resets: load(&self.resets),
             latency: self.latency.summary(),
         }
     }
@@ -233,6 +261,15 @@ fn retried_status(status: u16) -> bool {
     status >= 500 || status == 429 || status == 408
 }
 
+/// Whether an attempt that failed with `kind` failed for its connection
+/// (refused, reset, closed): not a timeout, not an answer.
+fn is_reset(kind: HttpErrorKind) -> bool {
+    matches!(
+        kind,
+        HttpErrorKind::Connect | HttpErrorKind::Request | HttpErrorKind::Interrupted
+    )
+}
+
 /// Statuses the layers above expect as answers, not failures.
 fn expected_status(status: u16) -> bool {
     status < 400 || matches!(status, 404 | 412 | 416)
@@ -251,6 +288,10 @@ impl HttpService for Metered {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let k = kind(&method, &query, &path, range.is_some());
+        // The process's backoff, if one is in progress: no attempt is sent
+        // before it ends (and a cancelled call stops waiting at once).
+        let throttle = super::throttle::global();
+        let sent = throttle.ready().await;
         m.requests[k].fetch_add(1, Ordering::Relaxed);
         // The URL with its query: two listings of different prefixes, or
         // pages, are different requests. Kept in memory only.
@@ -290,6 +331,27 @@ impl HttpService for Metered {
                 if retried_status(status) {
                     m.failed_retryably(key);
                 }
+                if super::throttle::is_throttle(status) {
+                    m.throttles.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Some(b) = throttle.answered(status, r.headers(), sent) {
+                    let asked = b
+                        .asked
+                        .map(|a| format!(", {} s asked by the server", a.as_secs()))
+                        .unwrap_or_default();
+                    log::warn!(
+                        "{}: throttled ({status}); every remote request of the process \
+                         waits {:.2} s (backoff up to {:.1} s{asked}), then at most {} \
+                         run at once (was {}; grows back as answers come, up to \
+                         --max-requests {})",
+                        m.name,
+                        b.wait.as_secs_f64(),
+                        b.bound.as_secs_f64(),
+                        b.limit,
+                        b.was,
+                        b.max
+                    );
+                }
                 log::debug!(
                     "{} {} {shown}{range}: {status} in {:.1} ms",
                     KINDS[k],
@@ -299,6 +361,9 @@ impl HttpService for Metered {
             }
             Err(e) => {
                 m.errors.fetch_add(1, Ordering::Relaxed);
+                if is_reset(e.kind()) {
+                    m.resets.fetch_add(1, Ordering::Relaxed);
+                }
                 if e.kind() == HttpErrorKind::Timeout && took >= stall_timeout {
                     m.stalls.fetch_add(1, Ordering::Relaxed);
                     log::warn!(
@@ -429,6 +494,10 @@ impl Watched {
         let stalled = e.kind() == HttpErrorKind::Timeout && idle >= self.stall_timeout;
         if stalled {
             m.stalls.fetch_add(1, Ordering::Relaxed);
+        } else if e.kind() != HttpErrorKind::Timeout {
+            // A body can only fail for its connection (nothing decodes
+            // it here): reset, closed, cut short.
+            m.resets.fetch_add(1, Ordering::Relaxed);
         }
         let why = if stalled {
             format!("no byte for {:.1} s (--stall-timeout)", idle.as_secs_f64())
@@ -483,6 +552,16 @@ mod tests {
         );
         assert_eq!(KINDS[kind("PROPFIND", "", "/d/", false)], "LIST");
         assert_eq!(KINDS[kind("POST", "", "/", false)], "other");
+    }
+
+    #[test]
+    fn resets_are_connection_failures_not_timeouts() {
+        assert!(is_reset(HttpErrorKind::Connect));
+        assert!(is_reset(HttpErrorKind::Request));
+        assert!(is_reset(HttpErrorKind::Interrupted));
+        assert!(!is_reset(HttpErrorKind::Timeout));
+        assert!(!is_reset(HttpErrorKind::Decode));
+        assert!(!is_reset(HttpErrorKind::Unknown));
     }
 
     #[test]

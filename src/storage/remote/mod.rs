@@ -32,9 +32,11 @@
 //! process ([`runtime`], [`Config::threads`] workers, 2 by default): a
 //! blocking call hands its request to it and waits for the answer. A
 //! semaphore bounds the requests in flight across the process
-//! ([`Config::max_requests`], 64 by default); a caller beyond it waits its
-//! turn. Nothing here is per dataset: a mount of a thousand datasets has
-//! the same runtime and the same bound.
+//! ([`Config::max_requests`], 64 by default, the ceiling: while the
+//! servers throttle, [`throttle`] lowers the limit and holds every
+//! attempt for a backoff); a caller beyond it waits its turn. Nothing
+//! here is per dataset: a mount of a thousand datasets has the same
+//! runtime and the same bound.
 //!
 //! # Latency: many requests per caller
 //!
@@ -65,7 +67,10 @@
 //!
 //! `object_store` retries timeouts, connection errors, 5xx and throttling
 //! answers with exponential backoff and decorrelated jitter, up to
-//! [`Config::retries`] times within [`Config::timeout`]. A request that
+//! [`Config::retries`] times within [`Config::timeout`]. A throttling
+//! answer (`503`, `429`) also slows the whole process ([`throttle`]):
+//! every attempt waits out a shared backoff, and fewer requests are in
+//! flight until answers come back normally. A request that
 //! still fails is an error for that read only (EIO at the mount), naming
 //! the object's URL; nothing failed is cached (the layers above cache only
 //! decoded successes).
@@ -102,6 +107,7 @@ pub mod metrics;
 mod profile;
 mod role;
 mod store;
+pub mod throttle;
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -124,7 +130,8 @@ pub struct Config {
     pub endpoint_url: Option<String>,
     /// Send no credentials and no signature (public buckets).
     pub no_sign_request: bool,
-    /// Requests in flight at once, across the process.
+    /// Requests in flight at once, across the process: the ceiling; while
+    /// the servers throttle, the limit is lower ([`throttle`]).
     pub max_requests: usize,
     /// Worker threads of the runtime that runs the requests.
     pub threads: usize,
@@ -203,11 +210,14 @@ impl Config {
 
 static CONFIG: RwLock<Option<Config>> = RwLock::new(None);
 
-/// Set the process's remote configuration. The runtime and the request
-/// bound are sized by the first connection; later changes of `threads` or
-/// `max_requests` do not resize them.
+/// Set the process's remote configuration. The runtime is sized by the
+/// first connection (later changes of `threads` do not resize it); the
+/// request limit is restored to the new `max_requests`, and a backoff in
+/// progress ends ([`throttle`]).
 pub fn configure(config: Config) {
+    let max = config.max_requests;
     *CONFIG.write() = Some(config);
+    throttle::reconfigure(max);
 }
 
 /// The configuration in force.
@@ -217,7 +227,6 @@ pub fn config() -> Config {
 
 struct Runtime {
     rt: tokio::runtime::Runtime,
-    requests: Arc<tokio::sync::Semaphore>,
     /// Set once by [`cancel_all`]: every call waiting or in flight ends.
     stopping: tokio::sync::watch::Sender<bool>,
 }
@@ -238,7 +247,6 @@ fn shared() -> &'static Runtime {
             .expect("the remote I/O runtime starts");
         Runtime {
             rt,
-            requests: Arc::new(tokio::sync::Semaphore::new(cfg.max_requests.max(1))),
             stopping: tokio::sync::watch::Sender::new(false),
         }
     })
@@ -279,10 +287,7 @@ where
     let n = futs.len();
     let mut stopping = shared.stopping.subscribe();
     shared.rt.block_on(async move {
-        let work = futures::future::join_all(
-            futs.into_iter()
-                .map(|fut| bounded(shared.requests.clone(), deadline, fut)),
-        );
+        let work = futures::future::join_all(futs.into_iter().map(|fut| bounded(deadline, fut)));
         let cancelled = async move {
             let _ = stopping.wait_for(|s| *s).await;
         };
@@ -293,17 +298,18 @@ where
     })
 }
 
-/// `fut` holding one of the [`Config::max_requests`] permits (waiting for
-/// one first), an error if it takes longer than `deadline`.
+/// `fut` holding one of the permits of the requests in flight (waiting
+/// for one first: at most [`Config::max_requests`], fewer while the
+/// servers throttle, see [`throttle`]), an error if it takes longer than
+/// `deadline`.
 async fn bounded<T>(
-    requests: Arc<tokio::sync::Semaphore>,
     deadline: Duration,
     fut: impl std::future::Future<Output = std::io::Result<T>>,
 ) -> std::io::Result<T> {
-    let _permit = requests
-        .acquire_owned()
+    let _permit = throttle::global()
+        .acquire()
         .await
-        .map_err(|_| std::io::Error::other("the remote I/O runtime is shutting down"))?;
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
     match tokio::time::timeout(deadline, fut).await {
         Ok(r) => r,
         Err(_) => Err(std::io::Error::new(
@@ -348,10 +354,9 @@ pub(crate) fn each_on_runtime<T, F>(
             .enumerate()
             .map(|(i, fut)| {
                 let tx = tx.clone();
-                let requests = shared.requests.clone();
                 let mut stopping = shared.stopping.subscribe();
                 shared.rt.spawn(async move {
-                    let work = bounded(requests, deadline, fut);
+                    let work = bounded(deadline, fut);
                     let cancelled = async move {
                         let _ = stopping.wait_for(|s| *s).await;
                     };
