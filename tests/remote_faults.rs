@@ -12,12 +12,13 @@
 //!
 //! Eight reader threads do random `O_DIRECT` preads (page-aligned, 4 to
 //! 64 KiB, seeded) of the three flat files and compare every byte with the
-//! expected ones. A probe thread measures, about every 100 ms, operations
-//! that memory can answer without the network: `stat` of a sidecar,
-//! `open` + `O_DIRECT` read of it, a `readdir`, and an `O_DIRECT` re-read
-//! of a 4 KiB range read just before (its chunk is then in the chunk
-//! cache: a chunk leaves it only when evicted or when every byte of it has
-//! been served, and two 4 KiB reads serve a quarter of a chunk at most).
+//! expected ones. Two probe threads measure, about every 100 ms,
+//! operations that memory can answer without the network: `stat`, `open` and
+//! `O_DIRECT` read of a sidecar (`zstd.json`), a `readdir`, and an
+//! `O_DIRECT` re-read of a 4 KiB range read just before (its chunk is then
+//! in the chunk cache: a chunk leaves it only when evicted or when every
+//! byte of it has been served, and two 4 KiB reads serve a quarter of a
+//! chunk at most).
 //!
 //! First, one fault of each kind alone: a single read of a chunk that
 //! meets it (the proxy faults exactly one request) must come back right
@@ -475,38 +476,31 @@ fn listing(dir: &Path) -> std::io::Result<Vec<String>> {
     Ok(names)
 }
 
-fn probe(
-    truth: ProbeTruth,
-    arrays: Arc<Vec<Array>>,
-    stop: Arc<AtomicBool>,
-    seed: u64,
-) -> (Vec<ProbeRecord>, Vec<ReadRecord>) {
-    let mut rng = Lcg(seed ^ 0x5eed_face);
+/// Run `f` as one probe operation, timed, into `records`.
+fn timed(records: &mut Vec<ProbeRecord>, what: &'static str, f: impl FnOnce() -> Option<String>) {
+    let started = Instant::now();
+    let error = f();
+    records.push(ProbeRecord {
+        what,
+        started,
+        took: started.elapsed(),
+        error,
+    });
+}
+
+/// Every [`PROBE_EVERY`] until `stop`: a sidecar's `stat` + `open` + read
+/// (as `cat` of it would), and a `readdir`.
+fn probe_metadata(truth: ProbeTruth, stop: Arc<AtomicBool>) -> Vec<ProbeRecord> {
     let mut backing = Vec::new();
     let mut records = Vec::new();
-    let mut warmups = Vec::new();
-    let files: Vec<_> = arrays
-        .iter()
-        .map(|a| open_direct(&a.path).unwrap())
-        .collect();
-    let mut timed = |what: &'static str, f: &mut dyn FnMut() -> Option<String>| {
-        let started = Instant::now();
-        let error = f();
-        records.push(ProbeRecord {
-            what,
-            started,
-            took: started.elapsed(),
-            error,
-        });
-    };
     while !stop.load(Ordering::SeqCst) {
         let round = Instant::now();
-        timed("stat", &mut || match std::fs::metadata(&truth.sidecar) {
-            Ok(m) if m.len() == truth.sidecar_bytes.len() as u64 => None,
-            Ok(m) => Some(format!("size {}", m.len())),
-            Err(e) => Some(e.to_string()),
-        });
-        timed("sidecar", &mut || {
+        timed(&mut records, "sidecar", || {
+            match std::fs::metadata(&truth.sidecar) {
+                Ok(m) if m.len() == truth.sidecar_bytes.len() as u64 => {}
+                Ok(m) => return Some(format!("stat: size {}", m.len())),
+                Err(e) => return Some(format!("stat: {e}")),
+            }
             let f = match open_direct(&truth.sidecar) {
                 Ok(f) => f,
                 Err(e) => return Some(format!("open: {e}")),
@@ -516,20 +510,42 @@ fn probe(
                 other => Some(format!("{other:?}")),
             }
         });
-        timed("readdir", &mut || match listing(&truth.dir) {
+        timed(&mut records, "readdir", || match listing(&truth.dir) {
             Ok(l) if l == truth.listing => None,
             Ok(l) => Some(format!("listing {l:?}")),
             Err(e) => Some(e.to_string()),
         });
-        // A 4 KiB range read (untimed: it may need the network), then read
-        // again at once: its chunk is in the cache now.
+        std::thread::sleep(PROBE_EVERY.saturating_sub(round.elapsed()));
+    }
+    records
+}
+
+/// Every [`PROBE_EVERY`] until `stop`: a random 4 KiB range read
+/// (untimed: it may need the network, which is why this is a thread of its
+/// own, apart from [`probe_metadata`]), then read again at once, timed: its
+/// chunk is in the cache now. Returns the re-reads and the first reads.
+fn probe_reread(
+    arrays: Arc<Vec<Array>>,
+    stop: Arc<AtomicBool>,
+    seed: u64,
+) -> (Vec<ProbeRecord>, Vec<ReadRecord>) {
+    let mut rng = Lcg(seed ^ 0x5eed_face);
+    let mut backing = Vec::new();
+    let mut records = Vec::new();
+    let mut firsts = Vec::new();
+    let files: Vec<_> = arrays
+        .iter()
+        .map(|a| open_direct(&a.path).unwrap())
+        .collect();
+    while !stop.load(Ordering::SeqCst) {
+        let round = Instant::now();
         let array = rng.next(arrays.len() as u64) as usize;
         let expected = &arrays[array].expected;
         let offset = rng.next(expected.len() as u64 / PAGE) * PAGE;
         let started = Instant::now();
         let first = checked_pread(&files[array], offset, PAGE as usize, expected, &mut backing);
         let first_ok = first == Outcome::Ok;
-        warmups.push(ReadRecord {
+        firsts.push(ReadRecord {
             array,
             offset,
             len: PAGE as usize,
@@ -538,20 +554,16 @@ fn probe(
             outcome: first,
         });
         if first_ok {
-            timed("reread", &mut || match checked_pread(
-                &files[array],
-                offset,
-                PAGE as usize,
-                expected,
-                &mut backing,
-            ) {
-                Outcome::Ok => None,
-                other => Some(format!("{other:?}")),
+            timed(&mut records, "reread", || {
+                match checked_pread(&files[array], offset, PAGE as usize, expected, &mut backing) {
+                    Outcome::Ok => None,
+                    other => Some(format!("{other:?}")),
+                }
             });
         }
         std::thread::sleep(PROBE_EVERY.saturating_sub(round.elapsed()));
     }
-    (records, warmups)
+    (records, firsts)
 }
 
 // ---------------------------------------------------------------------------
@@ -713,9 +725,13 @@ fn reads_under_a_misbehaving_network_are_right_and_the_mount_stays_responsive() 
             std::thread::spawn(move || reader(id, arrays, phase, seed))
         })
         .collect();
-    let prober = {
+    let metadata_prober = {
+        let stop = stop_probe.clone();
+        std::thread::spawn(move || probe_metadata(truth, stop))
+    };
+    let reread_prober = {
         let (arrays, stop) = (arrays.clone(), stop_probe.clone());
-        std::thread::spawn(move || probe(truth, arrays, stop, seed))
+        std::thread::spawn(move || probe_reread(arrays, stop, seed))
     };
     std::thread::sleep(phase_len);
     let proxy_before_b = proxy.stats();
@@ -778,7 +794,9 @@ fn reads_under_a_misbehaving_network_are_right_and_the_mount_stays_responsive() 
         .into_iter()
         .flat_map(|r| r.join().unwrap())
         .collect();
-    let (probes, probe_warmups) = prober.join().unwrap();
+    let mut probes = metadata_prober.join().unwrap();
+    let (rereads, probe_warmups) = reread_prober.join().unwrap();
+    probes.extend(rereads);
     let drained = t_c.elapsed();
     let alive = m.child.as_mut().unwrap().try_wait().unwrap().is_none();
     let mount_stats: Value = std::fs::read(m.path(".slabfs/stats"))
@@ -847,7 +865,7 @@ fn reads_under_a_misbehaving_network_are_right_and_the_mount_stays_responsive() 
             "probe {name}: {} memory-served operations, p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms",
             probes.len()
         );
-        for what in ["stat", "sidecar", "readdir", "reread"] {
+        for what in ["sidecar", "readdir", "reread"] {
             let (_, _, max) = percentiles(
                 probes
                     .iter()
