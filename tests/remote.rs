@@ -694,7 +694,10 @@ fn most_at_once(requests: &[&Logged]) -> usize {
 /// the request it answered (`storage::remote::throttle`). The range
 /// server answers a burst of chunk GETs `503 SlowDown` (S3's error XML)
 /// and serves normally afterwards; the chunks wait 0.3 s there, so the
-/// requests of one read are in flight together.
+/// requests of one read are in flight together, and the 503s wait until
+/// the whole first wave has arrived (`hold=`: on a loaded machine the
+/// first 503 could otherwise come back before the last requests of the
+/// wave were sent, and those would rightly start a second backoff).
 ///
 /// In a fresh process (`slabfs cat`, `--max-requests 16`) whose 503s ask
 /// `Retry-After: 1` (a wait long enough to tell apart from
@@ -720,7 +723,7 @@ fn throttling_slows_the_whole_process_down() {
         .find(|(p, _)| p == "v3/consolidated.zarr/model/temperature")
         .unwrap()
         .1;
-    arm_slowdown(&http, "n=8&only=/c/&retry_after=1");
+    arm_slowdown(&http, "n=8&only=/c/&retry_after=1&hold=16");
     let started = Instant::now();
     let cat = Command::new(env!("CARGO_BIN_EXE_slabfs"))
         .args([
@@ -793,7 +796,7 @@ fn throttling_slows_the_whole_process_down() {
     let keys: Vec<(String, u64)> = (0..27)
         .map(|i| (format!("c/{}/{}/{}", i / 9, i / 3 % 3, i % 3), 1 << 20))
         .collect();
-    arm_slowdown(&http, "n=6&only=/c/");
+    arm_slowdown(&http, "n=6&only=/c/&hold=27");
     let before = counted(&name);
     let limit_before = remote::throttle::snapshot();
     let got = store.get_many(&keys);

@@ -25,10 +25,14 @@ file), so a client's ranged reads cannot be tested against it. This one:
   requests one after another pays the delay once per request, one that
   sends them at once pays it about once; with `--delay-only TEXT` as
   well, only requests whose path contains TEXT wait.
-- answers `GET /_slowdown?n=N[&only=TEXT][&retry_after=S]` by arming a
-  throttle, as an overloaded S3 prefix: the next N requests (whose path
-  contains TEXT) are answered at once `503` with S3's `SlowDown` error
-  XML (and `Retry-After: S` if given; S3 sends none, Azure and GCS may).
+- answers `GET /_slowdown?n=N[&only=TEXT][&retry_after=S][&hold=K]` by
+  arming a throttle, as an overloaded S3 prefix: the next N requests
+  (whose path contains TEXT) are answered at once `503` with S3's
+  `SlowDown` error XML (and `Retry-After: S` if given; S3 sends none,
+  Azure and GCS may). With `hold=K`, those 503s wait until K such
+  requests have arrived since the arming (at most 5 s), so that a test
+  knows K requests were in flight when the first 503 went back, however
+  slowly a loaded machine sends them.
   From then on, `/_stats` also has `slowdown` (such 503s sent) and `log`:
   one `[start, end, status, path]` per request since the arming (seconds
   on the server's monotonic clock from the arming), for tests of when a
@@ -56,7 +60,8 @@ LOCK = threading.Lock()
 STATS = {"requests": 0, "503": 0, "206": 0, "304": 0, "200": 0, "credential": None}
 FAILED_ONCE = set()
 # The armed throttle (`/_slowdown`) and the requests logged since.
-SLOWDOWN = {"left": 0, "only": "", "retry_after": None, "at": None}
+SLOWDOWN = {"left": 0, "only": "", "retry_after": None, "at": None, "hold": 0, "arrived": 0}
+ARRIVED = threading.Condition(LOCK)
 LOG = []
 LOG_MAX = 10000
 SLOWDOWN_BODY = (
@@ -117,6 +122,8 @@ class Handler(SimpleHTTPRequestHandler):
                 SLOWDOWN["left"] = int(query["n"][0])
                 SLOWDOWN["only"] = query.get("only", [""])[0]
                 SLOWDOWN["retry_after"] = query.get("retry_after", [None])[0]
+                SLOWDOWN["hold"] = int(query.get("hold", ["0"])[0])
+                SLOWDOWN["arrived"] = 0
                 SLOWDOWN["at"] = time.monotonic()
                 STATS["slowdown"] = 0
                 LOG.clear()
@@ -133,10 +140,14 @@ class Handler(SimpleHTTPRequestHandler):
 
     def answer(self, path):
         with LOCK:
+            if SLOWDOWN["at"] is not None and SLOWDOWN["only"] in path:
+                SLOWDOWN["arrived"] += 1
+                ARRIVED.notify_all()
             throttled = SLOWDOWN["left"] > 0 and SLOWDOWN["only"] in path
             if throttled:
                 SLOWDOWN["left"] -= 1
                 STATS["slowdown"] += 1
+                ARRIVED.wait_for(lambda: SLOWDOWN["arrived"] >= SLOWDOWN["hold"], timeout=5)
         if throttled:
             self.send_response(503)
             self.send_header("Content-Type", "application/xml")
