@@ -31,9 +31,12 @@ What it does:
    - a probe (a process of its own, so the readers' GIL does not time it)
      times three memory-served operations, each about every 100 ms:
      `stat` + `open` + `O_DIRECT` read of a sidecar (`zstd.json`) and a
-     `readdir` (one thread), and an `O_DIRECT` re-read of a 4 KiB range
-     read just before (its chunk is in the chunk cache; another thread, as
-     that first read may need the network). A thread issues one operation
+     `readdir` (one thread), and an `O_DIRECT` re-read of a 4 KiB range of
+     the fixture's `probe` array (which the readers never read) read just
+     before (its chunk is in the chunk cache; another thread, as that
+     first read may need the network). A re-read during which the proxy
+     saw a request for its chunk (evicted in between) is not memory-served:
+     left out, and counted (`reread_fetched` in the JSON). A thread issues one operation
      at a time: while one waits, no other is issued, so a probe held up
      for seconds is one slow sample among fewer (the percentiles understate
      the waits; the sample count shows it).
@@ -81,16 +84,21 @@ HOLD_S = 8
 MOUNT_FLAGS = ("--request-timeout", "4", "--stall-timeout", "1", "--cache-size", "256KiB",
                "--refresh", "0")
 PREFIX = "faults"
+BUCKET = "bench"  # bench_remote.py's, which uploads (checked in main)
 
 
 # --------------------------------------------------------------------------
 # workers (run as `bench_remote_faults.py --worker readers|probe ...`)
 
 
-def load_arrays(mnt: Path) -> list[tuple[str, Path, bytes]]:
+def load_arrays(mnt: Path) -> list[tuple[str, Path, bytes, int]]:
+    """(name, flat file, expected bytes, bytes per object) of every array:
+    the readers' three, then the probe's own."""
     manifest = json.loads((FIXTURE / "manifest.json").read_text())
-    return [(e["name"], mnt / "store.zarr" / e["name"], (FIXTURE / e["expected"]).read_bytes())
-            for e in manifest]
+    out = [(e["name"], mnt / "store.zarr" / e["name"], (FIXTURE / e["expected"]).read_bytes(),
+            e["chunks"][0] * e["shape"][1] * 2) for e in manifest]
+    assert [a[0] for a in out] == ["zstd", "raw", "sharded", "probe"], "tests/fixtures/faults"
+    return out
 
 
 def checked_pread(fd: int, buf: mmap.mmap, offset: int, length: int, expected: bytes) -> str:
@@ -116,15 +124,15 @@ def percentiles(ms: list[float]) -> dict:
     return {"n": len(s), "p50": at(0.5), "p99": at(0.99), "max": s[-1]}
 
 
-def readers_main(mnt: Path, seconds: float, seed: int) -> None:
-    arrays = load_arrays(mnt)
+def readers_main(mnt: Path, seconds: float, seed: int, proxy_port: int) -> None:
+    arrays = load_arrays(mnt)[:3]
     t0 = time.monotonic()
     deadline = t0 + seconds
     results: list[list] = [[] for _ in range(READERS)]
 
     def run(i: int) -> None:
         rng = random.Random(seed * 1000 + i)
-        fds = [os.open(p, os.O_RDONLY | os.O_DIRECT) for _, p, _ in arrays]
+        fds = [os.open(a[1], os.O_RDONLY | os.O_DIRECT) for a in arrays]
         buf = mmap.mmap(-1, MAX_PAGES * PAGE)  # page-aligned, as O_DIRECT wants
         try:
             while time.monotonic() < deadline:
@@ -165,12 +173,25 @@ def readers_main(mnt: Path, seconds: float, seed: int) -> None:
     }))
 
 
-def probe_main(mnt: Path, seconds: float, seed: int) -> None:
+def proxy_count(port: int, path: str) -> int:
+    """Requests the fault proxy has seen for the object at path."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/_proxy/count?path=" + path)
+    n = json.loads(c.getresponse().read())["requests"]
+    c.close()
+    return n
+
+
+def probe_main(mnt: Path, seconds: float, seed: int, proxy_port: int) -> None:
     """Two threads, each every 100 ms: one times a sidecar's stat + open +
-    read and a readdir; the other reads a random 4 KiB range (untimed: it
-    may need the network, which is why it has a thread of its own) and
-    times reading it again (its chunk is in the cache now)."""
-    arrays = load_arrays(mnt)
+    read and a readdir; the other reads a random 4 KiB range of the probe's
+    array (untimed: it may need the network, which is why it has a thread
+    of its own) and times reading it again (its chunk is in the cache now,
+    unless the readers' chunks evicted it in between: then the proxy sees a
+    request for it, nobody else reads that array, and the sample is left
+    out, counted in `reread_fetched`)."""
+    probe_name, probe_path, probe_expected, probe_object = load_arrays(mnt)[3]
     d = mnt / "store.zarr"
     sidecar = d / "zstd.json"
     sidecar_bytes = sidecar.read_bytes()
@@ -178,6 +199,7 @@ def probe_main(mnt: Path, seconds: float, seed: int) -> None:
     samples: dict[str, list[float]] = {k: [] for k in ("sidecar", "readdir", "reread")}
     errors: list[str] = []
     prep_failed = [0]
+    fetched = [0]
     deadline = time.monotonic() + seconds
 
     def timed(what: str, f) -> None:
@@ -213,20 +235,22 @@ def probe_main(mnt: Path, seconds: float, seed: int) -> None:
 
     def reread() -> None:
         rng = random.Random(seed ^ 0x5EED)
-        fds = [os.open(p, os.O_RDONLY | os.O_DIRECT) for _, p, _ in arrays]
+        fd = os.open(probe_path, os.O_RDONLY | os.O_DIRECT)
         buf = mmap.mmap(-1, PAGE)
         while (now := time.monotonic()) < deadline:
-            a = rng.randrange(len(arrays))
-            expected = arrays[a][2]
-            offset = rng.randrange(len(expected) // PAGE) * PAGE
-            if checked_pread(fds[a], buf, offset, PAGE, expected) == "ok":
+            offset = rng.randrange(len(probe_expected) // PAGE) * PAGE
+            if checked_pread(fd, buf, offset, PAGE, probe_expected) == "ok":
+                obj = f"/{BUCKET}/{PREFIX}/store.zarr/{probe_name}/c/{offset // probe_object}/0"
+                before = proxy_count(proxy_port, obj)
                 timed("reread", lambda: (lambda o: None if o == "ok" else o)(
-                    checked_pread(fds[a], buf, offset, PAGE, expected)))
+                    checked_pread(fd, buf, offset, PAGE, probe_expected)))
+                if proxy_count(proxy_port, obj) > before:
+                    samples["reread"].pop()
+                    fetched[0] += 1
             else:
                 prep_failed[0] += 1
             time.sleep(max(0.0, PROBE_EVERY_S - (time.monotonic() - now)))
-        for fd in fds:
-            os.close(fd)
+        os.close(fd)
 
     threads = [threading.Thread(target=f) for f in (metadata, reread)]
     for t in threads:
@@ -240,6 +264,7 @@ def probe_main(mnt: Path, seconds: float, seed: int) -> None:
         "errors": errors[:20],
         "error_count": len(errors),
         "prep_failed": prep_failed[0],
+        "reread_fetched": fetched[0],
     }))
 
 
@@ -306,7 +331,7 @@ def recover(arrays, bound_s: float = 30.0) -> dict:
     """Time until every array reads whole and right (failed reads tried
     again every 100 ms, up to bound_s); wrong bytes end it at once."""
     t0 = time.monotonic()
-    for name, path, expected in arrays:
+    for name, path, expected, _ in arrays:
         while True:
             got = read_whole(path, len(expected))
             if got == expected:
@@ -334,13 +359,13 @@ def run_point(slabfs: Path, py: Path, url: str, proxy: FaultProxy, workdir: Path
                               *mount_args)).start(timeout=60)
     try:
         arrays = load_arrays(mnt)
-        for name, path, expected in arrays:
+        for name, path, expected, _ in arrays:
             if read_whole(path, len(expected)) != expected:
                 lib.fail(f"{name}: the fault-free read through the mount differs")
         before = proxy.control("stats")
         proxy.control(f"set?rate={rate}&kinds={kinds}&hold={HOLD_S}")
         script = str(Path(__file__).resolve())
-        common = [str(mnt), str(seconds), str(seed)]
+        common = [str(mnt), str(seconds), str(seed), str(proxy.port)]
         procs = {w: subprocess.Popen([str(py), script, "--worker", w, *common],
                                      stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
                  for w in ("readers", "probe")}
@@ -407,8 +432,9 @@ def table(points: list[dict]) -> str:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        what, mnt, seconds, seed = sys.argv[2], Path(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5])
-        (readers_main if what == "readers" else probe_main)(mnt, seconds, seed)
+        what, mnt, seconds, seed, port = (sys.argv[2], Path(sys.argv[3]), float(sys.argv[4]),
+                                          int(sys.argv[5]), int(sys.argv[6]))
+        (readers_main if what == "readers" else probe_main)(mnt, seconds, seed, port)
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=20.0, help="per point (default 20)")
@@ -439,6 +465,7 @@ def main() -> None:
     lib.require_tools("fusermount3")
     lib.exit_on_signals()
     import bench_remote as br
+    assert br.BUCKET == BUCKET
 
     kinds: list[str] = []
     for k in args.kinds.split(","):
@@ -471,9 +498,9 @@ def main() -> None:
     points: list[dict] = []
     try:
         n = br.upload(server.endpoint, FIXTURE / "store.zarr", f"{PREFIX}/store.zarr")
-        lib.log(f"uploaded {n} objects to {server.endpoint}/{br.BUCKET}/{PREFIX}")
+        lib.log(f"uploaded {n} objects to {server.endpoint}/{BUCKET}/{PREFIX}")
         proxy = FaultProxy(server.port, py, args.seed, workdir)
-        url = f"s3://{br.BUCKET}/{PREFIX}"
+        url = f"s3://{BUCKET}/{PREFIX}"
         for rate, kind in plan:
             lib.wait_idle(args.idle_wait)
             p = run_point(slabfs, py, url, proxy, workdir, rate, kind, args.seconds, args.seed,

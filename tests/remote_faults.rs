@@ -3,22 +3,27 @@
 //! between `slabfs mount` and a local S3 server (moto), with readers
 //! checking every byte.
 //!
-//! The bucket holds the three arrays of tests/fixtures/faults (uint16
-//! (256, 512), 256 KiB each: bytes + zstd, bytes only, and sharded with
-//! zstd inner chunks; the expected bytes are zarr-python's reads). The
-//! mount uses `--request-timeout 4 --stall-timeout 1` and a 256 KiB chunk
-//! cache, a third of the decoded data, so nearly every read fetches chunks
+//! The bucket holds the arrays of tests/fixtures/faults (the expected
+//! bytes are zarr-python's reads): three uint16 (256, 512), 256 KiB each
+//! (bytes + zstd, bytes only, and sharded with zstd inner chunks) for the
+//! readers, and a small one for the probe. The mount uses
+//! `--request-timeout 4 --stall-timeout 1` and a 256 KiB chunk cache, a
+//! third of the readers' decoded data, so nearly every read fetches chunks
 //! from the server, and the default FUSE threads (one per core).
 //!
 //! Eight reader threads do random `O_DIRECT` preads (page-aligned, 4 to
 //! 64 KiB, seeded) of the three flat files and compare every byte with the
 //! expected ones. Two probe threads measure, about every 100 ms,
-//! operations that memory can answer without the network: `stat`, `open` and
-//! `O_DIRECT` read of a sidecar (`zstd.json`), a `readdir`, and an
-//! `O_DIRECT` re-read of a 4 KiB range read just before (its chunk is then
-//! in the chunk cache: a chunk leaves it only when evicted or when every
-//! byte of it has been served, and two 4 KiB reads serve a quarter of a
-//! chunk at most).
+//! operations that memory can answer without the network: `stat`, `open`
+//! and `O_DIRECT` read of a sidecar (`zstd.json`) and a `readdir` (one
+//! thread); an `O_DIRECT` re-read of a 4 KiB range of the probe's array
+//! read just before (the other thread, as that first read may wait on the
+//! network). The re-read's chunk is then in the chunk cache (a chunk
+//! leaves it when evicted, or once every byte of it has been served, and
+//! the re-read serves its bytes before the drop); if it was evicted in
+//! between, the proxy sees a request for it during the re-read (nobody
+//! else reads that array), and the sample is not memory-served: it is
+//! checked like any read, left out of the probe's figures, and counted.
 //!
 //! First, one fault of each kind alone: a single read of a chunk that
 //! meets it (the proxy faults exactly one request) must come back right
@@ -272,25 +277,8 @@ impl FaultProxy {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// GET a control path of the proxy; its JSON answer.
     fn control(&self, path: &str) -> Value {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(
-            s,
-            "GET /_proxy/{path} HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut reply = String::new();
-        s.read_to_string(&mut reply).unwrap();
-        let (head, body) = reply
-            .split_once("\r\n\r\n")
-            .unwrap_or_else(|| panic!("proxy control {path}: {reply:?}"));
-        assert!(
-            head.starts_with("HTTP/1.1 200"),
-            "proxy control {path}: {reply}"
-        );
-        serde_json::from_str(body).unwrap()
+        proxy_control(self.port, path)
     }
 
     fn set(&self, query: &str) -> Value {
@@ -300,6 +288,34 @@ impl FaultProxy {
     fn stats(&self) -> Value {
         self.control("stats")
     }
+}
+
+/// GET a control path of the proxy on `port`; its JSON answer.
+fn proxy_control(port: u16, path: &str) -> Value {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /_proxy/{path} HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("proxy control {path}: {reply:?}"));
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "proxy control {path}: {reply}"
+    );
+    serde_json::from_str(body).unwrap()
+}
+
+/// Requests the proxy on `port` has seen for the object at `path`.
+fn proxy_count(port: u16, path: &str) -> u64 {
+    proxy_control(port, &format!("count?path={path}"))["requests"]
+        .as_u64()
+        .unwrap()
 }
 
 impl Drop for FaultProxy {
@@ -325,6 +341,21 @@ struct Array {
     name: String,
     path: PathBuf,
     expected: Vec<u8>,
+    /// Bytes of the flat file per object in the bucket (a chunk, or a
+    /// shard): every chunk and shard spans whole rows.
+    object_bytes: u64,
+}
+
+impl Array {
+    /// The request path of the object (chunk or shard) that holds byte
+    /// `offset` of the flat file.
+    fn object(&self, offset: u64) -> String {
+        format!(
+            "/{BUCKET}/{PREFIX}/store.zarr/{}/c/{}/0",
+            self.name,
+            offset / self.object_bytes
+        )
+    }
 }
 
 fn arrays(mnt: &Path) -> Vec<Array> {
@@ -338,15 +369,29 @@ fn arrays(mnt: &Path) -> Vec<Array> {
         .map(|e| {
             let name = e["name"].as_str().unwrap().to_string();
             let expected = std::fs::read(dir.join(e["expected"].as_str().unwrap())).unwrap();
+            let dims = |k: &str| -> Vec<u64> {
+                e[k].as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_u64().unwrap())
+                    .collect()
+            };
+            let (shape, chunks) = (dims("shape"), dims("chunks"));
+            assert_eq!(chunks[1], shape[1], "{name}: chunks span whole rows");
             Array {
                 path: mnt.join("store.zarr").join(&name),
+                object_bytes: chunks[0] * shape[1] * 2,
                 name,
                 expected,
             }
         })
         .collect();
     let names: Vec<_> = arrays.iter().map(|a| a.name.as_str()).collect();
-    assert_eq!(names, ["zstd", "raw", "sharded"], "tests/fixtures/faults");
+    assert_eq!(
+        names,
+        ["zstd", "raw", "sharded", "probe"],
+        "tests/fixtures/faults"
+    );
     arrays
 }
 
@@ -411,6 +456,12 @@ struct ReadRecord {
     outcome: Outcome,
 }
 
+/// The readers read the first three arrays (`zstd`, `raw`, `sharded`);
+/// the fourth (`probe`) is the probe's own, so every request for its
+/// chunks is the probe's.
+const READ_ARRAYS: usize = 3;
+const PROBE_ARRAY: usize = 3;
+
 /// The phases, as the readers see them.
 const PHASE_A: u8 = 0;
 const PHASE_B: u8 = 1;
@@ -425,7 +476,7 @@ fn reader(id: usize, arrays: Arc<Vec<Array>>, phase: Arc<AtomicU8>, seed: u64) -
     let mut backing = Vec::new();
     let mut out = Vec::new();
     while phase.load(Ordering::SeqCst) != STOP {
-        let array = rng.next(arrays.len() as u64) as usize;
+        let array = rng.next(READ_ARRAYS as u64) as usize;
         let pages_in_file = arrays[array].expected.len() as u64 / PAGE;
         let pages = 1 + rng.next(MAX_PAGES.min(pages_in_file));
         let offset = rng.next(pages_in_file - pages + 1) * PAGE;
@@ -520,14 +571,20 @@ fn probe_metadata(truth: ProbeTruth, stop: Arc<AtomicBool>) -> Vec<ProbeRecord> 
     records
 }
 
-/// Every [`PROBE_EVERY`] until `stop`: a random 4 KiB range read
-/// (untimed: it may need the network, which is why this is a thread of its
-/// own, apart from [`probe_metadata`]), then read again at once, timed: its
-/// chunk is in the cache now. Returns the re-reads and the first reads.
+/// A probe re-read whose object was requested from the server while it
+/// ran: not memory-served, left out of the probe's figures.
+const REREAD_FETCHED: &str = "reread (fetched)";
+
+/// Every [`PROBE_EVERY`] until `stop`: a random 4 KiB range of the probe's
+/// array read (untimed: it may need the network, which is why this is a
+/// thread of its own, apart from [`probe_metadata`]), then read again at
+/// once, timed: its chunk is in the cache now. Returns the re-reads and the
+/// first reads.
 fn probe_reread(
     arrays: Arc<Vec<Array>>,
     stop: Arc<AtomicBool>,
     seed: u64,
+    proxy_port: u16,
 ) -> (Vec<ProbeRecord>, Vec<ReadRecord>) {
     let mut rng = Lcg(seed ^ 0x5eed_face);
     let mut backing = Vec::new();
@@ -539,7 +596,7 @@ fn probe_reread(
         .collect();
     while !stop.load(Ordering::SeqCst) {
         let round = Instant::now();
-        let array = rng.next(arrays.len() as u64) as usize;
+        let array = PROBE_ARRAY;
         let expected = &arrays[array].expected;
         let offset = rng.next(expected.len() as u64 / PAGE) * PAGE;
         let started = Instant::now();
@@ -554,12 +611,21 @@ fn probe_reread(
             outcome: first,
         });
         if first_ok {
+            // The re-read is memory-served unless its chunk was evicted
+            // in between (by the readers' chunks): then it is fetched
+            // again, and the proxy sees a request for its object, which
+            // nothing else reads.
+            let object = arrays[array].object(offset);
+            let fetched_before = proxy_count(proxy_port, &object);
             timed(&mut records, "reread", || {
                 match checked_pread(&files[array], offset, PAGE as usize, expected, &mut backing) {
                     Outcome::Ok => None,
                     other => Some(format!("{other:?}")),
                 }
             });
+            if proxy_count(proxy_port, &object) > fetched_before {
+                records.last_mut().unwrap().what = REREAD_FETCHED;
+            }
         }
         std::thread::sleep(PROBE_EVERY.saturating_sub(round.elapsed()));
     }
@@ -731,7 +797,8 @@ fn reads_under_a_misbehaving_network_are_right_and_the_mount_stays_responsive() 
     };
     let reread_prober = {
         let (arrays, stop) = (arrays.clone(), stop_probe.clone());
-        std::thread::spawn(move || probe_reread(arrays, stop, seed))
+        let port = proxy.port;
+        std::thread::spawn(move || probe_reread(arrays, stop, seed, port))
     };
     std::thread::sleep(phase_len);
     let proxy_before_b = proxy.stats();
@@ -829,11 +896,19 @@ fn reads_under_a_misbehaving_network_are_right_and_the_mount_stays_responsive() 
             bad_reads.push(describe_read(&arrays, r));
         }
     }
+    // Memory-served operations (re-reads that were fetched again left out;
+    // their bytes are checked all the same).
     let probe_in = |from: Instant, to: Instant| {
         probes
             .iter()
-            .filter(|p| p.started >= from && p.started < to)
+            .filter(|p| p.started >= from && p.started < to && p.what != REREAD_FETCHED)
             .collect::<Vec<_>>()
+    };
+    let fetched_in = |from: Instant, to: Instant| {
+        probes
+            .iter()
+            .filter(|p| p.started >= from && p.started < to && p.what == REREAD_FETCHED)
+            .count()
     };
     let probe_a = probe_in(t_a, t_b);
     let probe_b = probe_in(t_b, t_c);
@@ -859,7 +934,10 @@ fn reads_under_a_misbehaving_network_are_right_and_the_mount_stays_responsive() 
             p.wrong,
         );
     }
-    for (name, probes) in [("(a)", &probe_a), ("(b)", &probe_b)] {
+    for (name, probes, fetched) in [
+        ("(a)", &probe_a, fetched_in(t_a, t_b)),
+        ("(b)", &probe_b, fetched_in(t_b, t_c)),
+    ] {
         let (p50, p99, max) = percentiles(probes.iter().map(|p| p.took).collect());
         report += &format!(
             "probe {name}: {} memory-served operations, p50 {p50:.1} ms, p99 {p99:.1} ms, max {max:.1} ms",
@@ -875,7 +953,7 @@ fn reads_under_a_misbehaving_network_are_right_and_the_mount_stays_responsive() 
             );
             report += &format!("; {what} max {max:.1}");
         }
-        report += "\n";
+        report += &format!("; {fetched} re-reads fetched again, left out\n");
     }
     if let Some(p) = slowest_b {
         report += &format!(

@@ -44,6 +44,9 @@ faulted or forwarded (no S3 bucket name starts with `_`):
   method and by forwarded status, faults by kind, connections (client,
   upstream, active, refused beyond `--max-conns`), stalls abandoned by the
   client or held to the end, the current settings;
+- `GET /_proxy/count?path=/bucket/key`: how many requests (faulted or
+  not) had that target path, query string aside (a test asks whether a
+  read went to the server);
 - `GET /_proxy/set?rate=0.1&kinds=all&hold=8&delay=0.2,1&seed=7&budget=-1`:
   change any of the settings (a new seed also forgets the occurrences), and
   answer the new settings.
@@ -53,8 +56,8 @@ With `--stats-file PATH`, the stats are also written there on exit.
 Bounded: at most `--max-conns` client connections at once (256; more are
 refused with a reset and counted), request and response heads of at most
 64 KiB, bodies streamed in 64 KiB pieces (an answer cut at an unknown
-length is buffered up to 16 MiB), at most 100,000 request names
-remembered. SIGTERM or SIGINT end it cleanly (exit 0).
+length is buffered up to 16 MiB), at most 100,000 request names and
+paths remembered. SIGTERM or SIGINT end it cleanly (exit 0).
 
 Usage: fault_proxy.py UPSTREAM_PORT [--rate R] [--kinds K,...] [--seed N]
        [--hold S] [--delay MIN,MAX] [--budget N] [--max-conns N]
@@ -159,6 +162,8 @@ class Proxy:
     def __init__(self, cfg: dict):
         self.cfg = cfg
         self.seen: dict[str, int] = {}
+        # Requests per target path (without the query), for /_proxy/count.
+        self.paths: dict[str, int] = {}
         self.conns: set[asyncio.StreamWriter] = set()
         self.stats = {
             "requests": 0,
@@ -273,6 +278,10 @@ class Proxy:
 
         self.stats["requests"] += 1
         self.bump("methods", method)
+        path = target.split("?", 1)[0]
+        if len(self.paths) >= MAX_NAMES and path not in self.paths:
+            self.paths.clear()
+        self.paths[path] = self.paths.get(path, 0) + 1
         kind, frac = self.fate(method, target, headers.get("range", ""))
 
         if kind == "reset-before":
@@ -401,6 +410,9 @@ class Proxy:
         if url.path == "/_proxy/stats":
             body = self.snapshot()
             code = 200
+        elif url.path == "/_proxy/count":
+            want = parse_qs(url.query).get("path", [""])[-1]
+            body, code = {"path": want, "requests": self.paths.get(want, 0)}, 200
         elif url.path == "/_proxy/set":
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
             try:
