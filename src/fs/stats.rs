@@ -74,7 +74,7 @@ use serde_json::{Value, json};
 
 use crate::engine::cache::ChunkCache;
 pub use crate::histogram::{Histogram, Summary};
-use crate::storage::remote::{metrics, throttle};
+use crate::storage::remote::{hedge, metrics, throttle};
 
 /// Errnos the core returns, by name; anything else counts as "other".
 const ERRNOS: [(i32, &str); 8] = [
@@ -311,6 +311,8 @@ fn throttle_json(t: &throttle::Snapshot) -> Value {
         "in_flight": t.in_flight,
         "backoffs": t.backoffs,
         "resume_in_ms": t.resume_in.as_millis() as u64,
+        "hedges": hedge::counts().0,
+        "hedges_won": hedge::counts().1,
     })
 }
 

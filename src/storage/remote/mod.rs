@@ -102,6 +102,7 @@
 //! should any of them appear in it.
 
 mod client;
+pub mod hedge;
 mod location;
 pub mod metrics;
 mod profile;

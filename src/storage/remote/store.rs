@@ -113,16 +113,19 @@ fn with_path(loc: &Location) -> impl Fn(io::Error) -> Error + '_ {
     }
 }
 
-/// Read the body of `payload` into a vector of at most `limit` bytes.
+/// Read the body of `payload` into a vector of at most `limit` bytes,
+/// touching `progress` as bytes arrive ([`super::hedge`]).
 async fn collect(
     payload: GetResultPayload,
     expect: usize,
     limit: u64,
+    progress: &super::hedge::Progress,
 ) -> io::Result<std::result::Result<Vec<u8>, u64>> {
     let GetResultPayload::Stream(mut stream) = payload;
     let mut buf = Vec::with_capacity(expect);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(io_error)?;
+        progress.touch();
         if (buf.len() + chunk.len()) as u64 > limit {
             return Ok(Err((buf.len() + chunk.len()) as u64));
         }
@@ -303,12 +306,37 @@ impl RemoteStore {
 /// One GET of `path` with `opts`: `None` when it does not exist,
 /// `Some(Err(size))` when it holds more than `limit` bytes. The time to
 /// the response's headers is noted as the link's latency.
+/// Hedged ([`super::hedge`]): an attempt that makes no progress for a
+/// while gets a twin, and the first answer wins.
 async fn get_value(
     store: Arc<dyn ObjectStore>,
     path: object_store::path::Path,
     opts: GetOptions,
     limit: u64,
     want: Option<Range<u64>>,
+) -> io::Result<Option<std::result::Result<Vec<u8>, u64>>> {
+    super::hedge::hedged(|progress| {
+        get_value_once(
+            store.clone(),
+            path.clone(),
+            opts.clone(),
+            limit,
+            want.clone(),
+            progress,
+        )
+    })
+    .await
+}
+
+/// One attempt of [`get_value`], touching `progress` as its head and
+/// body bytes arrive.
+async fn get_value_once(
+    store: Arc<dyn ObjectStore>,
+    path: object_store::path::Path,
+    opts: GetOptions,
+    limit: u64,
+    want: Option<Range<u64>>,
+    progress: Arc<super::hedge::Progress>,
 ) -> io::Result<Option<std::result::Result<Vec<u8>, u64>>> {
     let started = std::time::Instant::now();
     let r = match store.get_opts(&path, opts).await {
@@ -317,6 +345,7 @@ async fn get_value(
         Err(e) => return Err(io_error(e)),
     };
     super::note_latency(started.elapsed());
+    progress.touch();
     if let Some(want) = &want
         && r.range != *want
     {
@@ -329,7 +358,7 @@ async fn get_value(
     if len > limit {
         return Ok(Some(Err(len)));
     }
-    let body = collect(r.payload, len as usize, limit).await?;
+    let body = collect(r.payload, len as usize, limit, &progress).await?;
     if let Ok(b) = &body
         && b.len() as u64 != len
     {
