@@ -3586,3 +3586,56 @@ fn a_stalled_read_does_not_hold_up_other_requests() {
     assert!(stats["reads"]["deferred"].as_u64() >= Some(2), "{stats}");
     m.stop();
 }
+
+/// Issue 29, hedged GETs: a chunk store's GET whose answer never starts
+/// is sent a second time after a fraction of a second, and the twin's
+/// answer is taken, long before the stall timeout (10 s by default) would
+/// abandon the first; the first attempt's connection is closed once the
+/// twin has answered. Without hedging the read waited the whole 8 s hold.
+#[test]
+fn a_store_get_that_makes_no_progress_is_hedged() {
+    let _g = serial();
+    let s3 = S3::start();
+    s3.upload_fixtures(true);
+    let array = "v3/consolidated.zarr/model/temperature";
+    let (_, expected) = zarr_cases().into_iter().find(|(p, _)| p == array).unwrap();
+    // The first answer stops before its first byte, for 8 s.
+    let proxy = StallProxy::start(s3.port, 1, 0, Duration::from_secs(8));
+    let started = Instant::now();
+    let cat = slabfs(&[
+        "cat",
+        "--endpoint-url",
+        &proxy.endpoint(),
+        &format!("s3://{BUCKET}/zarr/v3/consolidated.zarr"),
+        "model/temperature",
+    ]);
+    let took = started.elapsed();
+    let stderr = String::from_utf8_lossy(&cat.stderr);
+    assert!(cat.status.success(), "{stderr}");
+    assert!(cat.stdout == expected, "slabfs cat: wrong bytes");
+    assert!(
+        took < Duration::from_secs(4),
+        "{took:?}: the stall was waited out: {stderr}"
+    );
+    let log = proxy.log_after(1);
+    assert_eq!(log.stalled.len(), 1, "{:?}", log.stalled);
+    let after = log.stalled[0]
+        .abandoned_after
+        .expect("the loser's connection is closed");
+    assert!(after < Duration::from_secs(3), "closed after {after:?}");
+    // In the library: counted.
+    let proxy = StallProxy::start(s3.port, 1, 0, Duration::from_secs(8));
+    remote::configure(remote::Config {
+        endpoint_url: Some(proxy.endpoint()),
+        ..remote::Config::default()
+    });
+    let (sent, _) = remote::hedge::counts();
+    let ds = open(&format!("s3://{BUCKET}/zarr/v3/consolidated.zarr"));
+    let cases: Vec<(String, Vec<u8>)> = zarr_cases()
+        .into_iter()
+        .filter_map(|(p, e)| Some((p.strip_prefix("v3/consolidated.zarr/")?.to_string(), e)))
+        .collect();
+    assert!(!cases.is_empty());
+    check_all(&ds, "", &cases);
+    assert!(remote::hedge::counts().0 > sent, "no hedge counted");
+}

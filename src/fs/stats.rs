@@ -21,7 +21,7 @@
 //!                              "throttles": 6,
 //!                              "latency_us": {"count": 1235, "p50": 9100, ...}}},
 //!   "remote_throttle": {"request_limit": 32, "max_requests": 64, "in_flight": 5,
-//!                       "backoffs": 1, "resume_in_ms": 0}
+//!                       "backoffs": 1, "resume_in_ms": 0, "hedges": 12, "hedges_won": 9}
 //! }
 //! ```
 //!
@@ -59,7 +59,10 @@
 //!   now, `max_requests` its ceiling (`--max-requests`), `in_flight` now,
 //!   `backoffs` since start (one per overload, however many `503`s it
 //!   sent), and `resume_in_ms`, the time left of a backoff in progress
-//!   (no request is sent before it ends).
+//!   (no request is sent before it ends); `hedges`, GETs sent a second
+//!   time because the first made no progress, and `hedges_won`, those
+//!   whose second attempt answered first
+//!   ([`crate::storage::remote::hedge`]).
 //!
 //! Recording is on the read path of every request, possibly from many
 //! threads at once, so it is a handful of relaxed atomic adds: no lock,

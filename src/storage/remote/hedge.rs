@@ -212,7 +212,11 @@ mod tests {
         let got = rt.block_on(hedged(|p| {
             let n = starts.fetch_add(1, Ordering::SeqCst);
             // The first never progresses for 5 s; the second answers.
-            let after = if n == 0 { Duration::from_secs(5) } else { Duration::from_millis(10) };
+            let after = if n == 0 {
+                Duration::from_secs(5)
+            } else {
+                Duration::from_millis(10)
+            };
             answer(n, after, None, p)
         }));
         assert_eq!(got.unwrap(), 1, "the hedge answered first");
@@ -228,7 +232,11 @@ mod tests {
             answer(7, delay() * 4, Some(delay() / 10), p)
         }));
         assert_eq!(got.unwrap(), 7);
-        assert_eq!(starts.load(Ordering::SeqCst), 1, "a busy attempt was hedged");
+        assert_eq!(
+            starts.load(Ordering::SeqCst),
+            1,
+            "a busy attempt was hedged"
+        );
         assert!(started.elapsed() >= delay() * 4);
     }
 
