@@ -251,7 +251,7 @@ impl Stats {
         let remote = metrics::snapshot();
         if !remote.is_empty() {
             doc["remote"] = remote_json(&remote);
-            doc["remote_throttle"] = throttle_json(&throttle::snapshot());
+            doc["remote_throttle"] = throttle_json(&throttle::snapshot(), hedge::counts());
         }
         if let Some(cache) = cache {
             let c = cache.stats();
@@ -306,16 +306,17 @@ fn remote_json(sources: &[metrics::Snapshot]) -> Value {
     Value::Object(out)
 }
 
-/// The `remote_throttle` section.
-fn throttle_json(t: &throttle::Snapshot) -> Value {
+/// The `remote_throttle` section: the throttle's state and the hedges sent
+/// and won ([`hedge::counts`]).
+fn throttle_json(t: &throttle::Snapshot, (hedges, hedges_won): (u64, u64)) -> Value {
     json!({
         "request_limit": t.request_limit,
         "max_requests": t.max_requests,
         "in_flight": t.in_flight,
         "backoffs": t.backoffs,
         "resume_in_ms": t.resume_in.as_millis() as u64,
-        "hedges": hedge::counts().0,
-        "hedges_won": hedge::counts().1,
+        "hedges": hedges,
+        "hedges_won": hedges_won,
     })
 }
 
@@ -381,9 +382,9 @@ mod tests {
             resume_in: Duration::from_millis(1500),
         };
         assert_eq!(
-            throttle_json(&t),
+            throttle_json(&t, (5, 2)),
             json!({"request_limit": 8, "max_requests": 64, "in_flight": 3,
-                   "backoffs": 2, "resume_in_ms": 1500})
+                   "backoffs": 2, "resume_in_ms": 1500, "hedges": 5, "hedges_won": 2})
         );
     }
 
