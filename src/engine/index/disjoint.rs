@@ -205,21 +205,7 @@ impl<'a> DisjointView<'a> {
         check_size(buf.len(), shape, item)?;
         let boxes: Vec<(&'a [u64], &'a [u64])> = boxes.into_iter().collect();
         for (index, &(start, count)) in boxes.iter().enumerate() {
-            let inside = start.len() == shape.len()
-                && count.len() == shape.len()
-                && (0..shape.len()).all(|d| {
-                    start[d]
-                        .checked_add(count[d])
-                        .is_some_and(|e| e <= shape[d])
-                });
-            if !inside {
-                return Err(DisjointError::OutOfBounds {
-                    index,
-                    start: start.to_vec(),
-                    count: count.to_vec(),
-                    shape: shape.to_vec(),
-                });
-            }
+            check_inside(index, start, count, shape)?;
         }
         check_disjoint(&boxes, shape.len())?;
         let bytes = Bytes::new(buf);
@@ -233,6 +219,28 @@ impl<'a> DisjointView<'a> {
                 count: Cow::Borrowed(count),
             })
             .collect())
+    }
+
+    /// The one view of the box `start + count` of `buf` (as
+    /// [`split`](Self::split) with one box, without its `Vec`: a read
+    /// inside one chunk). Fails unless `buf` is exactly the array's size
+    /// and the box lies inside it.
+    pub fn single(
+        buf: &'a mut [u8],
+        shape: &'a [u64],
+        item: usize,
+        start: &'a [u64],
+        count: &'a [u64],
+    ) -> Result<DisjointView<'a>, DisjointError> {
+        check_size(buf.len(), shape, item)?;
+        check_inside(0, start, count, shape)?;
+        Ok(DisjointView {
+            bytes: Bytes::new(buf),
+            shape,
+            item,
+            start: Cow::Borrowed(start),
+            count: Cow::Borrowed(count),
+        })
     }
 
     /// Where the box starts in the destination array.
@@ -268,6 +276,28 @@ impl<'a> DisjointView<'a> {
             self.count
         );
         let plan = Plan::new(src_shape, self.shape, &self.count, self.item);
+        let bytes = &mut self.bytes;
+        plan.walk(src_start, &self.start, |s, d, len| {
+            bytes.run(d, len).copy_from_slice(&src[s..s + len]);
+        });
+    }
+
+    /// Copy `src`, the view's elements in C order over its box (so exactly
+    /// its size), into the view.
+    pub fn copy_from_dense(&mut self, src: &[u8]) {
+        let want = self.count.iter().product::<u64>() as usize * self.item;
+        assert_eq!(src.len(), want, "source of another size than the view");
+        let plan = Plan::new(&self.count, self.shape, &self.count, self.item);
+        // The source starts at its origin; on the stack for the usual ranks.
+        let zeros = [0u64; 8];
+        let rank = self.count.len();
+        let owned;
+        let src_start: &[u64] = if rank <= zeros.len() {
+            &zeros[..rank]
+        } else {
+            owned = vec![0u64; rank];
+            &owned
+        };
         let bytes = &mut self.bytes;
         plan.walk(src_start, &self.start, |s, d, len| {
             bytes.run(d, len).copy_from_slice(&src[s..s + len]);
@@ -340,6 +370,31 @@ impl<'a> DisjointView<'a> {
     }
 }
 
+/// Box `index` must have the array's rank and lie inside it.
+fn check_inside(
+    index: usize,
+    start: &[u64],
+    count: &[u64],
+    shape: &[u64],
+) -> Result<(), DisjointError> {
+    let inside = start.len() == shape.len()
+        && count.len() == shape.len()
+        && (0..shape.len()).all(|d| {
+            start[d]
+                .checked_add(count[d])
+                .is_some_and(|e| e <= shape[d])
+        });
+    if inside {
+        return Ok(());
+    }
+    Err(DisjointError::OutOfBounds {
+        index,
+        start: start.to_vec(),
+        count: count.to_vec(),
+        shape: shape.to_vec(),
+    })
+}
+
 /// `len` must be the bytes of an array of `shape` with `item`-byte elements.
 fn check_size(len: usize, shape: &[u64], item: usize) -> Result<(), DisjointError> {
     let want = shape.iter().try_fold(item, |acc, &n| {
@@ -359,6 +414,10 @@ fn check_size(len: usize, shape: &[u64], item: usize) -> Result<(), DisjointErro
 /// The grid check of the [module docs](self) over boxes already known to
 /// lie inside an array of rank `rank`.
 fn check_disjoint(boxes: &[(&[u64], &[u64])], rank: usize) -> Result<(), DisjointError> {
+    // One box (a read inside one chunk): nothing to compare, no allocation.
+    if boxes.len() < 2 {
+        return Ok(());
+    }
     // Empty boxes hold no bytes.
     let live: Vec<usize> = (0..boxes.len())
         .filter(|&i| !boxes[i].1.contains(&0))
@@ -581,6 +640,37 @@ mod tests {
         for (r, c) in [(0, 0), (0, 3), (1, 0), (2, 0), (1, 4), (2, 4)] {
             assert_eq!(e(r, c), [0xEE, 0xEE], "({r}, {c})");
         }
+    }
+
+    #[test]
+    fn single_and_dense_copies() {
+        // A 3 x 4 destination; the box rows 1..3, columns 1..3.
+        let shape = [3u64, 4];
+        let (start, count) = ([1u64, 1], [2u64, 2]);
+        let mut buf = vec![0u8; 12];
+        let mut v = DisjointView::single(&mut buf, &shape, 1, &start, &count).unwrap();
+        v.copy_from_dense(&[1, 2, 3, 4]);
+        assert_eq!(buf, [0, 0, 0, 0, 0, 1, 2, 0, 0, 3, 4, 0]);
+        let far = [2u64, 3];
+        assert!(matches!(
+            DisjointView::single(&mut buf, &shape, 1, &far, &count),
+            Err(DisjointError::OutOfBounds { .. })
+        ));
+        assert!(DisjointView::single(&mut buf, &shape, 2, &start, &count).is_err());
+        // A rank above the zeros held on the stack.
+        let shape9 = [1u64, 1, 1, 1, 1, 1, 1, 2, 2];
+        let mut nine = vec![0u8; 4];
+        let mut v = DisjointView::whole(&mut nine, &shape9, 1).unwrap();
+        v.copy_from_dense(&[5, 6, 7, 8]);
+        assert_eq!(nine, [5, 6, 7, 8]);
+    }
+
+    #[test]
+    #[should_panic(expected = "another size")]
+    fn dense_copy_of_the_wrong_size_panics() {
+        let mut buf = vec![0u8; 4];
+        let mut v = DisjointView::whole(&mut buf, &[2, 2], 1).unwrap();
+        v.copy_from_dense(&[0; 3]);
     }
 
     #[test]

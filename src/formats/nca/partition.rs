@@ -465,8 +465,7 @@ impl Partition {
     }
 
     fn read_resolved(&self, r: &Resolved, start: &[u64], mut view: DisjointView<'_>) -> Result<()> {
-        let count = view.count().to_vec();
-        let count = count.as_slice();
+        let count = view.count();
         let extents = self.spec.extents();
         let seqs: Vec<Seq> = (0..r.seqs.len())
             .map(|q| match r.s2m[q] {
@@ -521,14 +520,13 @@ impl Partition {
                     }
                     _ => false,
                 });
-        let zeros = vec![0u64; count.len()];
         if identity && r.identity_conv {
             if let Some(slot) = view.contiguous() {
                 return r.source.read_region(&bbox, slot);
             }
             let mut data = vec![0u8; needed as usize * src_item];
             r.source.read_region(&bbox, &mut data)?;
-            view.copy_from(&data, count, &zeros);
+            view.copy_from_dense(&data);
             return Ok(());
         }
         let mut raw = vec![0u8; fetched as usize * src_item];
@@ -541,7 +539,7 @@ impl Partition {
             out
         };
         if r.identity_conv {
-            view.copy_from(&data, count, &zeros);
+            view.copy_from_dense(&data);
             return Ok(());
         }
         if let Some(slot) = view.contiguous() {
@@ -550,7 +548,7 @@ impl Partition {
         }
         let mut converted = vec![0u8; needed as usize * dst_item];
         r.conv.apply(&data, &mut converted);
-        view.copy_from(&converted, count, &zeros);
+        view.copy_from_dense(&converted);
         Ok(())
     }
 }
