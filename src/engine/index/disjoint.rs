@@ -10,9 +10,12 @@
 //!
 //! - [`DisjointView::split`] takes the buffer's `&mut` and a list of
 //!   sub-boxes, checks once that they lie inside the array and are pairwise
-//!   disjoint, and only then hands out one [`DisjointView`] per box.
+//!   disjoint, and only then hands out one [`DisjointView`] per box
+//!   ([`DisjointView::single`] and [`DisjointView::whole`] for one box).
 //! - A view can write its own sub-box and nothing else. Copying a box of
-//!   a decoded tile into it ([`DisjointView::copy_from`]), filling it
+//!   a decoded tile into it ([`DisjointView::copy_from`], or
+//!   [`DisjointView::copy_from_dense`] from a buffer of exactly the box),
+//!   filling it
 //!   ([`DisjointView::fill`]) and borrowing it as one slice when its bytes
 //!   are contiguous ([`DisjointView::contiguous`], for decoding straight
 //!   into place) are safe methods taking `&mut self`, and a view is `Send`
@@ -22,7 +25,7 @@
 //!   box in halves).
 //!
 //! So the disjointness is established in exactly one place, the
-//! constructor, and the code that relies on it is in this file: the
+//! constructors, and the code that relies on it is in this file: the
 //! `Send` impl and the one private method that turns an in-bounds run into
 //! a slice (`Bytes::run`). zarrs' `ArrayBytesFixedDisjointView` has the
 //! same shape, but its constructor is `unsafe` (the caller promises the
