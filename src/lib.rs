@@ -18,9 +18,11 @@
 //! ```text
 //! read(offset, len) ─ engine::read::read_at ─ engine::index::linear  byte range → ≤2R-1 boxes
 //!                     └ ArraySource::read_region(box)           (a format)
+//!                       └ engine::pieces::read_pieces: the piece loop
 //!                         engine::index::tiling: the box over the chunk grid
+//!                         engine::index::disjoint: one view of the reply buffer per piece
 //!                           └ engine::cache::ChunkCache ─ storage + codec::CodecChain
-//!                         engine::index::copy: strided copy / fill into the reply buffer
+//!                         engine::index::copy: strided copy / fill into the piece's view
 //! ```
 
 #![deny(clippy::undocumented_unsafe_blocks)]

@@ -11,6 +11,10 @@
 //!   rectilinear tiling ([`index::tiling`]: chunk grids, shard grids and
 //!   aggregation partition matrices alike), strided copies
 //!   ([`index::copy`]).
+//! - [`pieces`]: the piece loop every tiled source reads a box with
+//!   ([`pieces::PieceSource`], [`pieces::read_pieces`]): the box projected
+//!   over the tiling, the pieces' fetches batched, the output split into
+//!   disjoint views ([`index::disjoint`]), the pieces read in parallel.
 //! - [`read`]: the read path itself: bytes → boxes → the source → byte
 //!   order of the flat file.
 //! - [`cache`]: decoded chunks under a byte budget, one decode per key,
@@ -24,5 +28,6 @@
 pub mod array;
 pub mod cache;
 pub mod index;
+pub mod pieces;
 pub mod read;
 pub mod readahead;

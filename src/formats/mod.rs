@@ -28,7 +28,13 @@
 //! classic file is read in blocks through a `ZarrArray`); never
 //! [`crate::fs`] (checked by `tests/layers.rs`).
 //!
+//! No `unsafe` here (the compiler holds that, `forbid(unsafe_code)`): a
+//! format that writes its pieces from several threads does so through the
+//! engine's piece loop and its disjoint views ([`crate::engine::pieces`]).
+//!
 //! [`ArraySource`]: crate::engine::array::ArraySource
+
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

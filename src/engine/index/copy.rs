@@ -6,6 +6,11 @@
 //! are C order; trailing dimensions that are whole in source, destination
 //! and piece are merged into one contiguous run, so copying a whole chunk
 //! row-block is a handful of large `memcpy`s rather than one per row.
+//!
+//! These functions write one `&mut` buffer from one thread. A read whose
+//! pieces are written from several threads at once gives each its own
+//! [`DisjointView`](super::disjoint::DisjointView) of the buffer, which
+//! walks the same `Plan`.
 
 /// Copy the sub-box `count` starting at `src_start` of the C-order array
 /// `src` (shape `src_shape`) to `dst_start` of the C-order array `dst`
@@ -52,125 +57,26 @@ pub fn fill_region(
     });
 }
 
-/// A destination array that several threads fill at once, each writing a
-/// different sub-box: the pieces of one [`Projection`](super::tiling::Projection)
-/// partition the box, so a large read copies every decoded chunk into place
-/// on the thread that decoded it, while it is still in that core's cache.
-///
-/// Safe Rust cannot hand out overlapping `&mut` views of one buffer, even
-/// when the bytes each thread touches are disjoint, so this holds a raw
-/// pointer and its writers are `unsafe`: their contract is that concurrent
-/// calls write disjoint sub-boxes. Every run is still bounds-checked.
-pub struct SharedDest<'a> {
-    ptr: *mut u8,
-    len: usize,
-    shape: &'a [u64],
-    _borrow: std::marker::PhantomData<&'a mut [u8]>,
-}
-
-// SAFETY: SharedDest is a `&mut [u8]` split among threads; the `unsafe`
-// writers require disjoint concurrent writes, which is what makes sharing
-// it sound.
-unsafe impl Send for SharedDest<'_> {}
-// SAFETY: as above: no method reads through the pointer, and concurrent
-// writes are disjoint by the writers' contract.
-unsafe impl Sync for SharedDest<'_> {}
-
-impl<'a> SharedDest<'a> {
-    /// Borrow `dst`, a C-order array of `shape`, for the lifetime `'a`.
-    pub fn new(dst: &'a mut [u8], shape: &'a [u64]) -> SharedDest<'a> {
-        SharedDest {
-            ptr: dst.as_mut_ptr(),
-            len: dst.len(),
-            shape,
-            _borrow: std::marker::PhantomData,
-        }
-    }
-
-    /// [`copy_region`] into the shared destination.
-    ///
-    /// # Safety
-    /// No other thread may write the same destination bytes during the
-    /// call (the sub-boxes of concurrent calls must be disjoint).
-    pub unsafe fn copy_region(
-        &self,
-        src: &[u8],
-        src_shape: &[u64],
-        src_start: &[u64],
-        dst_start: &[u64],
-        count: &[u64],
-        item: usize,
-    ) {
-        let plan = Plan::new(src_shape, self.shape, count, item);
-        plan.walk(src_start, dst_start, |s, d, len| {
-            let from = &src[s..s + len];
-            assert!(d + len <= self.len, "run outside the destination");
-            // SAFETY: `d + len` is within the borrowed buffer (checked
-            // above), `from` is a distinct borrowed slice, and by the
-            // caller's contract no other thread writes these bytes now.
-            unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), self.ptr.add(d), len) };
-        });
-    }
-
-    /// [`fill_region`] into the shared destination.
-    ///
-    /// # Safety
-    /// As for [`SharedDest::copy_region`].
-    pub unsafe fn fill_region(&self, dst_start: &[u64], count: &[u64], fill: &[u8]) {
-        let item = fill.len();
-        let plan = Plan::new(self.shape, self.shape, count, item);
-        let pattern: Vec<u8> = fill.iter().copied().cycle().take(plan.run).collect();
-        plan.walk(dst_start, dst_start, |_, d, len| {
-            assert!(d + len <= self.len, "run outside the destination");
-            // SAFETY: in bounds (checked above); disjoint from concurrent
-            // writers by the caller's contract; `pattern` is `run` bytes.
-            unsafe { std::ptr::copy_nonoverlapping(pattern.as_ptr(), self.ptr.add(d), len) };
-        });
-    }
-
-    /// A plain mutable view of the sub-box when it is one contiguous run of
-    /// the destination (a chunk spanning whole trailing dimensions), so a
-    /// decoder can write into it directly.
-    ///
-    /// # Safety
-    /// As for [`SharedDest::copy_region`], for as long as the slice lives.
-    #[allow(clippy::mut_from_ref)]
-    pub unsafe fn contiguous(
-        &self,
-        dst_start: &[u64],
-        count: &[u64],
-        item: usize,
-    ) -> Option<&mut [u8]> {
-        let plan = Plan::new(count, self.shape, count, item);
-        if plan.outer != 0 && !plan.count[..plan.outer].iter().all(|&c| c == 1) {
-            return None;
-        }
-        let mut start = None;
-        plan.walk(dst_start, dst_start, |_, d, _| start = Some(d));
-        let d = start?;
-        let len = count.iter().product::<u64>() as usize * item;
-        assert!(d + len <= self.len, "run outside the destination");
-        // SAFETY: in bounds (checked above); the caller guarantees no other
-        // thread touches these bytes while the slice lives.
-        Some(unsafe { std::slice::from_raw_parts_mut(self.ptr.add(d), len) })
-    }
-}
-
 /// The loop structure of a strided copy: `outer` dimensions walked by an
 /// odometer, and one contiguous run of `run` bytes per step.
-struct Plan<'a> {
+pub(super) struct Plan<'a> {
     /// Dimensions walked one index at a time.
-    outer: usize,
+    pub(super) outer: usize,
     count: &'a [u64],
     /// Byte strides of the outer dimensions in source and destination.
     src_strides: Vec<usize>,
     dst_strides: Vec<usize>,
     /// Bytes per contiguous run.
-    run: usize,
+    pub(super) run: usize,
 }
 
 impl<'a> Plan<'a> {
-    fn new(src_shape: &[u64], dst_shape: &[u64], count: &'a [u64], item: usize) -> Plan<'a> {
+    pub(super) fn new(
+        src_shape: &[u64],
+        dst_shape: &[u64],
+        count: &'a [u64],
+        item: usize,
+    ) -> Plan<'a> {
         let rank = count.len();
         assert!(
             src_shape.len() == rank && dst_shape.len() == rank,
@@ -207,7 +113,12 @@ impl<'a> Plan<'a> {
     }
 
     /// Call `f(src_offset, dst_offset, run)` for every contiguous run.
-    fn walk(&self, src_start: &[u64], dst_start: &[u64], mut f: impl FnMut(usize, usize, usize)) {
+    pub(super) fn walk(
+        &self,
+        src_start: &[u64],
+        dst_start: &[u64],
+        mut f: impl FnMut(usize, usize, usize),
+    ) {
         if self.count.contains(&0) {
             return;
         }
@@ -248,6 +159,7 @@ impl<'a> Plan<'a> {
 mod tests {
     use super::*;
     use crate::engine::index::c_strides;
+    use crate::engine::index::disjoint::DisjointView;
     use proptest::prelude::*;
 
     fn lin(strides: &[u64], idx: &[u64]) -> usize {
@@ -319,8 +231,11 @@ mod tests {
             prop_assert_eq!(got, want);
         }
 
+        /// A [`DisjointView`] of the destination box copies as
+        /// `copy_region` does, and lends the box as one slice exactly when
+        /// its bytes are one run.
         #[test]
-        fn shared_dest_matches_copy_region((ss, ds, count, s0, d0, item) in case()) {
+        fn view_matches_copy_region((ss, ds, count, s0, d0, item) in case()) {
             let sn: u64 = ss.iter().product();
             let dn: u64 = ds.iter().product();
             let src: Vec<u8> = (0..sn as usize * item).map(|i| (i * 5 + 1) as u8).collect();
@@ -328,21 +243,24 @@ mod tests {
             copy_region(&src, &ss, &s0, &mut want, &ds, &d0, &count, item);
             let mut got = vec![0xEEu8; dn as usize * item];
             {
-                let dest = SharedDest::new(&mut got, &ds);
-                // SAFETY: a single writer.
-                unsafe { dest.copy_region(&src, &ss, &s0, &d0, &count, item) };
+                let mut view = DisjointView::split(&mut got, &ds, item, [(&d0[..], &count[..])])
+                    .unwrap()
+                    .pop()
+                    .unwrap();
+                view.copy_from(&src, &ss, &s0);
             }
             prop_assert_eq!(&got, &want);
 
-            // `contiguous` is the sub-box's bytes exactly when they are one run.
             let mut marked = vec![0u8; dn as usize * item];
             fill_region(&mut marked, &ds, &d0, &count, &vec![1u8; item]);
             let first = marked.iter().position(|&b| b == 1).unwrap();
             let last = marked.iter().rposition(|&b| b == 1).unwrap();
             let is_run = marked[first..=last].iter().all(|&b| b == 1);
-            let dest = SharedDest::new(&mut got, &ds);
-            // SAFETY: a single writer.
-            let slot = unsafe { dest.contiguous(&d0, &count, item) };
+            let mut view = DisjointView::split(&mut got, &ds, item, [(&d0[..], &count[..])])
+                .unwrap()
+                .pop()
+                .unwrap();
+            let slot = view.contiguous();
             prop_assert_eq!(slot.is_some(), is_run);
             if let Some(slot) = slot {
                 prop_assert_eq!(slot.len(), last + 1 - first);

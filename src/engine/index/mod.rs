@@ -11,11 +11,16 @@
 //!    cross product of the per-dimension projections.
 //! 3. [`copy`]: each piece is copied (strided) from its decoded tile into
 //!    the box's slice of the output buffer, or filled with the fill value.
+//!    When the pieces are written from several threads at once, each gets
+//!    a [`disjoint::DisjointView`] of the buffer: the views' boxes are
+//!    checked disjoint once, when the buffer is split, so writing through
+//!    them is safe (this module's only `unsafe`).
 //!
 //! Nothing here does I/O or allocates per element, and every step is
 //! property-tested against an element-by-element reference.
 
 pub mod copy;
+pub mod disjoint;
 pub mod linear;
 pub mod tiling;
 

@@ -18,14 +18,13 @@
 //! master's fill value (like a missing Zarr chunk). The map costs one
 //! `u32` per cell and is bounded ([`MAX_CELLS`]).
 //!
-//! A read projects its box over the cells; each piece is read from its
-//! partition ([`Partition::read`]) or filled, in parallel when there are
-//! several, each written straight into its place in the caller's buffer
-//! ([`SharedDest`]), exactly as Zarr chunks are.
+//! A read projects its box over the cells with the engine's piece loop
+//! ([`read_pieces`], the one Zarr chunks are read with): each piece is
+//! read from its partition ([`Partition::read`]) or filled, in parallel
+//! when there are several, each written straight into its place in the
+//! caller's buffer through its own [`DisjointView`].
 
 use std::sync::Arc;
-
-use rayon::prelude::*;
 
 use super::descriptor::MasterSpec;
 use super::error::NcaError;
@@ -33,8 +32,9 @@ use super::fragment::Context;
 use super::partition::{MasterFacts, Partition};
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::Region;
-use crate::engine::index::copy::SharedDest;
-use crate::engine::index::tiling::{DimTiling, Piece, Projection};
+use crate::engine::index::disjoint::DisjointView;
+use crate::engine::index::tiling::{DimTiling, Piece};
+use crate::engine::pieces::{PieceSource, read_pieces};
 use crate::error::Result;
 use crate::storage::files::{self, Files};
 
@@ -151,10 +151,28 @@ impl Aggregation {
     pub fn num_partitions(&self) -> usize {
         self.partitions.len()
     }
+}
 
-    /// # Safety
-    /// Concurrent calls must be for different pieces of one projection.
-    unsafe fn read_piece(&self, piece: &Piece, dest: &SharedDest<'_>) -> Result<()> {
+/// A read projects its box over the cells (the engine's piece loop): each
+/// piece is one partition's, or a hole's.
+impl PieceSource for Aggregation {
+    type Fetched = ();
+
+    fn tiling(&self) -> &[DimTiling] {
+        &self.tiling
+    }
+
+    fn item_size(&self) -> usize {
+        self.meta.item_size()
+    }
+
+    fn read_piece(
+        &self,
+        piece: &Piece,
+        mut view: DisjointView<'_>,
+        _many: bool,
+        _fetched: Option<()>,
+    ) -> Result<()> {
         let lin: u64 = piece
             .tile
             .iter()
@@ -163,8 +181,7 @@ impl Aggregation {
             .sum();
         let cell = self.cells[lin as usize];
         if cell == HOLE {
-            // SAFETY: forwarded from this function's contract.
-            unsafe { dest.fill_region(&piece.box_start, &piece.count, &self.meta.fill_value) };
+            view.fill(&self.meta.fill_value);
             return Ok(());
         }
         let p = &self.partitions[cell as usize];
@@ -175,8 +192,7 @@ impl Aggregation {
                     - p.spec.location[d].0
             })
             .collect();
-        // SAFETY: forwarded from this function's contract.
-        unsafe { p.read(&start, &piece.count, dest, &piece.box_start) }
+        p.read(&start, view)
     }
 }
 
@@ -239,15 +255,6 @@ impl ArraySource for Aggregation {
         if region.num_elements() == 0 {
             return Ok(());
         }
-        let pieces: Vec<Piece> = Projection::new(&self.tiling, region).pieces().collect();
-        let dest = SharedDest::new(out, &region.count);
-        // SAFETY: the pieces of one projection partition the region, so
-        // their destination sub-boxes are disjoint.
-        let read = |p: &Piece| unsafe { self.read_piece(p, &dest) };
-        if pieces.len() > 1 {
-            pieces.par_iter().try_for_each(read)
-        } else {
-            pieces.iter().try_for_each(read)
-        }
+        read_pieces(self, region, out)
     }
 }

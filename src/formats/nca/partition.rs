@@ -59,7 +59,7 @@ use super::units::{self, Affine};
 use crate::codec::numeric::{Element, Prim, Value};
 use crate::dtype::{DataType, Endian};
 use crate::engine::array::ArraySource;
-use crate::engine::index::copy::SharedDest;
+use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::{Region, c_strides};
 use crate::error::{Error, Result};
 use crate::storage::files;
@@ -452,37 +452,20 @@ impl Partition {
         .map_err(|e| self.mismatch(e))
     }
 
-    /// Fill the sub-box `box_start + count` of `dest` with the partition's
-    /// box `start + count` (master order, relative to `location`).
-    ///
-    /// # Safety
-    /// Concurrent calls must write disjoint sub-boxes of `dest`.
-    pub unsafe fn read(
-        &self,
-        start: &[u64],
-        count: &[u64],
-        dest: &SharedDest<'_>,
-        box_start: &[u64],
-    ) -> Result<()> {
+    /// Fill `view` (a box of the master's read) with the partition's box
+    /// starting at `start` (master order, relative to `location`) of the
+    /// view's extent.
+    pub fn read(&self, start: &[u64], view: DisjointView<'_>) -> Result<()> {
         let r = self.resolved()?;
-        // SAFETY: forwarded from this function's contract.
-        unsafe { self.read_resolved(r, start, count, dest, box_start) }.map_err(|e| match e {
+        self.read_resolved(r, start, view).map_err(|e| match e {
             // A nested aggregation's error already names its fragment.
             e @ Error::Format { .. } if e.source_as::<NcaError>().is_some() => e,
             other => self.fragment_error(other).at(&self.master.name),
         })
     }
 
-    /// # Safety
-    /// As [`Partition::read`].
-    unsafe fn read_resolved(
-        &self,
-        r: &Resolved,
-        start: &[u64],
-        count: &[u64],
-        dest: &SharedDest<'_>,
-        box_start: &[u64],
-    ) -> Result<()> {
+    fn read_resolved(&self, r: &Resolved, start: &[u64], mut view: DisjointView<'_>) -> Result<()> {
+        let count = view.count();
         let extents = self.spec.extents();
         let seqs: Vec<Seq> = (0..r.seqs.len())
             .map(|q| match r.s2m[q] {
@@ -515,21 +498,11 @@ impl Partition {
                 .max_by_key(|&d| bbox.count[r.m2s[d].expect("filtered")] / count[d]);
             if let Some(d) = worst {
                 let h = count[d] / 2;
-                let (mut s2, mut c1, mut c2, mut b2) = (
-                    start.to_vec(),
-                    count.to_vec(),
-                    count.to_vec(),
-                    box_start.to_vec(),
-                );
-                c1[d] = h;
+                let mut s2 = start.to_vec();
                 s2[d] += h;
-                c2[d] -= h;
-                b2[d] += h;
-                // SAFETY: the halves are disjoint parts of our sub-box.
-                unsafe {
-                    self.read_resolved(r, start, &c1, dest, box_start)?;
-                    return self.read_resolved(r, &s2, &c2, dest, &b2);
-                }
+                let (first, second) = view.split_at(d, h);
+                self.read_resolved(r, start, first)?;
+                return self.read_resolved(r, &s2, second);
             }
         }
         let src_item = r.source.meta().item_size();
@@ -547,19 +520,13 @@ impl Partition {
                     }
                     _ => false,
                 });
-        let zeros = vec![0u64; count.len()];
-        let place = |data: &[u8]| {
-            // SAFETY: forwarded from this function's contract.
-            unsafe { dest.copy_region(data, count, &zeros, box_start, count, dst_item) }
-        };
         if identity && r.identity_conv {
-            // SAFETY: forwarded; the slot is dropped before returning.
-            if let Some(slot) = unsafe { dest.contiguous(box_start, count, dst_item) } {
+            if let Some(slot) = view.contiguous() {
                 return r.source.read_region(&bbox, slot);
             }
             let mut data = vec![0u8; needed as usize * src_item];
             r.source.read_region(&bbox, &mut data)?;
-            place(&data);
+            view.copy_from_dense(&data);
             return Ok(());
         }
         let mut raw = vec![0u8; fetched as usize * src_item];
@@ -572,17 +539,16 @@ impl Partition {
             out
         };
         if r.identity_conv {
-            place(&data);
+            view.copy_from_dense(&data);
             return Ok(());
         }
-        // SAFETY: forwarded; the slot is dropped before returning.
-        if let Some(slot) = unsafe { dest.contiguous(box_start, count, dst_item) } {
+        if let Some(slot) = view.contiguous() {
             r.conv.apply(&data, slot);
             return Ok(());
         }
         let mut converted = vec![0u8; needed as usize * dst_item];
         r.conv.apply(&data, &mut converted);
-        place(&converted);
+        view.copy_from_dense(&converted);
         Ok(())
     }
 }

@@ -1,9 +1,12 @@
 //! A Zarr array as an [`ArraySource`].
 //!
-//! Reading a box: project it over the chunk grid, fetch the decoded chunks
-//! it touches (in parallel, through the shared cache), and copy each
-//! piece into place; a chunk that does not exist is filled with the fill
-//! value without touching any other chunk.
+//! Reading a box: the engine's piece loop ([`read_pieces`]) projects it
+//! over the chunk grid and splits the output into one disjoint view per
+//! chunk touched; this file says how one piece is read
+//! ([`PieceSource`]): its decoded chunk fetched (in parallel, through the
+//! shared cache, or decoded straight into place when the read covers it
+//! whole) and copied into its view; a chunk that does not exist is filled
+//! with the fill value without touching any other chunk.
 
 use std::sync::Arc;
 
@@ -13,9 +16,10 @@ use super::shard::Sharding;
 use crate::codec::{ChunkRepr, CodecChain};
 use crate::engine::array::{ArrayMeta, ArraySource};
 use crate::engine::cache::{ChunkCache, ChunkKey, Claim, SharedBytes, next_source_id};
-use crate::engine::index::copy::SharedDest;
+use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::tiling::{DimTiling, Piece, Projection};
 use crate::engine::index::{Region, contiguous_run};
+use crate::engine::pieces::{PieceSource, read_pieces};
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
 
@@ -403,104 +407,6 @@ impl ZarrArray {
             source: source.into(),
         }
     }
-
-    /// Put one piece of a read into place. `many` is true when the read
-    /// spans several chunks (so this runs on a rayon worker).
-    ///
-    /// # Safety
-    /// Concurrent calls must be for different pieces of one projection
-    /// (their destination sub-boxes are then disjoint).
-    ///
-    /// `fetched` is the chunk's stored bytes when the read fetched them
-    /// already (with the other chunks', [`fetch_many`](Self::fetch_many)).
-    unsafe fn read_piece(
-        &self,
-        piece: &Piece,
-        dest: &SharedDest<'_>,
-        many: bool,
-        fetched: Option<Result<Option<Vec<u8>>>>,
-    ) -> Result<()> {
-        let item = self.spec.meta.item_size();
-        let shape = self.chunk_shape(&piece.tile);
-        let copy = |data: &[u8]| {
-            // SAFETY: forwarded from this function's contract.
-            unsafe {
-                dest.copy_region(
-                    data,
-                    &shape,
-                    &piece.tile_start,
-                    &piece.box_start,
-                    &piece.count,
-                    item,
-                )
-            }
-        };
-        let fill = || {
-            // SAFETY: forwarded from this function's contract.
-            unsafe { dest.fill_region(&piece.box_start, &piece.count, &self.spec.meta.fill_value) }
-        };
-        // A chunk a multi-chunk read covers whole is used once: decode it
-        // straight into place, bypassing the cache (see ChunkCache::peek).
-        // A chunk read piecemeal goes through the cache.
-        let key = self.key(&piece.tile);
-        let fetched = parking_lot::Mutex::new(fetched);
-        let stored = || match fetched.lock().take() {
-            Some(raw) => raw,
-            None => self.fetch(&piece.tile),
-        };
-        if !(many && piece.count == shape) {
-            let chunk = self
-                .cache
-                .get_or_load(&key, || self.decode_chunk(&piece.tile, stored()?))?;
-            match chunk {
-                Some(data) => {
-                    copy(&data);
-                    // Let go of it first, so a chunk now wholly served can
-                    // hand its buffer back.
-                    drop(data);
-                    let bytes = piece.count.iter().product::<u64>() as usize * item;
-                    self.cache
-                        .served(&key, bytes, self.useful_bytes(&piece.tile));
-                }
-                None => fill(),
-            }
-            return Ok(());
-        }
-        if let Some(data) = self.cache.peek(&key) {
-            copy(&data);
-            return Ok(());
-        }
-        let Some(raw) = stored()? else {
-            fill();
-            return Ok(());
-        };
-        let repr = self.chunk_repr(&piece.tile);
-        let chain = &self.spec.chain;
-        let err = |e| self.chunk_error(&piece.tile, e);
-        // Contiguous in the destination (the chunk spans the read's
-        // trailing dimensions): decode right into it.
-        // SAFETY: forwarded from this function's contract; the slice is
-        // dropped before returning.
-        if let Some(slot) = unsafe { dest.contiguous(&piece.box_start, &piece.count, item) }
-            && let Some(done) = chain.decode_into(&raw, &repr, slot)
-        {
-            return done.map_err(err);
-        }
-        // Otherwise into this thread's scratch buffer, then into place.
-        let nbytes = repr.nbytes().expect("checked at open");
-        SCRATCH.with(|cell| {
-            let mut scratch = cell.borrow_mut();
-            scratch.resize(nbytes, 0);
-            let result = match chain.decode_into(&raw, &repr, &mut scratch[..nbytes]) {
-                Some(done) => done.map(|()| copy(&scratch[..nbytes])),
-                None => chain.decode(raw, &repr).map(|data| copy(&data)),
-            };
-            if scratch.capacity() > MAX_SCRATCH {
-                *scratch = Vec::new();
-            }
-            result.map_err(err)
-        })
-    }
 }
 
 thread_local! {
@@ -659,15 +565,34 @@ impl ArraySource for ZarrArray {
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
-        let pieces: Vec<Piece> = Projection::new(&self.spec.grid, region).pieces().collect();
-        let dest = SharedDest::new(out, &region.count);
-        // Over an object store, the chunks not cached are fetched first,
-        // all at once (one round trip, not one per chunk), then decoded.
-        // Their stored bytes are held together meanwhile: no more than
-        // the read's own output buffer, since codecs rarely expand.
-        let mut fetched: Vec<Option<Result<Option<Vec<u8>>>>> =
-            pieces.iter().map(|_| None).collect();
-        if pieces.len() > 1 && self.fetches_together() {
+        read_pieces(self, region, out)
+    }
+}
+
+/// A read of a box goes through the engine's piece loop: over an object
+/// store the chunks not cached are fetched together first; the chunks are
+/// decoded in parallel, each copied into place by the thread that decoded
+/// it; a read inside one chunk, or of chunks all decoded already, stays on
+/// the calling thread.
+impl PieceSource for ZarrArray {
+    /// A chunk's stored bytes (`None`: it does not exist).
+    type Fetched = Result<Option<Vec<u8>>>;
+
+    fn tiling(&self) -> &[DimTiling] {
+        &self.spec.grid
+    }
+
+    fn item_size(&self) -> usize {
+        self.spec.meta.item_size()
+    }
+
+    /// Over an object store, the chunks not cached, all at once (one round
+    /// trip, not one per chunk). Their stored bytes are held together
+    /// meanwhile: no more than the read's own output buffer, since codecs
+    /// rarely expand.
+    fn fetch_together(&self, pieces: &[Piece]) -> Vec<Option<Self::Fetched>> {
+        let mut fetched: Vec<Option<Self::Fetched>> = pieces.iter().map(|_| None).collect();
+        if self.fetches_together() {
             let want: Vec<usize> = (0..pieces.len())
                 .filter(|&i| !self.cache.cached_or_loading(&self.key(&pieces[i].tile)))
                 .collect();
@@ -678,26 +603,85 @@ impl ArraySource for ZarrArray {
                 }
             }
         }
-        // The chunks of a large read are decoded in parallel, each copied
-        // into place by the thread that decoded it (while it is still in
-        // that core's cache); a read inside one chunk stays on this thread.
-        // SAFETY: the pieces of one projection partition the region, so
-        // their destination sub-boxes are disjoint.
-        let read = |(p, raw): (&Piece, Option<Result<Option<Vec<u8>>>>)| unsafe {
-            self.read_piece(p, &dest, pieces.len() > 1, raw)
+        fetched
+    }
+
+    /// Decoded in the cache: reading the piece is only a copy.
+    fn is_ready(&self, piece: &Piece) -> bool {
+        self.cache.contains(&self.key(&piece.tile))
+    }
+
+    /// Put one piece of a read into place. `fetched` is the chunk's
+    /// stored bytes when the read fetched them already (with the other
+    /// chunks', [`fetch_together`](PieceSource::fetch_together)).
+    fn read_piece(
+        &self,
+        piece: &Piece,
+        mut view: DisjointView<'_>,
+        many: bool,
+        fetched: Option<Self::Fetched>,
+    ) -> Result<()> {
+        let shape = self.chunk_shape(&piece.tile);
+        // A chunk a multi-chunk read covers whole is used once: decode it
+        // straight into place, bypassing the cache (see ChunkCache::peek).
+        // A chunk read piecemeal goes through the cache.
+        let key = self.key(&piece.tile);
+        let fetched = parking_lot::Mutex::new(fetched);
+        let stored = || match fetched.lock().take() {
+            Some(raw) => raw,
+            None => self.fetch(&piece.tile),
         };
-        // Pieces of chunks already decoded are only copies: not worth
-        // waking the pool for.
-        let all_cached = || {
-            pieces
-                .iter()
-                .all(|p| self.cache.contains(&self.key(&p.tile)))
-        };
-        if pieces.len() > 1 && !all_cached() {
-            pieces.par_iter().zip(fetched).try_for_each(read)
-        } else {
-            pieces.iter().zip(fetched).try_for_each(read)
+        if !(many && piece.count == shape) {
+            let chunk = self
+                .cache
+                .get_or_load(&key, || self.decode_chunk(&piece.tile, stored()?))?;
+            match chunk {
+                Some(data) => {
+                    view.copy_from(&data, &shape, &piece.tile_start);
+                    // Let go of it first, so a chunk now wholly served can
+                    // hand its buffer back.
+                    drop(data);
+                    let bytes = piece.count.iter().product::<u64>() as usize * view.item();
+                    self.cache
+                        .served(&key, bytes, self.useful_bytes(&piece.tile));
+                }
+                None => view.fill(&self.spec.meta.fill_value),
+            }
+            return Ok(());
         }
+        if let Some(data) = self.cache.peek(&key) {
+            view.copy_from(&data, &shape, &piece.tile_start);
+            return Ok(());
+        }
+        let Some(raw) = stored()? else {
+            view.fill(&self.spec.meta.fill_value);
+            return Ok(());
+        };
+        let repr = self.chunk_repr(&piece.tile);
+        let chain = &self.spec.chain;
+        let err = |e| self.chunk_error(&piece.tile, e);
+        // Contiguous in the destination (the chunk spans the read's
+        // trailing dimensions): decode right into it.
+        if let Some(slot) = view.contiguous()
+            && let Some(done) = chain.decode_into(&raw, &repr, slot)
+        {
+            return done.map_err(err);
+        }
+        // Otherwise into this thread's scratch buffer, then into place.
+        let nbytes = repr.nbytes().expect("checked at open");
+        SCRATCH.with(|cell| {
+            let mut scratch = cell.borrow_mut();
+            scratch.resize(nbytes, 0);
+            let mut copy = |data: &[u8]| view.copy_from(data, &shape, &piece.tile_start);
+            let result = match chain.decode_into(&raw, &repr, &mut scratch[..nbytes]) {
+                Some(done) => done.map(|()| copy(&scratch[..nbytes])),
+                None => chain.decode(raw, &repr).map(|data| copy(&data)),
+            };
+            if scratch.capacity() > MAX_SCRATCH {
+                *scratch = Vec::new();
+            }
+            result.map_err(err)
+        })
     }
 }
 
