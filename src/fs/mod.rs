@@ -1437,7 +1437,10 @@ pub(crate) mod tests {
         // just after it sent its answer.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while pooled.stats().to_json(None)["reads"]["waiting"] != 0 {
-            assert!(std::time::Instant::now() < deadline, "a deferred read still waiting");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a deferred read still waiting"
+            );
             std::thread::yield_now();
         }
         let plain = Arc::new(fs(&entries));
