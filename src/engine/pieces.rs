@@ -71,6 +71,26 @@ pub trait PieceSource: Sync {
 /// Fill `out` with the elements of `region` of `source` (C order over the
 /// region; `out` is exactly its size), one piece per tile touched, as the
 /// [module docs](self) describe.
+/// Whether reading `region` of `source` waits on nothing: every piece
+/// [`PieceSource::is_ready`]. A region over more than [`MAX_READY_CHECK`]
+/// tiles is not looked at (`false`): a read that large is not one to
+/// answer on a request thread anyway. What
+/// [`ArraySource::cached`](super::array::ArraySource::cached) answers for
+/// a tiled source.
+pub fn ready<S: PieceSource>(source: &S, region: &Region) -> bool {
+    let projection = Projection::new(source.tiling(), region);
+    let mut pieces = projection.pieces();
+    pieces
+        .by_ref()
+        .take(MAX_READY_CHECK)
+        .all(|p| source.is_ready(&p))
+        && pieces.next().is_none()
+}
+
+/// Tiles [`ready`] looks at most: the kernel's largest request (1 MiB)
+/// over 16 KiB chunks.
+pub const MAX_READY_CHECK: usize = 64;
+
 pub fn read_pieces<S: PieceSource>(source: &S, region: &Region, out: &mut [u8]) -> Result<()> {
     let pieces: Vec<Piece> = Projection::new(source.tiling(), region).pieces().collect();
     // A read inside one tile: its one view, straight away.

@@ -421,10 +421,6 @@ thread_local! {
 /// more than this.
 const MAX_SCRATCH: usize = 64 << 20;
 
-/// Chunks [`ZarrArray::cached`] looks up at most: the kernel's largest
-/// request (1 MiB) over 16 KiB chunks.
-const MAX_CACHED_CHECK: usize = 64;
-
 fn src_of(a: &ZarrArray) -> String {
     a.spec.meta.source.clone()
 }
@@ -453,17 +449,10 @@ impl ArraySource for ZarrArray {
         self.store.latency()
     }
 
-    /// Every chunk under `region` decoded in the cache. A region over more
-    /// than [`MAX_CACHED_CHECK`] chunks is not checked (`false`): a read
-    /// that large is not one to answer on a request thread anyway.
+    /// Every chunk under `region` decoded in the cache: the driver's
+    /// [`ready`](crate::engine::pieces::ready) over [`PieceSource::is_ready`].
     fn cached(&self, region: &Region) -> bool {
-        let projection = Projection::new(&self.spec.grid, region);
-        let mut pieces = projection.pieces();
-        pieces
-            .by_ref()
-            .take(MAX_CACHED_CHECK)
-            .all(|p| self.cache.contains(&self.key(&p.tile)))
-            && pieces.next().is_none()
+        crate::engine::pieces::ready(self, region)
     }
 
     /// Each chunk decoded into the cache on the rayon pool. Over an
