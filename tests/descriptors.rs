@@ -2,8 +2,9 @@
 //!
 //! slabfs used to keep every netCDF-3 file of a mounted directory open, so
 //! a directory of a few thousand files could not be listed or mounted at
-//! `ulimit -n 1024`. Here 20,000 copies of a netCDF4-python fixture are
-//! listed and mounted with a limit of 1,024 soft / 4,096 hard, every file
+//! `ulimit -n 1024`. Here 6,000 copies of a netCDF4-python fixture (more
+//! than even the hard limit allows open at once) are listed and mounted
+//! with a limit of 1,024 soft / 4,096 hard, every file
 //! is read through the mount (forcing descriptors to be closed and opened
 //! again), each compared with what netCDF4-python wrote, and the daemon
 //! never holds more descriptors than its cache allows.
@@ -18,7 +19,9 @@ use std::time::{Duration, Instant};
 use common::mount::is_live;
 
 const SLABFS: &str = env!("CARGO_BIN_EXE_slabfs");
-const FILES: usize = 20_000;
+/// More than `HARD`: not even the raised soft limit holds them all open.
+/// (20,000 until issue 25: the same claim, a quarter of the suite's time.)
+const FILES: usize = 6_000;
 const SOFT: u64 = 1024;
 const HARD: u64 = 4096;
 
@@ -45,7 +48,7 @@ fn limited(cmd: &mut Command) -> &mut Command {
 }
 
 /// A directory of `FILES` names of `classic_records.nc` (hard links: as
-/// many directory entries and opens as copies, without writing 20,000
+/// many directory entries and opens as copies, without writing thousands of
 /// files; the descriptor counts are the same).
 fn archive() -> tempfile::TempDir {
     let dir = tempfile::Builder::new()
@@ -76,7 +79,7 @@ fn descriptors(pid: u32, dir: &Path) -> (usize, usize) {
 }
 
 #[test]
-fn twenty_thousand_files_list_and_mount_at_1024_soft_4096_hard() {
+fn more_files_than_the_hard_limit_list_and_mount_at_1024_soft_4096_hard() {
     let t0 = Instant::now();
     let dir = archive();
     eprintln!("copied in {:?}", t0.elapsed());
@@ -160,7 +163,7 @@ fn twenty_thousand_files_list_and_mount_at_1024_soft_4096_hard() {
             let got = std::fs::read(mnt.join(format!("run{i:05}.nc/temp")))
                 .unwrap_or_else(|e| panic!("round {round}, file {i}: {e}\n{}", logged()));
             assert!(got == expected, "round {round}, file {i} differs");
-            if i % 1000 == 0 {
+            if i % 250 == 0 {
                 let (under, all) = descriptors(pid, &root);
                 most = (most.0.max(under), most.1.max(all));
             }
