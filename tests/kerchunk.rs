@@ -23,7 +23,8 @@ use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
 use slabfs::formats::dataset::{self, Dataset};
 use slabfs::formats::kerchunk;
-use slabfs::storage::store::{ByteRange, Store};
+use slabfs::fs::error::ToErrno;
+use slabfs::storage::{ByteRange, Store};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kerchunk")

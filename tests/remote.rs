@@ -28,9 +28,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::formats::dataset::{self, Dataset};
-use slabfs::storage::files::Files;
+use slabfs::fs::error::ToErrno;
+use slabfs::storage::Files;
+use slabfs::storage::Store;
 use slabfs::storage::remote::{self, Location, RemoteFiles};
-use slabfs::storage::store::Store;
 
 /// In every test's environment: it must never show anywhere.
 const SECRET: &str = "Sup3rS3cretKeyThatMustNeverAppear-7f1d9a";
@@ -1511,7 +1512,7 @@ fn stats_count_requests_by_kind_exactly() {
     step(
         "get_range",
         &|| {
-            let r = slabfs::storage::store::ByteRange::At { offset: 2, len: 5 };
+            let r = slabfs::storage::ByteRange::At { offset: 2, len: 5 };
             assert_eq!(store.get_range(chunk, r).unwrap().unwrap(), on_disk[2..7]);
         },
         (vec![("ranged_GET", 1)], 5, 0, 0),

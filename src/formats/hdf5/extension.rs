@@ -31,7 +31,7 @@ use std::sync::Arc;
 use super::error::{H5Result, Hdf5Error};
 use super::io::{H5File, check_checksum};
 use super::meta;
-use crate::storage::files::ReadAt;
+use crate::storage::ReadAt;
 
 /// Shared Message Table message.
 pub const MSG_SHARED_TABLE: u16 = 0x000F;
@@ -284,7 +284,7 @@ impl ReadAt for CacheImage {
 mod tests {
     use super::*;
 
-    use crate::storage::files::InMemory as Mem;
+    use crate::storage::testing::InMemory as Mem;
 
     /// An image block of `entries` (address, bytes) as H5Cimage.c writes
     /// one (8-byte addresses and lengths, no parents), its checksum last.

@@ -31,8 +31,9 @@ use crate::engine::array::ArrayMeta;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::zarr::ZarrArray;
-use crate::storage::files::{ReadAt, file_stamp};
-use crate::storage::store::Store;
+use crate::storage::ReadAt;
+use crate::storage::Store;
+use crate::storage::paths::file_stamp;
 
 /// Bytes per block: about what one round trip is worth on a fast link,
 /// the size of the Zarr chunks slabfs reads best.

@@ -35,8 +35,9 @@ use crate::formats::netcdf3::header::{self, Header, NumRecs};
 use crate::formats::netcdf3::layout::Layout;
 use crate::formats::netcdf3::{HeaderError, MAX_HEADER_BYTES};
 use crate::formats::zarr::ZarrArray;
-use crate::storage::files::{ReadAt, file_stamp};
-use crate::storage::store::Store;
+use crate::storage::ReadAt;
+use crate::storage::Store;
+use crate::storage::paths::file_stamp;
 
 /// An open archive, shared by its variables.
 #[derive(Debug)]
