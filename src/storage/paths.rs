@@ -6,7 +6,7 @@
 use std::io;
 use std::path::Path;
 
-use crate::storage::Files;
+use crate::storage::contract::Files;
 
 /// A hash of what `stat` says about `path` (device, inode, length, times):
 /// changes when the file is rewritten or replaced; `None` if it cannot be

@@ -4,7 +4,7 @@
 use std::io;
 use std::sync::Arc;
 
-use crate::storage::ReadAt;
+use crate::storage::contract::ReadAt;
 
 /// A [`ReadAt`] that reads small ranges in whole blocks and keeps the last
 /// few: for parsing a file's metadata, which a format reads as many small

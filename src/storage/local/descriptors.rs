@@ -53,7 +53,7 @@ use lru::LruCache;
 use parking_lot::Mutex;
 
 use super::confine::Roots;
-use crate::storage::ReadAt;
+use crate::storage::contract::ReadAt;
 
 /// The default capacity never exceeds this: enough for every file a busy
 /// mount reads at once, small enough that an idle mount of a huge archive

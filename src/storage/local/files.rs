@@ -29,7 +29,7 @@ use std::sync::Arc;
 use super::confine::Roots;
 use super::descriptors::CachedFile;
 use super::fs_store::FsStore;
-use crate::storage::{Files, ReadAt, Store};
+use crate::storage::contract::{Files, ReadAt, Store};
 
 impl ReadAt for std::fs::File {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use super::confine::Roots;
 use super::descriptors;
 use crate::error::{Error, Result};
-use crate::storage::{ByteRange, Store};
+use crate::storage::contract::{ByteRange, Store};
 
 /// How many times [`FsStore::get`] reads a file again when it changed
 /// while being read. Three covers a writer that rewrites a chunk in place

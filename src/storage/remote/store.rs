@@ -36,7 +36,7 @@ use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectSt
 use super::location::Location;
 use super::{Remote, block_on, block_on_all, each_on_runtime, redact};
 use crate::error::{Error, Result};
-use crate::storage::{ByteRange, Files, ReadAt, Store};
+use crate::storage::contract::{ByteRange, Files, ReadAt, Store};
 
 /// The io error for a failed request on `loc`, its message cleared of
 /// secrets. Not-found and precondition failures keep their kind.

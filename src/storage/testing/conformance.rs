@@ -25,7 +25,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::Error;
-use crate::storage::{ByteRange, Files, ReadAt, Store};
+use crate::storage::contract::{ByteRange, Files, ReadAt, Store};
 
 /// Key of the fixture's largest value: long enough that ranges in its
 /// middle are not at either end.
@@ -449,8 +449,8 @@ pub fn check_files(name: &str, files: &dyn Files, root: &Path, limits: Limits) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::ReadCache;
     use crate::storage::local::{FsStore, OsFiles, confine::Roots, descriptors::CachedFile};
+    use crate::storage::read_cache::ReadCache;
     use crate::storage::testing::faults::{FaultPlan, FaultyFiles, FaultyStore};
     use crate::storage::testing::{CountingStore, InMemory, MemoryStore};
 

@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::Result;
-use crate::storage::{ByteRange, Store};
+use crate::storage::contract::{ByteRange, Store};
 
 /// Wraps a store and counts the values read through it.
 #[derive(Debug)]

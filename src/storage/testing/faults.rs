@@ -76,7 +76,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::storage::{ByteRange, Files, ReadAt, Store};
+use crate::storage::contract::{ByteRange, Files, ReadAt, Store};
 
 /// What a rule does to the reads it applies to (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
-use crate::storage::{ReadAt, Store};
+use crate::storage::contract::{ReadAt, Store};
 
 /// An in-memory store, for tests. Every value remembers which write put
 /// it there (a store-wide counter), which is what its change stamps hash.
