@@ -23,7 +23,7 @@ use slabfs::fs::mount::daemon::{self, Detached};
 use slabfs::fs::mount::notify::SdNotify;
 use slabfs::fs::mount::{MountConfig, Readiness};
 use slabfs::fs::views::Views;
-use slabfs::storage::descriptors;
+use slabfs::storage::local::descriptors;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -6,8 +6,10 @@
 //! adds the context an operator needs (which file, which chunk) and is what
 //! the read path returns. It carries those lower errors as boxed
 //! `dyn Error` sources, so it never names a type of a layer above it; a
-//! caller that needs the typed error back asks [`Error::source_as`]. The
-//! FUSE boundary maps it to one errno with [`Error::errno`].
+//! caller that needs the typed error back asks [`Error::source_as`]. It
+//! carries no errno: the FUSE boundary chooses one, in one place
+//! (`fs::error`), from the variant (an I/O error's `io::Error`, with its
+//! kind and raw OS code, travels inside [`Error::Io`] as data).
 
 /// A typed error of some layer, carried as the source of an [`Error`].
 pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -68,21 +70,6 @@ impl Error {
         }
     }
 
-    /// The errno a FUSE reply carries for this error.
-    pub fn errno(&self) -> i32 {
-        match self {
-            // A missing name is the only error that is not the data's fault.
-            Error::NotFound(_) => libc_errno::ENOENT,
-            // Everything else means the bytes cannot be produced: the
-            // classic "the device could not deliver this block".
-            Error::Io { .. }
-            | Error::TooLarge { .. }
-            | Error::Metadata { .. }
-            | Error::Chunk { .. }
-            | Error::Format { .. } => libc_errno::EIO,
-        }
-    }
-
     /// The typed error of [`Error::Format`] by value when it is an `E`,
     /// else this error back.
     pub fn into_source<E: std::error::Error + 'static>(self) -> std::result::Result<E, Error> {
@@ -103,12 +90,6 @@ impl Error {
             _ => None,
         }
     }
-}
-
-/// The two errno values the library needs, without a libc dependency.
-mod libc_errno {
-    pub const ENOENT: i32 = 2;
-    pub const EIO: i32 = 5;
 }
 
 /// The message of a caught panic (`panic!("...")` carries a `&str` or a

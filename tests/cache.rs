@@ -11,7 +11,8 @@ use slabfs::engine::array::ArraySource;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
 use slabfs::formats::zarr;
-use slabfs::storage::store::{CountingStore, MemoryStore, Store};
+use slabfs::storage::Store;
+use slabfs::storage::testing::{CountingStore, MemoryStore};
 
 /// 16 little-endian u16 values 0..16 in 4 chunks of 4 (8 bytes each).
 fn store() -> MemoryStore {

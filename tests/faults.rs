@@ -1,5 +1,5 @@
 //! Every source type read through failing storage
-//! ([`slabfs::storage::faults`]): an I/O error, a short read, a slow read and a
+//! ([`slabfs::storage::testing::faults`]): an I/O error, a short read, a slow read and a
 //! flipped byte injected into one chunk, fragment or block.
 //!
 //! For each source and each fault: every element read that touches the
@@ -44,8 +44,9 @@ use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
 use slabfs::formats::dataset::{self, Dataset};
 use slabfs::formats::{kerchunk, netcdf3, packed, zarr};
+use slabfs::fs::error::ToErrno;
 use slabfs::fs::{FsConfig, ROOT_INO, SlabFs, Views};
-use slabfs::storage::faults::{Fault, FaultPlan, FaultyFiles, FaultyStore, Rule};
+use slabfs::storage::testing::faults::{Fault, FaultPlan, FaultyFiles, FaultyStore, Rule};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

@@ -12,7 +12,7 @@ use serde_json::json;
 use slabfs::dtype::Endian;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
-use slabfs::storage::store::MemoryStore;
+use slabfs::storage::testing::MemoryStore;
 
 fn fixture(name: &str) -> Vec<u8> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -38,6 +38,7 @@ use slabfs::dtype::{DataType, Endian};
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
 use slabfs::formats::{dataset, hdf5};
+use slabfs::fs::error::ToErrno;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hdf5")

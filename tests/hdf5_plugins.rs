@@ -26,6 +26,7 @@ use slabfs::dtype::Endian;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
 use slabfs::formats::dataset;
+use slabfs::fs::error::ToErrno;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hdf5_plugins")

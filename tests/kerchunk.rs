@@ -23,7 +23,8 @@ use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
 use slabfs::formats::dataset::{self, Dataset};
 use slabfs::formats::kerchunk;
-use slabfs::storage::store::{ByteRange, Store};
+use slabfs::fs::error::ToErrno;
+use slabfs::storage::{ByteRange, Store};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kerchunk")
@@ -604,6 +605,50 @@ fn symlinks_out_of_the_root_are_refused_at_load_and_at_read() {
     std::os::unix::fs::symlink(&outside, root.join("late.nc")).unwrap();
     let msg = read_err(&ds, "temp").to_string();
     assert!(msg.contains("outside the allowed roots"), "{msg}");
+}
+
+/// The kerchunk store keeps the storage contract
+/// (`slabfs::storage::testing::conformance`): the fixture's values as a
+/// range of a file, a whole file, inline text and base64, an empty one.
+#[test]
+fn kerchunk_store_conforms() {
+    use base64::Engine;
+    use slabfs::storage::testing::conformance::{self, BIG, EMPTY, Limits, SMALL};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let value = |key: &str| {
+        conformance::fixture()
+            .into_iter()
+            .find(|(k, _)| *k == key)
+            .unwrap()
+            .1
+    };
+    // BIG sits at offset 7 of a longer file: a range reference.
+    let mut data = b"padding".to_vec();
+    data.extend(value(BIG));
+    data.extend(b"after");
+    std::fs::write(dir.join("data.bin"), &data).unwrap();
+    std::fs::write(dir.join("top.bin"), value("top")).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD.encode(value("dir/sub/leaf"));
+    let doc = json!({
+        "version": 1,
+        "refs": {
+            BIG: ["data.bin", 7, value(BIG).len()],
+            SMALL: String::from_utf8(value(SMALL)).unwrap(),
+            EMPTY: "",
+            "top": ["top.bin"],
+            "dir/sub/leaf": format!("base64:{b64}"),
+        }
+    });
+    let path = dir.join("r.json");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let store = kerchunk::load(
+        &path,
+        &slabfs::formats::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20))),
+    )
+    .unwrap()
+    .unwrap();
+    conformance::check_store("kerchunk RefStore", &store, Limits::default());
 }
 
 #[test]

@@ -21,6 +21,7 @@ use slabfs::engine::read::read_at;
 use slabfs::formats::Options;
 use slabfs::formats::dataset::{self, Dataset};
 use slabfs::formats::nca::{self, NcaError};
+use slabfs::fs::error::ToErrno;
 use slabfs::{ArraySource, Error};
 
 fn root() -> PathBuf {
@@ -1213,7 +1214,7 @@ fn fragments_are_found_by_the_names_netcdf_c_reads() {
 /// gone the same read returns the expected bytes.
 #[test]
 fn a_failing_netcdf4_fragment_fails_only_its_reads() {
-    use slabfs::storage::faults::{Fault, FaultPlan, FaultyFiles, Rule};
+    use slabfs::storage::testing::faults::{Fault, FaultPlan, FaultyFiles, Rule};
     let plan = FaultPlan::new();
     let ds = dataset::open_with(
         &root().join("data"),

@@ -29,6 +29,7 @@ use slabfs::formats::dataset;
 use slabfs::formats::netcdf3;
 use slabfs::formats::packed::format::{self, Superblock, VarIndex};
 use slabfs::formats::packed::{self, BlockCodec, PackOptions, pack, unpack};
+use slabfs::fs::error::ToErrno;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -28,9 +28,10 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::formats::dataset::{self, Dataset};
-use slabfs::storage::files::Files;
+use slabfs::fs::error::ToErrno;
+use slabfs::storage::Files;
+use slabfs::storage::Store;
 use slabfs::storage::remote::{self, Location, RemoteFiles};
-use slabfs::storage::store::Store;
 
 /// In every test's environment: it must never show anywhere.
 const SECRET: &str = "Sup3rS3cretKeyThatMustNeverAppear-7f1d9a";
@@ -1511,7 +1512,7 @@ fn stats_count_requests_by_kind_exactly() {
     step(
         "get_range",
         &|| {
-            let r = slabfs::storage::store::ByteRange::At { offset: 2, len: 5 };
+            let r = slabfs::storage::ByteRange::At { offset: 2, len: 5 };
             assert_eq!(store.get_range(chunk, r).unwrap().unwrap(), on_disk[2..7]);
         },
         (vec![("ranged_GET", 1)], 5, 0, 0),
@@ -3648,4 +3649,53 @@ fn a_store_get_that_makes_no_progress_is_hedged() {
         .abandoned_after
         .expect("the loser's connection is closed");
     assert!(after < Duration::from_secs(3), "closed after {after:?}");
+}
+
+/// The storage contract (`slabfs::storage::testing::conformance`), kept
+/// by every remote implementation as by the local ones: the S3 store and
+/// files (moto), the HTTP ones (range_http.py; it cannot list), and
+/// `WithUrls`, which sends local paths and URLs each their own way.
+#[test]
+fn storage_conformance_of_remote_stores_and_files() {
+    use slabfs::storage::local::confine::Roots;
+    use slabfs::storage::scope::WithUrls;
+    use slabfs::storage::testing::conformance::{self, Limits};
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    conformance::write_fixture(tmp.path()).unwrap();
+
+    let s3 = S3::start();
+    s3.boto(&format!(
+        "s3.create_bucket(Bucket='{BUCKET}')\n\
+         root = {root:?}\n\
+         for d, _, fs in os.walk(root):\n\
+         \x20   for f in fs:\n\
+         \x20       p = os.path.join(d, f)\n\
+         \x20       s3.upload_file(p, '{BUCKET}', 'conf/' + os.path.relpath(p, root))\n",
+        root = tmp.path().display().to_string()
+    ));
+    configure(Some(s3.endpoint()));
+    let url = format!("s3://{BUCKET}/conf");
+    let files = Arc::new(RemoteFiles::new(vec![Location::parse(&url).unwrap()]).unwrap());
+    let moto = Limits {
+        empty_suffix_any_io_error: true,
+        ..Limits::default()
+    };
+    conformance::check_files("S3", files.as_ref(), Path::new(&url), moto);
+    let with_urls = WithUrls {
+        local: slabfs::storage::local::confined(Roots::new([tmp.path().to_path_buf()])),
+        remote: files,
+    };
+    conformance::check_files("WithUrls, S3", &with_urls, Path::new(&url), moto);
+    conformance::check_files("WithUrls, local", &with_urls, tmp.path(), Limits::default());
+
+    let http = Http::start(tmp.path(), false);
+    configure(None);
+    let url = http.url("conf").trim_end_matches("/conf").to_string();
+    let files = RemoteFiles::new(vec![Location::parse(&url).unwrap()]).unwrap();
+    let limits = Limits {
+        no_listing: true,
+        ..Limits::default()
+    };
+    conformance::check_files("HTTP", &files, Path::new(&url), limits);
 }

@@ -13,7 +13,8 @@ use slabfs::engine::array::ArraySource;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
 use slabfs::formats::zarr::{self, array::ZarrArray};
-use slabfs::storage::store::{CountingStore, FsStore};
+use slabfs::storage::local::FsStore;
+use slabfs::storage::testing::CountingStore;
 
 fn store_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr/v3/sharded.zarr")

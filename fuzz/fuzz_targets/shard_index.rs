@@ -27,7 +27,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::{Value, json};
 use slabfs::dtype::Endian;
 use slabfs::engine::read::read_at;
-use slabfs::storage::store::MemoryStore;
+use slabfs::storage::testing::MemoryStore;
 
 const SHAPE: [u64; 2] = [4, 6];
 const FILL: u16 = 0x1234;

@@ -10,7 +10,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use slabfs::storage::store::MemoryStore;
+use slabfs::storage::testing::MemoryStore;
 use slabfs_fuzz::{first_chunk_keys, open_store_and_probe, split_metadata};
 
 fuzz_target!(|data: &[u8]| {

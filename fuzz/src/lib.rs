@@ -204,7 +204,7 @@ pub fn zarr_chunk_bytes(array: &slabfs::formats::zarr::ZarrArray) -> u64 {
 /// Open the Zarr store `store` and [`probe`] every array whose chunks are
 /// small enough (judged by its read grid, so sharded arrays with large
 /// shards and small inner chunks are read).
-pub fn open_store_and_probe(store: slabfs::storage::store::MemoryStore) {
+pub fn open_store_and_probe(store: slabfs::storage::testing::MemoryStore) {
     let Ok(h) = slabfs::formats::zarr::open_store(Arc::new(store), cache()) else {
         return;
     };
@@ -274,7 +274,7 @@ pub fn dump(name: &str, data: &[u8]) {
 #[derive(Debug)]
 pub struct MemFile(pub Vec<u8>);
 
-impl slabfs::storage::files::ReadAt for MemFile {
+impl slabfs::storage::ReadAt for MemFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
         let start = usize::try_from(offset).unwrap_or(usize::MAX);
         let src = start

@@ -151,7 +151,7 @@ pub trait ArraySource: Send + Sync {
     }
 
     /// The typical latency of one fetch from where this source's data
-    /// lives, for remote sources ([`crate::storage::store::Store::latency`]);
+    /// lives, for remote sources ([`crate::storage::Store::latency`]);
     /// `None` for local ones. Readahead keeps more in flight for a source
     /// that has one ([`crate::engine::readahead`]).
     fn fetch_latency(&self) -> Option<std::time::Duration> {

@@ -72,10 +72,10 @@ use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, hdf5, kerchunk, nca, netcdf, packed, zarr};
-use crate::storage::confine::Roots;
-use crate::storage::files::{self, Files};
+use crate::storage::local::confine::Roots;
 use crate::storage::remote::{Location, RemoteFiles, url_of};
 use crate::storage::scope::WithUrls;
+use crate::storage::{Files, local};
 
 mod remote;
 
@@ -162,7 +162,7 @@ pub fn open_with_roots(
         return remote::open(url, cache, allow_outside);
     }
     let roots = Roots::new(allowed_roots(source, allow_outside));
-    open_with(source, cache, allow_outside, files::confined(roots))
+    open_with(source, cache, allow_outside, local::confined(roots))
 }
 
 /// The roots everything read must resolve under: SOURCE if it is a
@@ -282,7 +282,7 @@ pub fn open_entry(
         return Ok(ds);
     }
     let roots = Roots::new(allowed_roots(source, allow_outside));
-    let opts = local_options(source, cache, allow_outside, files::confined(roots.clone()))?;
+    let opts = local_options(source, cache, allow_outside, local::confined(roots.clone()))?;
     add_named(&mut ds, &dir, name, parent, &opts, &roots, depth)?;
     ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(ds)

@@ -40,10 +40,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::engine::cache::ChunkCache;
-use crate::storage::confine::Roots;
-use crate::storage::files::{self, Files};
+use crate::storage::local::confine::Roots;
 use crate::storage::remote::RemoteFiles;
 use crate::storage::scope::Scope;
+use crate::storage::{Files, local};
 
 pub mod dataset;
 pub mod hdf5;
@@ -67,7 +67,7 @@ pub struct Options {
     pub remote: Option<Arc<RemoteFiles>>,
     /// The chunk cache Zarr arrays and blocked archives read through.
     pub cache: Arc<ChunkCache>,
-    /// How data files and stores are opened ([`crate::storage::files`]);
+    /// How data files and stores are opened ([`crate::storage::contract`]);
     /// it opens the URLs of `remote` too.
     pub files: Arc<dyn Files>,
 }
@@ -78,7 +78,7 @@ impl Options {
             roots,
             remote: None,
             cache,
-            files: files::os(),
+            files: local::os(),
         }
     }
 

@@ -17,7 +17,8 @@ use crate::error::{Error, Result};
 use crate::formats::hdf5;
 use crate::formats::netcdf3::{self, Format};
 use crate::formats::packed;
-use crate::storage::files::{Files, OsFiles, ReadAt};
+use crate::storage::local::OsFiles;
+use crate::storage::{Files, ReadAt};
 
 /// What the first bytes of a file say it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

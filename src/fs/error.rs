@@ -2,8 +2,11 @@
 //!
 //! Every request the core refuses or fails returns an [`FsError`]; the FUSE
 //! adapter hands it to one helper that logs it at [`FsError::level`] and
-//! replies [`FsError::errno`]. The match in `errno` is exhaustive on purpose:
-//! a new variant must decide what the kernel is told.
+//! replies [`FsError::errno`]. The library's errors ([`LibError`], which
+//! every layer below returns, typed and errno-free) get theirs here too,
+//! from [`ToErrno`]: no other file of the crate chooses an errno. Both
+//! matches are exhaustive on purpose: a new variant must decide what the
+//! kernel is told.
 
 use crate::error::Error as LibError;
 
@@ -70,8 +73,8 @@ impl FsError {
             // ENODATA is Linux's ENOATTR, what getfattr expects.
             FsError::NoXattr { .. } => libc::ENODATA,
             FsError::XattrRange { .. } => libc::ERANGE,
-            // The library decides: EIO for anything that means "these bytes
-            // cannot be delivered", ENOENT for a vanished array.
+            // EIO for anything that means "these bytes cannot be
+            // delivered", ENOENT for a vanished array: [`ToErrno`].
             FsError::Read { source, .. } => source.errno(),
         }
     }
@@ -90,6 +93,35 @@ impl FsError {
             | FsError::XattrRange { .. } => log::Level::Debug,
             FsError::NoInode(_) => log::Level::Warn,
             FsError::Read { .. } => log::Level::Error,
+        }
+    }
+}
+
+/// The errno a library error becomes at the mount. A trait (rather than a
+/// method of [`LibError`]) so that the errno is chosen here, at the FUSE
+/// boundary, and the layers below stay errno-free; tests of the read path
+/// import it to pin what a caller's syscall gets.
+pub trait ToErrno {
+    fn errno(&self) -> i32;
+}
+
+impl ToErrno for LibError {
+    fn errno(&self) -> i32 {
+        match self {
+            // A missing name is the only error that is not the data's fault.
+            LibError::NotFound(_) => libc::ENOENT,
+            // Everything else means the bytes cannot be produced: the
+            // classic "the device could not deliver this block". An I/O
+            // error keeps its own kind and OS code in the log line, but
+            // the caller is told EIO whatever it was: ENOENT from a chunk
+            // file that vanished, EACCES from one refused by confinement,
+            // would tell the caller the *array file* is missing or
+            // forbidden, which it is not.
+            LibError::Io { .. }
+            | LibError::TooLarge { .. }
+            | LibError::Metadata { .. }
+            | LibError::Chunk { .. }
+            | LibError::Format { .. } => libc::EIO,
         }
     }
 }
@@ -134,5 +166,43 @@ mod tests {
         );
         // The cause is already in the message: not repeated.
         assert_eq!(msg.matches("truncated").count(), 1, "{msg}");
+    }
+
+    /// Every library error's errno, pinned here where it is chosen (the
+    /// storage and format tests pin the typed error they expect).
+    #[test]
+    fn library_errnos() {
+        let io = |kind| LibError::Io {
+            path: "f".into(),
+            source: std::io::Error::from(kind),
+        };
+        // An I/O error is EIO whatever its kind or OS code.
+        assert_eq!(io(std::io::ErrorKind::Other).errno(), libc::EIO);
+        assert_eq!(io(std::io::ErrorKind::NotFound).errno(), libc::EIO);
+        assert_eq!(io(std::io::ErrorKind::PermissionDenied).errno(), libc::EIO);
+        let os = LibError::Io {
+            path: "f".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        assert_eq!(os.errno(), libc::EIO);
+        let too_large = LibError::TooLarge {
+            path: "f".into(),
+            size: 2,
+            limit: 1,
+        };
+        assert_eq!(too_large.errno(), libc::EIO);
+        assert_eq!(LibError::metadata("f", "bad").errno(), libc::EIO);
+        let chunk = LibError::Chunk {
+            path: "f".into(),
+            chunk: "[0]".into(),
+            source: "corrupt".into(),
+        };
+        assert_eq!(chunk.errno(), libc::EIO);
+        let format = LibError::Format {
+            path: "f".into(),
+            source: "bad".into(),
+        };
+        assert_eq!(format.errno(), libc::EIO);
+        assert_eq!(LibError::NotFound("a".into()).errno(), libc::ENOENT);
     }
 }

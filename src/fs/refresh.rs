@@ -11,7 +11,7 @@
 //!    dtype, fill value, attributes...) is equal and its data
 //!    [`ChangeStamp`] is the same (for Zarr: a hash of the name, length,
 //!    mtime, ctime and inode of every file under the array's prefix, see
-//!    [`crate::storage::store::Store::change_stamp`]). An unchanged array keeps its
+//!    [`crate::storage::Store::change_stamp`]). An unchanged array keeps its
 //!    existing source object, so its decoded chunks in the cache stay
 //!    valid and nothing is invalidated. A changed array takes the freshly
 //!    opened source (a new cache identity). Paths that appear are added,
@@ -34,7 +34,7 @@
 //!
 //! A chunk rewritten in place while it is read is handled a level below:
 //! the store re-reads a file whose identity changed during the read (see
-//! [`crate::storage::store`]), so a read never mixes two versions of one chunk.
+//! [`crate::storage::local::fs_store`]), so a read never mixes two versions of one chunk.
 //!
 //! # Failures
 //!
@@ -106,7 +106,7 @@ use crate::engine::array::{ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
 use crate::formats::dataset::{self, Dataset};
 use crate::formats::kerchunk;
-use crate::storage::confine::Roots;
+use crate::storage::local::confine::Roots;
 use crate::storage::remote;
 
 /// What a refresh tells the kernel. The mount passes fuser's `Notifier`
@@ -294,7 +294,7 @@ fn source_exists(source: &str) -> bool {
 /// What a URL source holds, hashed, for a refresh to tell whether it
 /// changed: the key, size, ETag and time of every object under its prefix
 /// (one recursive LIST per 1,000 objects,
-/// [`crate::storage::store::Store::change_stamp`]) and, when the URL names
+/// [`crate::storage::Store::change_stamp`]) and, when the URL names
 /// one object, its version (a HEAD, and a second one when it exists). A
 /// source that cannot be listed and is no object (an HTTP Zarr store):
 /// the versions of its root metadata keys ([`dataset::ZARR_KEYS`]), asked
@@ -304,8 +304,8 @@ fn source_exists(source: &str) -> bool {
 fn remote_stamp(source: &str, seen: &mut HashMap<String, String>) -> Option<u64> {
     use std::hash::{DefaultHasher, Hash, Hasher};
 
-    use crate::storage::files::ReadAt;
-    use crate::storage::store::Store;
+    use crate::storage::ReadAt;
+    use crate::storage::Store;
     if !remote::is_url(source) {
         return None;
     }

@@ -41,7 +41,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use notify::{EventKind, RecursiveMode, Watcher as _};
 
-use crate::storage::confine::Roots;
+use crate::storage::local::confine::Roots;
 
 /// Directories deeper than this are not watched (the dataset walk does not
 /// enter them either: symlink loops).

@@ -3,34 +3,49 @@
 //! The bottom layer of the read path. It owns how a file or a key is
 //! opened and read, and nothing about what the bytes mean:
 //!
-//! - [`files`]: the seam every data read goes through. [`files::Files`]
-//!   opens single files for positioned reads ([`files::ReadAt`]: netCDF-3
-//!   files, blocked archives, raw fragments) and key-value stores
-//!   ([`store::Store`]: Zarr hierarchies).
-//! - [`store`]: the key-value [`store::Store`] trait and its directory,
-//!   in-memory and counting implementations.
-//! - [`confine`]: which files may be opened at all (under an allowed root,
-//!   regular files only), checked race-free at open.
-//! - [`descriptors`]: the bounded cache of open data files, so an archive
-//!   of any size mounts at an ordinary descriptor limit.
-//! - [`faults`]: wrappers of both seams that inject I/O errors, short
-//!   reads, delays and flipped bytes, for tests.
-//!
+//! - [`contract`]: the seam every data read goes through, in one leaf
+//!   file: [`Files`] opens single files for positioned reads ([`ReadAt`]:
+//!   netCDF-3 files, HDF5 files, blocked archives, raw fragments) and
+//!   key-value stores ([`Store`]: Zarr hierarchies), and the contract
+//!   says what every implementation promises (ranges past the end, empty
+//!   ranges, missing keys, listing, concurrency, errors). Re-exported
+//!   here: `crate::storage::{Files, ReadAt, Store, ByteRange}`.
+//! - [`local`]: the local file system as implementations of the
+//!   contract: the directory store ([`local::FsStore`]), the OS files
+//!   ([`local::OsFiles`]), confinement ([`local::confine`]: which files
+//!   may be opened, pure policy) and the descriptor cache
+//!   ([`local::descriptors`]: the only code that opens a file).
 //! - [`remote`]: object stores (S3, GCS, Azure) and HTTP(S) as more
-//!   implementations of the same two traits, so formats never learn where
+//!   implementations of the same traits, so formats never learn where
 //!   their bytes live; URL confinement ([`remote::Location::within`]) sits
-//!   next to [`confine`]'s.
+//!   next to [`local::confine`]'s.
 //! - [`scope`]: where the references one file makes may lead (local
 //!   roots, URL roots), resolved and checked in one place for every
 //!   format.
+//! - [`paths`] (helpers over any [`Files`], local or remote:
+//!   stamps, existence, small documents), [`read_cache`] (a block cache
+//!   over any [`ReadAt`] for metadata parsing), [`fan_out`] (threads for
+//!   the contract's default batched gets).
+//! - `testing` (only under `cfg(test)` or the `testing` feature, which
+//!   `cargo test` turns on; never in the daemon): the in-memory and
+//!   counting stores, the fault-injecting wrappers, and the conformance
+//!   test every implementation runs.
+//!
+//! Imports inside storage run one way: `contract` and `fan_out` are
+//! leaves; `local` and `remote` build on them; `scope` on both.
 //!
 //! May import: [`crate::error`] and nothing else of the crate (checked by
 //! `tests/layers.rs`).
 
-pub mod confine;
-pub mod descriptors;
-pub mod faults;
-pub mod files;
+pub mod contract;
+pub mod fan_out;
+pub mod local;
+pub mod paths;
+pub mod read_cache;
 pub mod remote;
 pub mod scope;
-pub mod store;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+pub use contract::{ByteRange, Files, ReadAt, Store};
+pub use read_cache::ReadCache;

@@ -32,10 +32,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::confine::Roots;
-use super::files::{Files, ReadAt};
+use super::contract::Store;
+use super::contract::{Files, ReadAt};
+use super::local::confine::Roots;
 use super::remote::{self, RemoteFiles};
-use super::store::Store;
 
 /// What one dataset's references may read: local roots, URL roots, or
 /// both (see the module doc).

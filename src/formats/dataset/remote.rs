@@ -35,8 +35,8 @@ use super::{Dataset, GroupSource, MAX_DEPTH, has_dataset_extension, push_hierarc
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, kerchunk, nca, zarr};
+use crate::storage::Store;
 use crate::storage::remote::{self, Location, RemoteFiles, RemoteStore};
-use crate::storage::store::Store;
 
 /// The keys whose presence makes a prefix a Zarr store (the refresh of
 /// an HTTP store, which cannot be listed, asks whether they changed).

@@ -59,8 +59,8 @@ use crate::engine::index::tiling::DimTiling;
 use crate::error::{Error, Result};
 use crate::formats::zarr::ZarrArray;
 use crate::formats::zarr::array::{ArraySpec, ChunkKeyEncoding};
-use crate::storage::files::file_stamp;
-use crate::storage::store::Store;
+use crate::storage::Store;
+use crate::storage::paths::file_stamp;
 
 /// Tile size for contiguous datasets: large enough that a sequential read
 /// is a few big preads, small enough that the cache keeps many.

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use super::error::{H5Result, Hdf5Error};
 use super::io::{H5File, check_checksum};
 use super::meta;
-use crate::storage::files::ReadAt;
+use crate::storage::ReadAt;
 
 /// Shared Message Table message.
 pub const MSG_SHARED_TABLE: u16 = 0x000F;
@@ -284,7 +284,26 @@ impl ReadAt for CacheImage {
 mod tests {
     use super::*;
 
-    use crate::storage::files::InMemory as Mem;
+    use crate::storage::testing::InMemory as Mem;
+
+    /// A file seen through its cache image keeps the `ReadAt` contract:
+    /// its bytes with the image's entries in place of what the file holds
+    /// there.
+    #[test]
+    fn cache_image_reads_conform() {
+        use crate::storage::testing::conformance::check_read_at;
+        let file: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        // Entries at 100..120 and 500..504, their bytes at 900 and 950.
+        let entries = BTreeMap::from([(100, (900, 20)), (500, (950, 4))]);
+        let mut seen = file.clone();
+        seen.copy_within(900..920, 100);
+        seen.copy_within(950..954, 500);
+        let image = CacheImage {
+            inner: Arc::new(Mem(file)),
+            entries,
+        };
+        check_read_at("CacheImage", &image, &seen);
+    }
 
     /// An image block of `entries` (address, bytes) as H5Cimage.c writes
     /// one (8-byte addresses and lengths, no parents), its checksum last.

@@ -19,7 +19,7 @@
 //! a daemon cannot honour; h5py users write them beside the file), an
 //! absolute path as is, and it must lie under the roots the mount allows.
 //! The files are opened when the HDF5 file is loaded, as the file itself
-//! is (opening is where a file is fixed: [`crate::storage::files`]). One
+//! is (opening is where a file is fixed: [`crate::storage::contract`]). One
 //! that cannot be opened then is not remembered as failed: each read that
 //! needs it tries again (it may have appeared since), and the first open
 //! that succeeds is kept.
@@ -38,8 +38,8 @@ use std::sync::{Arc, Mutex};
 use super::error::{H5Result, Hdf5Error};
 use super::index::{heap_string, local_heap};
 use super::io::H5File;
-use crate::storage::files::{Files, ReadAt};
 use crate::storage::scope::{Refusal, Scope};
+use crate::storage::{Files, ReadAt};
 
 /// The External Data Files message type.
 pub const MSG_EXTERNAL: u16 = 0x0007;
@@ -223,7 +223,7 @@ impl External {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for p in &self.parts {
             let s = self.linked.as_ref().and_then(|l| {
-                crate::storage::files::stamp_at(l.files.as_ref(), Path::new(&p.path))
+                crate::storage::paths::stamp_at(l.files.as_ref(), Path::new(&p.path))
             });
             (&p.path, s).hash(&mut h);
         }
@@ -308,7 +308,7 @@ impl External {
 mod tests {
     use super::*;
 
-    use crate::storage::files::InMemory as Mem;
+    use crate::storage::testing::InMemory as Mem;
 
     fn part(name: &str, data: Option<Vec<u8>>, offset: u64, start: u64, size: Option<u64>) -> Part {
         Part {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::error::{H5Result, Hdf5Error};
 use crate::codec::jenkins_lookup3::hashlittle;
-use crate::storage::files::{ReadAt, ReadCache};
+use crate::storage::{ReadAt, ReadCache};
 
 /// The signature every HDF5 superblock starts with.
 pub const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";

@@ -61,7 +61,7 @@ pub struct Superblock {
 /// Read the superblock at `base` (where the signature is) and return the
 /// file's geometry and the root group's address.
 pub fn superblock(
-    file: std::sync::Arc<dyn crate::storage::files::ReadAt>,
+    file: std::sync::Arc<dyn crate::storage::ReadAt>,
     base: u64,
     len: u64,
 ) -> H5Result<(H5File, Superblock)> {

@@ -31,7 +31,7 @@
 //! per-file lock. Each would also bring its own chunk cache and filters
 //! beside the engine's. What slabfs needs is the metadata walk alone (the
 //! chunk decode, cache and projection already exist), read through
-//! [`crate::storage::files::ReadAt`], which confinement and fault
+//! [`crate::storage::ReadAt`], which confinement and fault
 //! injection need. Revisit when a crate exposes its chunk index and a
 //! reader trait and reads the corpus.
 //!
@@ -124,7 +124,7 @@ use crate::dtype::{DataType, Endian};
 use crate::engine::array::{ArrayMeta, ArraySource};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::storage::files::{Files, ReadAt, ReadCache};
+use crate::storage::{Files, ReadAt, ReadCache};
 use array::{FileRef, Storage};
 use error::H5Result;
 pub use external::Linked;

@@ -105,8 +105,8 @@ use crate::engine::cache::ChunkCache;
 use crate::engine::index::Region;
 use crate::engine::index::copy::{copy_region, fill_region};
 use crate::error::{Error, Result};
-use crate::storage::files::{Files, ReadAt};
 use crate::storage::scope::{Refusal, Scope};
+use crate::storage::{Files, ReadAt};
 
 /// `H5S_UNLIMITED`: a count or block that follows the extent.
 pub const UNLIMITED: u64 = u64::MAX;
@@ -1654,13 +1654,13 @@ impl ArraySource for Vds {
         };
         let mut h = std::collections::hash_map::DefaultHasher::new();
         let known =
-            crate::storage::files::stamp_at(s.files.as_ref(), &s.path).map(|x| x.hash(&mut h));
+            crate::storage::paths::stamp_at(s.files.as_ref(), &s.path).map(|x| x.hash(&mut h));
         for f in self.files.iter().filter(|f| f.name != ".") {
             let stamp = s
                 .scope
                 .resolve(&s.path, &f.name)
                 .ok()
-                .and_then(|p| crate::storage::files::stamp_at(s.files.as_ref(), &p));
+                .and_then(|p| crate::storage::paths::stamp_at(s.files.as_ref(), &p));
             (&f.name, stamp).hash(&mut h);
         }
         ChangeStamp {

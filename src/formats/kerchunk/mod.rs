@@ -4,7 +4,7 @@
 //! the JSON, or a byte range of another file. kerchunk writes them for
 //! netCDF-3, netCDF-4/HDF5, GRIB... files, so that their chunks can be
 //! read as a Zarr store without the format's library. slabfs reads them
-//! the same way: the references become a [`Store`](crate::storage::store::Store)
+//! the same way: the references become a [`Store`](crate::storage::Store)
 //! ([`RefStore`]) and the ordinary Zarr reader
 //! ([`crate::formats::zarr::open_store`]) does the rest, so every codec, fill value
 //! and dtype rule of Zarr applies unchanged. (kerchunk's HDF5 translator
@@ -33,7 +33,7 @@
 //!   [`crate::storage::remote::RemoteFiles`] with ranged GETs pinned to the
 //!   object's ETag. Without such a URL root every remote URL is refused.
 //!   Every target must resolve (symlinks and `..` followed, as
-//!   [`crate::storage::confine`] does for aggregations) under an allowed
+//!   [`crate::storage::local::confine`] does for aggregations) under an allowed
 //!   root: by default the directory holding the references file; through
 //!   [`crate::formats::dataset`], the mounted SOURCE plus the extra roots of
 //!   `dataset::open_with_roots` (`--allow-outside`). Another scheme
@@ -59,10 +59,10 @@ pub use store::RefStore;
 use crate::error::{Error, Result};
 use crate::formats::Options;
 use crate::formats::zarr::{self, Hierarchy};
-use crate::storage::files;
+use crate::storage::Store;
+use crate::storage::paths;
 use crate::storage::remote;
 use crate::storage::scope::{Refusal, Scope};
-use crate::storage::store::Store;
 
 /// Reference files larger than this are refused (kerchunk's JSON for a
 /// few thousand chunks is a megabyte; much larger sets use its Parquet
@@ -81,14 +81,14 @@ pub fn has_json_extension(name: &str) -> bool {
 /// that is unreadable, not JSON, or references in a form we do not read.
 /// Its references may lead where `opts` allows ([`Options::scope_for`]).
 pub fn load(path: &Path, opts: &Options) -> Result<Option<RefStore>> {
-    let real = files::real_path(path).map_err(|e| Error::Io {
+    let real = paths::real_path(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: e,
     })?;
     let looks_like_json =
         |head: &[u8]| head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
     let Some(text) =
-        files::read_document(opts.files.as_ref(), &real, MAX_REFS_BYTES, looks_like_json)?
+        paths::read_document(opts.files.as_ref(), &real, MAX_REFS_BYTES, looks_like_json)?
     else {
         return Ok(None);
     };
@@ -179,7 +179,7 @@ pub fn open(path: &Path, opts: &Options) -> Result<Option<Hierarchy>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::confine::Roots;
+    use crate::storage::local::confine::Roots;
     use crate::storage::remote::RemoteFiles;
 
     #[test]

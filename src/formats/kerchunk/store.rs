@@ -17,13 +17,13 @@
 //!   pinned (ETag), so a replaced object fails reads until the next one
 //!   opens it again: never two versions in one value.
 //!
-//! The target is opened for every read, as [`crate::storage::store::FsStore`] opens
+//! The target is opened for every read, as [`crate::storage::local::FsStore`] opens
 //! chunk files: no descriptor outlives a read, so a file replaced under
 //! the mount is read in its new version, and it is checked against the
 //! roots again just before (a symlink may have been planted since the
 //! load). A target that changes while it is read (its length, times or
 //! inode differ before and after) is read again, as
-//! [`crate::storage::store::TORN_READ_RETRIES`] says.
+//! [`crate::storage::local::TORN_READ_RETRIES`] says.
 //!
 //! A missing target is an error for the reads that need it (EIO at the
 //! mount), naming the file; the other references read normally, and the
@@ -46,10 +46,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::storage::files::{Files, ReadAt};
+use crate::storage::local::{TORN_READ_RETRIES, descriptors};
 use crate::storage::remote;
 use crate::storage::scope::Scope;
-use crate::storage::store::{ByteRange, Store, TORN_READ_RETRIES};
+use crate::storage::{ByteRange, Store};
+use crate::storage::{Files, ReadAt};
 
 use super::error::RefsError;
 use super::refs::Ref;
@@ -96,7 +97,7 @@ pub struct RefStore {
 }
 
 /// The identity of a file's contents as far as `stat` can tell (as
-/// [`crate::storage::store::FsStore`] compares them).
+/// [`crate::storage::local::FsStore`] compares them).
 fn identity(m: &Metadata) -> (u64, i64, i64, i64, i64, u64, u64) {
     (
         m.len(),
@@ -261,7 +262,7 @@ impl RefStore {
         for attempt in 1..=TORN_READ_RETRIES + 1 {
             // Checks again what it opens: a symlink or FIFO swapped in
             // since the check above is refused, never read or waited on.
-            let file = roots.open_checked(&real).map_err(io_err)?;
+            let file = descriptors::open_checked(roots, &real).map_err(io_err)?;
             let before = file.metadata().map_err(io_err)?;
             let (start, end) = pick(before.len())?;
             let mut buf = vec![0u8; (end - start) as usize];

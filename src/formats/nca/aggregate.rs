@@ -36,7 +36,7 @@ use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::tiling::{DimTiling, Piece};
 use crate::engine::pieces::{PieceSource, read_pieces};
 use crate::error::Result;
-use crate::storage::files::{self, Files};
+use crate::storage::{Files, paths};
 
 /// Cell grids larger than this are refused: partitions so misaligned that
 /// their boundaries cut the master into more cells than this are not a
@@ -241,7 +241,7 @@ impl ArraySource for Aggregation {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         let mut known =
-            files::stamp_at(self.files.as_ref(), &self.descriptor).map(|s| s.hash(&mut h));
+            paths::stamp_at(self.files.as_ref(), &self.descriptor).map(|s| s.hash(&mut h));
         for p in &self.partitions {
             known = known.and(p.change_stamp().map(|s| s.hash(&mut h)));
         }

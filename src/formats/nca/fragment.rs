@@ -3,7 +3,7 @@
 //! A partition's `data` names a file (relative to the descriptor, absent =
 //! the NCA file itself), a format and, for netCDF and nested descriptors,
 //! a variable. [`Context::target`] turns that into a [`Target`]: the path
-//! resolved and confined ([`crate::storage::confine`]), the format settled (for a
+//! resolved and confined ([`crate::storage::local::confine`]), the format settled (for a
 //! JSON descriptor without `format`, sniffed from the file: a `.json`
 //! name is a nested descriptor, a directory a Zarr store, `CDF` or HDF5
 //! magic a netCDF file). [`Context::open`] then opens it as an
@@ -36,9 +36,9 @@ use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::netcdf;
-use crate::storage::files::{Files, ReadAt};
 use crate::storage::remote::url_of;
 use crate::storage::scope::{Refusal, Scope};
+use crate::storage::{Files, ReadAt};
 
 /// Aggregations nested deeper than this are refused.
 pub const MAX_DEPTH: usize = 16;
@@ -474,8 +474,8 @@ fn sniff_bytes(file: &dyn ReadAt) -> Option<Format> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::files::OsFiles;
-    use crate::storage::store::Store;
+    use crate::storage::Store;
+    use crate::storage::local::OsFiles;
 
     /// The real files, remembering a weak handle on each one opened.
     #[derive(Debug, Default)]

@@ -76,7 +76,7 @@ pub use error::NcaError;
 use crate::engine::array::ArraySource;
 use crate::error::{Error, Result};
 use crate::formats::Options;
-use crate::storage::files::{self, Files};
+use crate::storage::{Files, paths};
 use fragment::Context;
 
 /// Descriptor files larger than this are refused (a real one with a
@@ -109,7 +109,7 @@ pub fn is_descriptor(path: &Path) -> bool {
 /// through `files`.
 fn read_descriptor(path: &Path, files: &dyn Files) -> Result<serde_json::Value> {
     let name = path.display().to_string();
-    let text = files::read_document(files, path, MAX_DESCRIPTOR_BYTES, |_| true)?
+    let text = paths::read_document(files, path, MAX_DESCRIPTOR_BYTES, |_| true)?
         .expect("every document is wanted");
     let text = String::from_utf8(text)
         .map_err(|_| Error::metadata(name.clone(), "not UTF-8 text (a JSON descriptor must be)"))?;
@@ -121,7 +121,7 @@ fn read_descriptor(path: &Path, files: &dyn Files) -> Result<serde_json::Value> 
 /// the descriptor as a whole cannot be read or parsed; a variable that
 /// fails is in `skipped`.
 pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
-    let real = files::real_path(path).map_err(|e| Error::Io {
+    let real = paths::real_path(path).map_err(|e| Error::Io {
         path: path.display().to_string(),
         source: e,
     })?;
@@ -177,4 +177,4 @@ pub(crate) fn json_variable(path: &Path, var: &str, ctx: Context) -> Result<Arc<
     Ok(Arc::new(Aggregation::new(spec, &name, Arc::new(ctx))?))
 }
 
-pub(crate) use crate::storage::files::file_stamp;
+pub(crate) use crate::storage::paths::file_stamp;

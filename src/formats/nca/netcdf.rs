@@ -28,7 +28,7 @@ use crate::engine::array::ArraySource;
 use crate::error::Result;
 use crate::formats::Options;
 use crate::formats::netcdf3;
-use crate::storage::files;
+use crate::storage::paths;
 
 /// Whether `v` is an NCA (aggregation) variable.
 pub fn is_nca_variable(v: &Var) -> bool {
@@ -61,7 +61,7 @@ pub fn variables(file: Arc<netcdf3::File>, opts: &Options) -> Variables {
 /// [`variables`] of any open netCDF file, classic or netCDF-4.
 pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
     let path = Path::new(file.path()).to_path_buf();
-    let real = files::real_path(&path).unwrap_or_else(|_| path.clone());
+    let real = paths::real_path(&path).unwrap_or_else(|_| path.clone());
     let scope = opts.scope_for(&real);
     let mut dimensions = file.dimensions().to_vec();
     if file.is_hdf5() {

@@ -62,7 +62,7 @@ use crate::engine::array::ArraySource;
 use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::{Region, c_strides};
 use crate::error::{Error, Result};
-use crate::storage::files;
+use crate::storage::paths;
 
 /// What partitions need to know about their master.
 #[derive(Debug)]
@@ -166,7 +166,7 @@ impl Partition {
     pub fn change_stamp(&self) -> Option<u64> {
         match self.resolved.get() {
             Some(r) => r.source.change_stamp().data,
-            None => Some(u64::from(files::exists_at(
+            None => Some(u64::from(paths::exists_at(
                 self.ctx.files.as_ref(),
                 &self.target.path,
             ))),

@@ -15,7 +15,7 @@ use crate::engine::index::{Region, checked_num_elements};
 use crate::error::{Error, Result};
 use crate::formats::netcdf3::layout::{VarLayout, read_runs};
 use crate::formats::netcdf3::variable::{MAX_GAP, MAX_WINDOW};
-use crate::storage::files::ReadAt;
+use crate::storage::ReadAt;
 
 pub struct RawArray {
     meta: ArrayMeta,

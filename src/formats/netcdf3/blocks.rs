@@ -31,8 +31,9 @@ use crate::engine::array::ArrayMeta;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::zarr::ZarrArray;
-use crate::storage::files::{ReadAt, file_stamp};
-use crate::storage::store::Store;
+use crate::storage::ReadAt;
+use crate::storage::Store;
+use crate::storage::paths::file_stamp;
 
 /// Bytes per block: about what one round trip is worth on a fast link,
 /// the size of the Zarr chunks slabfs reads best.
@@ -167,4 +168,28 @@ pub fn byte_view(
         size,
     });
     ZarrArray::blocks(meta, BLOCK, chain, store, cache)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::testing::InMemory;
+    use crate::storage::testing::conformance::{Limits, check_values};
+
+    /// The blocks of a file keep the storage contract: block `i` is bytes
+    /// `[i * BLOCK, (i + 1) * BLOCK)` of the file, the last one short.
+    #[test]
+    fn file_blocks_conform() {
+        let size = 2 * BLOCK + 1000;
+        let data: Vec<u8> = (0..size).map(|i| (i * 31 % 253) as u8).collect();
+        let store = FileBlocks {
+            path: "mem.nc".to_string(),
+            file: Arc::new(InMemory(data.clone())),
+            size,
+        };
+        let block =
+            |i: u64| data[(i * BLOCK) as usize..((i + 1) * BLOCK).min(size) as usize].to_vec();
+        let entries = [("0", block(0)), ("2", block(2)), ("1", block(1))];
+        check_values("FileBlocks", &store, &entries, Limits::default());
+    }
 }

@@ -28,7 +28,7 @@ use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::Region;
 use crate::error::{Error, Result};
 use crate::formats::zarr::ZarrArray;
-use crate::storage::files::ReadAt;
+use crate::storage::ReadAt;
 use crate::storage::remote::COALESCE_GAP;
 
 /// Runs separated by at most this many bytes are read with one call: one
@@ -188,7 +188,7 @@ impl ArraySource for Netcdf3Array {
     fn change_stamp(&self) -> ChangeStamp {
         let data =
             self.shared.file.stamp().or_else(|| {
-                crate::storage::files::file_stamp(std::path::Path::new(&self.shared.path))
+                crate::storage::paths::file_stamp(std::path::Path::new(&self.shared.path))
             });
         if data.is_none() {
             log::warn!("{}: cannot check for changes", self.shared.path);

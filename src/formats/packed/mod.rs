@@ -40,7 +40,8 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::formats::netcdf3;
-use crate::storage::files::{Files, OsFiles, ReadAt};
+use crate::storage::local::OsFiles;
+use crate::storage::{Files, ReadAt};
 
 /// Open the archive `path` (unconfined, with a private cache: for
 /// `unpack`, `slabfs cat` and tests) as the netCDF-3 file it stands for.

@@ -30,7 +30,8 @@ use crate::engine::read::read_at;
 use crate::error::{Error, Result};
 use crate::formats::netcdf3::header::NumRecs;
 use crate::formats::netcdf3::{self, Format};
-use crate::storage::files::{Files, OsFiles};
+use crate::storage::Files;
+use crate::storage::local::OsFiles;
 
 /// How `pack` compresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

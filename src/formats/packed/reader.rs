@@ -35,8 +35,9 @@ use crate::formats::netcdf3::header::{self, Header, NumRecs};
 use crate::formats::netcdf3::layout::Layout;
 use crate::formats::netcdf3::{HeaderError, MAX_HEADER_BYTES};
 use crate::formats::zarr::ZarrArray;
-use crate::storage::files::{ReadAt, file_stamp};
-use crate::storage::store::Store;
+use crate::storage::ReadAt;
+use crate::storage::Store;
+use crate::storage::paths::file_stamp;
 
 /// An open archive, shared by its variables.
 #[derive(Debug)]
@@ -430,6 +431,46 @@ mod tests {
     use super::*;
     use crate::dtype::DataType;
     use proptest::prelude::*;
+
+    /// The blocks of a packed variable keep the storage contract: block
+    /// `i` is the archive's bytes its index gives, as stored.
+    #[test]
+    fn block_store_conforms() {
+        use crate::formats::packed::{PackOptions, pack};
+        use crate::storage::testing::conformance::{Limits, check_values};
+        let tmp = tempfile::tempdir().unwrap();
+        let input = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/netcdf3/data/classic_types.nc");
+        let path = tmp.path().join("packed.nc");
+        let opts = PackOptions {
+            block_size: 8,
+            ..PackOptions::default()
+        };
+        pack(&input, &path, &opts).unwrap();
+        let name = path.display().to_string();
+        let file = crate::storage::local::os().open(&path).unwrap();
+        let (archive, _, _) = open(&name, file).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let var = (0..archive.vars.len())
+            .find(|&v| archive.vars[v].nblocks() >= 2)
+            .expect("a variable of two blocks or more");
+        let entries: Vec<(String, Vec<u8>)> = (0..archive.vars[var].nblocks())
+            .map(|i| {
+                let (a, b) = archive.vars[var].block_range(i);
+                (i.to_string(), bytes[a as usize..b as usize].to_vec())
+            })
+            .collect();
+        let entries: Vec<(&str, Vec<u8>)> = entries
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect();
+        let store = BlockStore {
+            archive: Arc::new(archive),
+            var,
+            name: "v".to_string(),
+        };
+        check_values("packed BlockStore", &store, &entries, Limits::default());
+    }
 
     /// A 1-D source whose element `i` is `i` as a u32.
     struct Counting(ArrayMeta);

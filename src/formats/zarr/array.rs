@@ -21,7 +21,7 @@ use crate::engine::index::tiling::{DimTiling, Piece, Projection};
 use crate::engine::index::{Region, contiguous_run};
 use crate::engine::pieces::{PieceSource, read_pieces};
 use crate::error::{Error, Result};
-use crate::storage::store::Store;
+use crate::storage::Store;
 
 /// How chunk coordinates become store keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,7 +24,8 @@ pub use array::ZarrArray;
 
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::storage::store::{FsStore, Store};
+use crate::storage::Store;
+use crate::storage::local::FsStore;
 use json::{MAX_METADATA_BYTES, obj};
 
 /// One group or array of a store.

@@ -87,7 +87,7 @@ use crate::engine::cache::{ChunkCache, ChunkKey, next_source_id};
 use crate::engine::index::copy::{copy_region, fill_region};
 use crate::error::{Error, Result};
 use crate::formats::zarr::array::MAX_CHUNK_BYTES;
-use crate::storage::store::{ByteRange, Store};
+use crate::storage::{ByteRange, Store};
 
 const NAME: &str = "sharding_indexed";
 

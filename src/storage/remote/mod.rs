@@ -22,7 +22,7 @@
 //! The crate of choice is Apache Arrow's `object_store` (one `ObjectStore`
 //! trait over S3, GCS, Azure and HTTP, with signing, credential discovery
 //! and retries). Its types stay inside this module: the layers above see
-//! only [`Store`], [`ReadAt`] and [`Files`](super::files::Files).
+//! only [`Store`], [`ReadAt`] and [`Files`](super::Files).
 //!
 //! # Threads and bounds
 //!
@@ -59,9 +59,9 @@
 //! [`latency`] is a moving average of the time to first byte, which
 //! readahead uses to size its window ([`crate::engine::readahead`]).
 //!
-//! [`Store::get_many`]: crate::storage::store::Store::get_many
-//! [`Store::get_ranges`]: crate::storage::store::Store::get_ranges
-//! [`Store::get_each`]: crate::storage::store::Store::get_each
+//! [`Store::get_many`]: crate::storage::Store::get_many
+//! [`Store::get_ranges`]: crate::storage::Store::get_ranges
+//! [`Store::get_each`]: crate::storage::Store::get_each
 //!
 //! # Faults
 //!

@@ -36,8 +36,7 @@ use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectSt
 use super::location::Location;
 use super::{Remote, block_on, block_on_all, each_on_runtime, redact};
 use crate::error::{Error, Result};
-use crate::storage::files::{Files, ReadAt};
-use crate::storage::store::{ByteRange, Store};
+use crate::storage::contract::{ByteRange, Files, ReadAt, Store};
 
 /// The io error for a failed request on `loc`, its message cleared of
 /// secrets. Not-found and precondition failures keep their kind.
@@ -68,6 +67,16 @@ fn io_error(e: object_store::Error) -> io::Error {
             }
             msg
         }
+    };
+    // A range that starts past the object's end is HTTP 416, which
+    // object_store reports as a generic error with the status only in its
+    // text (its RetryError, which has the status, is private): the
+    // storage contract's "range past the end" (UnexpectedEof), as a local
+    // store says it.
+    let kind = if kind == io::ErrorKind::Other && msg.contains("416 Range Not Satisfiable") {
+        io::ErrorKind::UnexpectedEof
+    } else {
+        kind
     };
     io::Error::new(kind, redact(&one_line(&msg)))
 }
@@ -349,10 +358,20 @@ async fn get_value_once(
     if let Some(want) = &want
         && r.range != *want
     {
-        return Err(io::Error::other(format!(
-            "asked for bytes {want:?}, the server answered {:?}",
-            r.range
-        )));
+        // Cut at the object's end: the storage contract's "range past
+        // the end" (UnexpectedEof), as a local store says it.
+        let kind = if r.range.start == want.start && r.range.end == r.meta.size {
+            io::ErrorKind::UnexpectedEof
+        } else {
+            io::ErrorKind::Other
+        };
+        return Err(io::Error::new(
+            kind,
+            format!(
+                "asked for bytes {want:?}, the server answered {:?}",
+                r.range
+            ),
+        ));
     }
     let len = r.range.end - r.range.start;
     if len > limit {
@@ -517,9 +536,11 @@ impl Store for RemoteStore {
     fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
         let loc = self.remote.location.child(key)?;
         let get = match range {
-            ByteRange::At { len: 0, offset } => {
+            ByteRange::At { len: 0, .. } | ByteRange::Suffix(0) => {
                 // A zero-length range is not a valid HTTP range: ask
-                // whether the value exists and is long enough.
+                // whether the value exists and is long enough (a missing
+                // value is `None` for an empty range too: the storage
+                // contract).
                 let store = self.store();
                 let path = loc.prefix().clone();
                 let size = block_on(self.remote.deadline, async move {
@@ -532,7 +553,7 @@ impl Store for RemoteStore {
                 .map_err(with_path(&loc))?;
                 return match size {
                     None => Ok(None),
-                    Some(s) if offset <= s => Ok(Some(Vec::new())),
+                    Some(s) if range.resolve(s).is_some() => Ok(Some(Vec::new())),
                     Some(s) => Err(range.out_of_bounds(&loc.display(), s)),
                 };
             }
@@ -542,7 +563,6 @@ impl Store for RemoteStore {
                     .ok_or_else(|| range.out_of_bounds(&loc.display(), u64::MAX))?;
                 GetRange::Bounded(offset..end)
             }
-            ByteRange::Suffix(0) => return Ok(Some(Vec::new())),
             ByteRange::Suffix(n) => GetRange::Suffix(n),
         };
         let want = match &get {
@@ -998,6 +1018,23 @@ impl Refused {
 #[cfg(test)]
 mod tests {
     use super::{merge_ranges, one_line};
+
+    /// Regression (found by the storage conformance test): a ranged GET
+    /// that starts past the object's end (HTTP 416) was an I/O error of
+    /// kind `Other`, where every local store says `UnexpectedEof`.
+    #[test]
+    fn a_range_not_satisfiable_is_past_the_end() {
+        let e = |msg: &str| {
+            super::io_error(object_store::Error::Generic {
+                store: "S3",
+                source: msg.to_string().into(),
+            })
+        };
+        let past = e("Server returned non-2xx status code: 416 Range Not Satisfiable: x");
+        assert_eq!(past.kind(), std::io::ErrorKind::UnexpectedEof, "{past}");
+        let other = e("Server returned non-2xx status code: 500 Internal Server Error");
+        assert_eq!(other.kind(), std::io::ErrorKind::Other, "{other}");
+    }
 
     #[test]
     fn ranges_closer_than_the_gap_merge() {

@@ -1,11 +1,18 @@
-//! Open descriptors: a bounded cache, so an archive of any size mounts at
-//! an ordinary `ulimit -n`.
+//! Open descriptors: the only code of storage that opens a local file,
+//! and a bounded cache of them, so an archive of any size mounts at an
+//! ordinary `ulimit -n`.
+//!
+//! Every open goes through [`open_retrying`] (out of descriptors: close
+//! cached ones, try again). A confined open ([`open_confined`]) asks
+//! [`super::confine::Roots`] (the policy, which never opens anything)
+//! before and after: the path must be admitted, and so must the file the
+//! descriptor turned out to be.
 //!
 //! A source that reads one file (a netCDF-3 file, a blocked archive, a raw
 //! fragment) used to keep that file open for as long as it lived: one
 //! descriptor per file of the archive, so a directory of a few thousand
 //! files failed to mount at the common limit of 1,024 ("Too many open
-//! files"). Now [`crate::storage::files::OsFiles::open`] returns a
+//! files"). Now [`super::files::OsFiles::open`] returns a
 //! [`CachedFile`]: it remembers the path and the identity (device, inode)
 //! of the file it opened, and borrows a descriptor from the process-wide
 //! [`Descriptors`] cache for each read. The cache keeps at most its
@@ -37,7 +44,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -46,7 +53,7 @@ use lru::LruCache;
 use parking_lot::Mutex;
 
 use super::confine::Roots;
-use super::files::ReadAt;
+use crate::storage::contract::ReadAt;
 
 /// The default capacity never exceeds this: enough for every file a busy
 /// mount reads at once, small enough that an idle mount of a huge archive
@@ -271,12 +278,69 @@ impl CachedFile {
 }
 
 /// Open `path` for reading, confined to `roots` when given, retrying when
-/// out of descriptors ([`Roots::open`] retries itself).
+/// out of descriptors.
 fn open_file(path: &Path, roots: Option<&Roots>) -> io::Result<File> {
     match roots {
-        Some(roots) => roots.open(path),
+        Some(roots) => open_confined(roots, path),
         None => open_retrying(|| File::open(path)),
     }
+}
+
+/// Open the file `path` for reading if [`Roots::check`] admits it,
+/// without the races of checking a path and then opening it: the open
+/// does not block (`O_NONBLOCK`: a FIFO swapped in after the check cannot
+/// hang it), and the file actually opened must be a regular file whose
+/// path (`/proc/self/fd`) is admitted as well
+/// ([`Roots::judge_opened`]). A refusal is a `PermissionDenied` error
+/// saying why.
+pub fn open_confined(roots: &Roots, path: &Path) -> io::Result<File> {
+    let real = roots.check(path).map_err(|r| roots.refused(&r))?;
+    open_checked(roots, &real)
+}
+
+/// [`open_confined`] of `real`, which [`Roots::check`] returned: for
+/// callers that have checked already (to word their own error).
+pub fn open_checked(roots: &Roots, real: &Path) -> io::Result<File> {
+    let file = open_retrying(|| open_nonblocking(real))?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(roots.refused(real));
+    }
+    use std::os::fd::AsRawFd;
+    // What the descriptor really is. Without /proc (no way to ask),
+    // the check of the path above stands.
+    if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
+        let opened = match opened.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
+            Some(s) => PathBuf::from(s),
+            None => opened,
+        };
+        roots.judge_opened(real, &opened)?;
+    }
+    Ok(file)
+}
+
+/// Open `path` for reading, unconfined, if it is a regular file: never
+/// blocks (a FIFO planted in a store is an error, not a hung read);
+/// anything else is `InvalidInput`. How an unconfined directory store
+/// opens its value files.
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    open_retrying(|| {
+        open_nonblocking(path).and_then(|f| match f.metadata()?.is_file() {
+            true => Ok(f),
+            false => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            )),
+        })
+    })
+}
+
+/// `open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY)`.
+fn open_nonblocking(path: &Path) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
 }
 
 impl ReadAt for CachedFile {
@@ -399,5 +463,46 @@ mod tests {
             c <= MAX_DEFAULT_CAPACITY as u64 && c <= soft / 2 + 1,
             "{c} of {soft}"
         );
+    }
+
+    /// Regression: devices, FIFOs and /proc files were admitted when a
+    /// root covered them (`--allow-outside /`), and opening a FIFO hangs.
+    #[test]
+    fn special_files_are_refused_under_any_root() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().canonicalize().unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: `c` is a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        std::fs::write(dir.join("plain"), b"x").unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
+        let roots = Roots::new([PathBuf::from("/")]);
+        for p in [
+            Path::new("/dev/zero"),
+            Path::new("/dev/null"),
+            Path::new("/proc/self/environ"),
+            Path::new("/proc/self/fd"),
+            Path::new("/sys/kernel"),
+            &fifo,
+            &dir.join("zero"),
+        ] {
+            assert!(roots.check(p).is_err(), "{}", p.display());
+            let e = open_confined(&roots, p).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{}", p.display());
+        }
+        assert!(roots.describe().contains("/proc"));
+        assert!(roots.check(&dir.join("plain")).is_ok());
+        assert!(roots.check(&dir).is_ok());
+        assert!(roots.check(&dir.join("missing")).is_ok());
+        let mut f = open_confined(&roots, &dir.join("plain")).unwrap();
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut f, &mut s).unwrap();
+        assert_eq!(s, "x");
+        // A directory is not a file to read.
+        assert!(open_confined(&roots, &dir).is_err());
+        // Outside the roots, even a plain file.
+        let narrow = Roots::new([dir.join("sub")]);
+        assert!(open_confined(&narrow, &dir.join("plain")).is_err());
     }
 }

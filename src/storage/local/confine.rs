@@ -24,15 +24,16 @@
 //! environment; sysfs, debugfs, cgroup...), are refused even when an
 //! allowed root covers them (`--allow-outside /` included).
 //!
-//! [`Roots::open`] is the race-free way to read a checked file: it opens
-//! without blocking, then checks the file it actually got (its type, and
+//! This file is the policy alone: it decides, it never opens a file.
+//! [`super::descriptors::open_confined`] is the race-free way to read a
+//! checked file: it opens without blocking, then asks
+//! [`Roots::judge_opened`] about the file it actually got (its type, and
 //! its path through `/proc/self/fd`), so a symlink or FIFO swapped in
 //! between the check and the open is caught too. docs/SECURITY.md states
 //! the guarantees and the tests that back them.
 
-use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::FileTypeExt;
 use std::path::{Component, Path, PathBuf};
 
 /// The directories an aggregation may read from, canonicalised.
@@ -99,43 +100,6 @@ impl Roots {
         format!("{roots}; devices, FIFOs, sockets and /proc, /sys files never are")
     }
 
-    /// Open the file `path` for reading if [`Roots::check`] admits it,
-    /// without the races of checking a path and then opening it: the
-    /// open does not block (`O_NONBLOCK`: a FIFO swapped in after the
-    /// check cannot hang it), and the file actually opened must be a
-    /// regular file whose path (`/proc/self/fd`) is admitted as well.
-    /// A refusal is a `PermissionDenied` error saying why.
-    pub fn open(&self, path: &Path) -> io::Result<File> {
-        let real = self.check(path).map_err(|r| self.refused(&r))?;
-        self.open_checked(&real)
-    }
-
-    /// [`Roots::open`] of `real`, which [`Roots::check`] returned: for
-    /// callers that have checked already (to word their own error).
-    pub fn open_checked(&self, real: &Path) -> io::Result<File> {
-        let file = super::descriptors::open_retrying(|| {
-            std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-                .open(real)
-        })?;
-        let meta = file.metadata()?;
-        if !meta.is_file() {
-            return Err(self.refused(real));
-        }
-        use std::os::fd::AsRawFd;
-        // What the descriptor really is. Without /proc (no way to ask),
-        // the check of the path above stands.
-        if let Ok(opened) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())) {
-            let opened = match opened.to_str().and_then(|s| s.strip_suffix(" (deleted)")) {
-                Some(s) => PathBuf::from(s),
-                None => opened,
-            };
-            self.judge_opened(real, &opened)?;
-        }
-        Ok(file)
-    }
-
     /// Whether the file opened for the checked path `real` may be read,
     /// now that it is known to be at `opened`. Another path than the one
     /// checked, outside the roots or special: a component was swapped
@@ -144,7 +108,7 @@ impl Roots {
     /// is gone and the answer is "not found", as it would have been a
     /// moment later: a dataset moved away mid-read is ENOENT for the
     /// reader, not a refusal. Either way nothing is read.
-    fn judge_opened(&self, real: &Path, opened: &Path) -> io::Result<()> {
+    pub fn judge_opened(&self, real: &Path, opened: &Path) -> io::Result<()> {
         if opened == real
             || (self.0.iter().any(|r| opened.starts_with(r)) && special(opened).is_none())
         {
@@ -159,7 +123,8 @@ impl Roots {
         }
     }
 
-    fn refused(&self, real: &Path) -> io::Error {
+    /// The error refusing `real`: `PermissionDenied`, saying why.
+    pub fn refused(&self, real: &Path) -> io::Error {
         io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!(
@@ -303,46 +268,5 @@ mod tests {
         let e = roots.judge_opened(&gone, &outside).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
         assert!(roots.judge_opened(&gone, &gone).is_ok());
-    }
-
-    /// Regression: devices, FIFOs and /proc files were admitted when a
-    /// root covered them (`--allow-outside /`), and opening a FIFO hangs.
-    #[test]
-    fn special_files_are_refused_under_any_root() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().canonicalize().unwrap();
-        let fifo = dir.join("fifo");
-        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: `c` is a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        std::fs::write(dir.join("plain"), b"x").unwrap();
-        std::os::unix::fs::symlink("/dev/zero", dir.join("zero")).unwrap();
-        let roots = Roots::new([PathBuf::from("/")]);
-        for p in [
-            Path::new("/dev/zero"),
-            Path::new("/dev/null"),
-            Path::new("/proc/self/environ"),
-            Path::new("/proc/self/fd"),
-            Path::new("/sys/kernel"),
-            &fifo,
-            &dir.join("zero"),
-        ] {
-            assert!(roots.check(p).is_err(), "{}", p.display());
-            let e = roots.open(p).unwrap_err();
-            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{}", p.display());
-        }
-        assert!(roots.describe().contains("/proc"));
-        assert!(roots.check(&dir.join("plain")).is_ok());
-        assert!(roots.check(&dir).is_ok());
-        assert!(roots.check(&dir.join("missing")).is_ok());
-        let mut f = roots.open(&dir.join("plain")).unwrap();
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut f, &mut s).unwrap();
-        assert_eq!(s, "x");
-        // A directory is not a file to read.
-        assert!(roots.open(&dir).is_err());
-        // Outside the roots, even a plain file.
-        let narrow = Roots::new([dir.join("sub")]);
-        assert!(narrow.open(&dir.join("plain")).is_err());
     }
 }

@@ -1,9 +1,11 @@
 //! Failure injection: wrappers that make file and store reads fail, come
 //! up short, stall or return damaged bytes, on demand.
 //!
-//! This is a testing tool. It lives in the library rather than under
-//! `tests/` so that every integration test (and future fuzz targets) can
-//! wrap the very seam the daemon reads through, [`crate::storage::files`]: hand a
+//! This is a testing tool, compiled only for tests (the `testing`
+//! feature, which `cargo test` turns on). It lives in the library rather
+//! than under `tests/` so that every integration test (and future fuzz
+//! targets) can wrap the very seam the daemon reads through,
+//! [`crate::storage::Files`]: hand a
 //! [`FaultyFiles`] to [`crate::formats::dataset::open_with`] and every data file and
 //! Zarr store of the dataset is read through the wrappers below. The
 //! daemon never builds one; nothing here runs unless a test asks for it.
@@ -21,7 +23,7 @@
 //! - [`FaultyFile`] (a [`ReadAt`]): the path the file was opened with, and
 //!   the file bytes `[offset, offset + len)` asked for;
 //! - [`FaultyStore`] (a [`Store`]): the key and the inner store's
-//!   `describe(key)` (a file path for [`crate::storage::store::FsStore`], the
+//!   `describe(key)` (a file path for [`crate::storage::local::FsStore`], the
 //!   reference and its target for kerchunk), and the bytes of the value
 //!   read: all of it for `get`, the range for `get_range`.
 //!
@@ -74,8 +76,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::storage::files::{Files, ReadAt};
-use crate::storage::store::{ByteRange, Store};
+use crate::storage::contract::{ByteRange, Files, ReadAt, Store};
 
 /// What a rule does to the reads it applies to (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -438,7 +439,7 @@ impl<S: Store> Store for FaultyStore<S> {
 }
 
 /// Opens files and stores through `inner` (usually
-/// [`crate::storage::files::OsFiles`]) and wraps each in the faulty wrappers of one
+/// [`crate::storage::local::OsFiles`]) and wraps each in the faulty wrappers of one
 /// plan.
 #[derive(Debug)]
 pub struct FaultyFiles {
@@ -453,7 +454,7 @@ impl FaultyFiles {
 
     /// The real file system, through `plan`.
     pub fn os(plan: Arc<FaultPlan>) -> Arc<dyn Files> {
-        Arc::new(FaultyFiles::new(crate::storage::files::os(), plan))
+        Arc::new(FaultyFiles::new(crate::storage::local::os(), plan))
     }
 }
 
@@ -475,7 +476,7 @@ impl Files for FaultyFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::store::MemoryStore;
+    use crate::storage::testing::MemoryStore;
 
     fn file(plan: &Arc<FaultPlan>) -> (tempfile::TempDir, Arc<dyn ReadAt>) {
         let tmp = tempfile::tempdir().unwrap();
@@ -588,7 +589,11 @@ mod tests {
             matches!(&err, Error::Io { path, .. } if path == "memory:a/c/0"),
             "{err}"
         );
-        assert_eq!(err.errno(), 5);
+        // The injected kind travels as data (EIO at the mount: fs::error).
+        assert!(
+            matches!(&err, Error::Io { source, .. } if source.kind() == io::ErrorKind::Other),
+            "{err:?}"
+        );
         assert_eq!(s.get("a/c/1", 100).unwrap().unwrap(), b"ABCDEFGH");
         assert!(s.get("a/c/9", 100).unwrap().is_none());
         assert_eq!(plan.fired(e), 1, "absent keys are not faulted");

@@ -1,0 +1,335 @@
+//! The storage contract: the three traits every source of bytes
+//! implements, and the small types they share. A leaf: it imports nothing
+//! else of [`crate::storage`] (the fan-out threads its defaults use are
+//! [`super::fan_out`], a leaf too), so an adapter (local, remote, a test
+//! store) depends on the contract and never the other way round.
+//!
+//! - [`ReadAt`]: one file read with positioned reads (a netCDF-3 file, an
+//!   HDF5 file, a blocked archive, a raw NCA fragment).
+//! - [`Store`]: a key-value store (a Zarr hierarchy, a kerchunk
+//!   reference set, the chunks of a format's own container).
+//! - [`Files`]: opens both, given a path or a URL; the one seam every
+//!   data read goes through, so a wrapper of it (confinement, fault
+//!   injection, URL scope) sees every read.
+//!
+//! # What every implementation promises
+//!
+//! Formats are written against these promises and not against any one
+//! implementation; `storage::conformance` (behind the `testing` feature)
+//! checks them for every implementation in the crate, local and remote.
+//!
+//! | situation | [`Store`] | [`ReadAt`] / [`Files`] |
+//! | --- | --- | --- |
+//! | missing key / file | `Ok(None)` from every getter (not an error: sparse arrays have missing chunks) | `Files::open` fails with `io::ErrorKind::NotFound` |
+//! | value larger than the caller's limit | [`Error::TooLarge`], nothing read into memory beyond the limit | (no limit: callers ask for exact ranges) |
+//! | range past the end | [`Error::Io`] whose source is `UnexpectedEof` ([`ByteRange::out_of_bounds`]) | `read_exact_at` fails with `UnexpectedEof` |
+//! | empty range inside the value (offset up to its length), `Suffix(0)` | `Ok(Some(empty))` | `read_exact_at` of an empty buffer succeeds |
+//! | many keys or ranges at once | `get_many`/`get_each`/`get_ranges` answer exactly what `get`/`get_range` would, one answer per request, each failing alone | `read_many` fills what `read_exact_at` would |
+//! | listing | `list_dir` names each entry directly under the prefix once, sorted, with whether it is a prefix of more keys; a prefix with nothing under it lists as empty (an object store cannot tell it from a missing one); a store that cannot list (plain HTTP) fails with `Unsupported` | - |
+//! | a key leaving the store (`..`, an absolute path) | an error, never a read outside | - |
+//! | concurrency | `Send + Sync`: any number of threads read at once and get the answers one thread would | the same |
+//! | failures | typed: [`Error::Io`] naming [`Store::describe`]'s location and carrying the `io::Error` (its kind, its raw OS code); never a panic | an `io::Error` of the matching kind |
+//!
+//! Secrets never appear in an error or a `describe` (remote adapters
+//! redact them). The errno a failure becomes at the mount is chosen in
+//! one place, `fs::error`, from these typed errors.
+
+use std::fmt::Debug;
+use std::io;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::fan_out::{fan_out, fan_out_each};
+use crate::error::{Error, Result};
+
+/// Part of a stored value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ByteRange {
+    /// `len` bytes from `offset`.
+    At { offset: u64, len: u64 },
+    /// The last `len` bytes.
+    Suffix(u64),
+}
+
+impl ByteRange {
+    /// `[start, end)` inside a value of `size` bytes, `None` if the range
+    /// does not fit.
+    pub fn resolve(self, size: u64) -> Option<(u64, u64)> {
+        match self {
+            ByteRange::At { offset, len } => offset
+                .checked_add(len)
+                .filter(|&end| end <= size)
+                .map(|end| (offset, end)),
+            ByteRange::Suffix(len) => size.checked_sub(len).map(|start| (start, size)),
+        }
+    }
+
+    /// The error for a value of `size` bytes too short for this range.
+    pub fn out_of_bounds(self, path: &str, size: u64) -> Error {
+        Error::Io {
+            path: path.to_string(),
+            source: io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{self:?} is outside the {size} bytes stored"),
+            ),
+        }
+    }
+}
+
+/// A file read with positioned reads, shared by the threads of a source.
+pub trait ReadAt: Send + Sync + Debug {
+    /// Fill `buf` from `offset`; `UnexpectedEof` if the file ends first.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+
+    /// The file's current length in bytes.
+    fn size(&self) -> io::Result<u64>;
+
+    /// A number that changes when the file behind this reader is
+    /// rewritten or replaced, asked of the file itself; `None` when the
+    /// reader cannot tell, and the caller stats the path
+    /// ([`crate::storage::paths::file_stamp`]). A remote object answers with a HEAD (its ETag,
+    /// size and time), since its URL is no path to stat.
+    fn stamp(&self) -> Option<u64> {
+        None
+    }
+
+    /// Many positioned reads: fill each `(offset, buf)`, failing if any
+    /// fails. The default reads them one after another, which is right
+    /// for a local file; a remote object issues them all at once, so the
+    /// lot costs about one round trip.
+    fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
+        reads
+            .iter_mut()
+            .try_for_each(|(offset, buf)| self.read_exact_at(buf, *offset))
+    }
+
+    /// The typical time one read takes before its first byte arrives,
+    /// when that is what reads cost (a remote object); `None` for a local
+    /// file. Readers that see `Some` gather their reads into
+    /// [`read_many`](Self::read_many) and merge ranges across wider gaps.
+    fn latency(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// A hint: small reads at `offsets` come next (the children of an
+    /// index node a parser is about to visit one by one). A reader that
+    /// keeps blocks ([`crate::storage::ReadCache`]) fetches theirs now, all at once;
+    /// others ignore it.
+    fn will_read(&self, offsets: &[u64]) {
+        let _ = offsets;
+    }
+}
+
+/// Opens the files and stores that sources read.
+pub trait Files: Send + Sync + Debug {
+    /// Open `path` for positioned reads.
+    fn open(&self, path: &Path) -> io::Result<Arc<dyn ReadAt>>;
+
+    /// The Zarr store rooted at the directory `root`.
+    fn store(&self, root: &Path) -> Arc<dyn Store>;
+}
+
+/// A key-value store of byte values (see the module doc for what every
+/// implementation promises).
+pub trait Store: Send + Sync + Debug {
+    /// The whole value of `key`, `None` if it does not exist, an error if it
+    /// holds more than `limit` bytes.
+    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>>;
+
+    /// The names directly under the prefix `dir` ("" for the root), with
+    /// whether each is itself a directory. Used to discover hierarchies
+    /// that have no consolidated metadata.
+    fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>>;
+
+    /// Where `key` lives, for error messages (a file path for a directory store, a URL for an object store).
+    fn describe(&self, key: &str) -> String;
+
+    /// The bytes `range` of the value of `key`, `None` if it does not
+    /// exist; an error if the value is shorter than the range needs. How
+    /// a sharded array reads one inner chunk without reading its shard.
+    /// The default reads the whole value and slices it.
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        let Some(value) = self.get(key, u64::MAX)? else {
+            return Ok(None);
+        };
+        let (start, end) = range
+            .resolve(value.len() as u64)
+            .ok_or_else(|| range.out_of_bounds(&self.describe(key), value.len() as u64))?;
+        Ok(Some(value[start as usize..end as usize].to_vec()))
+    }
+
+    /// The values of many keys at once, each with its size limit, in the
+    /// order asked: what [`get`](Self::get) would answer for each. The
+    /// default reads them one after another, which is right for a local
+    /// store (the caller decodes on several threads anyway), and for a
+    /// store with a [`latency`](Self::latency) (one whose `get` is a
+    /// blocking round trip: an HDF5 file or a blocked archive read from
+    /// an object store) several at once on threads ([`super::fan_out::fan_out`]); an
+    /// object store issues them all at once on its runtime, so a read of
+    /// many chunks costs one round trip instead of one per chunk.
+    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        if self.latency().is_some() && keys.len() > 1 {
+            return fan_out(keys.len(), |i| self.get(&keys[i].0, keys[i].1));
+        }
+        keys.iter().map(|(k, limit)| self.get(k, *limit)).collect()
+    }
+
+    /// [`get_many`](Self::get_many), each answer handed to `each` with its
+    /// index in `keys` as soon as it is there, in the order they arrive:
+    /// the caller can decode the first values while the others are still
+    /// on their way. The default, for a store with a
+    /// [`latency`](Self::latency), runs the gets on threads and hands each
+    /// value on as its get returns ([`super::fan_out::fan_out_each`]); otherwise it asks
+    /// [`get_many`](Self::get_many) and hands the answers on in order.
+    fn get_each(
+        &self,
+        keys: &[(String, u64)],
+        each: &mut dyn FnMut(usize, Result<Option<Vec<u8>>>),
+    ) {
+        if self.latency().is_some() && keys.len() > 1 {
+            return fan_out_each(keys.len(), |i| self.get(&keys[i].0, keys[i].1), each);
+        }
+        for (i, got) in self.get_many(keys).into_iter().enumerate() {
+            each(i, got);
+        }
+    }
+
+    /// Parts of many values at once: for each `(key, ranges)`, the bytes
+    /// of each range of the value of `key`, in order (`None` if it does
+    /// not exist; an error if it is shorter than a range needs). The
+    /// default reads range by range; a remote store merges the ranges of
+    /// one object that lie close together into one ranged GET and issues
+    /// them all at once.
+    fn get_ranges(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        requests
+            .iter()
+            .map(|(key, ranges)| {
+                let mut out = Vec::with_capacity(ranges.len());
+                for r in ranges {
+                    let range = ByteRange::At {
+                        offset: r.start,
+                        len: r.end.saturating_sub(r.start),
+                    };
+                    match self.get_range(key, range)? {
+                        Some(v) => out.push(v),
+                        None => return Ok(None),
+                    }
+                }
+                Ok(Some(out))
+            })
+            .collect()
+    }
+
+    /// The typical time one request takes before its first byte arrives,
+    /// for stores whose cost is latency (object stores, HTTP), measured
+    /// on recent requests; `None` for local stores. Callers that see
+    /// `Some` gather their reads into [`get_many`](Self::get_many) and
+    /// read further ahead ([`crate::engine::readahead`]).
+    fn latency(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// A number that changes whenever any value whose key starts with
+    /// `prefix` ("" for the whole store, else ending in `/`) is added,
+    /// removed or rewritten; `None` when the store cannot tell. Only
+    /// comparable with other stamps of the same store and prefix in the
+    /// same process.
+    fn change_stamp(&self, prefix: &str) -> Result<Option<u64>> {
+        let _ = prefix;
+        Ok(None)
+    }
+}
+
+impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
+    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        (**self).get(key, limit)
+    }
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        (**self).get_range(key, range)
+    }
+    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
+        (**self).get_many(keys)
+    }
+    fn get_each(
+        &self,
+        keys: &[(String, u64)],
+        each: &mut dyn FnMut(usize, Result<Option<Vec<u8>>>),
+    ) {
+        (**self).get_each(keys, each)
+    }
+    fn get_ranges(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        (**self).get_ranges(requests)
+    }
+    fn latency(&self) -> Option<std::time::Duration> {
+        (**self).latency()
+    }
+    fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
+        (**self).list_dir(dir)
+    }
+    fn describe(&self, key: &str) -> String {
+        (**self).describe(key)
+    }
+    fn change_stamp(&self, prefix: &str) -> Result<Option<u64>> {
+        (**self).change_stamp(prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store whose key "slow" takes `delay` and that reports a latency,
+    /// as a format's store over a remote file does.
+    #[derive(Debug)]
+    struct Slow(std::time::Duration);
+
+    impl Store for Slow {
+        fn get(&self, key: &str, _limit: u64) -> Result<Option<Vec<u8>>> {
+            if key == "slow" {
+                std::thread::sleep(self.0);
+            }
+            Ok(Some(key.as_bytes().to_vec()))
+        }
+        fn list_dir(&self, _dir: &str) -> Result<Vec<(String, bool)>> {
+            Ok(Vec::new())
+        }
+        fn describe(&self, key: &str) -> String {
+            key.to_string()
+        }
+        fn latency(&self) -> Option<std::time::Duration> {
+            Some(self.0)
+        }
+    }
+
+    /// A store with a latency hands each value on as its get returns (so
+    /// an HDF5 prefetch over an object store decodes the first chunks
+    /// while the others are on their way): the fast key first, though
+    /// asked second. (It was handed on after every get had returned, in
+    /// order.)
+    #[test]
+    fn get_each_of_a_store_with_latency_hands_values_on_as_they_arrive() {
+        let s = Slow(std::time::Duration::from_millis(300));
+        let keys = [("slow".to_string(), 10), ("fast".to_string(), 10)];
+        let mut order = Vec::new();
+        s.get_each(&keys, &mut |i, got| {
+            assert_eq!(got.unwrap().unwrap(), keys[i].0.as_bytes());
+            order.push(i);
+        });
+        assert_eq!(order, vec![1, 0]);
+        // Every key once, whatever the count.
+        let many: Vec<(String, u64)> = (0..40).map(|i| (i.to_string(), 10)).collect();
+        let mut seen = vec![0; many.len()];
+        s.get_each(&many, &mut |i, got| {
+            assert_eq!(got.unwrap().unwrap(), many[i].0.as_bytes());
+            seen[i] += 1;
+        });
+        assert!(seen.iter().all(|&k| k == 1), "{seen:?}");
+    }
+}

@@ -1,0 +1,26 @@
+//! The local file system as implementations of the storage contract
+//! ([`crate::storage::contract`]), beside [`crate::storage::remote`].
+//!
+//! Imports run one way, policy to opening to adapters:
+//!
+//! ```text
+//! files (OsFiles) ──> fs_store (FsStore) ──> descriptors ──> confine
+//!        └──────────────────────────────────────┘ (CachedFile)
+//! ```
+//!
+//! - [`confine`]: which files a dataset may read (pure policy: it
+//!   decides, it opens nothing).
+//! - [`descriptors`]: the only code that opens a local file: confined
+//!   and unconfined opens, retried when out of descriptors, and the
+//!   bounded cache of open data files ([`descriptors::CachedFile`]).
+//! - [`fs_store`]: [`FsStore`], a directory as a [`crate::storage::Store`].
+//! - [`files`]: [`OsFiles`], the real file system as a
+//!   [`crate::storage::Files`].
+
+pub mod confine;
+pub mod descriptors;
+pub mod files;
+pub mod fs_store;
+
+pub use files::{OsFiles, confined, os};
+pub use fs_store::{FsStore, TORN_READ_RETRIES};
