@@ -12,9 +12,9 @@
 //! never in a circle (`tests/layers.rs` checks it).
 //!
 //! The helpers are the small pieces several codec files repeat: reading an
-//! HDF5 parameter or a numcodecs key as one ([`hdf5_param`],
-//! [`json_param`]), and the bounded output buffer of the streaming
-//! decompressors ([`bounded_vec`], [`read_bounded`], [`finish`]: gzip,
+//! HDF5 parameter or a numcodecs key as one (`hdf5_param`,
+//! `json_param`), and the bounded output buffer of the streaming
+//! decompressors (`bounded_vec`, `read_bounded`, `finish`: gzip,
 //! zlib, zstd, bz2, lzma).
 
 use std::io::Read;
@@ -63,7 +63,7 @@ pub struct Hdf5Filter {
     pub to_params: fn(&Value) -> Result<Vec<u32>, CodecError>,
 }
 
-/// An HDF5 filter with no other name ([`HDF5_FILTERS`]).
+/// An HDF5 filter with no other name ([`HDF5_FILTERS`](super::registry::HDF5_FILTERS)).
 #[derive(Debug, Clone, Copy)]
 pub struct Hdf5OnlyFilter {
     /// The filter id registered with The HDF Group.
