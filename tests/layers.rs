@@ -11,6 +11,12 @@
 //! base     src/error.rs, src/dtype.rs, src/logging.rs, src/histogram.rs
 //! ```
 //!
+//! It also fails on a circle of imports inside a folder: files of one
+//! directory (a module and its children) that import one another round,
+//! directly or through their parent (see [`circles`] for what counts and
+//! why), naming the files and one way round with the import behind each
+//! step.
+//!
 //! This test reads every source file, finds each path through the crate
 //! (`crate::x::...`, `slabfs::x::...` in the binary, grouped `use` lists
 //! included; comments and string literals skipped, so a doc link to a
@@ -18,6 +24,7 @@
 //! points up the stack or sideways between peers. Inside `formats/` one
 //! format may build on another only downwards, in the order above.
 
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom first; a module may import its own layer and any
@@ -126,16 +133,27 @@ fn code_only(text: &str) -> String {
 fn crate_paths(code: &str) -> Vec<Vec<String>> {
     let mut paths = Vec::new();
     for root in ["crate::", "slabfs::"] {
-        let mut from = 0;
-        while let Some(at) = code[from..].find(root) {
-            let start = from + at;
-            from = start + root.len();
-            let before = code[..start].chars().next_back();
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$') {
-                continue;
-            }
-            expand(&code[from..], Vec::new(), &mut paths);
+        paths.extend(paths_from(code, root).into_iter().map(|(_, path)| path));
+    }
+    paths
+}
+
+/// Every path in `code` that starts with `root` (`"crate::"`, `"super::"`,
+/// `"gzip::"`...) as a whole word, not as a later segment of another path:
+/// where it starts and the segments after `root`, grouped lists expanded.
+fn paths_from(code: &str, root: &str) -> Vec<(usize, Vec<String>)> {
+    let mut paths = Vec::new();
+    let mut from = 0;
+    while let Some(at) = code[from..].find(root) {
+        let start = from + at;
+        from = start + root.len();
+        let before = code[..start].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || "_$:.'".contains(c)) {
+            continue;
         }
+        let mut found = Vec::new();
+        expand(&code[from..], Vec::new(), &mut found);
+        paths.extend(found.into_iter().map(|path| (start, path)));
     }
     paths
 }
@@ -190,6 +208,541 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
             out.push(path);
         }
     }
+}
+
+/// The module path of the source file `file` (relative to the crate
+/// root): `src/codec/gzip.rs` is `codec::gzip`, `src/codec/mod.rs` is
+/// `codec`, `src/lib.rs` is the empty path. The binary's files (`main.rs`,
+/// `cli.rs`, `cli/`) sit under a root of their own, `<bin>`.
+fn module_of(file: &str) -> Vec<String> {
+    let rest = file.strip_prefix("src/").unwrap_or(file);
+    let rest = rest.strip_suffix(".rs").unwrap_or(rest);
+    let mut path: Vec<String> = rest.split('/').map(str::to_string).collect();
+    if path
+        .last()
+        .is_some_and(|last| last == "mod" || last == "lib")
+    {
+        path.pop();
+    }
+    if path == ["main"] {
+        path = vec![BIN.to_string()];
+    } else if path.first().is_some_and(|first| first == "cli") {
+        path.insert(0, BIN.to_string());
+    }
+    path
+}
+
+const BIN: &str = "<bin>";
+
+/// A `mod name { ... }` written inside a file: where its body runs, its
+/// name, and whether it is `#[cfg(test)]`.
+struct Inline {
+    body: std::ops::Range<usize>,
+    name: String,
+    test: bool,
+}
+
+/// The inline modules of `code` (comments and strings already blanked).
+fn inline_modules(code: &str) -> Vec<Inline> {
+    let mut found = Vec::new();
+    for (start, _) in paths_from(code, "mod ") {
+        let rest = &code[start + 4..];
+        let name: String = rest
+            .trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let after = rest.trim_start()[name.len()..].trim_start();
+        if name.is_empty() || !after.starts_with('{') {
+            continue; // `mod name;`: a file of its own
+        }
+        let open = code.len() - after.len();
+        let mut depth = 0;
+        let mut end = code.len();
+        for (i, c) in code[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let head = &code[..start];
+        let head = &head[head.rfind([';', '{', '}']).map_or(0, |i| i + 1)..];
+        found.push(Inline {
+            body: open..end,
+            name,
+            test: head.contains("cfg(test)"),
+        });
+    }
+    found
+}
+
+/// The `use` statements of `code`: the bytes each covers (from `use` to
+/// its `;`) and whether it re-exports (`pub use`, `pub(crate) use`...).
+fn use_statements(code: &str) -> Vec<(std::ops::Range<usize>, bool)> {
+    let mut starts: Vec<usize> = paths_from(code, "use ")
+        .into_iter()
+        .map(|(at, _)| at)
+        .collect();
+    starts.dedup();
+    starts
+        .into_iter()
+        .map(|start| {
+            let head = &code[..start];
+            let head = &head[head.rfind([';', '{', '}', ']']).map_or(0, |i| i + 1)..];
+            let end = start + code[start..].find(';').unwrap_or(code.len() - start);
+            (start..end, head.trim_start().starts_with("pub"))
+        })
+        .collect()
+}
+
+/// One import: the file it is written in and the path as written.
+type Import = (String, String);
+
+/// Every path through the crate written in one file, resolved to the
+/// module it starts from: (where, the absolute module path, as written,
+/// inside a `#[cfg(test)]` module, inside a re-export).
+type Found = Vec<(usize, Vec<String>, String, bool, bool)>;
+
+/// The paths of the file `file` (module `own`) holding `code`, given the
+/// crate's modules: `crate::`, `slabfs::`, `super::`, `self::`, and (in a
+/// module with children) a child named bare.
+fn paths_of(own: &[String], code: &str, modules: &BTreeMap<Vec<String>, String>) -> Found {
+    let inline = inline_modules(code);
+    let uses = use_statements(code);
+    let crate_root: Vec<String> = own.iter().take(1).filter(|m| *m == BIN).cloned().collect();
+    // The module a position is in: the file's, and inline modules around it.
+    let here = |at: usize| -> Vec<String> {
+        let mut inside: Vec<&Inline> = inline.iter().filter(|m| m.body.contains(&at)).collect();
+        inside.sort_by_key(|m| m.body.start);
+        [
+            own.to_vec(),
+            inside.iter().map(|m| m.name.clone()).collect(),
+        ]
+        .concat()
+    };
+    let mut found = Vec::new();
+    for (root, base) in [("crate::", crate_root), ("slabfs::", Vec::new())] {
+        for (at, path) in paths_from(code, root) {
+            let shown = format!("{root}{}", path.join("::"));
+            found.push((at, [base.clone(), path].concat(), shown));
+        }
+    }
+    for (at, mut path) in paths_from(code, "super::") {
+        let mut module = here(at);
+        module.pop();
+        let mut shown = "super::".to_string();
+        while path.first().is_some_and(|s| s == "super") {
+            path.remove(0);
+            module.pop();
+            shown.push_str("super::");
+        }
+        shown.push_str(&path.join("::"));
+        found.push((at, [module, path].concat(), shown));
+    }
+    for (at, path) in paths_from(code, "self::") {
+        let shown = format!("self::{}", path.join("::"));
+        found.push((at, [here(at), path].concat(), shown));
+    }
+    // A child named bare, as a parent may: only in the file's own scope
+    // (outside inline modules), and in a `use` only as its first segment
+    // (`use zstd::X` and `zstd::f()`, not the `{zstd::X}` of
+    // `use crate::other::{zstd::X}`).
+    let children = modules
+        .keys()
+        .filter(|m| m.len() == own.len() + 1 && m.starts_with(own));
+    for child in children {
+        let name = child.last().unwrap();
+        for (at, path) in paths_from(code, &format!("{name}::")) {
+            let in_use = uses.iter().find(|(range, _)| range.contains(&at));
+            let first = in_use.is_none_or(|(range, _)| code[range.start + 3..at].trim().is_empty());
+            if first && !inline.iter().any(|m| m.body.contains(&at)) {
+                let shown = format!("{name}::{}", path.join("::"));
+                found.push((at, [child.clone(), path].concat(), shown));
+            }
+        }
+    }
+    found
+        .into_iter()
+        .map(|(at, path, shown)| {
+            let test = inline.iter().any(|m| m.test && m.body.contains(&at));
+            let reexport = uses
+                .iter()
+                .any(|(range, public)| *public && range.contains(&at));
+            (at, path, shown, test, reexport)
+        })
+        .collect()
+}
+
+/// The file module that an absolute path starts in: the longest module
+/// that begins it, followed through re-exports (`super::Format` where the
+/// parent says `pub use header::Format` is `header`).
+fn target_of(
+    path: &[String],
+    modules: &BTreeMap<Vec<String>, String>,
+    exports: &BTreeMap<Vec<String>, Vec<String>>,
+) -> Option<Vec<String>> {
+    let mut path = path.to_vec();
+    for _ in 0..8 {
+        let module = (0..=path.len())
+            .rev()
+            .map(|n| &path[..n])
+            .find(|m| modules.contains_key(*m))?;
+        let Some(next) = path.get(module.len()) else {
+            return Some(module.to_vec());
+        };
+        let mut name = module.to_vec();
+        name.push(next.clone());
+        match exports.get(&name) {
+            Some(real) if !real.starts_with(&name) => {
+                path = [real.clone(), path[module.len() + 1..].to_vec()].concat();
+            }
+            _ => return Some(module.to_vec()),
+        }
+    }
+    None
+}
+
+/// The circles of imports inside folders among `files` (each a path
+/// relative to the crate root and its text), one message per circle.
+///
+/// A folder is a module and its children: `codec/mod.rs` with every
+/// `codec/*.rs`, `formats/dataset.rs` with `formats/dataset/remote.rs`,
+/// `storage/mod.rs` with its files and its `remote/` folder taken as one
+/// member (an import into or out of `remote/` is an import of that
+/// member). Each import joins two members of the one folder that holds
+/// both files below it: `a.rs` writing `super::b::X`, `crate::codec::b::X`
+/// or (in a `mod.rs`) `b::X`; an item the parent re-exports counts as its
+/// child's (`super::Format` is `header.rs` when `mod.rs` says
+/// `pub use header::Format`).
+///
+/// A circle is two or more children that reach one another: directly
+/// (`a.rs` uses `b.rs`, which uses `a.rs`) or through the parent (`a.rs`
+/// uses `super::Context` and `mod.rs` builds its `Context` from `b.rs`,
+/// which uses `a.rs`). What does not count:
+/// - a parent and one child using each other (`remote.rs` returns
+///   `super::Dataset`, `dataset.rs` calls `remote::open`). Rust makes the
+///   parent the child's declarer and its privacy scope: `super::` is how a
+///   part reaches its folder's shared words (its error, options, the trait
+///   it implements) and the parent's call is why the part exists. The pair
+///   reads as one unit; what makes a circle costly, parts that cannot be
+///   read, tested or moved apart, takes two parts.
+/// - the parent's re-exports (`pub use b::X;`): the folder's front door.
+/// - imports inside `#[cfg(test)] mod ... { }`: a test may drive its
+///   module through a sibling (a codec's test through the registry)
+///   without the modules themselves depending on each other.
+fn circles(files: &[(String, String)]) -> Vec<String> {
+    let modules: BTreeMap<Vec<String>, String> = files
+        .iter()
+        .map(|(file, _)| (module_of(file), file.clone()))
+        .collect();
+    let found: Vec<(&String, Vec<String>, Found)> = files
+        .iter()
+        .map(|(file, text)| {
+            let own = module_of(file);
+            let paths = paths_of(&own, &code_only(text), &modules);
+            (file, own, paths)
+        })
+        .collect();
+    // Each name a file re-exports, and where it really lives.
+    let mut exports = BTreeMap::new();
+    for (_, own, paths) in &found {
+        for (_, path, _, test, reexport) in paths {
+            if *reexport && !test && path.len() > own.len() {
+                let name = [own.clone(), vec![path.last().unwrap().clone()]].concat();
+                exports.insert(name, path.clone());
+            }
+        }
+    }
+    // folder -> member -> member -> the imports that join them. A member
+    // is the folder's own module (the parent) or a child (one longer).
+    let mut folders: BTreeMap<Vec<String>, Graph> = BTreeMap::new();
+    for (file, own, paths) in &found {
+        for (_, path, shown, test, reexport) in paths {
+            let Some(target) = target_of(path, &modules, &exports) else {
+                continue;
+            };
+            if *test || target == *own {
+                continue;
+            }
+            let common = own.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            let folder = own[..common].to_vec();
+            let from = own[..(common + 1).min(own.len())].to_vec();
+            let to = target[..(common + 1).min(target.len())].to_vec();
+            if from == folder && *reexport {
+                continue; // the parent's front door
+            }
+            let edges = folders.entry(folder).or_default();
+            let import = ((*file).clone(), shown.clone());
+            edges
+                .entry(from)
+                .or_default()
+                .entry(to)
+                .or_default()
+                .push(import);
+        }
+    }
+    let mut out = Vec::new();
+    for (folder, graph) in &folders {
+        // The children's own imports, without the parent.
+        let mut children: Graph = graph.clone();
+        children.remove(folder);
+        for edges in children.values_mut() {
+            edges.remove(folder);
+        }
+        for (way, rest) in rings(&children) {
+            let steps: Vec<Import> = way
+                .windows(2)
+                .map(|w| graph[&w[0]][&w[1]][0].clone())
+                .collect();
+            out.push(describe(folder, &way, &rest, &steps, &modules));
+        }
+        // Through the parent: a child uses it, it uses another child, and
+        // that one comes back to the first without it.
+        let mut through: Vec<(Vec<Vec<String>>, Vec<Import>)> = Vec::new();
+        for a in children.keys() {
+            let Some(up) = graph[a].get(folder) else {
+                continue;
+            };
+            for (b, down) in graph.get(folder).into_iter().flatten() {
+                if b == a || b == folder {
+                    continue;
+                }
+                if let Some(back) = shortest(&children, b, a) {
+                    let ring = [vec![a.clone(), folder.clone()], back].concat();
+                    let mut steps = vec![up[0].clone(), down[0].clone()];
+                    steps.extend(ring[2..].windows(2).map(|w| graph[&w[0]][&w[1]][0].clone()));
+                    through.push((ring, steps));
+                }
+            }
+        }
+        if let Some((way, steps)) = through.iter().min_by_key(|(way, _)| way.len()) {
+            let all: BTreeSet<&Vec<String>> = through.iter().flat_map(|(w, _)| w).collect();
+            let rest: Vec<Vec<String>> = all
+                .into_iter()
+                .filter(|m| !way.contains(m))
+                .cloned()
+                .collect();
+            out.push(describe(folder, way, &rest, steps, &modules));
+        }
+    }
+    out
+}
+
+/// member -> member -> the imports that join them.
+type Graph = BTreeMap<Vec<String>, BTreeMap<Vec<String>, Vec<Import>>>;
+
+/// A shortest way through `graph` from `from` to `to` (both included; a
+/// way round and back when they are the same member), if there is one.
+fn shortest(graph: &Graph, from: &Vec<String>, to: &Vec<String>) -> Option<Vec<Vec<String>>> {
+    let mut back: BTreeMap<&Vec<String>, &Vec<String>> = BTreeMap::new();
+    let mut queue = VecDeque::from([from]);
+    while let Some(at) = queue.pop_front() {
+        for next in graph.get(at).into_iter().flat_map(|e| e.keys()) {
+            if back.contains_key(next) {
+                continue;
+            }
+            back.insert(next, at);
+            if next == to {
+                let mut way = vec![to.clone()];
+                let mut at = back[to];
+                while at != from {
+                    way.push(at.clone());
+                    at = back[at];
+                }
+                way.push(from.clone());
+                way.reverse();
+                return Some(way);
+            }
+            queue.push_back(next);
+        }
+    }
+    None
+}
+
+/// The sets of two or more members of `graph` that all reach one another
+/// (its strongly connected components), each as one shortest way round
+/// from its first member (which ends it again) and the members left.
+fn rings(graph: &Graph) -> Vec<(Vec<Vec<String>>, Vec<Vec<String>>)> {
+    let mut done = BTreeSet::new();
+    let mut rings = Vec::new();
+    for m in graph.keys() {
+        if done.contains(m) {
+            continue;
+        }
+        let Some(way) = shortest(graph, m, m) else {
+            continue;
+        };
+        let rest: Vec<Vec<String>> = graph
+            .keys()
+            .filter(|o| {
+                !way.contains(o)
+                    && shortest(graph, m, o).is_some()
+                    && shortest(graph, o, m).is_some()
+            })
+            .cloned()
+            .collect();
+        done.extend(way.iter().chain(&rest).cloned());
+        rings.push((way, rest));
+    }
+    rings
+}
+
+/// The message for one circle: the folder, every member (those on `way`,
+/// a way round, and the `rest`), and the import behind each step of `way`.
+fn describe(
+    folder: &[String],
+    way: &[Vec<String>],
+    rest: &[Vec<String>],
+    steps: &[Import],
+    modules: &BTreeMap<Vec<String>, String>,
+) -> String {
+    // A member's name: its file, and its folder when it has files below.
+    let name = |member: &[String]| -> String {
+        let file = modules.get(member).map_or("?", String::as_str);
+        let below = modules
+            .keys()
+            .any(|m| m.len() > member.len() && m.starts_with(member));
+        match file.strip_suffix("mod.rs") {
+            Some(dir) if member != folder => dir.to_string(),
+            None if below && member != folder && file != "src/main.rs" => {
+                format!("{file} (and {}/)", file.trim_end_matches(".rs"))
+            }
+            _ => file.to_string(),
+        }
+    };
+    let mut members: Vec<&Vec<String>> = way.iter().skip(1).chain(rest).collect();
+    members.sort();
+    let members: Vec<String> = members.into_iter().map(|m| name(m)).collect();
+    let steps: Vec<String> = steps
+        .iter()
+        .map(|(file, shown)| format!("    {file} uses {shown}"))
+        .collect();
+    format!(
+        "circle in {} ({} files): {}\n  one way round:\n{}",
+        name(folder).trim_end_matches("mod.rs"),
+        members.len(),
+        members.join(", "),
+        steps.join("\n")
+    )
+}
+
+fn source_files() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    assert!(files.len() > 50, "found only {} source files", files.len());
+    files.sort();
+    files
+        .iter()
+        .map(|path| {
+            let rel = path.strip_prefix(root).unwrap().to_str().unwrap();
+            (rel.to_string(), std::fs::read_to_string(path).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn no_circle_of_imports_inside_a_folder() {
+    let found = circles(&source_files());
+    assert!(
+        found.is_empty(),
+        "{} circles of imports inside folders (see circles() in tests/layers.rs for what counts):\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// The circle check finds what it must and only that, on made-up files.
+#[test]
+fn the_checker_sees_circles() {
+    let files = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+        list.iter()
+            .map(|(f, t)| (f.to_string(), t.to_string()))
+            .collect()
+    };
+    // Two siblings, one through `super::`, one through `crate::`.
+    let pair = circles(&files(&[
+        ("src/x/mod.rs", "mod a; mod b;"),
+        ("src/x/a.rs", "use super::b::B;"),
+        ("src/x/b.rs", "fn f() { crate::x::a::g(); }"),
+    ]));
+    assert_eq!(pair.len(), 1, "{pair:?}");
+    assert!(pair[0].contains("src/x/a.rs, src/x/b.rs"), "{pair:?}");
+    assert!(
+        pair[0].contains("src/x/b.rs uses crate::x::a::g"),
+        "{pair:?}"
+    );
+    // Three siblings round, in a grouped `use`; a folder as a member.
+    let three = circles(&files(&[
+        ("src/x/mod.rs", ""),
+        ("src/x/a.rs", "use super::{b::B, other};"),
+        ("src/x/b.rs", "use super::c::deep::C;"),
+        ("src/x/c/mod.rs", ""),
+        ("src/x/c/deep.rs", "use crate::x::a::A;"),
+    ]));
+    assert_eq!(three.len(), 1, "{three:?}");
+    assert!(
+        three[0].contains("(3 files)") && three[0].contains("src/x/c/"),
+        "{three:?}"
+    );
+    // A parent and one child: the child uses `super::Error`, the parent
+    // re-exports and calls it. Not a circle, nor are tests, comments and
+    // strings, nor a line (a uses b, b uses c).
+    let fine = circles(&files(&[
+        (
+            "src/x/mod.rs",
+            "pub use a::A; pub struct Error; fn f() { a::run(); }",
+        ),
+        ("src/x/a.rs", "use super::Error; use super::b::B;"),
+        (
+            "src/x/b.rs",
+            "// super::a\nconst S: &str = \"super::a::A\"; use super::c::C;",
+        ),
+        (
+            "src/x/c.rs",
+            "#[cfg(test)]\nmod tests { use super::super::a::A; use super::*; }",
+        ),
+    ]));
+    assert!(fine.is_empty(), "{fine:?}");
+    // The parent's re-export of b is no use of b: a using the parent's
+    // Error while b uses a is a line.
+    let front = circles(&files(&[
+        ("src/x/mod.rs", "pub struct Error; pub use b::B;"),
+        ("src/x/a.rs", "use super::Error;"),
+        ("src/x/b.rs", "use super::a::f;"),
+    ]));
+    assert!(front.is_empty(), "{front:?}");
+    // The parent's re-export of b is no use of b: a using the parent's
+    // Error while b uses a is a line.
+    let front = circles(&files(&[
+        ("src/x/mod.rs", "pub struct Error; pub use b::B;"),
+        ("src/x/a.rs", "use super::Error;"),
+        ("src/x/b.rs", "use super::a::f;"),
+    ]));
+    assert!(front.is_empty(), "{front:?}");
+    // Through the parent: a uses the parent's Context, which the parent
+    // builds from b, and b uses a.
+    let via = circles(&files(&[
+        ("src/x/mod.rs", "mod a; mod b; pub struct Context(b::B);"),
+        ("src/x/a.rs", "use super::Context;"),
+        ("src/x/b.rs", "use super::a::A;"),
+    ]));
+    assert_eq!(via.len(), 1, "{via:?}");
+    assert!(via[0].contains("src/x/mod.rs uses b::B"), "{via:?}");
+    // An item the parent re-exports is its child's: `super::B` is b.rs.
+    let reexported = circles(&files(&[
+        ("src/x/mod.rs", "pub use b::B;"),
+        ("src/x/a.rs", "use super::B;"),
+        ("src/x/b.rs", "use super::a::A;"),
+    ]));
+    assert_eq!(reexported.len(), 1, "{reexported:?}");
 }
 
 /// What is wrong with the imports of the source file `file` (a path

@@ -12,8 +12,8 @@
 use serde_json::Value;
 
 use super::array_filter::{ArrayFilter, retyped};
+use super::entry::{CodecEntry, Numcodecs};
 use super::numeric::{Element, config_required_str, convert, filter_elements, filter_encoded_size};
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, ChunkRepr, CodecError, DecodedSize};
 use crate::dtype::swap_in_place;
 

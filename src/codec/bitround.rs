@@ -17,8 +17,8 @@
 use serde_json::Value;
 
 use super::array_filter::ArrayFilter;
+use super::entry::{CodecEntry, Numcodecs};
 use super::numeric::config_int;
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, ChunkRepr, CodecError, DecodedSize};
 
 const NAME: &str = "bitround";

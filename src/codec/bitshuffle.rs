@@ -27,8 +27,8 @@
 //! the definition in the tests and against hdf5plugin-written chunks in
 //! the fixtures.
 
+use super::entry::{Hdf5OnlyFilter, hdf5_param};
 use super::hdf5_lz4::header;
-use super::registry::{Hdf5OnlyFilter, hdf5_param};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "bitshuffle";

@@ -34,8 +34,8 @@
 
 use serde_json::Value;
 
+use super::entry::{CodecEntry, Hdf5Filter, Numcodecs, json_param};
 use super::numeric::{config_int, config_object, config_str, reject_unknown_keys};
-use super::registry::{CodecEntry, Hdf5Filter, Numcodecs, json_param};
 use super::{BytesToBytesCodec, Codec, CodecError, DecodedSize};
 
 const NAME: &str = "blosc";

@@ -20,8 +20,8 @@
 
 use serde_json::Value;
 
+use super::entry::CodecEntry;
 use super::numeric::{config_str, reject_unknown_keys};
-use super::registry::CodecEntry;
 use super::{ArrayToBytesCodec, ChunkRepr, Codec, CodecError};
 use crate::dtype::{Endian, swap_in_place};
 

@@ -30,9 +30,9 @@
 use bzip2::{Decompress, Status};
 use serde_json::Value;
 
-use super::gzip::{bounded_vec, finish};
+use super::entry::{CodecEntry, Hdf5Filter, Numcodecs, hdf5_param, json_param};
+use super::entry::{bounded_vec, finish};
 use super::numeric::config_int;
-use super::registry::{CodecEntry, Hdf5Filter, Numcodecs, hdf5_param, json_param};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "bz2";

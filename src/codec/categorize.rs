@@ -19,9 +19,9 @@
 use serde_json::Value;
 
 use super::array_filter::ArrayFilter;
+use super::entry::{CodecEntry, Numcodecs};
 use super::numeric::{Element, Value as Num, config_object, config_required_str, config_str};
 use super::numeric::{filter_elements, filter_encoded_size};
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, ChunkRepr, CodecError, DecodedSize};
 use crate::dtype::{DataType, Endian};
 

@@ -15,7 +15,7 @@
 use serde_json::Value;
 
 use super::checksum32::{Algorithm, Checksum32, Location};
-use super::registry::{CodecEntry, Numcodecs};
+use super::entry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, CodecError};
 
 const NAME: &str = "crc32";

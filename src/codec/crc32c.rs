@@ -21,8 +21,8 @@ use serde_json::Value;
 
 pub use super::checksum32::Location;
 use super::checksum32::{Algorithm, Checksum32};
+use super::entry::{CodecEntry, Numcodecs};
 use super::numeric::reject_unknown_keys;
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, Codec, CodecError, DecodedSize};
 
 const NAME: &str = "crc32c";

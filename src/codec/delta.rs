@@ -20,11 +20,11 @@
 use serde_json::Value;
 
 use super::array_filter::{ArrayFilter, retyped};
+use super::entry::{CodecEntry, Numcodecs};
 use super::numeric::{
     BLOCK, Element, Prim, Value as Num, cast_slice, config_required_str, config_str, cumsum_slice,
     filter_elements, filter_encoded_size, specialise,
 };
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, ChunkRepr, CodecError, DecodedSize};
 use crate::dtype::NumericKind;
 

@@ -19,11 +19,11 @@
 use serde_json::Value;
 
 use super::array_filter::{ArrayFilter, retyped};
+use super::entry::{CodecEntry, Numcodecs};
 use super::numeric::{
     BLOCK, Element, Prim, Value as Num, cast_slice, config_number, config_required_str, config_str,
     div, filter_elements, filter_encoded_size, round_to, specialise,
 };
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, ChunkRepr, CodecError, DecodedSize};
 use crate::dtype::NumericKind;
 

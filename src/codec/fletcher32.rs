@@ -23,7 +23,7 @@
 use serde_json::Value;
 
 use super::checksum32::{Location, strip};
-use super::registry::{CodecEntry, Hdf5Filter, Numcodecs};
+use super::entry::{CodecEntry, Hdf5Filter, Numcodecs};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "fletcher32";

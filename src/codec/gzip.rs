@@ -18,13 +18,11 @@
 //! and fails with [`CodecError::TooLarge`] if it gets it, so a bomb costs at
 //! most the limit.
 
-use std::io::Read;
-
 use flate2::bufread::GzDecoder;
 use serde_json::Value;
 
+use super::entry::{CodecEntry, Numcodecs, bounded_vec, finish, read_bounded};
 use super::numeric::{config_int, reject_unknown_keys};
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, Codec, CodecError, DecodedSize};
 
 const NAME: &str = "gzip";
@@ -92,47 +90,6 @@ impl BytesToBytesCodec for Gzip {
         size.check(NAME, out.len())?;
         Ok(finish(out, size))
     }
-}
-
-/// An empty buffer with room for the most a decoder may produce plus the
-/// one byte that proves it went past (reserved fallibly: a corrupt size
-/// must not abort the process).
-pub(crate) fn bounded_vec(codec: &'static str, size: DecodedSize) -> Result<Vec<u8>, CodecError> {
-    let mut v = Vec::new();
-    v.try_reserve_exact(size.limit().saturating_add(1))
-        .map_err(|_| CodecError::TooLarge {
-            codec,
-            limit: size.limit(),
-        })?;
-    Ok(v)
-}
-
-/// Append everything `reader` yields to `out`, failing once `out` would
-/// grow past `limit` bytes. I/O errors from a decoder are corrupt data.
-pub(crate) fn read_bounded(
-    codec: &'static str,
-    reader: &mut impl Read,
-    limit: usize,
-    out: &mut Vec<u8>,
-) -> Result<(), CodecError> {
-    let room = (limit - out.len().min(limit)) as u64;
-    reader
-        .take(room + 1)
-        .read_to_end(out)
-        .map_err(|e| CodecError::corrupt(codec, e.to_string()))?;
-    if out.len() > limit {
-        return Err(CodecError::TooLarge { codec, limit });
-    }
-    Ok(())
-}
-
-/// Give back the unused reservation of an `AtMost` decode (an `Exact`
-/// one used all of it but the probe byte).
-pub(crate) fn finish(mut out: Vec<u8>, size: DecodedSize) -> Vec<u8> {
-    if matches!(size, DecodedSize::AtMost(_)) && out.capacity() > out.len().saturating_mul(2) {
-        out.shrink_to_fit();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 //! past it) and must fill it exactly, and a block size of 0 for a
 //! non-empty chunk (on which the C filter would loop forever) is corrupt.
 
-use super::registry::Hdf5OnlyFilter;
+use super::entry::Hdf5OnlyFilter;
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "lz4 (HDF5)";

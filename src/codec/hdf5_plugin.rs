@@ -59,7 +59,6 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::{Mutex, RwLock};
 
-use super::registry::hdf5_filter_name;
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 /// Where HDF5 looks when `HDF5_PLUGIN_PATH` is unset (`H5PL_DEFAULT_PATH`
@@ -588,6 +587,24 @@ impl BytesToBytesCodec for Unavailable {
     fn decode(&self, _encoded: Vec<u8>, _size: DecodedSize) -> Result<Vec<u8>, CodecError> {
         Err(CodecError::Unavailable(self.why.clone()))
     }
+}
+
+/// Names of HDF5 filters that have no codec here, for error messages: the
+/// best-known registered ones (The HDF Group's `RegisteredFilterPlugins.md`;
+/// every filter of the library's own, `H5Zpublic.h`, has a codec).
+pub fn hdf5_filter_name(id: u32) -> Option<&'static str> {
+    Some(match id {
+        305 => "lzo",
+        32003 => "snappy",
+        32013 => "zfp",
+        32014 => "fpzip",
+        32017 => "sz",
+        32022 => "bitgroom",
+        32023 => "granular bitround",
+        32024 => "sz3",
+        32026 => "blosc2",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@
 use serde_json::Value;
 
 use super::checksum32::{Location, strip};
+use super::entry::{CodecEntry, Numcodecs};
 use super::numeric::{config_int, config_object};
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "jenkins_lookup3";

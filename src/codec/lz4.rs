@@ -26,8 +26,8 @@
 
 use serde_json::Value;
 
+use super::entry::{CodecEntry, Numcodecs};
 use super::numeric::config_int;
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "lz4";

@@ -21,7 +21,7 @@
 //! `EINVAL`). The only crate, `lzf`, is deprecated by its author; the
 //! decoder is twenty lines.
 
-use super::registry::Hdf5OnlyFilter;
+use super::entry::Hdf5OnlyFilter;
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "lzf";

@@ -35,9 +35,9 @@
 use liblzma::stream::{Action, Error as LzmaError, Status, Stream};
 use serde_json::Value;
 
-use super::gzip::{bounded_vec, finish};
+use super::entry::{CodecEntry, Numcodecs};
+use super::entry::{bounded_vec, finish};
 use super::numeric::{config_int, config_object};
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "lzma";

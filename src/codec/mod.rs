@@ -30,19 +30,27 @@
 //! formats give it: its numcodecs id (Zarr v2, NCZarr, kerchunk, and
 //! zarr-python's v3 `numcodecs.<id>`), its Zarr v3 spec name, and its HDF5
 //! filter id with netcdf-c's conversion between HDF5 parameter vectors
-//! and codec JSON. [`from_v2`] and [`from_v3`] go through it; an unknown
-//! codec is an error naming it. `docs/CODECS.md` tables them all.
+//! and codec JSON. [`from_v2`], [`from_v3`] and [`v2_chain`] are the
+//! registry's, re-exported here; an unknown codec is an error naming it.
+//! `docs/CODECS.md` tables them all.
 //!
 //! Adding a codec is one file implementing one of the three traits (or
 //! [`array_filter::ArrayFilter`] for a numcodecs filter) with a `pub const
-//! ENTRY`, its `pub mod` line here, and one line in
-//! [`registry::CODECS`].
+//! ENTRY` (an [`entry::CodecEntry`]), its `pub mod` line here, and one line
+//! in [`registry::CODECS`].
+//!
+//! The files of this folder import one another in a line, never in a
+//! circle (`tests/layers.rs`): this file holds the words every codec
+//! shares (the traits, [`CodecError`], [`CodecChain`]) and uses no codec
+//! file but for a re-export and [`hdf5_plugin`]'s error; a codec file uses
+//! those words and [`entry`] (what it declares about itself, and the shared
+//! helpers), never the [`registry`], which alone uses every codec file.
 
 use std::fmt::Debug;
 
 use serde_json::Value;
 
-use crate::dtype::{DataType, Endian};
+use crate::dtype::DataType;
 
 pub mod adler32;
 pub mod array_filter;
@@ -57,6 +65,7 @@ pub mod checksum32;
 pub mod crc32;
 pub mod crc32c;
 pub mod delta;
+pub mod entry;
 pub mod fixedscaleoffset;
 pub mod fletcher32;
 pub mod gzip;
@@ -80,7 +89,8 @@ pub mod zfpy;
 pub mod zlib;
 pub mod zstd;
 
-pub use registry::{from_hdf5, hdf5_to_json, json_to_hdf5};
+// Building codecs is the registry's job; the folder's front door names it.
+pub use registry::{from_hdf5, from_v2, from_v3, hdf5_to_json, json_to_hdf5, v2_chain};
 
 /// A failure to decode a chunk or to understand a codec's configuration.
 /// The caller adds which file and chunk it was.
@@ -565,65 +575,6 @@ pub fn v3_extension(value: &Value) -> Result<(&str, Option<&Value>, bool), Strin
         }
         other => Err(format!("expected an extension object, found {other}")),
     }
-}
-
-/// Build a codec from its Zarr v3 metadata through the [`registry`]: a
-/// spec name (`gzip`) or zarr-python's `numcodecs.<id>`. `Ok(None)` means
-/// an unknown codec marked `"must_understand": false`, which is skipped;
-/// any other unknown codec is [`CodecError::Unknown`] naming it.
-pub fn from_v3(value: &Value) -> Result<Option<Codec>, CodecError> {
-    registry::from_v3(value)
-}
-
-/// Build a bytes→bytes codec from a Zarr v2 / numcodecs `{"id": ...}`
-/// object (a compressor or a filter) through the [`registry`]; an unknown
-/// id is [`CodecError::Unknown`] naming it.
-pub fn from_v2(value: &Value) -> Result<Box<dyn BytesToBytesCodec>, CodecError> {
-    registry::from_v2(value)
-}
-
-/// The chain a Zarr v2 array describes: `order`, the dtype's byte order,
-/// `filters` (applied in list order when encoding) and `compressor`.
-pub fn v2_chain(
-    rank: usize,
-    order_f: bool,
-    endian: Endian,
-    filters: &[Value],
-    compressor: Option<&Value>,
-) -> Result<CodecChain, CodecError> {
-    let mut codecs = Vec::new();
-    if order_f && rank > 1 {
-        codecs.push(Codec::ArrayToArray(Box::new(
-            transpose::Transpose::reversed(rank),
-        )));
-    }
-    let compressor = compressor.map(registry::from_v2_compressor).transpose()?;
-    if let Some(Codec::ArrayToBytes(serializer)) = compressor {
-        // A compressor that encodes the array (pcodec, zfpy) gets it as
-        // numcodecs does: in memory order, after the filters, as values
-        // (the dtype's byte order is NumPy's business, not the stream's).
-        // zfp keeps the shape, and numcodecs refuses to give it an F-order
-        // array, so there is no such stream to read.
-        if order_f && rank > 1 && serializer.name() == zfpy::NAME {
-            return Err(CodecError::config(
-                zfpy::NAME,
-                "numcodecs' ZFPY cannot write arrays of order \"F\"",
-            ));
-        }
-        for f in filters {
-            codecs.push(registry::from_v2_array_filter(f)?);
-        }
-        codecs.push(Codec::ArrayToBytes(serializer));
-        return CodecChain::new(codecs);
-    }
-    codecs.push(Codec::ArrayToBytes(Box::new(bytes::BytesCodec::new(Some(
-        endian,
-    )))));
-    for f in filters {
-        codecs.push(Codec::BytesToBytes(from_v2(f)?));
-    }
-    codecs.extend(compressor);
-    CodecChain::new(codecs)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@
 //! size before anything is allocated; a packed stream shorter than its
 //! elements is corrupt (HDF5 checks every byte it reads too).
 
-use super::registry::{Hdf5OnlyFilter, hdf5_param};
+use super::entry::{Hdf5OnlyFilter, hdf5_param};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "nbit";

@@ -18,7 +18,7 @@
 use serde_json::Value;
 
 use super::array_filter::ArrayFilter;
-use super::registry::{CodecEntry, Numcodecs};
+use super::entry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, ChunkRepr, CodecError, DecodedSize};
 use crate::dtype::DataType;
 

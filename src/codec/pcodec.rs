@@ -47,7 +47,7 @@ use pco::data_types::Number;
 use pco::standalone::{DecompressorItem, FileDecompressor};
 use serde_json::Value;
 
-use super::registry::{CodecEntry, Numcodecs};
+use super::entry::{CodecEntry, Numcodecs};
 use super::{ArrayToBytesCodec, ChunkRepr, CodecError};
 use crate::dtype::DataType;
 

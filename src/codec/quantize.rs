@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use super::array_filter::{ArrayFilter, retyped};
 use super::astype::AsType;
+use super::entry::{CodecEntry, Numcodecs};
 use super::numeric::{Element, config_int, config_required_str, config_str};
-use super::registry::{CodecEntry, Numcodecs};
 use super::{BytesToBytesCodec, ChunkRepr, CodecError, DecodedSize};
 use crate::dtype::NumericKind;
 

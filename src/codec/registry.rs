@@ -33,7 +33,8 @@
 //! # Adding a codec
 //!
 //! One file in `src/codec/` with the codec and a `pub const ENTRY:
-//! CodecEntry` naming it and its constructors (and HDF5 conversions, if
+//! CodecEntry` (the type is [`super::entry`]'s, re-exported here, so that a
+//! codec file never imports the registry that imports it) naming it and its constructors (and HDF5 conversions, if
 //! it has a filter id); its `pub mod` line in `mod.rs`; one line in
 //! [`CODECS`] below; one row in `docs/CODECS.md` (a test checks the table
 //! names every registered codec). `from_v2`, `from_v3`, the `numcodecs.*`
@@ -49,12 +50,19 @@
 
 use serde_json::{Map, Value};
 
-use super::array_filter::{ArrayFilter, FilterArrayCodec, FilterBytesCodec};
+use crate::dtype::Endian;
+
+use super::array_filter::{FilterArrayCodec, FilterBytesCodec};
+pub use super::entry::{
+    CodecEntry, FromHdf5, FromNumcodecs, FromNumcodecsArray, FromNumcodecsFilter, FromV3,
+    Hdf5Filter, Hdf5OnlyFilter, NUMCODECS_PREFIX, Numcodecs,
+};
+pub use super::hdf5_plugin::hdf5_filter_name;
 use super::{
-    ArrayToBytesCodec, BytesToBytesCodec, Codec, CodecError, adler32, astype, bitround, bitshuffle,
-    blosc, bytes, bz2, categorize, crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip,
-    hdf5_lz4, jenkins_lookup3, lz4, lzf, lzma, nbit, packbits, pcodec, quantize, scaleoffset,
-    shuffle, szip, transpose, v3_extension, zfpy, zlib, zstd,
+    BytesToBytesCodec, Codec, CodecChain, CodecError, adler32, astype, bitround, bitshuffle, blosc,
+    bytes, bz2, categorize, crc32, crc32c, delta, fixedscaleoffset, fletcher32, gzip, hdf5_lz4,
+    jenkins_lookup3, lz4, lzf, lzma, nbit, packbits, pcodec, quantize, scaleoffset, shuffle, szip,
+    transpose, v3_extension, zfpy, zlib, zstd,
 };
 
 /// Every codec slabfs knows, once each.
@@ -103,93 +111,6 @@ pub static HDF5_FILTERS: &[Hdf5OnlyFilter] = &[
     szip::HDF5,
 ];
 
-/// The prefix zarr-python 3 gives numcodecs ids in Zarr v3 metadata.
-pub const NUMCODECS_PREFIX: &str = "numcodecs.";
-
-pub type FromNumcodecs = fn(&Value) -> Result<Box<dyn BytesToBytesCodec>, CodecError>;
-pub type FromNumcodecsFilter = fn(&Value) -> Result<Box<dyn ArrayFilter>, CodecError>;
-pub type FromNumcodecsArray = fn(&Value) -> Result<Box<dyn ArrayToBytesCodec>, CodecError>;
-pub type FromV3 = fn(&Value) -> Result<Codec, CodecError>;
-pub type FromHdf5 = fn(&[u32]) -> Result<Box<dyn BytesToBytesCodec>, CodecError>;
-
-/// How a codec is built from its numcodecs JSON (the whole object, `id`
-/// included).
-#[derive(Debug, Clone, Copy)]
-pub enum Numcodecs {
-    /// A compressor or checksum: bytes→bytes everywhere.
-    Bytes(FromNumcodecs),
-    /// A numcodecs filter: bytes→bytes on the flat buffer in Zarr v2,
-    /// array→array as zarr-python's v3 `numcodecs.<id>`.
-    Filter(FromNumcodecsFilter),
-    /// A compressor that encodes the array, not its bytes (it needs the
-    /// element type or the shape): array→bytes in place of `bytes`, in
-    /// both Zarr versions.
-    Array(FromNumcodecsArray),
-}
-
-/// A codec's HDF5 filter and netcdf-c's conversions for it.
-#[derive(Debug, Clone, Copy)]
-pub struct Hdf5Filter {
-    /// The filter id registered with The HDF Group.
-    pub id: u32,
-    /// HDF5 parameters (`cd_values`) to the numcodecs JSON netcdf-c writes
-    /// for them (`NCZ_hdf5_to_codec`).
-    pub to_json: fn(&[u32]) -> Result<Value, CodecError>,
-    /// numcodecs JSON to HDF5 parameters (`NCZ_codec_to_hdf5`, then the
-    /// per-variable completion netcdf-c does where it can without the
-    /// variable).
-    pub to_params: fn(&Value) -> Result<Vec<u32>, CodecError>,
-}
-
-/// An HDF5 filter with no other name ([`HDF5_FILTERS`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Hdf5OnlyFilter {
-    /// The filter id registered with The HDF Group.
-    pub id: u32,
-    /// Its name, for messages and `docs/CODECS.md`.
-    pub name: &'static str,
-    /// Build the decoder from the filter's parameters (`cd_values`, as
-    /// the writer's `set_local` completed them).
-    pub build: FromHdf5,
-}
-
-/// One registered codec.
-#[derive(Debug, Clone, Copy)]
-pub struct CodecEntry {
-    /// The numcodecs id and constructor (Zarr v2, NCZarr, kerchunk, and
-    /// zarr-python's v3 `numcodecs.<id>`), if numcodecs has this codec.
-    pub numcodecs: Option<(&'static str, Numcodecs)>,
-    /// The Zarr v3 name with a spec-defined configuration, and its
-    /// constructor (given the configuration, `{}` when absent).
-    pub v3: Option<(&'static str, FromV3)>,
-    /// The HDF5 filter whose output is this codec's stored form.
-    pub hdf5: Option<Hdf5Filter>,
-}
-
-impl CodecEntry {
-    /// The numcodecs id, if any.
-    pub fn id(&self) -> Option<&'static str> {
-        self.numcodecs.map(|(id, _)| id)
-    }
-
-    /// The spec's Zarr v3 name, if any.
-    pub fn v3_name(&self) -> Option<&'static str> {
-        self.v3.map(|(name, _)| name)
-    }
-
-    /// Every name this codec has in Zarr v3 metadata.
-    pub fn v3_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.v3_name().into_iter().map(String::from).collect();
-        names.extend(self.id().map(|id| format!("{NUMCODECS_PREFIX}{id}")));
-        names
-    }
-
-    /// The codec's name for messages: its numcodecs id or v3 name.
-    pub fn name(&self) -> &'static str {
-        self.id().or(self.v3_name()).unwrap_or("?")
-    }
-}
-
 /// The codec with numcodecs id `id`.
 pub fn by_id(id: &str) -> Option<&'static CodecEntry> {
     CODECS.iter().find(|e| e.id() == Some(id))
@@ -209,7 +130,8 @@ pub fn by_hdf5_id(id: u32) -> Option<&'static CodecEntry> {
 }
 
 /// Build a bytes→bytes codec from a numcodecs `{"id": ...}` object (a
-/// Zarr v2 compressor or filter).
+/// Zarr v2 compressor or filter); an unknown id is
+/// [`CodecError::Unknown`] naming it.
 pub fn from_v2(value: &Value) -> Result<Box<dyn BytesToBytesCodec>, CodecError> {
     let id = value
         .get("id")
@@ -253,8 +175,10 @@ pub fn from_v2_array_filter(value: &Value) -> Result<Codec, CodecError> {
     }
 }
 
-/// Build a codec from its Zarr v3 metadata. `Ok(None)` means an unknown
-/// codec marked `"must_understand": false`, which is skipped.
+/// Build a codec from its Zarr v3 metadata: a spec name (`gzip`) or
+/// zarr-python's `numcodecs.<id>`. `Ok(None)` means an unknown codec
+/// marked `"must_understand": false`, which is skipped; any other unknown
+/// codec is [`CodecError::Unknown`] naming it.
 pub fn from_v3(value: &Value) -> Result<Option<Codec>, CodecError> {
     let (name, config, must_understand) =
         v3_extension(value).map_err(|e| CodecError::config("?", e))?;
@@ -303,6 +227,50 @@ pub fn from_v3(value: &Value) -> Result<Option<Codec>, CodecError> {
     }))
 }
 
+/// The chain a Zarr v2 array describes: `order`, the dtype's byte order,
+/// `filters` (applied in list order when encoding) and `compressor`.
+pub fn v2_chain(
+    rank: usize,
+    order_f: bool,
+    endian: Endian,
+    filters: &[Value],
+    compressor: Option<&Value>,
+) -> Result<CodecChain, CodecError> {
+    let mut codecs = Vec::new();
+    if order_f && rank > 1 {
+        codecs.push(Codec::ArrayToArray(Box::new(
+            transpose::Transpose::reversed(rank),
+        )));
+    }
+    let compressor = compressor.map(from_v2_compressor).transpose()?;
+    if let Some(Codec::ArrayToBytes(serializer)) = compressor {
+        // A compressor that encodes the array (pcodec, zfpy) gets it as
+        // numcodecs does: in memory order, after the filters, as values
+        // (the dtype's byte order is NumPy's business, not the stream's).
+        // zfp keeps the shape, and numcodecs refuses to give it an F-order
+        // array, so there is no such stream to read.
+        if order_f && rank > 1 && serializer.name() == zfpy::NAME {
+            return Err(CodecError::config(
+                zfpy::NAME,
+                "numcodecs' ZFPY cannot write arrays of order \"F\"",
+            ));
+        }
+        for f in filters {
+            codecs.push(from_v2_array_filter(f)?);
+        }
+        codecs.push(Codec::ArrayToBytes(serializer));
+        return CodecChain::new(codecs);
+    }
+    codecs.push(Codec::ArrayToBytes(Box::new(bytes::BytesCodec::new(Some(
+        endian,
+    )))));
+    for f in filters {
+        codecs.push(Codec::BytesToBytes(from_v2(f)?));
+    }
+    codecs.extend(compressor);
+    CodecChain::new(codecs)
+}
+
 /// The numcodecs JSON for HDF5 filter `id` with parameters `params`, as
 /// netcdf-c writes it into NCZarr metadata.
 pub fn hdf5_to_json(id: u32, params: &[u32]) -> Result<Value, CodecError> {
@@ -347,60 +315,6 @@ pub fn from_hdf5(id: u32, params: &[u32]) -> Result<Box<dyn BytesToBytesCodec>, 
         return (f.build)(params);
     }
     from_v2(&hdf5_to_json(id, params)?)
-}
-
-/// Names of HDF5 filters that have no codec here, for error messages: the
-/// best-known registered ones (The HDF Group's `RegisteredFilterPlugins.md`;
-/// every filter of the library's own, `H5Zpublic.h`, has a codec).
-pub fn hdf5_filter_name(id: u32) -> Option<&'static str> {
-    Some(match id {
-        305 => "lzo",
-        32003 => "snappy",
-        32013 => "zfp",
-        32014 => "fpzip",
-        32017 => "sz",
-        32022 => "bitgroom",
-        32023 => "granular bitround",
-        32024 => "sz3",
-        32026 => "blosc2",
-        _ => return None,
-    })
-}
-
-// ---------------------------------------------------------------------
-// Helpers for the HDF5 conversions in the codec files.
-
-/// Parameter `i` of an HDF5 filter, or an error naming the filter.
-pub(crate) fn hdf5_param(codec: &str, params: &[u32], i: usize) -> Result<u32, CodecError> {
-    params.get(i).copied().ok_or_else(|| {
-        CodecError::config(
-            codec,
-            format!(
-                "HDF5 parameters {params:?}: expected at least {} values",
-                i + 1
-            ),
-        )
-    })
-}
-
-/// An integer key of a numcodecs object as an HDF5 parameter: `default`
-/// when absent, an error when negative or too large (netcdf-c refuses the
-/// same: `jc.ival < 0 || jc.ival > NC_MAX_UINT`).
-pub(crate) fn json_param(
-    codec: &str,
-    config: &Value,
-    key: &str,
-    default: Option<u32>,
-) -> Result<u32, CodecError> {
-    match super::numeric::config_int(codec, config, key)? {
-        Some(v) => u32::try_from(v).map_err(|_| {
-            CodecError::config(
-                codec,
-                format!("{key:?} {v} does not fit an HDF5 parameter (0..=4294967295)"),
-            )
-        }),
-        None => default.ok_or_else(|| CodecError::config(codec, format!("missing {key:?}"))),
-    }
 }
 
 #[cfg(test)]
@@ -742,18 +656,5 @@ mod tests {
         );
         // Parameters are checked.
         assert!(from_hdf5(32008, &[0, 4]).is_err());
-    }
-
-    #[test]
-    fn json_params() {
-        let c = json!({"id": "x", "a": 3, "n": -1, "big": 1u64 << 33, "s": "1"});
-        assert_eq!(json_param("x", &c, "a", None).unwrap(), 3);
-        assert_eq!(json_param("x", &c, "missing", Some(7)).unwrap(), 7);
-        assert!(json_param("x", &c, "missing", None).is_err());
-        assert!(json_param("x", &c, "n", None).is_err());
-        assert!(json_param("x", &c, "big", None).is_err());
-        assert!(json_param("x", &c, "s", None).is_err());
-        assert_eq!(hdf5_param("x", &[1, 2], 1).unwrap(), 2);
-        assert!(hdf5_param("x", &[1, 2], 2).is_err());
     }
 }

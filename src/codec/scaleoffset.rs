@@ -33,7 +33,7 @@
 //! before allocating, and a packed stream shorter than its elements (which
 //! the C code would read past) is corrupt.
 
-use super::registry::{Hdf5OnlyFilter, hdf5_param};
+use super::entry::{Hdf5OnlyFilter, hdf5_param};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "scaleoffset";

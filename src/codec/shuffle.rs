@@ -21,8 +21,8 @@
 
 use serde_json::Value;
 
+use super::entry::{CodecEntry, Hdf5Filter, Numcodecs, json_param};
 use super::numeric::config_int;
-use super::registry::{CodecEntry, Hdf5Filter, Numcodecs, json_param};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "shuffle";

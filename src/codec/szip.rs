@@ -51,7 +51,7 @@
 //! `set_local` refuses), so the padded buffer is under twice the chunk,
 //! and parameters that would make it larger are refused.
 
-use super::registry::{Hdf5OnlyFilter, hdf5_param};
+use super::entry::{Hdf5OnlyFilter, hdf5_param};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 use rust_aec::{AecFlags, AecParams};
 

@@ -30,8 +30,8 @@
 
 use serde_json::Value;
 
+use super::entry::CodecEntry;
 use super::numeric::{config_object, reject_unknown_keys};
-use super::registry::CodecEntry;
 use super::{ArrayToArrayCodec, ChunkRepr, Codec, CodecError};
 
 const NAME: &str = "transpose";

@@ -45,7 +45,7 @@
 
 use serde_json::Value;
 
-use super::registry::{CodecEntry, Numcodecs};
+use super::entry::{CodecEntry, Numcodecs};
 use super::{ArrayToBytesCodec, ChunkRepr, CodecError};
 use crate::dtype::DataType;
 

@@ -15,9 +15,9 @@
 use flate2::bufread::ZlibDecoder;
 use serde_json::Value;
 
-use super::gzip::{bounded_vec, finish, read_bounded};
+use super::entry::{CodecEntry, Hdf5Filter, Numcodecs, hdf5_param, json_param};
+use super::entry::{bounded_vec, finish, read_bounded};
 use super::numeric::config_int;
-use super::registry::{CodecEntry, Hdf5Filter, Numcodecs, hdf5_param, json_param};
 use super::{BytesToBytesCodec, CodecError, DecodedSize};
 
 const NAME: &str = "zlib";

@@ -32,9 +32,9 @@ use std::io::Read;
 
 use serde_json::Value;
 
-use super::gzip::{bounded_vec, finish, read_bounded};
+use super::entry::{CodecEntry, Hdf5Filter, Numcodecs, hdf5_param, json_param};
+use super::entry::{bounded_vec, finish, read_bounded};
 use super::numeric::{config_int, config_object, reject_unknown_keys};
-use super::registry::{CodecEntry, Hdf5Filter, Numcodecs, hdf5_param, json_param};
 use super::{BytesToBytesCodec, Codec, CodecError, DecodedSize};
 
 const NAME: &str = "zstd";

@@ -23,6 +23,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::error::{H5Result, Hdf5Error};
 use super::io::{Cursor, H5File, check_checksum};
+use super::message::{MSG_ATTRIBUTE, MSG_FLAG_SHARED};
 
 /// Deeper trees are corrupt (a v2 B-tree of 512-byte nodes holds billions
 /// of records at depth 8).
@@ -52,22 +53,16 @@ pub fn objects(f: &H5File, heap: u64, btree: u64, what: &str) -> H5Result<Vec<Ve
                 // creation order, hash. A shared attribute (flag bit 1)
                 // is in the shared object header message heap, its ID
                 // one of that heap's (`H5A__dense_fnd_cb`).
-                8 if rec
-                    .get(8)
-                    .is_some_and(|&fl| fl & super::meta::MSG_FLAG_SHARED != 0) =>
-                {
+                8 if rec.get(8).is_some_and(|&fl| fl & MSG_FLAG_SHARED != 0) => {
                     let id = rec
                         .get(..8)
                         .ok_or_else(|| Hdf5Error::corrupt(what, "short B-tree record"))?;
-                    let shared =
-                        f.shared
-                            .heap_for(super::meta::MSG_ATTRIBUTE)
-                            .ok_or_else(|| {
-                                Hdf5Error::corrupt(
-                                    what,
-                                    "a shared attribute and no shared message index for attributes",
-                                )
-                            })?;
+                    let shared = f.shared.heap_for(MSG_ATTRIBUTE).ok_or_else(|| {
+                        Hdf5Error::corrupt(
+                            what,
+                            "a shared attribute and no shared message index for attributes",
+                        )
+                    })?;
                     return heap_object(f, shared, id, what);
                 }
                 8 => rec.get(..8),

@@ -11,8 +11,8 @@
 //!   The message's type says which index (each has a bit mask of the
 //!   message types it holds), and the index says which heap: the list or
 //!   v2 B-tree of the index itself is what HDF5 uses to find duplicates
-//!   when writing and is not needed to read ([`SharedHeaps`], HDF5's
-//!   `H5SM_get_fheap_addr` does the same).
+//!   when writing and is not needed to read ([`SharedHeaps`], which the
+//!   [`H5File`] carries; HDF5's `H5SM_get_fheap_addr` does the same).
 //! - **Metadata Cache Image** (message 0x0018, `H5Pset_mdc_image_config`,
 //!   HDF5 1.10+; spec III.K "Metadata Cache Image"): at close HDF5 wrote
 //!   the metadata cache's entries (object headers, B-trees, heaps, chunk
@@ -29,7 +29,7 @@ use std::io;
 use std::sync::Arc;
 
 use super::error::{H5Result, Hdf5Error};
-use super::io::{H5File, check_checksum};
+use super::io::{H5File, SharedHeaps, check_checksum};
 use super::meta;
 use crate::storage::ReadAt;
 
@@ -81,22 +81,6 @@ pub fn extension(f: &H5File, addr: u64) -> H5Result<Extension> {
         }
     }
     Ok(out)
-}
-
-/// The fractal heaps of the shared message table's indexes, each with
-/// the message types it holds (bit `1 << type`).
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct SharedHeaps(pub Vec<(u16, u64)>);
-
-impl SharedHeaps {
-    /// The heap holding shared messages of type `kind`.
-    pub fn heap_for(&self, kind: u16) -> Option<u64> {
-        let bit = 1u32.checked_shl(kind as u32)?;
-        self.0
-            .iter()
-            .find(|(types, _)| u32::from(*types) & bit != 0)
-            .map(|&(_, heap)| heap)
-    }
 }
 
 /// Read the shared message table ("SMTB") at `addr`, of `n` indexes:

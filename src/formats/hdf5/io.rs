@@ -21,6 +21,22 @@ pub const SIGNATURE: &[u8; 8] = b"\x89HDF\r\n\x1a\n";
 /// largest legitimate one.
 pub const MAX_METADATA_READ: u64 = 64 << 20;
 
+/// The fractal heaps of the shared message table's indexes, each with
+/// the message types it holds (bit `1 << type`).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct SharedHeaps(pub Vec<(u16, u64)>);
+
+impl SharedHeaps {
+    /// The heap holding shared messages of type `kind`.
+    pub fn heap_for(&self, kind: u16) -> Option<u64> {
+        let bit = 1u32.checked_shl(kind as u32)?;
+        self.0
+            .iter()
+            .find(|(types, _)| u32::from(*types) & bit != 0)
+            .map(|&(_, heap)| heap)
+    }
+}
+
 /// One open HDF5 file: where its superblock is and how wide its addresses
 /// and lengths are.
 #[derive(Debug, Clone)]
@@ -35,7 +51,7 @@ pub struct H5File {
     pub sizeof_len: u8,
     /// The heaps of the shared object header message table, when the
     /// superblock extension has one ([`super::extension`]).
-    pub shared: Arc<super::extension::SharedHeaps>,
+    pub shared: Arc<SharedHeaps>,
 }
 
 impl H5File {

@@ -12,29 +12,12 @@ use std::collections::HashSet;
 use super::error::{H5Result, Hdf5Error};
 use super::io::{Cursor, H5File, SIGNATURE, check_checksum};
 
-// Message types (spec IV.A.2.*).
-pub const MSG_DATASPACE: u16 = 0x0001;
-pub const MSG_LINK_INFO: u16 = 0x0002;
-pub const MSG_DATATYPE: u16 = 0x0003;
-pub const MSG_FILL_OLD: u16 = 0x0004;
-pub const MSG_FILL: u16 = 0x0005;
-pub const MSG_LINK: u16 = 0x0006;
-pub const MSG_LAYOUT: u16 = 0x0008;
-pub const MSG_FILTERS: u16 = 0x000B;
-pub const MSG_ATTRIBUTE: u16 = 0x000C;
-pub const MSG_CONTINUATION: u16 = 0x0010;
-pub const MSG_SYMBOL_TABLE: u16 = 0x0011;
-pub const MSG_ATTRIBUTE_INFO: u16 = 0x0015;
+pub use super::message::{
+    MSG_ATTRIBUTE, MSG_ATTRIBUTE_INFO, MSG_CONTINUATION, MSG_DATASPACE, MSG_DATATYPE, MSG_FILL,
+    MSG_FILL_OLD, MSG_FILTERS, MSG_FLAG_FAIL_IF_UNKNOWN, MSG_FLAG_SHARED, MSG_LAYOUT, MSG_LINK,
+    MSG_LINK_INFO, MSG_SYMBOL_TABLE,
+};
 
-/// Header message flag: the message is stored in the shared-message heap
-/// or another object's header, not here ([`shared_message`]).
-pub const MSG_FLAG_SHARED: u8 = 0x02;
-/// Header message flag (bit 7, `H5O_MSG_FLAG_FAIL_IF_UNKNOWN_ALWAYS`): a
-/// reader that does not know the message's type must not open the object
-/// ([`check_known`]). Bit 3 (`..._AND_OPEN_FOR_WRITE`) asks the same of
-/// writers only: a read-only reader ignores it, as HDF5 does when the file
-/// is opened read-only.
-pub const MSG_FLAG_FAIL_IF_UNKNOWN: u8 = 0x80;
 /// The highest message type the format defines (0x0018, the metadata
 /// cache image); HDF5 calls every type above it unknown (`H5O_UNKNOWN_ID`).
 const MSG_LAST_KNOWN: u16 = 0x0018;

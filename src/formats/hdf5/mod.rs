@@ -108,6 +108,7 @@ pub mod extension;
 pub mod external;
 pub mod index;
 pub mod io;
+pub mod message;
 pub mod meta;
 pub mod vds;
 

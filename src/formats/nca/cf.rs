@@ -41,7 +41,7 @@ use serde_json::Value;
 use super::aggregate::Aggregation;
 use super::descriptor::{ArraySpec, DataSpec, Format, MasterSpec, PartitionSpec};
 use super::error::NcaError;
-use super::fragment::Context;
+use super::fragment::{Context, uri_path};
 use super::ncfile::{NcFile, Var, Whole};
 use crate::codec::numeric::{self, Element, Prim};
 use crate::dtype::Endian;
@@ -430,59 +430,6 @@ fn master(file: &NcFile, var: &str, name: &str) -> Result<MasterSpec> {
     })
 }
 
-/// A fragment URI as a path: `file://` URIs, absolute or relative paths;
-/// a URL of a store slabfs reads (`s3://`, `https://`...) as it is (the
-/// aggregation's scope decides whether it may be read). Other schemes
-/// are refused.
-pub(crate) fn uri_path(uri: &str) -> Result<String, String> {
-    if uri.is_empty() {
-        return Err("empty".into());
-    }
-    if crate::storage::remote::is_url(uri) {
-        return Ok(uri.to_string());
-    }
-    if let Some(rest) = uri.strip_prefix("file://") {
-        // file:///abs/path, or file://localhost/abs/path
-        let rest = rest.strip_prefix("localhost").unwrap_or(rest);
-        return if rest.starts_with('/') {
-            Ok(percent_decode(rest))
-        } else {
-            Err(format!("{uri:?}: a file URI on another host"))
-        };
-    }
-    if let Some(rest) = uri.strip_prefix("file:") {
-        return Ok(percent_decode(rest));
-    }
-    if let Some((scheme, _)) = uri.split_once("://") {
-        return Err(format!(
-            "{uri:?}: {scheme} URIs are not supported (paths, file:// and the URLs of \
-             docs/REMOTE.md only)"
-        ));
-    }
-    Ok(uri.to_string())
-}
-
-/// `%20` and friends, as in URIs.
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(x) =
-                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
-        {
-            out.push(x);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -500,25 +447,5 @@ mod tests {
         );
         assert_eq!(features("map:m unique_values: u").unwrap().len(), 2);
         assert!(features("map").is_err());
-    }
-
-    #[test]
-    fn uris() {
-        assert_eq!(uri_path("frag_0.nc").unwrap(), "frag_0.nc");
-        assert_eq!(uri_path("file:///data/a%20b.nc").unwrap(), "/data/a b.nc");
-        assert_eq!(
-            uri_path("file://localhost/data/a.nc").unwrap(),
-            "/data/a.nc"
-        );
-        assert_eq!(
-            uri_path("https://example.org/a.nc").unwrap(),
-            "https://example.org/a.nc"
-        );
-        assert!(
-            uri_path("ftp://example.org/a.nc")
-                .unwrap_err()
-                .contains("ftp")
-        );
-        assert!(uri_path("file://host/a.nc").is_err());
     }
 }

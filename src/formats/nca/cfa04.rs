@@ -386,7 +386,7 @@ fn local_path(s: &str) -> Result<String, String> {
         ));
     }
     if s.contains("://") || s.starts_with("file:") {
-        super::cf::uri_path(s)
+        super::fragment::uri_path(s)
     } else {
         Ok(s.to_string())
     }

@@ -18,6 +18,10 @@
 //! - zarr: the store's array (through the shared chunk cache);
 //! - nca: a variable of another `*.nca.json` descriptor.
 //!
+//! A nested aggregation (a netCDF variable that is one, or a variable of
+//! another descriptor) is built by the function the context carries
+//! ([`Nest`], `super::nest`): the builders are above this file.
+//!
 //! Nested aggregations carry the chain of (descriptor, variable) pairs
 //! being built: meeting a pair already on the chain is a cycle, a chain
 //! longer than [`MAX_DEPTH`] is refused; both are errors, never a stack
@@ -43,6 +47,21 @@ use crate::storage::{Files, ReadAt};
 /// Aggregations nested deeper than this are refused.
 pub const MAX_DEPTH: usize = 16;
 
+/// Builds a nested aggregation: the variable `var` of `path`, opened under
+/// a context nested in the given one (`Context::nested`, which checks
+/// the chain). `file` is the open netCDF file `path` names, whose variable
+/// may be an aggregation (NCA, CF-1.13, CFA-0.4; `Ok(None)`: a plain
+/// variable), or `None` for a JSON descriptor (always an aggregation).
+///
+/// The builders sit above this file: they make [`super::Aggregation`]s,
+/// whose partitions are opened here. So the folder's top hands this
+/// function in (`super::nest`) and every nested context inherits it;
+/// this file names none of them, and the folder's files import one
+/// another in a line (`tests/layers.rs`), the recursion of nested
+/// aggregations running through this value instead.
+pub type Nest =
+    fn(&Context, &Path, &str, Option<&Arc<NcFile>>) -> Result<Option<Arc<dyn ArraySource>>>;
+
 /// What one aggregation's partitions are opened against: the descriptor
 /// they were read from and the shared resources of the load.
 pub struct Context {
@@ -61,6 +80,8 @@ pub struct Context {
     /// What this load has opened and built, shared with the contexts of
     /// nested aggregations.
     opened: Shared,
+    /// How a nested aggregation is built ([`Nest`]).
+    nest: Nest,
 }
 
 /// A context's handle on its load's [`LoadShared`]: the outermost context
@@ -134,6 +155,7 @@ impl Context {
         file: PathBuf,
         netcdf: Option<Arc<NcFile>>,
         chain: Vec<(PathBuf, String)>,
+        nest: Nest,
     ) -> Context {
         Context {
             scope,
@@ -143,6 +165,7 @@ impl Context {
             netcdf,
             chain,
             opened: Shared::Owner(Arc::default()),
+            nest,
         }
     }
 
@@ -181,7 +204,7 @@ impl Context {
                 let f = &if crate::storage::remote::is_url(f) {
                     f.clone()
                 } else {
-                    super::cf::uri_path(f)
+                    uri_path(f)
                         .map_err(|d| NcaError::invalid(format!("{}.data.file", spec.label), d))?
                 };
                 let outside = |r: Refusal| match r {
@@ -291,22 +314,10 @@ impl Context {
                     _ => self.netcdf_file(&target.path)?,
                 };
                 let var = target.ncvar.as_deref().unwrap_or_default();
-                let v = file.variable(var).ok_or_else(|| {
+                file.variable(var).ok_or_else(|| {
                     Error::NotFound(format!("{}: variable {var}", target.path.display()))
                 })?;
-                if v.attributes.contains_key("nca_array") {
-                    let ctx = self.nested(&target.path, var, Some(file.clone()))?;
-                    let agg = super::netcdf::aggregation(&file, var, Arc::new(ctx))?;
-                    return Ok(Opened::Nested(agg));
-                }
-                if super::cf::is_aggregation_variable(v) {
-                    let ctx = self.nested(&target.path, var, Some(file.clone()))?;
-                    let agg = super::cf::aggregation(&file, var, Arc::new(ctx))?;
-                    return Ok(Opened::Nested(agg));
-                }
-                if super::cfa04::is_cfa_variable(v) {
-                    let ctx = self.nested(&target.path, var, Some(file.clone()))?;
-                    let agg = super::cfa04::aggregation(&file, var, Arc::new(ctx))?;
+                if let Some(agg) = (self.nest)(self, &target.path, var, Some(&file))? {
                     return Ok(Opened::Nested(agg));
                 }
                 Ok(Opened::NetCdf(file.array(var)?))
@@ -355,15 +366,22 @@ impl Context {
             }
             Format::Nca => {
                 let var = target.ncvar.as_deref().unwrap_or_default();
-                let ctx = self.nested(&target.path, var, None)?;
-                let agg = super::json_variable(&target.path, var, ctx)?;
+                let agg = (self.nest)(self, &target.path, var, None)?.ok_or_else(|| {
+                    Error::NotFound(format!("{}: variable {var}", target.path.display()))
+                })?;
                 Ok(Opened::Nested(agg))
             }
         }
     }
 
-    /// The context of a nested aggregation `var` of `file`.
-    fn nested(&self, file: &Path, var: &str, netcdf: Option<Arc<NcFile>>) -> Result<Context> {
+    /// The context of a nested aggregation `var` of `file`: an error for
+    /// a cycle or a chain deeper than [`MAX_DEPTH`].
+    pub(super) fn nested(
+        &self,
+        file: &Path,
+        var: &str,
+        netcdf: Option<Arc<NcFile>>,
+    ) -> Result<Context> {
         let here = self
             .chain
             .last()
@@ -391,6 +409,7 @@ impl Context {
             file.to_path_buf(),
             netcdf,
             chain,
+            self.nest,
         );
         ctx.opened = Shared::Nested(match &self.opened {
             Shared::Owner(s) => Arc::downgrade(s),
@@ -471,6 +490,59 @@ fn sniff_bytes(file: &dyn ReadAt) -> Option<Format> {
     }
 }
 
+/// A fragment URI as a path: `file://` URIs, absolute or relative paths;
+/// a URL of a store slabfs reads (`s3://`, `https://`...) as it is (the
+/// aggregation's scope decides whether it may be read). Other schemes
+/// are refused.
+pub(crate) fn uri_path(uri: &str) -> Result<String, String> {
+    if uri.is_empty() {
+        return Err("empty".into());
+    }
+    if crate::storage::remote::is_url(uri) {
+        return Ok(uri.to_string());
+    }
+    if let Some(rest) = uri.strip_prefix("file://") {
+        // file:///abs/path, or file://localhost/abs/path
+        let rest = rest.strip_prefix("localhost").unwrap_or(rest);
+        return if rest.starts_with('/') {
+            Ok(percent_decode(rest))
+        } else {
+            Err(format!("{uri:?}: a file URI on another host"))
+        };
+    }
+    if let Some(rest) = uri.strip_prefix("file:") {
+        return Ok(percent_decode(rest));
+    }
+    if let Some((scheme, _)) = uri.split_once("://") {
+        return Err(format!(
+            "{uri:?}: {scheme} URIs are not supported (paths, file:// and the URLs of \
+             docs/REMOTE.md only)"
+        ));
+    }
+    Ok(uri.to_string())
+}
+
+/// `%20` and friends, as in URIs.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 2 < b.len()
+            && let Ok(x) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+        {
+            out.push(x);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,5 +593,25 @@ mod tests {
             .map(|(p, _)| p.clone())
             .collect();
         assert!(open.is_empty(), "still open after the drop: {open:?}");
+    }
+
+    #[test]
+    fn uris() {
+        assert_eq!(uri_path("frag_0.nc").unwrap(), "frag_0.nc");
+        assert_eq!(uri_path("file:///data/a%20b.nc").unwrap(), "/data/a b.nc");
+        assert_eq!(
+            uri_path("file://localhost/data/a.nc").unwrap(),
+            "/data/a.nc"
+        );
+        assert_eq!(
+            uri_path("https://example.org/a.nc").unwrap(),
+            "https://example.org/a.nc"
+        );
+        assert!(
+            uri_path("ftp://example.org/a.nc")
+                .unwrap_err()
+                .contains("ftp")
+        );
+        assert!(uri_path("file://host/a.nc").is_err());
     }
 }

@@ -31,6 +31,17 @@
 //!                                  └ storage::confine: every file under an allowed root
 //! ```
 //!
+//! "nested" is a recursion: a fragment that is itself an aggregation
+//! (a netCDF variable carrying `nca_array`, CF-1.13 or CFA-0.4 attributes,
+//! or a variable of another descriptor) is built by [`netcdf`], [`cf`],
+//! [`cfa04`] or [`open_json`]'s code, whose partitions are opened by
+//! [`fragment`] again. The recursion runs through a value, not through
+//! imports: every [`fragment::Context`] carries `nest`, the function that
+//! builds a nested aggregation, handed in where the outermost context is
+//! made (here and in [`netcdf`]). So `fragment` names none of the builders
+//! and the files of this folder import one another in a line, never in a
+//! circle (`tests/layers.rs` checks it).
+//!
 //! A netCDF file, as the home of aggregation variables or as a fragment,
 //! is an [`ncfile::NcFile`]: the classic reader's file or the HDF5
 //! reader's contents behind one summary of dimensions, variables and
@@ -78,6 +89,7 @@ use crate::error::{Error, Result};
 use crate::formats::Options;
 use crate::storage::{Files, paths};
 use fragment::Context;
+use ncfile::NcFile;
 
 /// Descriptor files larger than this are refused (a real one with a
 /// million partitions is a few hundred MB; ours are kilobytes).
@@ -148,6 +160,7 @@ pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
                 real.clone(),
                 None,
                 vec![(real.clone(), var.clone())],
+                nest,
             );
             Aggregation::new(spec, &vname, Arc::new(ctx))
         });
@@ -162,9 +175,40 @@ pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
     Ok(out)
 }
 
+/// Build the nested aggregation `var` of `path` under a context nested in
+/// `ctx` ([`fragment::Nest`]: every context of this folder carries this
+/// function): a variable of the netCDF file `file` that is an NCA, CF-1.13
+/// or CFA-0.4 aggregation (`Ok(None)` when it is none), or a variable of
+/// the JSON descriptor at `path` when `file` is `None`.
+pub(crate) fn nest(
+    ctx: &Context,
+    path: &Path,
+    var: &str,
+    file: Option<&Arc<NcFile>>,
+) -> Result<Option<Arc<dyn ArraySource>>> {
+    let Some(file) = file else {
+        let nested = ctx.nested(path, var, None)?;
+        return json_variable(path, var, nested).map(Some);
+    };
+    let Some(v) = file.variable(var) else {
+        return Ok(None);
+    };
+    let build = if v.attributes.contains_key("nca_array") {
+        netcdf::aggregation
+    } else if cf::is_aggregation_variable(v) {
+        cf::aggregation
+    } else if cfa04::is_cfa_variable(v) {
+        cfa04::aggregation
+    } else {
+        return Ok(None);
+    };
+    let nested = ctx.nested(path, var, Some(file.clone()))?;
+    build(file, var, Arc::new(nested)).map(Some)
+}
+
 /// The variable `var` of the descriptor at `path` (canonical), for a
 /// nested aggregation opened under `ctx`.
-pub(crate) fn json_variable(path: &Path, var: &str, ctx: Context) -> Result<Arc<dyn ArraySource>> {
+fn json_variable(path: &Path, var: &str, ctx: Context) -> Result<Arc<dyn ArraySource>> {
     let doc = read_descriptor(path, ctx.files.as_ref())?;
     let name = format!("{}: {var}", path.display());
     let masters = descriptor::json_masters(&doc).map_err(|e| e.at(&name))?;

@@ -110,6 +110,7 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
                 real.clone(),
                 Some(file.clone()),
                 vec![(real.clone(), v.name.clone())],
+                super::nest,
             );
             if is_nca_variable(v) {
                 aggregation(&file, &v.name, Arc::new(ctx))

@@ -52,49 +52,7 @@
 
 use serde_json::{Map, Value};
 
-use super::types::NcType;
-
-/// The three classic format variants.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Format {
-    /// CDF-1, `CDF\x01`: 32-bit offsets.
-    Classic,
-    /// CDF-2, `CDF\x02`: 64-bit offsets.
-    Offset64,
-    /// CDF-5, `CDF\x05`: 64-bit counts and offsets, unsigned and 64-bit types.
-    Data64,
-}
-
-impl Format {
-    /// The format of a file starting with `magic`, if it is classic netCDF.
-    pub fn from_magic(magic: &[u8]) -> Option<Format> {
-        match magic {
-            [b'C', b'D', b'F', 1, ..] => Some(Format::Classic),
-            [b'C', b'D', b'F', 2, ..] => Some(Format::Offset64),
-            [b'C', b'D', b'F', 5, ..] => Some(Format::Data64),
-            _ => None,
-        }
-    }
-
-    /// The name netCDF4-python's `data_model` gives it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Classic => "NETCDF3_CLASSIC",
-            Format::Offset64 => "NETCDF3_64BIT_OFFSET",
-            Format::Data64 => "NETCDF3_64BIT_DATA",
-        }
-    }
-
-    /// Width of counts, lengths, dimids and vsize.
-    fn size_width(self) -> u64 {
-        if self == Format::Data64 { 8 } else { 4 }
-    }
-
-    /// Width of `begin`.
-    fn offset_width(self) -> u64 {
-        if self == Format::Classic { 4 } else { 8 }
-    }
-}
+use super::types::{Format, NcType};
 
 /// The header's record count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

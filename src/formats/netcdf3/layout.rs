@@ -425,7 +425,8 @@ pub fn copy_runs(w: &Window, buf: &[u8], out: &mut [u8], mut pos: usize) -> usiz
 mod tests {
     use super::*;
     use crate::engine::index::c_strides;
-    use crate::formats::netcdf3::header::{Format, parse, tests::Writer};
+    use crate::formats::netcdf3::header::{parse, tests::Writer};
+    use crate::formats::netcdf3::types::Format;
     use proptest::prelude::*;
 
     fn layout_of(w: &Writer, file_len: u64) -> Result<Layout, String> {

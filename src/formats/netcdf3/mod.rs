@@ -87,9 +87,9 @@ use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::storage::local::OsFiles;
 use crate::storage::{Files, ReadAt};
-pub use header::{Format, Header, HeaderError};
+pub use header::{Header, HeaderError};
 use layout::{Layout, VarLayout};
-pub use types::NcType;
+pub use types::{Format, NcType};
 use variable::{Netcdf3Array, Shared};
 
 /// The first read of a header; most headers are a few KiB.

@@ -1,6 +1,9 @@
 //! The external types of classic netCDF (`nc_type`): codes, sizes, the
 //! element type served for each, default fill values, and attribute values
-//! as JSON.
+//! as JSON; and the three format variants ([`Format`]), which decide the
+//! types a file may hold and the widths of its header's fields. Both are
+//! words the header parser ([`super::header`]) and the rest of the folder
+//! use; this file uses none of theirs.
 //!
 //! | nc_type | code | served as | default fill (`NC_FILL_*`) |
 //! | --- | --- | --- | --- |
@@ -26,8 +29,49 @@ use std::fmt;
 
 use serde_json::{Number, Value};
 
-use super::header::Format;
 use crate::dtype::DataType;
+
+/// The three classic format variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// CDF-1, `CDF\x01`: 32-bit offsets.
+    Classic,
+    /// CDF-2, `CDF\x02`: 64-bit offsets.
+    Offset64,
+    /// CDF-5, `CDF\x05`: 64-bit counts and offsets, unsigned and 64-bit types.
+    Data64,
+}
+
+impl Format {
+    /// The format of a file starting with `magic`, if it is classic netCDF.
+    pub fn from_magic(magic: &[u8]) -> Option<Format> {
+        match magic {
+            [b'C', b'D', b'F', 1, ..] => Some(Format::Classic),
+            [b'C', b'D', b'F', 2, ..] => Some(Format::Offset64),
+            [b'C', b'D', b'F', 5, ..] => Some(Format::Data64),
+            _ => None,
+        }
+    }
+
+    /// The name netCDF4-python's `data_model` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Classic => "NETCDF3_CLASSIC",
+            Format::Offset64 => "NETCDF3_64BIT_OFFSET",
+            Format::Data64 => "NETCDF3_64BIT_DATA",
+        }
+    }
+
+    /// Width of counts, lengths, dimids and vsize.
+    pub(super) fn size_width(self) -> u64 {
+        if self == Format::Data64 { 8 } else { 4 }
+    }
+
+    /// Width of `begin`.
+    pub(super) fn offset_width(self) -> u64 {
+        if self == Format::Classic { 4 } else { 8 }
+    }
+}
 
 /// A classic netCDF external type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
