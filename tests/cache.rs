@@ -10,7 +10,7 @@ use slabfs::dtype::Endian;
 use slabfs::engine::array::ArraySource;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
-use slabfs::formats::zarr;
+use slabfs::formats::{chunked, zarr};
 use slabfs::storage::store::{CountingStore, MemoryStore, Store};
 
 /// 16 little-endian u16 values 0..16 in 4 chunks of 4 (8 bytes each).
@@ -30,7 +30,7 @@ fn store() -> MemoryStore {
     s
 }
 
-fn open(store: Arc<dyn Store>, budget: usize) -> Arc<zarr::ZarrArray> {
+fn open(store: Arc<dyn Store>, budget: usize) -> Arc<chunked::ChunkedArray> {
     let h = zarr::open_store(store, Arc::new(ChunkCache::new(budget))).unwrap();
     h.nodes[0].array.clone().unwrap()
 }

@@ -73,6 +73,7 @@ pub mod pcodec;
 pub mod quantize;
 pub mod registry;
 pub mod scaleoffset;
+pub mod sharding;
 pub mod shuffle;
 pub mod szip;
 pub mod transpose;
@@ -141,6 +142,12 @@ impl CodecError {
         }
     }
 }
+
+/// Largest decoded chunk slabfs accepts: a chunk is decoded whole into
+/// memory, so a chunk shape beyond this is refused at open time
+/// (`formats::chunked`) rather than exhausting memory on the first read,
+/// and a shard's index beyond it is refused by [`sharding::index_layout`].
+pub const MAX_CHUNK_BYTES: u64 = 4 << 30;
 
 /// The shape and element type of a chunk at some point of the chain, with
 /// its fill value (native byte order, one element).

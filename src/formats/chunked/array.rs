@@ -1,4 +1,5 @@
-//! A Zarr array as an [`ArraySource`].
+//! A chunked array as an [`ArraySource`]: a grid of chunks in a
+//! [`Store`], each decoded by a [`CodecChain`].
 //!
 //! Reading a box: the engine's piece loop ([`read_pieces`]) projects it
 //! over the chunk grid and splits the output into one disjoint view per
@@ -13,6 +14,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use super::shard::Sharding;
+pub use crate::codec::MAX_CHUNK_BYTES;
 use crate::codec::{ChunkRepr, CodecChain};
 use crate::engine::array::{ArrayMeta, ArraySource};
 use crate::engine::cache::{ChunkCache, ChunkKey, Claim, SharedBytes, next_source_id};
@@ -50,7 +52,8 @@ impl ChunkKeyEncoding {
     }
 }
 
-/// Everything metadata parsing yields about an array.
+/// Everything a format's metadata yields about a chunked array: what Zarr
+/// v2/v3 metadata, an HDF5 dataset's layout, a blocked byte stream say.
 #[derive(Debug)]
 pub struct ArraySpec {
     pub meta: ArrayMeta,
@@ -64,12 +67,7 @@ pub struct ArraySpec {
     pub sharding: Option<Sharding>,
 }
 
-/// Largest decoded chunk slabfs accepts: a chunk is decoded whole into
-/// memory, so a chunk shape beyond this is refused at open time rather
-/// than exhausting memory on the first read.
-pub const MAX_CHUNK_BYTES: u64 = 4 << 30;
-
-pub struct ZarrArray {
+pub struct ChunkedArray {
     spec: ArraySpec,
     store: Arc<dyn Store>,
     /// Key prefix of the array inside its store: "" or "path/to/array/".
@@ -79,16 +77,16 @@ pub struct ZarrArray {
     version: u64,
 }
 
-impl std::fmt::Debug for ZarrArray {
+impl std::fmt::Debug for ChunkedArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZarrArray")
+        f.debug_struct("ChunkedArray")
             .field("source", &self.spec.meta.source)
             .field("shape", &self.spec.meta.shape)
             .finish()
     }
 }
 
-impl ZarrArray {
+impl ChunkedArray {
     /// The id its chunks are cached under ([`ChangeStamp::cache_id`]).
     ///
     /// [`ChangeStamp::cache_id`]: crate::engine::array::ChangeStamp::cache_id
@@ -100,14 +98,14 @@ impl ZarrArray {
     /// `block` elements (the last one shorter when they do not divide),
     /// block `i` the value of key `i` in `store`, decoded by `chain`: how
     /// a byte stream cut into blocks (a blocked archive's variable, a
-    /// remote classic file) is read with everything a Zarr array gets.
+    /// remote classic file) is read with everything a chunked array gets.
     pub fn blocks(
         mut meta: ArrayMeta,
         block: u64,
         chain: CodecChain,
         store: Arc<dyn Store>,
         cache: Arc<ChunkCache>,
-    ) -> Result<ZarrArray> {
+    ) -> Result<ChunkedArray> {
         let len = meta.shape[0];
         let grid = if len.is_multiple_of(block) {
             DimTiling::Regular(block)
@@ -125,7 +123,7 @@ impl ZarrArray {
             chain,
             sharding: None,
         };
-        ZarrArray::new(spec, store, "", cache)
+        ChunkedArray::new(spec, store, "", cache)
     }
 
     /// Check the spec's grid and codecs against its shape, and build the
@@ -135,7 +133,7 @@ impl ZarrArray {
         store: Arc<dyn Store>,
         path: &str,
         cache: Arc<ChunkCache>,
-    ) -> Result<ZarrArray> {
+    ) -> Result<ChunkedArray> {
         let meta = &spec.meta;
         let src = &meta.source;
         if spec.grid.len() != meta.rank() {
@@ -161,7 +159,7 @@ impl ZarrArray {
         } else {
             format!("{}/", path.trim_matches('/'))
         };
-        let array = ZarrArray {
+        let array = ChunkedArray {
             spec,
             store,
             prefix,
@@ -421,11 +419,11 @@ thread_local! {
 /// more than this.
 const MAX_SCRATCH: usize = 64 << 20;
 
-fn src_of(a: &ZarrArray) -> String {
+fn src_of(a: &ChunkedArray) -> String {
     a.spec.meta.source.clone()
 }
 
-impl ArraySource for ZarrArray {
+impl ArraySource for ChunkedArray {
     fn meta(&self) -> &ArrayMeta {
         &self.spec.meta
     }
@@ -563,7 +561,7 @@ impl ArraySource for ZarrArray {
 /// decoded in parallel, each copied into place by the thread that decoded
 /// it; a read inside one chunk, or of chunks all decoded already, stays on
 /// the calling thread.
-impl PieceSource for ZarrArray {
+impl PieceSource for ChunkedArray {
     /// A chunk's stored bytes (`None`: it does not exist).
     type Fetched = Result<Option<Vec<u8>>>;
 
