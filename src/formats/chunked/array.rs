@@ -11,8 +11,6 @@
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use super::shard::Sharding;
 pub use crate::codec::MAX_CHUNK_BYTES;
 use crate::codec::{ChunkRepr, CodecChain};
@@ -21,7 +19,7 @@ use crate::engine::cache::{ChunkCache, ChunkKey, Claim, SharedBytes, next_source
 use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::tiling::{DimTiling, Piece, Projection};
 use crate::engine::index::{Region, contiguous_run};
-use crate::engine::pieces::{PieceSource, read_pieces};
+use crate::engine::pieces::{PieceSource, prefetch_pieces, read_pieces};
 use crate::error::{Error, Result};
 use crate::storage::store::Store;
 
@@ -453,55 +451,12 @@ impl ArraySource for ChunkedArray {
         crate::engine::pieces::ready(self, region)
     }
 
-    /// Each chunk decoded into the cache on the rayon pool. Over an
-    /// object store, the chunks not cached are claimed (so a read that
-    /// arrives meanwhile waits for them rather than fetching them again),
-    /// fetched all at once, then decoded.
+    /// Each chunk decoded into the cache, through the engine's prefetch
+    /// loop ([`prefetch_pieces`]): on the rayon pool, or over an object
+    /// store all fetched at once
+    /// ([`prefetch_together`](PieceSource::prefetch_together)).
     fn prefetch(&self, regions: &[Region]) {
-        // The boxes of a byte range are disjoint but may share chunks.
-        let mut tiles: Vec<Vec<u64>> = regions
-            .iter()
-            .flat_map(|r| {
-                Projection::new(&self.spec.grid, r)
-                    .pieces()
-                    .map(|p| p.tile)
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        tiles.sort_unstable();
-        tiles.dedup();
-        if self.fetches_together() {
-            // Claimed first, so that a read arriving meanwhile waits for
-            // the claim instead of fetching the chunk a second time.
-            let mut claims: Vec<Option<Claim<'_>>> = tiles
-                .iter()
-                .filter_map(|t| self.cache.claim(&self.key(t)))
-                .map(Some)
-                .collect();
-            if claims.is_empty() {
-                return;
-            }
-            let wanted: Vec<Vec<u64>> = claims
-                .iter()
-                .flatten()
-                .map(|c| c.key().coords.to_vec())
-                .collect();
-            let wanted: Vec<&[u64]> = wanted.iter().map(Vec::as_slice).collect();
-            // Each chunk decoded here, on the prefetch's own thread, as
-            // soon as its bytes are in: handing it to rayon could
-            // deadlock, its workers may all be reads waiting for these
-            // very claims.
-            self.fetch_each(&wanted, &mut |i, raw| {
-                if let Some(claim) = claims[i].take() {
-                    claim.finish(|| self.decode_chunk(wanted[i], raw?));
-                }
-            });
-            return;
-        }
-        tiles.par_iter().for_each(|tile| {
-            self.cache
-                .prefetch(&self.key(tile), || self.load_chunk(tile));
-        });
+        prefetch_pieces(self, regions)
     }
 
     /// A region inside one chunk whose elements are consecutive in it
@@ -591,6 +546,47 @@ impl PieceSource for ChunkedArray {
             }
         }
         fetched
+    }
+
+    /// Over an object store, the chunks not cached are claimed (so a read
+    /// that arrives meanwhile waits for them rather than fetching them
+    /// again), fetched all at once, then decoded.
+    fn prefetch_together(&self, tiles: &[Vec<u64>]) -> bool {
+        if !self.fetches_together() {
+            return false;
+        }
+        // Claimed first, so that a read arriving meanwhile waits for
+        // the claim instead of fetching the chunk a second time.
+        let mut claims: Vec<Option<Claim<'_>>> = tiles
+            .iter()
+            .filter_map(|t| self.cache.claim(&self.key(t)))
+            .map(Some)
+            .collect();
+        if claims.is_empty() {
+            return true;
+        }
+        let wanted: Vec<Vec<u64>> = claims
+            .iter()
+            .flatten()
+            .map(|c| c.key().coords.to_vec())
+            .collect();
+        let wanted: Vec<&[u64]> = wanted.iter().map(Vec::as_slice).collect();
+        // Each chunk decoded here, on the prefetch's own thread, as
+        // soon as its bytes are in: handing it to rayon could
+        // deadlock, its workers may all be reads waiting for these
+        // very claims.
+        self.fetch_each(&wanted, &mut |i, raw| {
+            if let Some(claim) = claims[i].take() {
+                claim.finish(|| self.decode_chunk(wanted[i], raw?));
+            }
+        });
+        true
+    }
+
+    /// The chunk decoded into the cache, unless it is there or on its way.
+    fn prefetch_tile(&self, tile: &[u64]) {
+        self.cache
+            .prefetch(&self.key(tile), || self.load_chunk(tile));
     }
 
     /// Decoded in the cache: reading the piece is only a copy.
