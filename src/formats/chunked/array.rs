@@ -15,6 +15,7 @@ use super::shard::Sharding;
 pub use crate::codec::MAX_CHUNK_BYTES;
 use crate::codec::{ChunkRepr, CodecChain};
 use crate::engine::array::{ArrayMeta, ArraySource};
+use crate::engine::buffers::{CHUNK_SLOT, CODEC_SLOT};
 use crate::engine::cache::{ChunkCache, ChunkKey, Claim, SharedBytes, next_source_id};
 use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::tiling::{DimTiling, Piece, Projection};
@@ -294,13 +295,24 @@ impl ChunkedArray {
         let mut buf = self
             .cache
             .take_buffer(repr.nbytes().expect("checked at open"));
-        match self.spec.chain.decode_into(&raw, &repr, &mut buf) {
+        match self
+            .spec
+            .chain
+            .decode_into(&raw, &repr, &mut buf, &|f| self.codec_scratch(f))
+        {
             Some(done) => done.map(|()| Some(buf)).map_err(err),
             None => {
                 self.cache.give_back(buf);
                 self.spec.chain.decode(raw, &repr).map(Some).map_err(err)
             }
         }
+    }
+
+    /// The codec chain's intermediate buffer
+    /// ([`Scratch`](crate::codec::Scratch)): this thread's from the cache's
+    /// buffer pool.
+    fn codec_scratch(&self, f: &mut dyn FnMut(&mut Vec<u8>)) {
+        self.cache.buffers().with_scratch(CODEC_SLOT, |b| f(b))
     }
 
     /// The most stored bytes chunk `tile` may have: no codec expands
@@ -404,18 +416,6 @@ impl ChunkedArray {
         }
     }
 }
-
-thread_local! {
-    /// Where a worker decodes a chunk that is then copied into a strided
-    /// destination: reused, so a scan allocates (and page-faults in) no
-    /// new memory per chunk.
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A thread keeps its scratch buffer between reads up to this size; a
-/// larger chunk's buffer is freed after use, so idle threads never pin
-/// more than this.
-const MAX_SCRATCH: usize = 64 << 20;
 
 fn src_of(a: &ChunkedArray) -> String {
     a.spec.meta.source.clone()
@@ -646,23 +646,22 @@ impl PieceSource for ChunkedArray {
         // Contiguous in the destination (the chunk spans the read's
         // trailing dimensions): decode right into it.
         if let Some(slot) = view.contiguous()
-            && let Some(done) = chain.decode_into(&raw, &repr, slot)
+            && let Some(done) = chain.decode_into(&raw, &repr, slot, &|f| self.codec_scratch(f))
         {
             return done.map_err(err);
         }
-        // Otherwise into this thread's scratch buffer, then into place.
+        // Otherwise into this thread's scratch buffer (the pool's, freed
+        // after use when past its cap), then into place.
         let nbytes = repr.nbytes().expect("checked at open");
-        SCRATCH.with(|cell| {
-            let mut scratch = cell.borrow_mut();
+        let codec_scratch = |f: &mut dyn FnMut(&mut Vec<u8>)| self.codec_scratch(f);
+        self.cache.buffers().with_scratch(CHUNK_SLOT, |scratch| {
             scratch.resize(nbytes, 0);
             let mut copy = |data: &[u8]| view.copy_from(data, &shape, &piece.tile_start);
-            let result = match chain.decode_into(&raw, &repr, &mut scratch[..nbytes]) {
+            let decoded = chain.decode_into(&raw, &repr, &mut scratch[..nbytes], &codec_scratch);
+            let result = match decoded {
                 Some(done) => done.map(|()| copy(&scratch[..nbytes])),
                 None => chain.decode(raw, &repr).map(|data| copy(&data)),
             };
-            if scratch.capacity() > MAX_SCRATCH {
-                *scratch = Vec::new();
-            }
             result.map_err(err)
         })
     }
