@@ -34,7 +34,7 @@
 //! after the sharding codec may produce at most that much, so a
 //! decompression bomb costs one bounded buffer and an error.
 //!
-//! An inner chunk is placed into the decoded shard by [`place`], a copy of
+//! An inner chunk is placed into the decoded shard by `place`, a copy of
 //! whole rows written here rather than the engine's general strided copy
 //! (`engine::index::copy`): codec and engine are peers, and the case is
 //! simpler (the source is always a whole inner chunk, at a position

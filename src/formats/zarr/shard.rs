@@ -16,29 +16,12 @@
 //! inner chunk: fill value. Inner chunks may themselves be shards
 //! (nested sharding), each level with its own index.
 //!
-//! # How slabfs reads it
+//! # What the parse decides
 //!
-//! The read path never sees shards: a sharded array is served as an array
-//! chunked by its innermost chunks (the *leaf* grid, regular, since every
-//! level's inner shape divides its block), so projection, the cache and
-//! the parallel decode work exactly as for unsharded arrays, with inner
-//! chunks as the cache unit. Only fetching a leaf chunk's bytes differs
-//! (`Sharding::fetch`): from the shard key, each level's index (one range
-//! read of its fixed size, decoded once and kept in the shared cache under
-//! a per-level cache id) turns the leaf's position into a byte range of
-//! the shard, and one more range read gets exactly those bytes. Reading one
-//! inner chunk of a large shard thus costs two small reads (one per level
-//! plus one), never the shard.
-//!
-//! A cached index is trusted only while reads through it work: when one
-//! fails (the next level's index or the chunk does not decode, an entry
-//! points outside its shard), the indexes on its way are dropped and read
-//! again next time. An index without a checksum that was damaged in
-//! transit decodes without complaint, and keeping it would make a
-//! transient fault a permanent one.
-//!
-//! # Sharding inside a longer codec list
-//!
+//! Whether the array is read by its inner chunks through the shard
+//! indexes (`Sharding::indexed`: the leaf grid, one [`ShardLevel`] per
+//! nesting level, read by [`crate::formats::chunked::shard`]) or by whole
+//! shards (`Sharding::whole`: the chain then holds a [`WholeShard`]).
 //! The sharding codec is an array->bytes codec like any other, so a list
 //! may put array->array codecs before it and bytes->bytes codecs after it
 //! (zarr-python writes `[sharding_indexed, zstd]` for
@@ -59,7 +42,7 @@
 //!   what it writes satisfies both.)
 //! - **Bytes->bytes codecs after it, or other array->array codecs before
 //!   it** (a compressor around the whole shard, a numcodecs filter over
-//!   it): a shard can only be decoded whole, by `WholeShard`, an
+//!   it): a shard can only be decoded whole, by [`WholeShard`], an
 //!   array->bytes codec of the chain, and the array is read by its shards
 //!   (`Mode::Whole`). The decoded shard is then the cache unit: one
 //!   fetch and one decode per shard however many readers ask, its real
@@ -70,9 +53,10 @@
 //!
 //! The worst-case size of a whole shard follows from the metadata (index
 //! plus every inner chunk at its largest: its fixed size, or twice its
-//! decoded size plus [`INNER_HEADROOM`](crate::codec::sharding::INNER_HEADROOM) when compressed), and each codec
-//! after the sharding codec may produce at most that much, so a
-//! decompression bomb costs one bounded buffer and an error. Nested
+//! decoded size plus `INNER_HEADROOM` when compressed; see
+//! [`crate::codec::sharding`]), and each codec after the sharding codec
+//! may produce at most that much, so a decompression bomb costs one
+//! bounded buffer and an error. Nested
 //! levels are read by index while their lists are a sharding codec
 //! alone; a level below with a longer list is the leaf, decoded whole.
 //!
