@@ -10,7 +10,7 @@ use slabfs::dtype::Endian;
 use slabfs::engine::array::ArraySource;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
-use slabfs::formats::zarr;
+use slabfs::formats::{chunked, zarr};
 use slabfs::storage::Store;
 use slabfs::storage::testing::{CountingStore, MemoryStore};
 
@@ -31,7 +31,7 @@ fn store() -> MemoryStore {
     s
 }
 
-fn open(store: Arc<dyn Store>, budget: usize) -> Arc<zarr::ZarrArray> {
+fn open(store: Arc<dyn Store>, budget: usize) -> Arc<chunked::ChunkedArray> {
     let h = zarr::open_store(store, Arc::new(ChunkCache::new(budget))).unwrap();
     h.nodes[0].array.clone().unwrap()
 }
@@ -369,4 +369,41 @@ fn shared_reads_of_2d_arrays_edge_chunks_and_missing_chunks() {
             }
         }
     }
+}
+
+/// A read whose chunks land strided in the reply (2x4 chunks of a 4x8
+/// array) decodes each chunk into a scratch buffer of the cache's buffer
+/// pool, then copies it into place: one scratch use per chunk, each a hit
+/// (reused) or a miss (allocated), the bytes kept within the pool's cap.
+#[test]
+fn strided_reads_take_their_scratch_from_the_cache_pool() {
+    let s = MemoryStore::new();
+    let meta = json!({
+        "zarr_format": 3, "node_type": "array", "shape": [4, 8], "data_type": "uint16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 4]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]
+    });
+    s.set("zarr.json", meta.to_string());
+    for (r, c) in [(0u16, 0u16), (0, 1), (1, 0), (1, 1)] {
+        let bytes: Vec<u8> = (0..2u16)
+            .flat_map(|i| (0..4u16).map(move |j| (r * 2 + i) * 8 + c * 4 + j))
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        s.set(&format!("c/{r}/{c}"), bytes);
+    }
+    let cache = Arc::new(ChunkCache::new(1 << 20));
+    let h = zarr::open_store(Arc::new(s), cache.clone()).unwrap();
+    let a = h.nodes[0].array.clone().unwrap();
+    for round in 1..=2u64 {
+        assert_eq!(read(a.as_ref(), 0, 32), (0..32).collect::<Vec<u16>>());
+        let b = cache.buffers().stats();
+        assert_eq!(b.hits + b.misses, 4 * round, "{b:?}");
+        assert!(b.misses >= 1 && b.bytes <= b.cap, "{b:?}");
+    }
+    assert_eq!(
+        cache.stats().entries,
+        0,
+        "chunks covered whole are not kept"
+    );
 }

@@ -30,7 +30,7 @@ fn cache() -> Arc<ChunkCache> {
 /// `0..2199023255634` of a 196-byte shard. The inner index and the chunks
 /// it points to lie inside the shard, so the read used to succeed, serving
 /// a corrupt shard (with the inner index at the end it failed). Fixed in
-/// `zarr::shard` (`Sharding::load_index` checks that an inner shard whose
+/// `chunked::shard` (`Sharding::load_index` checks that an inner shard whose
 /// index is at its start ends inside the stored value).
 #[test]
 fn shard_nested_entry_past_shard_end() {

@@ -5,7 +5,7 @@
 //! ```text
 //! cli      src/main.rs, src/cli.rs, src/cli/
 //! fs       src/fs/
-//! formats  src/formats/          (inside: dataset > nca > netcdf > packed > netcdf3, kerchunk, hdf5 > zarr)
+//! formats  src/formats/          (inside: dataset > nca > netcdf > packed, kerchunk > zarr, netcdf3, hdf5 > chunked)
 //! engine   src/engine/    codec  src/codec/    (peers: neither imports the other)
 //! storage  src/storage/
 //! base     src/error.rs, src/dtype.rs, src/logging.rs, src/histogram.rs
@@ -72,10 +72,14 @@ fn layer_named(segment: &str) -> Option<(&'static str, u32)> {
 /// lower rank only.
 fn format_rank(module: &str) -> Option<u32> {
     Some(match module {
-        "zarr" => 0,
-        // netcdf3 reads remote files in blocks through a ZarrArray.
-        "netcdf3" | "kerchunk" | "hdf5" => 1,
-        "packed" => 2,
+        // The chunked array every chunked format reads through; it knows
+        // no metadata dialect. netcdf3 reads remote files in blocks
+        // through it, hdf5 datasets are chunked arrays over the file.
+        "chunked" => 0,
+        // Peers: none imports another.
+        "zarr" | "netcdf3" | "hdf5" => 1,
+        // kerchunk opens its references as a Zarr store.
+        "packed" | "kerchunk" => 2,
         "netcdf" => 3,
         "nca" => 4,
         "dataset" => 5,
@@ -814,6 +818,18 @@ fn the_checker_sees_upward_imports() {
     assert_eq!(peer.len(), 1, "{peer:?}");
     let sideways = violations("src/formats/netcdf3/mod.rs", "use crate::formats::packed;");
     assert_eq!(sideways.len(), 1, "{sideways:?}");
+    // The chunked array knows no metadata dialect; HDF5 reads its chunks
+    // through it, not through Zarr.
+    let dialect = violations(
+        "src/formats/chunked/array.rs",
+        "use crate::formats::zarr::v3;",
+    );
+    assert_eq!(dialect.len(), 1, "{dialect:?}");
+    let peer_format = violations(
+        "src/formats/hdf5/array.rs",
+        "use crate::formats::zarr::fill;",
+    );
+    assert_eq!(peer_format.len(), 1, "{peer_format:?}");
     let binary = violations("src/fs/mod.rs", "use slabfs::fs::x; use crate::cli::Cli;");
     assert_eq!(binary.len(), 1, "{binary:?}");
     let quiet = violations(

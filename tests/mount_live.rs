@@ -517,6 +517,11 @@ fn stats_file_is_json_and_counts_reads_and_errors() {
         assert!(s0["cache"][key].is_u64(), "cache.{key}: {s0}");
     }
     assert_eq!(s0["cache"]["budget"], 64 << 20);
+    // The buffer pool: a quarter of the 64 MiB cache.
+    for key in ["bytes", "cap", "hits", "misses"] {
+        assert!(s0["buffers"][key].is_u64(), "buffers.{key}: {s0}");
+    }
+    assert_eq!(s0["buffers"]["cap"], 16 << 20);
     assert_eq!(s0["refresh"]["interval_seconds"], Value::Null);
     let expected = std::fs::read(fixtures().join("expected/v2_blosc_zlib_noshuffle.bin")).unwrap();
     assert!(std::fs::read(m.path("blosc/zlib_noshuffle")).unwrap() == expected);

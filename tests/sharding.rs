@@ -12,7 +12,8 @@ use slabfs::dtype::Endian;
 use slabfs::engine::array::ArraySource;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::engine::read::read_at;
-use slabfs::formats::zarr::{self, array::ZarrArray};
+use slabfs::formats::chunked::ChunkedArray;
+use slabfs::formats::zarr;
 use slabfs::storage::local::FsStore;
 use slabfs::storage::testing::CountingStore;
 
@@ -27,7 +28,7 @@ fn expected(name: &str) -> Vec<u8> {
     std::fs::read(p).unwrap()
 }
 
-fn open(dir: &Path, array: &str) -> (Arc<CountingStore<FsStore>>, Arc<ZarrArray>) {
+fn open(dir: &Path, array: &str) -> (Arc<CountingStore<FsStore>>, Arc<ChunkedArray>) {
     let counting = Arc::new(CountingStore::new(FsStore::new(dir)));
     let h = zarr::open_store(counting.clone(), Arc::new(ChunkCache::new(64 << 20))).unwrap();
     let node = h.nodes.iter().find(|n| n.path == array).unwrap();
@@ -206,7 +207,11 @@ fn open_with_cache(
     dir: &Path,
     array: &str,
     budget: usize,
-) -> (Arc<CountingStore<FsStore>>, Arc<ZarrArray>, Arc<ChunkCache>) {
+) -> (
+    Arc<CountingStore<FsStore>>,
+    Arc<ChunkedArray>,
+    Arc<ChunkCache>,
+) {
     let counting = Arc::new(CountingStore::new(FsStore::new(dir)));
     let cache = Arc::new(ChunkCache::new(budget));
     let h = zarr::open_store(counting.clone(), cache.clone()).unwrap();

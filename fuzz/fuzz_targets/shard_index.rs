@@ -1,4 +1,4 @@
-//! The sharding index (`zarr::shard`): a shard's index found at its start
+//! The sharding index (`chunked::shard`): a shard's index found at its start
 //! or end, verified by `crc32c` when the index codecs say so, its entries
 //! turned into byte ranges, one level or two (nested shards), empty inner
 //! chunks as fill value. Checked against a reference reader written here

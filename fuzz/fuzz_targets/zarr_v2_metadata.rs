@@ -1,6 +1,6 @@
 //! Zarr v2 metadata: a `.zarray` document parsed (with NCZarr's
 //! adaptations, `zarr::v2::parse_array` and the codec registry), the array
-//! opened (`ZarrArray::new`: grid, chunk size limit, chain validation) and
+//! opened (`ChunkedArray::new`: grid, chunk size limit, chain validation) and
 //! read through `read_at`.
 //!
 //! Input: the `.zarray` text, optionally followed by a NUL byte and the

@@ -26,7 +26,7 @@
 //! the bytes up to the end of the file (the contract of `read_at`).
 //!
 //! Reading decodes whole chunks, and slabfs accepts chunks of up to
-//! [`slabfs::formats::zarr::array::MAX_CHUNK_BYTES`] (4 GiB): a valid but huge
+//! [`slabfs::formats::chunked::MAX_CHUNK_BYTES`] (4 GiB): a valid but huge
 //! chunk shape in fuzzed metadata would then cost gigabytes per input and
 //! stop the fuzzer on its memory limit without revealing anything. Arrays
 //! whose decoded chunk exceeds [`MAX_FUZZ_CHUNK_BYTES`] are opened (that
@@ -177,7 +177,7 @@ pub fn open_and_probe(dir: &str, name: &str, data: &[u8]) {
 
 /// The largest decoded chunk of `array`'s read grid (its inner chunks when
 /// sharded), in bytes, saturating.
-pub fn zarr_chunk_bytes(array: &slabfs::formats::zarr::ZarrArray) -> u64 {
+pub fn zarr_chunk_bytes(array: &slabfs::formats::chunked::ChunkedArray) -> u64 {
     use slabfs::engine::index::tiling::DimTiling;
     let spec = array.spec();
     let largest: Vec<u64> = spec

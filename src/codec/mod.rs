@@ -82,6 +82,7 @@ pub mod pcodec;
 pub mod quantize;
 pub mod registry;
 pub mod scaleoffset;
+pub mod sharding;
 pub mod shuffle;
 pub mod szip;
 pub mod transpose;
@@ -151,6 +152,12 @@ impl CodecError {
         }
     }
 }
+
+/// Largest decoded chunk slabfs accepts: a chunk is decoded whole into
+/// memory, so a chunk shape beyond this is refused at open time
+/// (`formats::chunked`) rather than exhausting memory on the first read,
+/// and a shard's index beyond it is refused by [`sharding::index_layout`].
+pub const MAX_CHUNK_BYTES: u64 = 4 << 30;
 
 /// The shape and element type of a chunk at some point of the chain, with
 /// its fill value (native byte order, one element).
@@ -304,11 +311,19 @@ pub trait BytesToBytesCodec: Send + Sync + Debug {
     }
 }
 
-thread_local! {
-    /// The intermediate buffer of a two-codec [`CodecChain::decode_into`]
-    /// (a compressor's output, a filter's input): one per thread, the size
-    /// of the last chunk decoded, so a scan faults in no fresh pages.
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+/// Where [`CodecChain::decode_into`] gets the intermediate buffer of a
+/// two-codec chain (a compressor's output, a filter's input): the caller
+/// runs the closure with a buffer it may resize, and keeps that buffer for
+/// the next chunk so a scan faults in no fresh pages. The read path lends
+/// its buffer pool's per-thread scratch (`engine::buffers`, one cap and
+/// counted in the stats); the codecs cannot reach that pool themselves,
+/// engine and codec being peers, so the caller hands it down. A caller
+/// without a pool passes [`fresh_scratch`].
+pub type Scratch<'a> = &'a dyn Fn(&mut dyn FnMut(&mut Vec<u8>));
+
+/// A [`Scratch`] that allocates a new buffer each time.
+pub fn fresh_scratch(f: &mut dyn FnMut(&mut Vec<u8>)) {
+    f(&mut Vec::new())
 }
 
 /// One codec of any family.
@@ -468,8 +483,8 @@ impl CodecChain {
     /// codec, an array->bytes codec that works in place (`bytes`), and
     /// bytes->bytes codecs that can write into a given buffer: one (a
     /// compressor), or a compressor over a size-preserving filter such as
-    /// `shuffle`, decoded through a per-thread scratch buffer that is
-    /// reused from chunk to chunk. A filter that can also do `bytes`' swap
+    /// `shuffle`, decoded through the caller's `scratch` buffer, reused
+    /// from chunk to chunk. A filter that can also do `bytes`' swap
     /// to native order (`shuffle` of a big-endian array) does it as it
     /// writes. This is the fast path of large reads:
     /// no allocation (after a thread's first chunk) and no extra copy per
@@ -480,6 +495,7 @@ impl CodecChain {
         encoded: &[u8],
         repr: &ChunkRepr,
         out: &mut [u8],
+        scratch: Scratch<'_>,
     ) -> Option<Result<(), CodecError>> {
         if !self.array_to_array.is_empty()
             || !self.array_to_bytes.supports_in_place()
@@ -491,25 +507,29 @@ impl CodecChain {
         let mut swapped = false;
         let decoded = match self.bytes_to_bytes.as_slice() {
             [c] => c.decode_into(encoded, out)?,
-            [inner, outer] if inner.is_size_preserving_filter() => SCRATCH.with(|scratch| {
-                let mut scratch = scratch.borrow_mut();
-                if scratch.len() != out.len() {
-                    scratch.resize(out.len(), 0);
-                }
-                match outer.decode_into(encoded, &mut scratch)? {
-                    Ok(()) => {
-                        let unit = self.array_to_bytes.in_place_swap_unit(repr);
-                        match unit.and_then(|u| inner.decode_into_swapped(&scratch, out, u)) {
-                            Some(r) => {
-                                swapped = true;
-                                Some(r)
-                            }
-                            None => inner.decode_into(&scratch, out),
-                        }
+            [inner, outer] if inner.is_size_preserving_filter() => {
+                let mut decoded = None;
+                scratch(&mut |scratch| {
+                    if scratch.len() != out.len() {
+                        scratch.resize(out.len(), 0);
                     }
-                    Err(e) => Some(Err(e)),
-                }
-            })?,
+                    decoded = match outer.decode_into(encoded, scratch) {
+                        None => None,
+                        Some(Ok(())) => {
+                            let unit = self.array_to_bytes.in_place_swap_unit(repr);
+                            match unit.and_then(|u| inner.decode_into_swapped(scratch, out, u)) {
+                                Some(r) => {
+                                    swapped = true;
+                                    Some(r)
+                                }
+                                None => inner.decode_into(scratch, out),
+                            }
+                        }
+                        Some(Err(e)) => Some(Err(e)),
+                    };
+                });
+                decoded?
+            }
             [] if encoded.len() == out.len() => {
                 out.copy_from_slice(encoded);
                 Ok(())
@@ -624,13 +644,16 @@ mod tests {
             let chain = v2_chain(1, false, Endian::Big, &shuffle, Some(&compressor)).unwrap();
             let enc = encoded(&values, zstd);
             let mut out = vec![0u8; 4000];
-            chain.decode_into(&enc, &repr, &mut out).unwrap().unwrap();
+            chain
+                .decode_into(&enc, &repr, &mut out, &fresh_scratch)
+                .unwrap()
+                .unwrap();
             assert_eq!(out, want, "zstd {zstd}");
             assert_eq!(chain.decode(enc.clone(), &repr).unwrap(), want);
             // A damaged or short stream is an error, not wrong bytes.
             let cut = &enc[..enc.len() / 2];
             assert!(matches!(
-                chain.decode_into(cut, &repr, &mut out),
+                chain.decode_into(cut, &repr, &mut out, &fresh_scratch),
                 Some(Err(_))
             ));
             let mut small = vec![0u8; 3996];
@@ -639,7 +662,7 @@ mod tests {
                 ..repr.clone()
             };
             assert!(matches!(
-                chain.decode_into(&enc, &r3996, &mut small),
+                chain.decode_into(&enc, &r3996, &mut small, &fresh_scratch),
                 Some(Err(_))
             ));
         }
@@ -682,7 +705,10 @@ mod tests {
                     let zstd = json!({"id": "zstd", "level": 1});
                     let chain = v2_chain(1, false, endian, &shuffle, Some(&zstd)).unwrap();
                     let mut out = vec![0u8; n * size];
-                    chain.decode_into(&enc, &repr, &mut out).unwrap().unwrap();
+                    chain
+                        .decode_into(&enc, &repr, &mut out, &fresh_scratch)
+                        .unwrap()
+                        .unwrap();
                     assert_eq!(out, native, "{dtype} n {n} {endian:?}");
                     assert_eq!(chain.decode(enc, &repr).unwrap(), native);
                 }

@@ -29,6 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use lru::LruCache;
 use parking_lot::{Condvar, Mutex};
 
+use super::buffers::{BufferPool, DEFAULT_CAP};
 use crate::error::Result;
 
 /// Identifies one decoded chunk.
@@ -137,6 +138,9 @@ pub struct CacheStats {
 
 pub struct ChunkCache {
     budget: usize,
+    /// The read path's buffers ([`super::buffers`]), capped with the
+    /// budget ([`pool_cap`]).
+    pool: Arc<BufferPool>,
     inner: Mutex<Inner>,
 }
 
@@ -145,12 +149,10 @@ struct Inner {
     bytes: usize,
     inflight: HashMap<ChunkKey, Arc<Flight>>,
     stats: CacheStats,
-    /// Buffers of dropped chunks, handed to the next decodes
-    /// ([`ChunkCache::take_buffer`]); at most `pool_limit` bytes in all.
-    pool: Vec<Vec<u8>>,
-    pool_bytes: usize,
-    /// [`POOL_BYTES`], or a quarter of the budget if that is less.
-    pool_limit: usize,
+    /// Where the buffers of dropped chunks go, for the next decodes
+    /// ([`ChunkCache::take_buffer`]); the same pool as
+    /// [`ChunkCache::buffers`].
+    pool: Arc<BufferPool>,
     /// Chunks recently dropped because every byte was served
     /// ([`ChunkCache::served`]), which prefetching skips.
     consumed: LruCache<ChunkKey, ()>,
@@ -166,23 +168,22 @@ struct Entry {
     served: u64,
 }
 
-/// Most bytes of spare buffers the pool keeps: enough for a readahead
-/// window of chunks (at most an eighth of the budget, see
-/// `SlabFs::with_cache`). A quarter of the budget if that is less: the
-/// pool is memory beyond the budget, and a buffer of a size no decode
-/// asks for stays in it for good, so a small `--cache-size` must mean a
-/// small pool too (a 1 MiB cache kept 64 MiB of spare buffers before).
-const POOL_BYTES: usize = 64 << 20;
+/// Most bytes of buffers the cache's pool keeps for a budget of `budget`:
+/// [`DEFAULT_CAP`] (a readahead window of chunks), or a quarter of the
+/// budget if that is less: the pool is memory beyond the budget, and a
+/// buffer of a size no decode asks for stays in it for good, so a small
+/// `--cache-size` must mean a small pool too (a 1 MiB cache kept 64 MiB of
+/// spare buffers before).
+fn pool_cap(budget: usize) -> usize {
+    DEFAULT_CAP.min(budget / 4)
+}
 
 impl Inner {
     /// Drop `data` from the books; keep its buffer for reuse when no reader
     /// holds it any more.
     fn recycle(&mut self, data: ChunkData) {
-        if let Ok(buf) = Arc::try_unwrap(data)
-            && self.pool_bytes + buf.capacity() <= self.pool_limit
-        {
-            self.pool_bytes += buf.capacity();
-            self.pool.push(buf);
+        if let Ok(buf) = Arc::try_unwrap(data) {
+            self.pool.give(buf);
         }
     }
 }
@@ -202,16 +203,16 @@ impl ChunkCache {
     /// larger than the whole budget is decoded for the read that needs it
     /// and not kept.
     pub fn new(budget: usize) -> ChunkCache {
+        let pool = Arc::new(BufferPool::new(pool_cap(budget)));
         ChunkCache {
             budget,
+            pool: pool.clone(),
             inner: Mutex::new(Inner {
                 lru: LruCache::unbounded(),
                 bytes: 0,
                 inflight: HashMap::new(),
                 stats: CacheStats::default(),
-                pool: Vec::new(),
-                pool_bytes: 0,
-                pool_limit: POOL_BYTES.min(budget / 4),
+                pool: pool.clone(),
                 consumed: LruCache::new(
                     std::num::NonZeroUsize::new(CONSUMED_MEMORY).expect("non-zero"),
                 ),
@@ -468,37 +469,20 @@ impl ChunkCache {
     /// chunk into: a recycled one when the pool has one large enough, so
     /// a scan does not fault in fresh pages for every chunk.
     pub fn take_buffer(&self, len: usize) -> Vec<u8> {
-        let recycled = {
-            let mut inner = self.inner.lock();
-            // Not much larger than needed, so small chunks do not pin big
-            // buffers.
-            let pos = inner
-                .pool
-                .iter()
-                .position(|b| b.capacity() >= len && b.capacity() <= len.saturating_mul(2));
-            pos.map(|i| {
-                let b = inner.pool.swap_remove(i);
-                inner.pool_bytes -= b.capacity();
-                b
-            })
-        };
-        match recycled {
-            Some(mut b) => {
-                if b.len() >= len {
-                    b.truncate(len);
-                } else {
-                    b.resize(len, 0);
-                }
-                b
-            }
-            None => vec![0; len],
-        }
+        self.pool.take(len)
+    }
+
+    /// The read path's buffer pool (scratch buffers for decoding and
+    /// strided copies), the one [`take_buffer`](Self::take_buffer) draws
+    /// on: one cap for all of them.
+    pub fn buffers(&self) -> &BufferPool {
+        &self.pool
     }
 
     /// Return a buffer from [`take_buffer`](Self::take_buffer) that was not
     /// used after all.
     pub fn give_back(&self, buf: Vec<u8>) {
-        self.inner.lock().recycle(Arc::new(buf));
+        self.pool.give(buf);
     }
 
     /// Drop the entry `key`, if cached: a value found to be bad after it
@@ -610,13 +594,13 @@ mod tests {
         for i in 0..1000 {
             c.give_back(vec![0u8; 4096 + i]);
         }
-        let pool = c.inner.lock().pool_bytes;
+        let pool = c.buffers().stats().bytes;
         assert!(pool <= 256 << 10 && pool > 250 << 10, "{pool}");
         let big = ChunkCache::new(DEFAULT_BUDGET);
         for _ in 0..100 {
             big.give_back(vec![0u8; 1 << 20]);
         }
-        assert_eq!(big.inner.lock().pool_bytes, POOL_BYTES);
+        assert_eq!(big.buffers().stats().bytes, DEFAULT_CAP as u64);
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //! [`array::ArraySource`] (checked by `tests/layers.rs`).
 
 pub mod array;
+pub mod buffers;
 pub mod cache;
 pub mod index;
 pub mod pieces;

@@ -20,6 +20,11 @@
 //!
 //! A source says how to read one piece; it never sees the other pieces'
 //! views, so it cannot write outside its own.
+//!
+//! Readahead runs the same projection ahead of the reads
+//! ([`prefetch_pieces`]): the tiles under the coming boxes, each once,
+//! fetched together when the source batches its fetches, else decoded into
+//! the cache one per rayon task.
 
 use rayon::prelude::*;
 
@@ -66,6 +71,48 @@ pub trait PieceSource: Sync {
         many: bool,
         fetched: Option<Self::Fetched>,
     ) -> Result<()>;
+
+    /// Prefetch the `tiles` of one readahead together, when this source
+    /// batches its fetches (an object store's chunks fetched in one round
+    /// trip): `true` when it did, and [`prefetch_pieces`] then leaves them
+    /// alone. The default, `false`, prefetches each tile by itself.
+    fn prefetch_together(&self, tiles: &[Vec<u64>]) -> bool {
+        let _ = tiles;
+        false
+    }
+
+    /// Decode tile `tile` into the source's cache ahead of a read
+    /// ([`prefetch_pieces`]); failures are left for the read to report.
+    /// The default does nothing: a source without a cache has nothing to
+    /// prefetch into.
+    fn prefetch_tile(&self, tile: &[u64]) {
+        let _ = tile;
+    }
+}
+
+/// Decode into the cache what reading `regions` of `source` will need:
+/// the tiles under every region, each once (the boxes of one byte range
+/// are disjoint but may share tiles), handed together to
+/// [`PieceSource::prefetch_together`], or else prefetched one per rayon
+/// task ([`PieceSource::prefetch_tile`]). What
+/// [`ArraySource::prefetch`](super::array::ArraySource::prefetch) does for a
+/// tiled source: the readahead's loop, beside the read's.
+pub fn prefetch_pieces<S: PieceSource>(source: &S, regions: &[Region]) {
+    let mut tiles: Vec<Vec<u64>> = regions
+        .iter()
+        .flat_map(|r| {
+            Projection::new(source.tiling(), r)
+                .pieces()
+                .map(|p| p.tile)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    tiles.sort_unstable();
+    tiles.dedup();
+    if tiles.is_empty() || source.prefetch_together(&tiles) {
+        return;
+    }
+    tiles.par_iter().for_each(|tile| source.prefetch_tile(tile));
 }
 
 /// Fill `out` with the elements of `region` of `source` (C order over the
@@ -145,6 +192,7 @@ mod tests {
         ready: bool,
         fetched_together: AtomicUsize,
         read_on_pool: AtomicUsize,
+        prefetched: parking_lot::Mutex<Vec<Vec<u64>>>,
     }
 
     impl Grid {
@@ -154,6 +202,7 @@ mod tests {
                 ready,
                 fetched_together: AtomicUsize::new(0),
                 read_on_pool: AtomicUsize::new(0),
+                prefetched: parking_lot::Mutex::new(Vec::new()),
             }
         }
     }
@@ -208,6 +257,19 @@ mod tests {
                 .collect();
             view.copy_from(&tile, &shape, &piece.tile_start);
             Ok(())
+        }
+
+        /// A "ready" grid batches its prefetches; the other prefetches
+        /// tile by tile.
+        fn prefetch_together(&self, tiles: &[Vec<u64>]) -> bool {
+            if self.ready {
+                self.prefetched.lock().extend(tiles.iter().cloned());
+            }
+            self.ready
+        }
+
+        fn prefetch_tile(&self, tile: &[u64]) {
+            self.prefetched.lock().push(tile.to_vec());
         }
     }
 
@@ -274,6 +336,43 @@ mod tests {
         let mut out = vec![0u8; 4 * 5 * 2];
         let err = read_pieces(&g, &region, &mut out).unwrap_err();
         assert!(matches!(err, Error::NotFound(_)), "{err}");
+    }
+
+    /// Two boxes of one byte range sharing a tile row: every tile under
+    /// them prefetched once, together or one by one.
+    #[test]
+    fn prefetch_visits_each_tile_once() {
+        let regions = [
+            Region {
+                start: vec![1, 5],
+                count: vec![1, 7],
+            },
+            Region {
+                start: vec![2, 0],
+                count: vec![2, 12],
+            },
+        ];
+        // Row 1 is in tile row 0, rows 2..4 in tile rows 0 and 1; columns
+        // 5..12 in tiles 1 and 2, 0..12 in tiles 0, 1, 2: tiles (0, 1) and
+        // (0, 2) are under both boxes.
+        let want = vec![
+            vec![0, 0],
+            vec![0, 1],
+            vec![0, 2],
+            vec![1, 0],
+            vec![1, 1],
+            vec![1, 2],
+        ];
+        for batched in [false, true] {
+            let g = Grid::new(batched);
+            prefetch_pieces(&g, &regions);
+            let mut got = g.prefetched.lock().clone();
+            got.sort();
+            assert_eq!(got, want, "batched: {batched}");
+        }
+        let g = Grid::new(false);
+        prefetch_pieces(&g, &[]);
+        assert!(g.prefetched.lock().is_empty());
     }
 
     #[test]

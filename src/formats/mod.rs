@@ -5,6 +5,10 @@
 //! bytes through [`crate::storage`] and its chunks through [`crate::codec`]
 //! and the engine's cache:
 //!
+//! - [`chunked`]: the chunked array that Zarr, kerchunk, HDF5, remote
+//!   netCDF-3 files and blocked archives are read through once their
+//!   metadata is parsed (grid, chain, store, cache; shard indexes); the
+//!   bottom format, knowing no metadata dialect;
 //! - [`zarr`]: Zarr v2 and v3 stores (sharding, rectilinear grids, NCZarr);
 //! - [`netcdf3`]: classic netCDF files (CDF-1, CDF-2, CDF-5);
 //! - [`packed`]: blocked-compressed archives of netCDF-3 files, built on
@@ -13,8 +17,8 @@
 //! - [`nca`]: aggregations (NCA descriptors, CF-1.13 and CFA-0.4 netCDF
 //!   files) whose partitions are arrays of any other format;
 //! - [`kerchunk`]: kerchunk / fsspec references into other files;
-//! - [`hdf5`]: netCDF-4 and other HDF5 files, each dataset a Zarr array
-//!   over the file's chunk index.
+//! - [`hdf5`]: netCDF-4 and other HDF5 files, each dataset a chunked
+//!   array over the file's chunk index.
 //!
 //! Two modules sit above the formats and choose between them:
 //! [`netcdf`] tells a netCDF-family file by its magic number (classic,
@@ -23,9 +27,10 @@
 //! those two places.
 //!
 //! May import: the engine, the codecs, storage and the base modules, and
-//! one format another only downwards (`packed` and `nca` use `netcdf3`;
-//! `nca`, `kerchunk`, `hdf5`, `packed` and `netcdf3` use `zarr`: a remote
-//! classic file is read in blocks through a `ZarrArray`); never
+//! one format another only downwards (`zarr`, `hdf5`, `netcdf3` and
+//! `packed` use `chunked`: a remote classic file is read in blocks through
+//! a `ChunkedArray`; `packed` and `nca` use `netcdf3`; `kerchunk` and
+//! `nca` use `zarr`); never
 //! [`crate::fs`] (checked by `tests/layers.rs`).
 //!
 //! No `unsafe` here (the compiler holds that, `forbid(unsafe_code)`): a
@@ -45,6 +50,7 @@ use crate::storage::remote::RemoteFiles;
 use crate::storage::scope::Scope;
 use crate::storage::{Files, local};
 
+pub mod chunked;
 pub mod dataset;
 pub mod hdf5;
 pub mod kerchunk;

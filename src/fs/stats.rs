@@ -12,6 +12,7 @@
 //!   "errors": {"EIO": 2, "ENOENT": 40},
 //!   "cache": {"hits": 50011, "misses": 1223, "decodes": 1190, "evictions": 12,
 //!             "bytes": 536608768, "entries": 1024, "budget": 536870912},
+//!   "buffers": {"bytes": 50331648, "cap": 67108864, "hits": 51002, "misses": 31},
 //!   "refresh": {"interval_seconds": 5, "runs": 720, "changes": 14, "failures": 0,
 //!               "walks": 2, "watching": true, "watched_directories": 41},
 //!   "remote": {"s3://bucket": {"requests": {"GET": 12, "ranged_GET": 1204, "LIST": 3,
@@ -39,6 +40,9 @@
 //!   syscall saw them (`ENOENT` counts lookups of names that do not exist,
 //!   which shells do all the time; `EIO` is a chunk that cannot be read).
 //! - `cache`: the decoded-chunk cache ([`crate::engine::cache::CacheStats`]).
+//! - `buffers`: the read path's buffer pool ([`crate::engine::buffers`]):
+//!   bytes of spare and per-thread scratch buffers kept for reuse, their
+//!   cap, and buffers handed out reused (`hits`) or allocated (`misses`).
 //! - `refresh`: live-refresh passes run, paths added, removed or changed
 //!   that they found, and passes that could not re-open the source;
 //!   `walks` counts the passes that re-loaded the whole source (the others
@@ -266,6 +270,13 @@ impl Stats {
                 "entries": c.entries,
                 "budget": cache.budget(),
             });
+            let b = cache.buffers().stats();
+            doc["buffers"] = json!({
+                "bytes": b.bytes,
+                "cap": b.cap,
+                "hits": b.hits,
+                "misses": b.misses,
+            });
         }
         doc
     }
@@ -356,6 +367,7 @@ mod tests {
         assert_eq!(doc["read_latency_us"]["max"], 10);
         assert_eq!(doc["errors"], json!({"EIO": 8, "ENOENT": 8, "other": 8}));
         assert!(doc.get("cache").is_none());
+        assert!(doc.get("buffers").is_none());
         assert_eq!(doc["refresh"]["interval_seconds"], Value::Null);
     }
 
@@ -403,6 +415,13 @@ mod tests {
         let doc: Value = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(doc["cache"]["budget"], 1 << 20);
         assert_eq!(doc["cache"]["hits"], 0);
+        // The buffer pool of a 1 MiB cache: a quarter of it.
+        cache.give_back(vec![0; 1000]);
+        let doc = stats.to_json(Some(&cache));
+        assert_eq!(
+            doc["buffers"],
+            json!({"bytes": 1000, "cap": 256 << 10, "hits": 0, "misses": 0})
+        );
         assert_eq!(
             doc["refresh"],
             json!({"interval_seconds": 5.0, "runs": 3, "changes": 3, "failures": 1,

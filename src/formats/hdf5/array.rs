@@ -1,5 +1,5 @@
 //! A dataset as an array source: the HDF5 storage becomes a Zarr-style
-//! chunk store, and the ordinary [`ZarrArray`] does the reading.
+//! chunk store, and the ordinary [`ChunkedArray`] does the reading.
 //!
 //! - **chunked**: the chunk index, walked once on the first chunk read
 //!   ([`super::index::LazyChunks`]), gives grid coordinates → (address, size, filter mask); the store's
@@ -57,8 +57,8 @@ use crate::engine::index::Region;
 use crate::engine::index::copy::{copy_region, fill_region};
 use crate::engine::index::tiling::DimTiling;
 use crate::error::{Error, Result};
-use crate::formats::zarr::ZarrArray;
-use crate::formats::zarr::array::{ArraySpec, ChunkKeyEncoding};
+use crate::formats::chunked::ChunkedArray;
+use crate::formats::chunked::{ArraySpec, ChunkKeyEncoding};
 use crate::storage::Store;
 use crate::storage::paths::file_stamp;
 
@@ -213,7 +213,7 @@ pub fn array_of(
             chain,
             sharding: None,
         };
-        Ok(Arc::new(ZarrArray::new(
+        Ok(Arc::new(ChunkedArray::new(
             spec,
             store.clone(),
             "",

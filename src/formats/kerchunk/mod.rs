@@ -15,7 +15,7 @@
 //! refs.json ─ load ─ refs::parse ─ key → Ref (inline | [url] | [url, offset, length])
 //!               │        └ template: {{name}} urls, gen expressions
 //!               └ resolve: url → local path, confined to the allowed roots
-//!                   └ RefStore ─ zarr::open_store ─ ZarrArray (chunks through the cache)
+//!                   └ RefStore ─ zarr::open_store ─ ChunkedArray (chunks through the cache)
 //! ```
 //!
 //! docs/KERCHUNK.md is the user's reference. The decisions:

@@ -10,7 +10,7 @@
 //!
 //! So a remote classic file is also shown to itself as a one-dimensional
 //! array of bytes chunked in [`BLOCK`]-byte blocks (key `i` is block `i`,
-//! a ranged GET pinned to the object's version), a [`ZarrArray`] over
+//! a ranged GET pinned to the object's version), a [`ChunkedArray`] over
 //! [`FileBlocks`] with no codec but `bytes`, exactly as a blocked archive
 //! shows its compressed blocks ([`crate::formats::packed::reader`]). The
 //! variables read their runs from it, so the shared chunk cache keeps
@@ -30,7 +30,7 @@ use crate::dtype::{DataType, Endian};
 use crate::engine::array::ArrayMeta;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::zarr::ZarrArray;
+use crate::formats::chunked::ChunkedArray;
 use crate::storage::ReadAt;
 use crate::storage::Store;
 use crate::storage::paths::file_stamp;
@@ -158,7 +158,7 @@ pub fn byte_view(
     file: Arc<dyn ReadAt>,
     size: u64,
     cache: Arc<ChunkCache>,
-) -> Result<ZarrArray> {
+) -> Result<ChunkedArray> {
     let chain = v2_chain(1, false, Endian::Little, &[], None)
         .map_err(|e| Error::metadata(path, e.to_string()))?;
     let meta = ArrayMeta::new(path.to_string(), vec![size], DataType::UInt8, vec![0])?;
@@ -167,7 +167,7 @@ pub fn byte_view(
         file,
         size,
     });
-    ZarrArray::blocks(meta, BLOCK, chain, store, cache)
+    ChunkedArray::blocks(meta, BLOCK, chain, store, cache)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use crate::dtype::swap_in_place;
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::Region;
 use crate::error::{Error, Result};
-use crate::formats::zarr::ZarrArray;
+use crate::formats::chunked::ChunkedArray;
 use crate::storage::ReadAt;
 use crate::storage::remote::COALESCE_GAP;
 
@@ -50,7 +50,7 @@ pub(crate) struct Shared {
     pub file: Arc<dyn ReadAt>,
     /// A remote file's bytes in blocks through the chunk cache
     /// ([`super::blocks`]); `None` locally.
-    pub blocks: Option<ZarrArray>,
+    pub blocks: Option<ChunkedArray>,
 }
 
 /// One variable of an open netCDF-3 file.
@@ -142,7 +142,7 @@ impl Netcdf3Array {
     /// them. For a remote object. Returns the number of windows read.
     fn read_from_blocks(
         &self,
-        blocks: &ZarrArray,
+        blocks: &ChunkedArray,
         region: &Region,
         out: &mut [u8],
     ) -> Result<usize> {
@@ -194,7 +194,7 @@ impl ArraySource for Netcdf3Array {
             log::warn!("{}: cannot check for changes", self.shared.path);
         }
         ChangeStamp {
-            cache_id: self.shared.blocks.as_ref().map(ZarrArray::cache_id),
+            cache_id: self.shared.blocks.as_ref().map(ChunkedArray::cache_id),
             data,
         }
     }

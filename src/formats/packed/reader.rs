@@ -5,7 +5,7 @@
 //! exactly a one-dimensional Zarr array of the variable's elements chunked
 //! by the block (big-endian `bytes`, optionally `shuffle`, then zstd or
 //! zlib). So each variable
-//! is a [`ZarrArray`] of shape `[elements]` over a [`BlockStore`] whose
+//! is a [`ChunkedArray`] of shape `[elements]` over a [`BlockStore`] whose
 //! key `i` is block `i`: the shared chunk cache, parallel decoding of the
 //! blocks of a large read, decoding whole blocks straight into the reply,
 //! the sequential prefetcher and the use-once rule all apply unchanged.
@@ -30,11 +30,11 @@ use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, SharedBytes};
 use crate::engine::index::{Region, c_strides, checked_num_elements, contiguous_run};
 use crate::error::{Error, Result};
+use crate::formats::chunked::ChunkedArray;
 use crate::formats::netcdf3;
 use crate::formats::netcdf3::header::{self, Header, NumRecs};
 use crate::formats::netcdf3::layout::Layout;
 use crate::formats::netcdf3::{HeaderError, MAX_HEADER_BYTES};
-use crate::formats::zarr::ZarrArray;
 use crate::storage::ReadAt;
 use crate::storage::Store;
 use crate::storage::paths::file_stamp;
@@ -267,7 +267,7 @@ pub fn array(
         var,
         name: name.to_string(),
     });
-    let inner = ZarrArray::blocks(flat, block_elems, chain, store, cache)?;
+    let inner = ChunkedArray::blocks(flat, block_elems, chain, store, cache)?;
     Ok(Arc::new(Reshaped { meta, inner }))
 }
 

@@ -4,10 +4,9 @@
 //! when the store has it (`.zmetadata` for v2, `consolidated_metadata` in
 //! the root `zarr.json` for v3), otherwise by walking directories for
 //! `.zarray`/`.zgroup` or `zarr.json` files. Every array becomes a
-//! [`ZarrArray`]; an array whose metadata is broken is skipped and reported
+//! [`ChunkedArray`]; an array whose metadata is broken is skipped and reported
 //! in [`Hierarchy::skipped`] so the rest of the store still mounts.
 
-pub mod array;
 pub mod fill;
 pub mod json;
 pub mod nczarr;
@@ -20,10 +19,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-pub use array::ZarrArray;
-
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::formats::chunked::{ArraySpec, ChunkedArray};
 use crate::storage::Store;
 use crate::storage::local::FsStore;
 use json::{MAX_METADATA_BYTES, obj};
@@ -35,7 +33,7 @@ pub struct Node {
     pub path: String,
     pub attributes: Map<String, Value>,
     /// `None` for groups.
-    pub array: Option<Arc<ZarrArray>>,
+    pub array: Option<Arc<ChunkedArray>>,
 }
 
 /// The groups and arrays of a store, sorted by path.
@@ -111,10 +109,10 @@ impl Opener {
     }
 
     /// Record the array at `path`, or the reason it cannot be opened.
-    fn add_array(&self, h: &mut Hierarchy, path: &str, spec: Result<array::ArraySpec>) {
+    fn add_array(&self, h: &mut Hierarchy, path: &str, spec: Result<ArraySpec>) {
         let opened = spec.and_then(|spec| {
             let attributes = spec.meta.attributes.clone();
-            ZarrArray::new(spec, self.store.clone(), path, self.cache.clone())
+            ChunkedArray::new(spec, self.store.clone(), path, self.cache.clone())
                 .map(|a| (a, attributes))
         });
         match opened {
@@ -135,7 +133,7 @@ impl Opener {
         path: &str,
         zarray: &Value,
         mut attrs: Map<String, Value>,
-    ) -> Result<array::ArraySpec> {
+    ) -> Result<ArraySpec> {
         let mut zarray = zarray.clone();
         nczarr::adapt(&mut zarray, &mut attrs);
         v2::parse_array(&self.store.describe(&join(path, ".zarray")), &zarray, attrs)

@@ -1,5 +1,11 @@
-//! Zarr v3 sharding (`sharding_indexed`): many inner chunks in one stored
-//! object, found through an index.
+//! Zarr v3 sharding (`sharding_indexed`) metadata: the `configuration` of
+//! the codec, parsed into how the chunked array reads its shards.
+//!
+//! Sharding is three jobs in three places: this file parses the codec list
+//! (Zarr's dialect: the JSON); the chunked array reads inner chunks through
+//! the shard indexes ([`crate::formats::chunked::shard`]); a shard that can
+//! only be decoded whole is a codec of the chain
+//! ([`crate::codec::sharding`]), beside the other codecs.
 //!
 //! A shard is the stored chunk of the array's grid; inside it, inner
 //! chunks of a smaller regular shape are encoded with their own codec
@@ -10,29 +16,12 @@
 //! inner chunk: fill value. Inner chunks may themselves be shards
 //! (nested sharding), each level with its own index.
 //!
-//! # How slabfs reads it
+//! # What the parse decides
 //!
-//! The read path never sees shards: a sharded array is served as an array
-//! chunked by its innermost chunks (the *leaf* grid, regular, since every
-//! level's inner shape divides its block), so projection, the cache and
-//! the parallel decode work exactly as for unsharded arrays, with inner
-//! chunks as the cache unit. Only fetching a leaf chunk's bytes differs
-//! ([`Sharding::fetch`]): from the shard key, each level's index (one range
-//! read of its fixed size, decoded once and kept in the shared cache under
-//! a per-level cache id) turns the leaf's position into a byte range of
-//! the shard, and one more range read gets exactly those bytes. Reading one
-//! inner chunk of a large shard thus costs two small reads (one per level
-//! plus one), never the shard.
-//!
-//! A cached index is trusted only while reads through it work: when one
-//! fails (the next level's index or the chunk does not decode, an entry
-//! points outside its shard), the indexes on its way are dropped and read
-//! again next time. An index without a checksum that was damaged in
-//! transit decodes without complaint, and keeping it would make a
-//! transient fault a permanent one.
-//!
-//! # Sharding inside a longer codec list
-//!
+//! Whether the array is read by its inner chunks through the shard
+//! indexes (`Sharding::indexed`: the leaf grid, one [`ShardLevel`] per
+//! nesting level, read by [`crate::formats::chunked::shard`]) or by whole
+//! shards (`Sharding::whole`: the chain then holds a [`WholeShard`]).
 //! The sharding codec is an array->bytes codec like any other, so a list
 //! may put array->array codecs before it and bytes->bytes codecs after it
 //! (zarr-python writes `[sharding_indexed, zstd]` for
@@ -53,20 +42,21 @@
 //!   what it writes satisfies both.)
 //! - **Bytes->bytes codecs after it, or other array->array codecs before
 //!   it** (a compressor around the whole shard, a numcodecs filter over
-//!   it): a shard can only be decoded whole, by `WholeShard`, an
+//!   it): a shard can only be decoded whole, by [`WholeShard`], an
 //!   array->bytes codec of the chain, and the array is read by its shards
 //!   (`Mode::Whole`). The decoded shard is then the cache unit: one
 //!   fetch and one decode per shard however many readers ask, its real
 //!   size against the cache budget, the use-once rule counting its bytes
 //!   inside the array (an overhanging shard's fewer). A shard is at most
-//!   as large as a chunk may be ([`MAX_CHUNK_BYTES`]); one larger than the
+//!   as large as a chunk may be (`MAX_CHUNK_BYTES`); one larger than the
 //!   cache budget is decoded for each read that needs it.
 //!
 //! The worst-case size of a whole shard follows from the metadata (index
 //! plus every inner chunk at its largest: its fixed size, or twice its
-//! decoded size plus `INNER_HEADROOM` when compressed), and each codec
-//! after the sharding codec may produce at most that much, so a
-//! decompression bomb costs one bounded buffer and an error. Nested
+//! decoded size plus `INNER_HEADROOM` when compressed; see
+//! [`crate::codec::sharding`]), and each codec after the sharding codec
+//! may produce at most that much, so a decompression bomb costs one
+//! bounded buffer and an error. Nested
 //! levels are read by index while their lists are a sharding codec
 //! alone; a level below with a longer list is the leaf, decoded whole.
 //!
@@ -75,40 +65,15 @@
 //! requires it).
 
 use serde_json::Value;
-use std::ops::Range;
 
+use crate::codec::sharding::{IndexLocation, NAME, WholeShard, index_layout};
 use crate::codec::transpose::Transpose;
-use crate::codec::{
-    ArrayToBytesCodec, BytesToBytesCodec, ChunkRepr, Codec, CodecChain, CodecError, DecodedSize,
-    from_v3, v3_extension,
-};
+use crate::codec::{ChunkRepr, Codec, CodecChain, from_v3, v3_extension};
 use crate::dtype::DataType;
-use crate::engine::cache::{ChunkCache, ChunkKey, next_source_id};
-use crate::engine::index::copy::{copy_region, fill_region};
-use crate::error::{Error, Result};
-use crate::formats::zarr::array::MAX_CHUNK_BYTES;
-use crate::storage::{ByteRange, Store};
-
-const NAME: &str = "sharding_indexed";
+use crate::formats::chunked::shard::{ShardLevel, Sharding};
 
 /// Deepest nesting of shards accepted (real data uses one level).
 const MAX_LEVELS: usize = 8;
-
-/// Marks an empty inner chunk in both fields of its index entry.
-const EMPTY: u64 = u64::MAX;
-
-/// Headroom of one compressed inner chunk over twice its decoded size, in
-/// the worst-case size of a shard decoded whole ([`WholeShard`]): the
-/// headers and trailers of every real compressor (zstd, gzip, blosc, lz4,
-/// bz2, lzma) and checksum fit in it, and a shard of many tiny inner
-/// chunks still gets a bound that is a small multiple of its size.
-const INNER_HEADROOM: u64 = 4 << 10;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IndexLocation {
-    Start,
-    End,
-}
 
 /// The `configuration` of one `sharding_indexed` codec.
 #[derive(Debug)]
@@ -128,43 +93,6 @@ impl Config<'_> {
     fn index(&self, block: &[u64]) -> Result<(ChunkRepr, u64), String> {
         index_layout(&self.inner, &self.index_chain, block)
     }
-}
-
-fn index_layout(
-    inner: &[u64],
-    index_chain: &CodecChain,
-    block: &[u64],
-) -> Result<(ChunkRepr, u64), String> {
-    if inner.len() != block.len() || inner.iter().zip(block).any(|(&i, &b)| i == 0 || b % i != 0) {
-        return Err(format!(
-            "{NAME}: inner chunk shape {inner:?} does not divide the shard shape {block:?}"
-        ));
-    }
-    let mut index_shape: Vec<u64> = block.iter().zip(inner).map(|(b, i)| b / i).collect();
-    index_shape.push(2);
-    let index_repr = ChunkRepr {
-        shape: index_shape,
-        dtype: DataType::UInt64,
-        fill: EMPTY.to_ne_bytes().to_vec(),
-    };
-    // 16 bytes per inner chunk, decoded whole and cached: an index past
-    // the chunk size limit (or past 2^64 bytes) is no real shard, and
-    // must not pass for an index codec problem below.
-    if index_repr
-        .nbytes()
-        .is_none_or(|n| n as u64 > MAX_CHUNK_BYTES)
-    {
-        let count = &index_repr.shape[..index_repr.shape.len() - 1];
-        return Err(format!(
-            "{NAME}: shards of {count:?} inner chunks need an index larger than the {} GiB \
-             limit",
-            MAX_CHUNK_BYTES >> 30
-        ));
-    }
-    let index_len = index_chain.encoded_size(&index_repr).ok_or_else(|| {
-        format!("{NAME}: index_codecs must have a fixed output size (no compressor)")
-    })? as u64;
-    Ok((index_repr, index_len))
 }
 
 fn parse_config(sharding: &Value) -> Result<Config<'_>, String> {
@@ -211,64 +139,6 @@ fn parse_config(sharding: &Value) -> Result<Config<'_>, String> {
         index_chain,
         location,
     })
-}
-
-/// One level of sharding whose inner chunks are read one by one.
-#[derive(Debug)]
-pub struct ShardLevel {
-    /// Shape of the block this level divides: the shard for the first
-    /// level, the enclosing level's inner chunk below it (in the stored
-    /// shard's axis order).
-    pub block: Vec<u64>,
-    /// Shape of the inner chunks.
-    pub inner: Vec<u64>,
-    index_chain: CodecChain,
-    index_repr: ChunkRepr,
-    /// Encoded size of the index in bytes.
-    index_len: u64,
-    location: IndexLocation,
-    /// Cache id under which this level's decoded indexes are kept.
-    cache_id: u64,
-}
-
-impl ShardLevel {
-    /// Inner chunks per block, per dimension.
-    fn chunks_per_block(&self) -> impl Iterator<Item = u64> + '_ {
-        self.block.iter().zip(&self.inner).map(|(b, i)| b / i)
-    }
-}
-
-/// How the shards of an array are read.
-#[derive(Debug)]
-pub struct Sharding {
-    mode: Mode,
-    /// The largest a stored read unit (leaf chunk or shard) can be when it
-    /// is, or holds, a shard decoded whole; `None` for the default rule.
-    stored_limit: Option<u64>,
-}
-
-#[derive(Debug)]
-enum Mode {
-    /// Inner chunks are read one by one through the shard indexes: the
-    /// array is read by its leaf chunks.
-    Indexed(Indexed),
-    /// Shards are decoded whole by the chain ([`WholeShard`]): the array
-    /// is read by its shards.
-    Whole,
-}
-
-/// Shards whose inner chunks are read one by one.
-#[derive(Debug)]
-struct Indexed {
-    /// The levels, outermost first.
-    levels: Vec<ShardLevel>,
-    /// Axis `i` of the stored shard is axis `order[i]` of the array: the
-    /// transposes before the sharding codec, composed (identity without
-    /// one). The levels' shapes, and the tiles their methods take, are in
-    /// the stored order: a transpose of the whole array maps its shard
-    /// grid onto the stored shards' grid, so the index arithmetic of the
-    /// untransposed case holds in the transposed index space.
-    order: Vec<usize>,
 }
 
 /// What a v3 `codecs` list describes.
@@ -323,10 +193,7 @@ pub fn parse_codecs(
         prefix.extend(leaf);
         let chain = CodecChain::new(prefix).map_err(|e| e.to_string())?;
         return Ok(Codecs {
-            sharding: Some(Sharding {
-                mode: Mode::Indexed(Indexed { levels, order }),
-                stored_limit,
-            }),
+            sharding: Some(Sharding::indexed(levels, order, stored_limit)),
             chain,
             names: before_names,
         });
@@ -339,10 +206,7 @@ pub fn parse_codecs(
     let (list, stored_limit) = codec_list(codecs, &repr, 1, &mut names)?;
     let chain = CodecChain::new(list).map_err(|e| e.to_string())?;
     Ok(Codecs {
-        sharding: Some(Sharding {
-            mode: Mode::Whole,
-            stored_limit,
-        }),
+        sharding: Some(Sharding::whole(stored_limit)),
         chain,
         names,
     })
@@ -389,18 +253,16 @@ fn parse_level(
         return Err(format!("{NAME} nested more than {MAX_LEVELS} levels deep"));
     }
     let config = parse_config(sharding)?;
-    let (index_repr, index_len) = config.index(&block)?;
+    let index = config.index(&block)?;
     names.push(NAME.to_string());
     let inner = config.inner.clone();
-    levels.push(ShardLevel {
+    levels.push(ShardLevel::new(
         block,
-        inner: inner.clone(),
-        index_chain: config.index_chain,
-        index_repr,
-        index_len,
-        location: config.location,
-        cache_id: next_source_id(),
-    });
+        inner.clone(),
+        config.index_chain,
+        index,
+        config.location,
+    ));
     let list = config.codecs.as_array().expect("checked by parse_config");
     if let [only] = list.as_slice()
         && is_sharding(only)
@@ -480,195 +342,17 @@ fn codec_list(
             None => {}
         }
     }
-    let whole = WholeShard {
-        inner: config.inner,
+    let whole = WholeShard::new(
+        config.inner,
         inner_chain,
         inner_limit,
-        index_chain: config.index_chain,
-        location: config.location,
+        config.index_chain,
+        config.location,
         outer,
-    };
+    );
     let limit = whole.bounds(&repr, index_len).last().copied();
     codecs.push(Codec::ArrayToBytes(Box::new(whole)));
     Ok((codecs, limit))
-}
-
-/// A `sharding_indexed` codec whose shards are decoded whole, together
-/// with the bytes->bytes codecs after it in its list: an array->bytes
-/// codec of the chain like `bytes`.
-///
-/// Used where inner chunks cannot be read one by one: a compressor (or
-/// checksum) after the sharding codec wraps the whole shard, so the index
-/// and the inner chunks are only found once the shard is decompressed;
-/// an array->array codec other than a transpose before it (a numcodecs
-/// filter) works on the whole shard; and a nested shard inside such one.
-/// The decoded shard is the cache unit: one decode per shard, its real
-/// size against the budget, and the use-once rule counting its bytes.
-///
-/// Decoding: undo the bytes->bytes codecs, each allowed at most its
-/// worst-case output ([`WholeShard::bounds`]); decode the index at the
-/// start or end of the result; decode every non-empty inner chunk with
-/// the inner chain (which may hold a nested `WholeShard`) into its place
-/// in the C-order shard; empty ones are the fill value. A damaged shard
-/// is a [`CodecError`] for its reads, never a panic.
-#[derive(Debug)]
-struct WholeShard {
-    inner: Vec<u64>,
-    inner_chain: CodecChain,
-    /// Largest stored inner chunk when inner chunks are themselves shards
-    /// decoded whole.
-    inner_limit: Option<u64>,
-    index_chain: CodecChain,
-    location: IndexLocation,
-    /// The bytes->bytes codecs after the sharding codec, in encoding order.
-    outer: Vec<Box<dyn BytesToBytesCodec>>,
-}
-
-impl WholeShard {
-    fn inner_repr(&self, shard: &ChunkRepr) -> ChunkRepr {
-        ChunkRepr {
-            shape: self.inner.clone(),
-            ..shard.clone()
-        }
-    }
-
-    /// The most bytes each stage of a stored shard of `shard` can take:
-    /// `[0]` the shard as the sharding codec wrote it (its index plus
-    /// every inner chunk at its largest), `[j + 1]` that after the
-    /// bytes->bytes codec `outer[j]` (its fixed size for a checksum, twice
-    /// as much plus 64 KiB for a compressor, as for unsharded chunks);
-    /// the last is the stored shard's. Saturating.
-    fn bounds(&self, shard: &ChunkRepr, index_len: u64) -> Vec<u64> {
-        let inner = self.inner_repr(shard);
-        let count: u64 = shard
-            .shape
-            .iter()
-            .zip(&self.inner)
-            .map(|(b, i)| b / i)
-            .product();
-        let inner_bytes = inner.nbytes().unwrap_or(usize::MAX) as u64;
-        let one = match self.inner_chain.encoded_size(&inner) {
-            Some(n) => n as u64,
-            None => inner_bytes
-                .saturating_mul(2)
-                .saturating_add(INNER_HEADROOM)
-                .max(self.inner_limit.unwrap_or(0)),
-        };
-        let mut bounds = vec![index_len.saturating_add(count.saturating_mul(one))];
-        for c in &self.outer {
-            let last = *bounds.last().expect("non-empty");
-            let next = usize::try_from(last)
-                .ok()
-                .and_then(|n| c.encoded_size(n))
-                .map_or(last.saturating_mul(2).saturating_add(64 << 10), |n| {
-                    n as u64
-                });
-            bounds.push(next);
-        }
-        bounds
-    }
-
-    /// The decoded index of shards of `shard` and its stored size.
-    fn index(&self, shard: &ChunkRepr) -> Result<(ChunkRepr, u64), CodecError> {
-        index_layout(&self.inner, &self.index_chain, &shard.shape).map_err(CodecError::Chain)
-    }
-}
-
-impl ArrayToBytesCodec for WholeShard {
-    fn name(&self) -> &'static str {
-        NAME
-    }
-
-    fn encoded_size(&self, _decoded: &ChunkRepr) -> Option<usize> {
-        None
-    }
-
-    fn validate(&self, decoded: &ChunkRepr) -> Result<(), CodecError> {
-        self.index(decoded)?;
-        self.inner_chain.validate(&self.inner_repr(decoded))
-    }
-
-    fn decode(&self, encoded: Vec<u8>, decoded: &ChunkRepr) -> Result<Vec<u8>, CodecError> {
-        let (index_repr, index_len) = self.index(decoded)?;
-        let bounds = self.bounds(decoded, index_len);
-        let mut blob = encoded;
-        for (j, c) in self.outer.iter().enumerate().rev() {
-            let limit = DecodedSize::AtMost(usize::try_from(bounds[j]).unwrap_or(usize::MAX));
-            blob = c.decode(blob, limit)?;
-            limit.check(c.name(), blob.len())?;
-        }
-        let len = blob.len() as u64;
-        if len < index_len {
-            return Err(CodecError::corrupt(
-                NAME,
-                format!("a {len}-byte shard cannot hold its {index_len}-byte index"),
-            ));
-        }
-        let raw_index = match self.location {
-            IndexLocation::Start => &blob[..index_len as usize],
-            IndexLocation::End => &blob[(len - index_len) as usize..],
-        };
-        let index = self.index_chain.decode(raw_index.to_vec(), &index_repr)?;
-        let item = decoded.dtype.size();
-        let nbytes = decoded.nbytes().ok_or_else(|| {
-            CodecError::Chain(format!("shard shape {:?} is too large", decoded.shape))
-        })?;
-        let mut out = vec![0u8; nbytes];
-        let inner = self.inner_repr(decoded);
-        let per: Vec<u64> = index_repr.shape[..index_repr.shape.len() - 1].to_vec();
-        let zeros = vec![0; self.inner.len()];
-        let mut position = vec![0u64; per.len()];
-        for (k, entry) in index.chunks_exact(16).enumerate() {
-            if k > 0 {
-                // Odometer over the inner chunks, C order like the index.
-                for d in (0..per.len()).rev() {
-                    position[d] += 1;
-                    if position[d] < per[d] {
-                        break;
-                    }
-                    position[d] = 0;
-                }
-            }
-            let field =
-                |i: usize| u64::from_ne_bytes(entry[8 * i..8 * i + 8].try_into().expect("8"));
-            let (offset, size) = (field(0), field(1));
-            let start: Vec<u64> = position
-                .iter()
-                .zip(&self.inner)
-                .map(|(p, i)| p * i)
-                .collect();
-            if offset == EMPTY && size == EMPTY {
-                fill_region(&mut out, &decoded.shape, &start, &self.inner, &decoded.fill);
-                continue;
-            }
-            let end = offset
-                .checked_add(size)
-                .filter(|&e| e <= len)
-                .ok_or_else(|| {
-                    CodecError::corrupt(
-                        NAME,
-                        format!(
-                            "index entry ({offset}, {size}) of inner chunk {position:?} is outside \
-                         its {len}-byte shard"
-                        ),
-                    )
-                })?;
-            let chunk = self
-                .inner_chain
-                .decode(blob[offset as usize..end as usize].to_vec(), &inner)?;
-            copy_region(
-                &chunk,
-                &self.inner,
-                &zeros,
-                &mut out,
-                &decoded.shape,
-                &start,
-                &self.inner,
-                item,
-            );
-        }
-        Ok(out)
-    }
 }
 
 fn codec_name(c: &Codec) -> &'static str {
@@ -691,402 +375,11 @@ fn plain_chain(codecs: &[Value], names: &mut Vec<String>) -> Result<CodecChain, 
     Ok(chain)
 }
 
-impl Sharding {
-    /// The shape of the chunks the array is read by: the innermost chunks
-    /// of indexed shards, in the array's axis order; `None` when shards
-    /// are decoded whole (the array is read by its shards).
-    pub fn read_shape(&self) -> Option<Vec<u64>> {
-        match &self.mode {
-            Mode::Indexed(ix) => {
-                let mut shape = vec![0; ix.order.len()];
-                for (&a, &n) in ix.order.iter().zip(ix.leaf_shape()) {
-                    shape[a] = n;
-                }
-                Some(shape)
-            }
-            Mode::Whole => None,
-        }
-    }
-
-    /// Whether shards are decoded whole (the array is read by its shards).
-    pub fn decodes_whole(&self) -> bool {
-        matches!(self.mode, Mode::Whole)
-    }
-
-    /// The shard (chunk of the stored grid) holding read unit `tile`.
-    pub fn shard_of(&self, tile: &[u64]) -> Vec<u64> {
-        match &self.mode {
-            Mode::Indexed(ix) => {
-                let stored = ix.block_of(0, &ix.stored_tile(tile));
-                let mut shard = vec![0; stored.len()];
-                for (&a, s) in ix.order.iter().zip(stored) {
-                    shard[a] = s;
-                }
-                shard
-            }
-            Mode::Whole => tile.to_vec(),
-        }
-    }
-
-    /// The cache ids of the decoded indexes, one per indexed level.
-    pub fn cache_ids(&self) -> impl Iterator<Item = u64> + '_ {
-        let levels = match &self.mode {
-            Mode::Indexed(ix) => ix.levels.as_slice(),
-            Mode::Whole => &[],
-        };
-        levels.iter().map(|l| l.cache_id)
-    }
-
-    /// The stored bytes of read unit `tile` (a leaf chunk of the shard
-    /// stored under `key`, or that whole shard), `None` if it is empty.
-    /// `limit` caps the stored size, raised to what a shard decoded whole
-    /// may legitimately take. On failure the indexes on the way are
-    /// dropped from the cache ([`Sharding::forget_indexes`]).
-    pub fn fetch(
-        &self,
-        store: &dyn Store,
-        key: &str,
-        tile: &[u64],
-        cache: &ChunkCache,
-        version: u64,
-        limit: u64,
-    ) -> Result<Option<Vec<u8>>> {
-        let limit = self.stored_limit.map_or(limit, |l| l.max(limit));
-        match &self.mode {
-            Mode::Indexed(ix) => ix.fetch(store, key, tile, cache, version, limit),
-            Mode::Whole => {
-                let raw = store.get(key, limit)?;
-                match &raw {
-                    None => log::debug!(
-                        "{}: shard {tile:?} missing, fill value",
-                        store.describe(key)
-                    ),
-                    Some(raw) => log::debug!(
-                        "{}: decoding shard {tile:?} whole ({} bytes)",
-                        store.describe(key),
-                        raw.len()
-                    ),
-                }
-                Ok(raw)
-            }
-        }
-    }
-
-    /// [`fetch`](Self::fetch) of many chunks at once, each `(key of its
-    /// shard, tile, limit)`: the indexes on the way as `fetch` reads them
-    /// (cached), then the chunks' byte ranges, all in one
-    /// [`Store::get_ranges`], which a remote store answers with one GET
-    /// per run of nearby chunks of a shard, all at once.
-    pub fn fetch_many(
-        &self,
-        store: &dyn Store,
-        wanted: &[(String, Vec<u64>, u64)],
-        cache: &ChunkCache,
-        version: u64,
-    ) -> Vec<Result<Option<Vec<u8>>>> {
-        let limit = |l: u64| self.stored_limit.map_or(l, |s| s.max(l));
-        match &self.mode {
-            Mode::Indexed(ix) => ix.fetch_many(store, wanted, cache, version, limit),
-            Mode::Whole => {
-                let keys: Vec<(String, u64)> = wanted
-                    .iter()
-                    .map(|(k, _, l)| (k.clone(), limit(*l)))
-                    .collect();
-                store.get_many(&keys)
-            }
-        }
-    }
-
-    /// Drop the cached indexes on the way to read unit `tile` (see
-    /// `Indexed::forget_indexes`); nothing for shards decoded whole,
-    /// whose indexes are never kept apart from the shard.
-    pub fn forget_indexes(&self, tile: &[u64], cache: &ChunkCache, version: u64) {
-        if let Mode::Indexed(ix) = &self.mode {
-            ix.forget_indexes(tile, cache, version);
-        }
-    }
-}
-
-impl Indexed {
-    /// The shape of the innermost chunks, in the stored order.
-    fn leaf_shape(&self) -> &[u64] {
-        &self.levels.last().expect("at least one level").inner
-    }
-
-    /// Leaf `tile` of the array's grid as a tile of the stored order.
-    fn stored_tile(&self, tile: &[u64]) -> Vec<u64> {
-        self.order.iter().map(|&a| tile[a]).collect()
-    }
-
-    /// Global coordinates of the level-`l` block holding leaf `tile`.
-    fn block_of(&self, l: usize, tile: &[u64]) -> Vec<u64> {
-        let leaf = self.leaf_shape();
-        tile.iter()
-            .zip(leaf)
-            .zip(&self.levels[l].block)
-            .map(|((&t, &lf), &b)| t * lf / b)
-            .collect()
-    }
-
-    /// The stored bytes of leaf chunk `tile` (of the array's grid) of the
-    /// shard stored under `key`, `None` if the shard or the chunk is empty. Reads each level's
-    /// index (cached under `version`) and then exactly the chunk's bytes.
-    /// `limit` caps the chunk's stored size. On failure the indexes on
-    /// the way are dropped from the cache ([`Indexed::forget_indexes`]).
-    fn fetch(
-        &self,
-        store: &dyn Store,
-        key: &str,
-        tile: &[u64],
-        cache: &ChunkCache,
-        version: u64,
-        limit: u64,
-    ) -> Result<Option<Vec<u8>>> {
-        let stored = self.stored_tile(tile);
-        let r = self
-            .locate(store, key, &stored, tile, cache, version, limit)
-            .and_then(|at| match at {
-                // A shard that vanished since its index was read: empty.
-                Some((offset, len)) => store.get_range(key, ByteRange::At { offset, len }),
-                None => Ok(None),
-            });
-        if r.is_err() {
-            self.forget_indexes(tile, cache, version);
-        }
-        r
-    }
-
-    /// [`Sharding::fetch_many`] of indexed shards.
-    fn fetch_many(
-        &self,
-        store: &dyn Store,
-        wanted: &[(String, Vec<u64>, u64)],
-        cache: &ChunkCache,
-        version: u64,
-        limit: impl Fn(u64) -> u64,
-    ) -> Vec<Result<Option<Vec<u8>>>> {
-        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = wanted.iter().map(|_| None).collect();
-        // Per shard: its key, the chunks' ranges, and which of `wanted`.
-        let mut shards: Vec<(String, Vec<Range<u64>>, Vec<usize>)> = Vec::new();
-        for (i, (key, tile, l)) in wanted.iter().enumerate() {
-            let stored = self.stored_tile(tile);
-            match self.locate(store, key, &stored, tile, cache, version, limit(*l)) {
-                Ok(Some((offset, len))) => {
-                    let s = match shards.iter().position(|s| s.0 == *key) {
-                        Some(s) => s,
-                        None => {
-                            shards.push((key.clone(), Vec::new(), Vec::new()));
-                            shards.len() - 1
-                        }
-                    };
-                    shards[s].1.push(offset..offset + len);
-                    shards[s].2.push(i);
-                }
-                Ok(None) => out[i] = Some(Ok(None)),
-                Err(e) => {
-                    self.forget_indexes(tile, cache, version);
-                    out[i] = Some(Err(e));
-                }
-            }
-        }
-        let requests: Vec<(String, Vec<Range<u64>>)> = shards
-            .iter()
-            .map(|(k, r, _)| (k.clone(), r.clone()))
-            .collect();
-        for ((key, _, which), got) in shards.iter().zip(store.get_ranges(&requests)) {
-            match got {
-                Ok(Some(parts)) => {
-                    for (&i, part) in which.iter().zip(parts) {
-                        out[i] = Some(Ok(Some(part)));
-                    }
-                }
-                // A shard that vanished since its index was read: empty.
-                Ok(None) => which.iter().for_each(|&i| out[i] = Some(Ok(None))),
-                Err(e) => {
-                    let detail = e.to_string();
-                    for &i in which {
-                        self.forget_indexes(&wanted[i].1, cache, version);
-                        out[i] = Some(Err(Error::Io {
-                            path: store.describe(key),
-                            source: std::io::Error::other(detail.clone()),
-                        }));
-                    }
-                }
-            }
-        }
-        out.into_iter()
-            .map(|o| o.expect("every chunk answered"))
-            .collect()
-    }
-
-    /// Drop the cached indexes on the way to leaf chunk `tile`. Called
-    /// when a read through them failed: an index without a checksum may
-    /// itself be what is wrong (a bit flipped on its way from storage
-    /// decodes to offsets that point at the wrong bytes), and keeping it
-    /// would turn one transient fault into a shard that fails until the
-    /// cache evicts it. The next read of the shard reads its index again.
-    fn forget_indexes(&self, tile: &[u64], cache: &ChunkCache, version: u64) {
-        let stored = self.stored_tile(tile);
-        for (l, level) in self.levels.iter().enumerate() {
-            cache.forget(&ChunkKey {
-                source: level.cache_id,
-                version,
-                coords: self.block_of(l, &stored).into(),
-            });
-        }
-    }
-
-    /// Where leaf `tile` (in the stored order) lies in the shard stored
-    /// under `key`: `(offset, len)`, `None` if the shard or the chunk is
-    /// empty. Reads each level's index (cached under `version`). `shown`
-    /// is the same tile in the array's order, for messages.
-    #[allow(clippy::too_many_arguments)]
-    fn locate(
-        &self,
-        store: &dyn Store,
-        key: &str,
-        tile: &[u64],
-        shown: &[u64],
-        cache: &ChunkCache,
-        version: u64,
-        limit: u64,
-    ) -> Result<Option<(u64, u64)>> {
-        let leaf = self.leaf_shape();
-        let corrupt = |detail: String| Error::Chunk {
-            path: store.describe(key),
-            chunk: format!("{shown:?}"),
-            source: CodecError::corrupt(NAME, detail).into(),
-        };
-        // The byte range of the current block inside the stored value;
-        // `None` for the whole value (the shard).
-        let mut range: Option<(u64, u64)> = None;
-        for (l, level) in self.levels.iter().enumerate() {
-            let block = self.block_of(l, tile);
-            let index_key = ChunkKey {
-                source: level.cache_id,
-                version,
-                coords: block.clone().into(),
-            };
-            let index = cache.get_or_load(&index_key, || {
-                self.load_index(level, store, key, range, &block)
-            })?;
-            let Some(index) = index else {
-                return Ok(None);
-            };
-            // C-order position of the inner chunk within its block.
-            let flat = tile
-                .iter()
-                .zip(leaf)
-                .zip(&level.inner)
-                .zip(level.chunks_per_block())
-                .fold(0u64, |acc, (((&t, &lf), &i), per)| {
-                    acc * per + (t * lf / i) % per
-                }) as usize;
-            let entry = |k: usize| {
-                let at = 16 * flat + 8 * k;
-                u64::from_ne_bytes(index[at..at + 8].try_into().expect("8 bytes"))
-            };
-            let (offset, nbytes) = (entry(0), entry(1));
-            if offset == EMPTY && nbytes == EMPTY {
-                log::debug!(
-                    "{}: inner chunk {shown:?} is empty, fill value",
-                    store.describe(key)
-                );
-                return Ok(None);
-            }
-            let end = offset
-                .checked_add(nbytes)
-                .ok_or_else(|| corrupt(format!("index entry ({offset}, {nbytes}) overflows")))?;
-            if let Some((_, len)) = range
-                && end > len
-            {
-                return Err(corrupt(format!(
-                    "index entry ({offset}, {nbytes}) is outside its {len}-byte shard"
-                )));
-            }
-            let base = range.map_or(0, |(start, _)| start);
-            range = Some((base + offset, nbytes));
-        }
-        let (offset, len) = range.expect("at least one level");
-        if len > limit {
-            return Err(Error::TooLarge {
-                path: store.describe(key),
-                size: len,
-                limit,
-            });
-        }
-        log::debug!(
-            "{}: inner chunk {shown:?} at bytes {offset}..{}",
-            store.describe(key),
-            offset + len
-        );
-        Ok(Some((offset, len)))
-    }
-
-    /// Read and decode one index of `level` for the block at `range` of
-    /// the value `key` (the whole value when `None`).
-    fn load_index(
-        &self,
-        level: &ShardLevel,
-        store: &dyn Store,
-        key: &str,
-        range: Option<(u64, u64)>,
-        block: &[u64],
-    ) -> Result<Option<Vec<u8>>> {
-        let n = level.index_len;
-        let corrupt = |detail: String| Error::Chunk {
-            path: store.describe(key),
-            chunk: format!("shard index of block {block:?}"),
-            source: CodecError::corrupt(NAME, detail).into(),
-        };
-        let at = match (range, level.location) {
-            (None, IndexLocation::Start) => ByteRange::At { offset: 0, len: n },
-            (None, IndexLocation::End) => ByteRange::Suffix(n),
-            (Some((_, len)), _) if len < n => {
-                return Err(corrupt(format!(
-                    "a {len}-byte inner shard cannot hold its {n}-byte index"
-                )));
-            }
-            (Some((offset, _)), IndexLocation::Start) => ByteRange::At { offset, len: n },
-            (Some((offset, len)), IndexLocation::End) => ByteRange::At {
-                offset: offset + len - n,
-                len: n,
-            },
-        };
-        // An inner shard must lie inside the stored value. Reading an
-        // index at its end checks that; one at its start does not, so a
-        // zero-length read at the inner shard's end does (found by the
-        // `shard_index` fuzz target: an entry claiming bytes past the end
-        // of the shard was accepted whenever the entries under it pointed
-        // inside). No overflow: `fetch` checked every entry's end.
-        if let (Some((offset, len)), IndexLocation::Start) = (range, level.location) {
-            let end = ByteRange::At {
-                offset: offset + len,
-                len: 0,
-            };
-            if store.get_range(key, end)?.is_none() {
-                return Ok(None);
-            }
-        }
-        let Some(raw) = store.get_range(key, at)? else {
-            return Ok(None);
-        };
-        let index = level
-            .index_chain
-            .decode(raw, &level.index_repr)
-            .map_err(|source| Error::Chunk {
-                path: store.describe(key),
-                chunk: format!("shard index of block {block:?}"),
-                source: source.into(),
-            })?;
-        log::debug!("{}: read the shard index of {block:?}", store.describe(key));
-        Ok(Some(index))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::sharding::EMPTY;
+    use crate::formats::chunked::shard::{Indexed, Mode};
     use serde_json::json;
 
     fn sharded(inner: &[u64], location: &str, inner_codecs: Value) -> Value {

@@ -10,7 +10,6 @@
 
 use serde_json::{Map, Value};
 
-use super::array::{ArraySpec, ChunkKeyEncoding};
 use super::fill::parse_fill;
 use super::json::{field, obj, u64_list};
 use crate::codec::v2_chain;
@@ -18,6 +17,7 @@ use crate::dtype::DataType;
 use crate::engine::array::ArrayMeta;
 use crate::engine::index::tiling::DimTiling;
 use crate::error::{Error, Result};
+use crate::formats::chunked::{ArraySpec, ChunkKeyEncoding};
 
 /// Parse a `.zarray` document (`doc`) with its `.zattrs` (`attrs`).
 /// `source` names the `.zarray` file in errors.

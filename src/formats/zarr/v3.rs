@@ -9,7 +9,6 @@
 
 use serde_json::{Map, Value};
 
-use super::array::{ArraySpec, ChunkKeyEncoding};
 use super::fill::parse_fill;
 use super::json::{field, obj, u64_list};
 use super::shard;
@@ -19,6 +18,8 @@ use crate::dtype::DataType;
 use crate::engine::array::ArrayMeta;
 use crate::engine::index::tiling::DimTiling;
 use crate::error::{Error, Result};
+use crate::formats::chunked::shard::Sharding;
+use crate::formats::chunked::{ArraySpec, ChunkKeyEncoding};
 
 const KNOWN_KEYS: &[&str] = &[
     "zarr_format",
@@ -71,11 +72,7 @@ pub fn parse_array(source: &str, doc: &Value) -> Result<ArraySpec> {
     let chunk_shape: Vec<u64> = grid.iter().map(|g| g.tile_len(0)).collect();
     // A sharded array is read by its innermost chunks, unless its shards
     // are decoded whole (see `shard`).
-    let grid = match codecs
-        .sharding
-        .as_ref()
-        .and_then(shard::Sharding::read_shape)
-    {
+    let grid = match codecs.sharding.as_ref().and_then(Sharding::read_shape) {
         Some(leaf) => leaf.into_iter().map(DimTiling::Regular).collect(),
         None => grid,
     };

@@ -1,4 +1,5 @@
-//! A Zarr array as an [`ArraySource`].
+//! A chunked array as an [`ArraySource`]: a grid of chunks in a
+//! [`Store`], each decoded by a [`CodecChain`].
 //!
 //! Reading a box: the engine's piece loop ([`read_pieces`]) projects it
 //! over the chunk grid and splits the output into one disjoint view per
@@ -10,16 +11,16 @@
 
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 use super::shard::Sharding;
+pub use crate::codec::MAX_CHUNK_BYTES;
 use crate::codec::{ChunkRepr, CodecChain};
 use crate::engine::array::{ArrayMeta, ArraySource};
+use crate::engine::buffers::{CHUNK_SLOT, CODEC_SLOT};
 use crate::engine::cache::{ChunkCache, ChunkKey, Claim, SharedBytes, next_source_id};
 use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::tiling::{DimTiling, Piece, Projection};
 use crate::engine::index::{Region, contiguous_run};
-use crate::engine::pieces::{PieceSource, read_pieces};
+use crate::engine::pieces::{PieceSource, prefetch_pieces, read_pieces};
 use crate::error::{Error, Result};
 use crate::storage::Store;
 
@@ -50,7 +51,8 @@ impl ChunkKeyEncoding {
     }
 }
 
-/// Everything metadata parsing yields about an array.
+/// Everything a format's metadata yields about a chunked array: what Zarr
+/// v2/v3 metadata, an HDF5 dataset's layout, a blocked byte stream say.
 #[derive(Debug)]
 pub struct ArraySpec {
     pub meta: ArrayMeta,
@@ -64,12 +66,7 @@ pub struct ArraySpec {
     pub sharding: Option<Sharding>,
 }
 
-/// Largest decoded chunk slabfs accepts: a chunk is decoded whole into
-/// memory, so a chunk shape beyond this is refused at open time rather
-/// than exhausting memory on the first read.
-pub const MAX_CHUNK_BYTES: u64 = 4 << 30;
-
-pub struct ZarrArray {
+pub struct ChunkedArray {
     spec: ArraySpec,
     store: Arc<dyn Store>,
     /// Key prefix of the array inside its store: "" or "path/to/array/".
@@ -79,16 +76,16 @@ pub struct ZarrArray {
     version: u64,
 }
 
-impl std::fmt::Debug for ZarrArray {
+impl std::fmt::Debug for ChunkedArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ZarrArray")
+        f.debug_struct("ChunkedArray")
             .field("source", &self.spec.meta.source)
             .field("shape", &self.spec.meta.shape)
             .finish()
     }
 }
 
-impl ZarrArray {
+impl ChunkedArray {
     /// The id its chunks are cached under ([`ChangeStamp::cache_id`]).
     ///
     /// [`ChangeStamp::cache_id`]: crate::engine::array::ChangeStamp::cache_id
@@ -100,14 +97,14 @@ impl ZarrArray {
     /// `block` elements (the last one shorter when they do not divide),
     /// block `i` the value of key `i` in `store`, decoded by `chain`: how
     /// a byte stream cut into blocks (a blocked archive's variable, a
-    /// remote classic file) is read with everything a Zarr array gets.
+    /// remote classic file) is read with everything a chunked array gets.
     pub fn blocks(
         mut meta: ArrayMeta,
         block: u64,
         chain: CodecChain,
         store: Arc<dyn Store>,
         cache: Arc<ChunkCache>,
-    ) -> Result<ZarrArray> {
+    ) -> Result<ChunkedArray> {
         let len = meta.shape[0];
         let grid = if len.is_multiple_of(block) {
             DimTiling::Regular(block)
@@ -125,7 +122,7 @@ impl ZarrArray {
             chain,
             sharding: None,
         };
-        ZarrArray::new(spec, store, "", cache)
+        ChunkedArray::new(spec, store, "", cache)
     }
 
     /// Check the spec's grid and codecs against its shape, and build the
@@ -135,7 +132,7 @@ impl ZarrArray {
         store: Arc<dyn Store>,
         path: &str,
         cache: Arc<ChunkCache>,
-    ) -> Result<ZarrArray> {
+    ) -> Result<ChunkedArray> {
         let meta = &spec.meta;
         let src = &meta.source;
         if spec.grid.len() != meta.rank() {
@@ -161,7 +158,7 @@ impl ZarrArray {
         } else {
             format!("{}/", path.trim_matches('/'))
         };
-        let array = ZarrArray {
+        let array = ChunkedArray {
             spec,
             store,
             prefix,
@@ -298,13 +295,24 @@ impl ZarrArray {
         let mut buf = self
             .cache
             .take_buffer(repr.nbytes().expect("checked at open"));
-        match self.spec.chain.decode_into(&raw, &repr, &mut buf) {
+        match self
+            .spec
+            .chain
+            .decode_into(&raw, &repr, &mut buf, &|f| self.codec_scratch(f))
+        {
             Some(done) => done.map(|()| Some(buf)).map_err(err),
             None => {
                 self.cache.give_back(buf);
                 self.spec.chain.decode(raw, &repr).map(Some).map_err(err)
             }
         }
+    }
+
+    /// The codec chain's intermediate buffer
+    /// ([`Scratch`](crate::codec::Scratch)): this thread's from the cache's
+    /// buffer pool.
+    fn codec_scratch(&self, f: &mut dyn FnMut(&mut Vec<u8>)) {
+        self.cache.buffers().with_scratch(CODEC_SLOT, |b| f(b))
     }
 
     /// The most stored bytes chunk `tile` may have: no codec expands
@@ -409,23 +417,11 @@ impl ZarrArray {
     }
 }
 
-thread_local! {
-    /// Where a worker decodes a chunk that is then copied into a strided
-    /// destination: reused, so a scan allocates (and page-faults in) no
-    /// new memory per chunk.
-    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A thread keeps its scratch buffer between reads up to this size; a
-/// larger chunk's buffer is freed after use, so idle threads never pin
-/// more than this.
-const MAX_SCRATCH: usize = 64 << 20;
-
-fn src_of(a: &ZarrArray) -> String {
+fn src_of(a: &ChunkedArray) -> String {
     a.spec.meta.source.clone()
 }
 
-impl ArraySource for ZarrArray {
+impl ArraySource for ChunkedArray {
     fn meta(&self) -> &ArrayMeta {
         &self.spec.meta
     }
@@ -455,55 +451,12 @@ impl ArraySource for ZarrArray {
         crate::engine::pieces::ready(self, region)
     }
 
-    /// Each chunk decoded into the cache on the rayon pool. Over an
-    /// object store, the chunks not cached are claimed (so a read that
-    /// arrives meanwhile waits for them rather than fetching them again),
-    /// fetched all at once, then decoded.
+    /// Each chunk decoded into the cache, through the engine's prefetch
+    /// loop ([`prefetch_pieces`]): on the rayon pool, or over an object
+    /// store all fetched at once
+    /// ([`prefetch_together`](PieceSource::prefetch_together)).
     fn prefetch(&self, regions: &[Region]) {
-        // The boxes of a byte range are disjoint but may share chunks.
-        let mut tiles: Vec<Vec<u64>> = regions
-            .iter()
-            .flat_map(|r| {
-                Projection::new(&self.spec.grid, r)
-                    .pieces()
-                    .map(|p| p.tile)
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        tiles.sort_unstable();
-        tiles.dedup();
-        if self.fetches_together() {
-            // Claimed first, so that a read arriving meanwhile waits for
-            // the claim instead of fetching the chunk a second time.
-            let mut claims: Vec<Option<Claim<'_>>> = tiles
-                .iter()
-                .filter_map(|t| self.cache.claim(&self.key(t)))
-                .map(Some)
-                .collect();
-            if claims.is_empty() {
-                return;
-            }
-            let wanted: Vec<Vec<u64>> = claims
-                .iter()
-                .flatten()
-                .map(|c| c.key().coords.to_vec())
-                .collect();
-            let wanted: Vec<&[u64]> = wanted.iter().map(Vec::as_slice).collect();
-            // Each chunk decoded here, on the prefetch's own thread, as
-            // soon as its bytes are in: handing it to rayon could
-            // deadlock, its workers may all be reads waiting for these
-            // very claims.
-            self.fetch_each(&wanted, &mut |i, raw| {
-                if let Some(claim) = claims[i].take() {
-                    claim.finish(|| self.decode_chunk(wanted[i], raw?));
-                }
-            });
-            return;
-        }
-        tiles.par_iter().for_each(|tile| {
-            self.cache
-                .prefetch(&self.key(tile), || self.load_chunk(tile));
-        });
+        prefetch_pieces(self, regions)
     }
 
     /// A region inside one chunk whose elements are consecutive in it
@@ -563,7 +516,7 @@ impl ArraySource for ZarrArray {
 /// decoded in parallel, each copied into place by the thread that decoded
 /// it; a read inside one chunk, or of chunks all decoded already, stays on
 /// the calling thread.
-impl PieceSource for ZarrArray {
+impl PieceSource for ChunkedArray {
     /// A chunk's stored bytes (`None`: it does not exist).
     type Fetched = Result<Option<Vec<u8>>>;
 
@@ -593,6 +546,47 @@ impl PieceSource for ZarrArray {
             }
         }
         fetched
+    }
+
+    /// Over an object store, the chunks not cached are claimed (so a read
+    /// that arrives meanwhile waits for them rather than fetching them
+    /// again), fetched all at once, then decoded.
+    fn prefetch_together(&self, tiles: &[Vec<u64>]) -> bool {
+        if !self.fetches_together() {
+            return false;
+        }
+        // Claimed first, so that a read arriving meanwhile waits for
+        // the claim instead of fetching the chunk a second time.
+        let mut claims: Vec<Option<Claim<'_>>> = tiles
+            .iter()
+            .filter_map(|t| self.cache.claim(&self.key(t)))
+            .map(Some)
+            .collect();
+        if claims.is_empty() {
+            return true;
+        }
+        let wanted: Vec<Vec<u64>> = claims
+            .iter()
+            .flatten()
+            .map(|c| c.key().coords.to_vec())
+            .collect();
+        let wanted: Vec<&[u64]> = wanted.iter().map(Vec::as_slice).collect();
+        // Each chunk decoded here, on the prefetch's own thread, as
+        // soon as its bytes are in: handing it to rayon could
+        // deadlock, its workers may all be reads waiting for these
+        // very claims.
+        self.fetch_each(&wanted, &mut |i, raw| {
+            if let Some(claim) = claims[i].take() {
+                claim.finish(|| self.decode_chunk(wanted[i], raw?));
+            }
+        });
+        true
+    }
+
+    /// The chunk decoded into the cache, unless it is there or on its way.
+    fn prefetch_tile(&self, tile: &[u64]) {
+        self.cache
+            .prefetch(&self.key(tile), || self.load_chunk(tile));
     }
 
     /// Decoded in the cache: reading the piece is only a copy.
@@ -652,23 +646,22 @@ impl PieceSource for ZarrArray {
         // Contiguous in the destination (the chunk spans the read's
         // trailing dimensions): decode right into it.
         if let Some(slot) = view.contiguous()
-            && let Some(done) = chain.decode_into(&raw, &repr, slot)
+            && let Some(done) = chain.decode_into(&raw, &repr, slot, &|f| self.codec_scratch(f))
         {
             return done.map_err(err);
         }
-        // Otherwise into this thread's scratch buffer, then into place.
+        // Otherwise into this thread's scratch buffer (the pool's, freed
+        // after use when past its cap), then into place.
         let nbytes = repr.nbytes().expect("checked at open");
-        SCRATCH.with(|cell| {
-            let mut scratch = cell.borrow_mut();
+        let codec_scratch = |f: &mut dyn FnMut(&mut Vec<u8>)| self.codec_scratch(f);
+        self.cache.buffers().with_scratch(CHUNK_SLOT, |scratch| {
             scratch.resize(nbytes, 0);
             let mut copy = |data: &[u8]| view.copy_from(data, &shape, &piece.tile_start);
-            let result = match chain.decode_into(&raw, &repr, &mut scratch[..nbytes]) {
+            let decoded = chain.decode_into(&raw, &repr, &mut scratch[..nbytes], &codec_scratch);
+            let result = match decoded {
                 Some(done) => done.map(|()| copy(&scratch[..nbytes])),
                 None => chain.decode(raw, &repr).map(|data| copy(&data)),
             };
-            if scratch.capacity() > MAX_SCRATCH {
-                *scratch = Vec::new();
-            }
             result.map_err(err)
         })
     }
