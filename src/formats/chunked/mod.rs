@@ -1,7 +1,7 @@
 //! The chunked array: the one engine every chunked format reads through.
 //!
 //! A [`ChunkedArray`] is a regular or rectilinear grid of chunks, each
-//! stored under a key of a [`Store`](crate::storage::store::Store) and
+//! stored under a key of a [`Store`](crate::storage::Store) and
 //! decoded by a [`CodecChain`](crate::codec::CodecChain). Five formats are
 //! one of these once their metadata is read:
 //!
