@@ -30,6 +30,7 @@ use std::sync::Arc;
 
 use crate::storage::confine::Roots;
 use crate::storage::descriptors::CachedFile;
+use crate::storage::location::Location;
 use crate::storage::store::{FsStore, Store};
 
 /// A file read with positioned reads, shared by the threads of a source.
@@ -67,6 +68,19 @@ pub trait ReadAt: Send + Sync + Debug {
         None
     }
 
+    /// Ranges of this file at most this far apart are cheaper read with
+    /// one request than with two: none locally; over the network, the
+    /// gap a remote store merges across itself
+    /// ([`crate::storage::remote::COALESCE_GAP`], 1 MiB). It follows from
+    /// [`latency`](Self::latency), so a wrapper that passes that on
+    /// passes this on too.
+    fn coalesce_gap(&self) -> u64 {
+        match self.latency() {
+            Some(_) => crate::storage::remote::COALESCE_GAP,
+            None => 0,
+        }
+    }
+
     /// A hint: small reads at `offsets` come next (the children of an
     /// index node a parser is about to visit one by one). A reader that
     /// keeps blocks ([`ReadCache`]) fetches theirs now, all at once;
@@ -93,6 +107,39 @@ pub trait Files: Send + Sync + Debug {
 
     /// The Zarr store rooted at the directory `root`.
     fn store(&self, root: &Path) -> Arc<dyn Store>;
+}
+
+/// Files opened by URL, confined to some locations: how formats read the
+/// objects and stores of remote sources without knowing how they are
+/// reached (the daemon's are [`crate::storage::remote::RemoteFiles`]).
+pub trait UrlFiles: Files {
+    /// The location `path` names, if it is a URL within the allowed
+    /// locations; else why not (`PermissionDenied`).
+    fn admit(&self, path: &Path) -> io::Result<Location>;
+
+    /// The store of keys under the admitted location `at` (the location
+    /// itself, not its display: that leaves out what a presigned URL
+    /// needs).
+    fn store_at(&self, at: &Location) -> io::Result<Arc<dyn Store>>;
+
+    /// The allowed locations, for messages.
+    fn describe(&self) -> String;
+
+    /// The typical time a request takes before its first byte arrives
+    /// (zero before the first); readers size their batches by it.
+    fn latency(&self) -> std::time::Duration;
+}
+
+/// Reaches URLs: what formats are handed ([`crate::formats::Options`])
+/// to open a remote source, or the `--allow-outside` URLs of a local one,
+/// without naming the network code (the daemon's is
+/// [`crate::storage::remote::Remote`], one per mount, carrying its
+/// configuration, limits and counters).
+pub trait Network: Send + Sync + Debug {
+    /// The files and stores within `roots` (and nowhere else), each
+    /// root's store connected now, so a bad URL or missing credentials
+    /// fail at mount, not at first read.
+    fn files(&self, roots: Vec<Location>) -> crate::error::Result<Arc<dyn UrlFiles>>;
 }
 
 /// The real file system, confined to some roots or not.
@@ -148,7 +195,7 @@ pub fn file_stamp(path: &Path) -> Option<u64> {
 /// [`file_stamp`] of a local path; for a URL, the remote object's own
 /// stamp (a HEAD: its ETag, size and time), opened through `files`.
 pub fn stamp_at(files: &dyn Files, path: &Path) -> Option<u64> {
-    if crate::storage::remote::url_of(path).is_some() {
+    if crate::storage::location::url_of(path).is_some() {
         files.open(path).ok()?.stamp()
     } else {
         file_stamp(path)
@@ -158,7 +205,7 @@ pub fn stamp_at(files: &dyn Files, path: &Path) -> Option<u64> {
 /// Whether something is at `path`: a local file or directory, or a
 /// remote object that answers (a HEAD).
 pub fn exists_at(files: &dyn Files, path: &Path) -> bool {
-    if crate::storage::remote::url_of(path).is_some() {
+    if crate::storage::location::url_of(path).is_some() {
         files.open(path).is_ok()
     } else {
         path.exists()
@@ -179,7 +226,7 @@ pub fn confined(roots: Roots) -> Arc<dyn Files> {
 /// canonical path locally (symlinks followed, as the kernel will), the
 /// URL itself for a remote object.
 pub fn real_path(path: &Path) -> io::Result<std::path::PathBuf> {
-    if crate::storage::remote::url_of(path).is_some() {
+    if crate::storage::location::url_of(path).is_some() {
         Ok(path.to_path_buf())
     } else {
         path.canonicalize()

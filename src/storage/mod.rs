@@ -18,8 +18,12 @@
 //!
 //! - [`remote`]: object stores (S3, GCS, Azure) and HTTP(S) as more
 //!   implementations of the same two traits, so formats never learn where
-//!   their bytes live; URL confinement ([`remote::Location::within`]) sits
-//!   next to [`confine`]'s.
+//!   their bytes live. Its state is one value ([`remote::Remote`]) that
+//!   the CLI creates and hands down; formats see it only as a
+//!   [`files::Network`] (checked by `tests/layers.rs`).
+//! - [`location`]: URLs parsed into locations, with no remote state; URL
+//!   confinement ([`location::Location::within`]) sits next to
+//!   [`confine`]'s, and the redaction of secrets from every message.
 //! - [`scope`]: where the references one file makes may lead (local
 //!   roots, URL roots), resolved and checked in one place for every
 //!   format.
@@ -31,6 +35,7 @@ pub mod confine;
 pub mod descriptors;
 pub mod faults;
 pub mod files;
+pub mod location;
 pub mod remote;
 pub mod scope;
 pub mod store;

@@ -12,7 +12,7 @@
 //!   the file, never a short value;
 //! - `[url]`: the whole file;
 //! - a URL target (admitted under an `--allow-outside URL` location when
-//!   resolved): one ranged GET through [`RemoteFiles`](crate::storage::remote::RemoteFiles), the object opened
+//!   resolved): one ranged GET through [`UrlFiles`](crate::storage::files::UrlFiles), the object opened
 //!   (one HEAD) once and kept while its reads succeed; its version is
 //!   pinned (ETag), so a replaced object fails reads until the next one
 //!   opens it again: never two versions in one value.
@@ -46,8 +46,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::storage::files::{Files, ReadAt};
-use crate::storage::remote;
+use crate::storage::files::ReadAt;
+use crate::storage::location::url_of;
 use crate::storage::scope::Scope;
 use crate::storage::store::{ByteRange, Store, TORN_READ_RETRIES};
 
@@ -161,7 +161,7 @@ impl RefStore {
 
     /// Whether target `t` is a URL (admitted when it was resolved).
     fn is_remote(&self, t: &Target) -> bool {
-        self.scope.remote().is_some() && remote::url_of(&t.path).is_some()
+        self.scope.remote().is_some() && url_of(&t.path).is_some()
     }
 
     /// The opened URL target `t` (index `i`), opening it if need be.
@@ -443,7 +443,12 @@ impl Store for RefStore {
     /// An object store's when some target is a URL: the references of a
     /// read are then fetched several at once ([`Store::get_many`]).
     fn latency(&self) -> Option<std::time::Duration> {
-        self.any_remote.then(remote::latency)
+        self.any_remote
+            .then(|| {
+                self.scope
+                    .remote()
+                    .map_or(std::time::Duration::ZERO, |r| r.latency())
+            })
     }
 
     fn describe(&self, key: &str) -> String {

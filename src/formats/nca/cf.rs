@@ -438,7 +438,7 @@ pub(crate) fn uri_path(uri: &str) -> Result<String, String> {
     if uri.is_empty() {
         return Err("empty".into());
     }
-    if crate::storage::remote::is_url(uri) {
+    if crate::storage::location::is_url(uri) {
         return Ok(uri.to_string());
     }
     if let Some(rest) = uri.strip_prefix("file://") {

@@ -37,7 +37,7 @@ use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::netcdf;
 use crate::storage::files::{Files, ReadAt};
-use crate::storage::remote::url_of;
+use crate::storage::location::url_of;
 use crate::storage::scope::{Refusal, Scope};
 
 /// Aggregations nested deeper than this are refused.
@@ -178,7 +178,7 @@ impl Context {
                 // is a path (percent-decoded), a URL is read where the
                 // scope allows, other schemes are refused, not taken for
                 // relative file names.
-                let f = &if crate::storage::remote::is_url(f) {
+                let f = &if crate::storage::location::is_url(f) {
                     f.clone()
                 } else {
                     super::cf::uri_path(f)
