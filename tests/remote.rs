@@ -873,7 +873,9 @@ fn throttling_slows_the_whole_process_down() {
     // since are too few to grow it back (one per 13).
     assert_eq!(limit.request_limit, 13, "{limit:?}");
     assert_eq!(limit.in_flight, 0);
-    let doc = slabfs::fs::stats::Stats::new().to_json(None);
+    let mut stats = slabfs::fs::stats::Stats::new();
+    stats.set_remote(net());
+    let doc = stats.to_json(None);
     assert_eq!(doc["remote"][&name]["throttles"], after.throttles, "{doc}");
     assert_eq!(doc["remote_throttle"]["request_limit"], 13, "{doc}");
     assert_eq!(doc["remote_throttle"]["max_requests"], 64, "{doc}");
@@ -1462,7 +1464,7 @@ fn a_partial_failure_keeps_the_arrays_of_objects_that_still_exist() {
     configure(Some(s3.endpoint()));
     let url = format!("s3://{BUCKET}/nc3");
     let ds = open(&url);
-    let fs = slabfs::fs::SlabFs::new(&ds.entries, fs_config());
+    let fs = slabfs::fs::SlabFs::new(&ds.entries, fs_config()).with_remote(net());
     let paths = |prefix: &str| -> Vec<String> {
         let mut v: Vec<String> = ds
             .entries
