@@ -18,7 +18,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -104,78 +104,11 @@ fn set_env() {
     });
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// The S3 server of these tests (tests/common/servers.rs): moto.
+use common::servers::{Http, Moto as S3, free_port, wait_port};
 
-fn wait_port(port: u16, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("server exited with {status} before listening on {port}");
-        }
-        assert!(Instant::now() < deadline, "server not up on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A `moto_server` on loopback; killed on drop.
-struct S3 {
-    child: Child,
-    port: u16,
-}
-
+/// What these tests upload to it.
 impl S3 {
-    fn start() -> S3 {
-        S3::start_on(free_port())
-    }
-
-    fn start_on(port: u16) -> S3 {
-        let py = common::python();
-        let moto = py.parent().unwrap().join("moto_server");
-        let mut child = Command::new(&moto)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e} (moto[server] is in scripts/requirements.txt)",
-                    moto.display()
-                )
-            });
-        wait_port(port, &mut child);
-        S3 { child, port }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Run a boto3 snippet with `s3` bound to a client of this server.
-    fn boto(&self, code: &str) {
-        let script = format!(
-            "import boto3, os, sys\n\
-             s3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1')\n\
-             {code}\n",
-            self.endpoint()
-        );
-        let out = Command::new(common::python())
-            .arg("-c")
-            .arg(script)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "boto3: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
     /// Create the bucket and upload the fixtures: `zarr/v2/...` and
     /// `zarr/v3/...` when `zarr`, and `nc3/*.nc`.
     fn upload_fixtures(&self, zarr: bool) {
@@ -218,93 +151,6 @@ impl S3 {
              \x20   list(ex.map(lambda j: s3.upload_file(j[0], '{BUCKET}', j[1]), jobs))\n",
             root = root.display().to_string()
         ));
-    }
-
-    fn stop(mut self) -> u16 {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.port
-    }
-}
-
-impl Drop for S3 {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// tests/servers/range_http.py serving `root` on loopback; killed on drop.
-struct Http {
-    child: Child,
-    port: u16,
-}
-
-impl Http {
-    fn start(root: &Path, ignore_range: bool) -> Http {
-        Http::start_with(
-            root,
-            if ignore_range {
-                &["--ignore-range"]
-            } else {
-                &[]
-            },
-        )
-    }
-
-    /// The server with more options (range_http.py's usage).
-    fn start_with(root: &Path, args: &[&str]) -> Http {
-        let mut cmd = Command::new(common::python());
-        cmd.arg(repo().join("tests/servers/range_http.py"))
-            .arg(root)
-            .args(args);
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line.trim().parse().expect("the server prints its port");
-        wait_port(port, &mut child);
-        Http { child, port }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}/{path}", self.port)
-    }
-
-    fn stats(&self) -> Value {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        std::io::Write::write_all(
-            &mut s,
-            b"GET /_stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        )
-        .unwrap();
-        let mut reply = String::new();
-        s.read_to_string(&mut reply).unwrap();
-        let body = reply.split("\r\n\r\n").nth(1).unwrap();
-        serde_json::from_str(body).unwrap()
-    }
-
-    /// Requests the server has answered so far (this one included).
-    fn requests(&self) -> u64 {
-        self.stats()["requests"].as_u64().unwrap()
-    }
-
-    /// Requests answered since [`requests`](Self::requests) said `before`,
-    /// not counting this call's own `/_stats`.
-    fn requests_since(&self, before: u64) -> u64 {
-        self.requests() - before - 1
-    }
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -1889,7 +1735,7 @@ impl Azurite {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("{}: {e}", bin.display()))?;
-        wait_port(port, &mut child);
+        wait_port(port, &mut child, "server");
         Ok(Azurite {
             child,
             port,
@@ -2054,7 +1900,7 @@ impl FakeGcs {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("{}: {e}", bin.display()))?;
-        wait_port(port, &mut child);
+        wait_port(port, &mut child, "server");
         Ok(FakeGcs { child, port, dir })
     }
 
