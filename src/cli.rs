@@ -333,9 +333,7 @@ impl Common {
 /// How `ls` and `cat` reach URLs: a remote state of their own, from the
 /// remote options.
 fn network(common: &Common) -> std::sync::Arc<dyn slabfs::storage::files::Network> {
-    std::sync::Arc::new(slabfs::storage::remote::Remote::new(
-        common.remote.config(),
-    ))
+    std::sync::Arc::new(slabfs::storage::remote::Remote::new(common.remote.config()))
 }
 
 /// Set the process-wide settings every command reading datasets shares.

@@ -249,7 +249,12 @@ fn names_remote(file: &str, code: &str) -> Vec<String> {
     let mut bad: Vec<String> = crate_paths(code)
         .into_iter()
         .filter(|p| p.len() >= 2 && p[0] == "storage" && p[1] == "remote")
-        .map(|p| format!("{file} (formats) names {}: use the storage traits", p.join("::")))
+        .map(|p| {
+            format!(
+                "{file} (formats) names {}: use the storage traits",
+                p.join("::")
+            )
+        })
         .collect();
     let mut from = 0;
     while let Some(at) = code[from..].find("storage::remote") {
@@ -350,6 +355,9 @@ fn the_checker_sees_formats_naming_the_network() {
          #[cfg(test)]\nmod tests {\n    use crate::storage::remote::Remote;\n}",
     );
     assert!(quiet.is_empty(), "{quiet:?}");
-    let wiring = violations("src/fs/refresh.rs", "use crate::storage::remote::{self, Remote};");
+    let wiring = violations(
+        "src/fs/refresh.rs",
+        "use crate::storage::remote::{self, Remote};",
+    );
     assert!(wiring.is_empty(), "{wiring:?}");
 }

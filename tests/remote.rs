@@ -18,11 +18,11 @@
 
 mod common;
 
+use std::cell::RefCell;
 use std::io::Read;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::cell::RefCell;
 use std::sync::{Arc, Mutex, Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -313,8 +313,7 @@ fn s3_prefix_reads_as_the_same_tree_on_disk() {
     let url = format!("s3://{BUCKET}/zarr");
     let ds = open(&url);
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
-    let local =
-        open_path(&fixtures().join("zarr"), Arc::new(ChunkCache::new(1 << 20))).unwrap();
+    let local = open_path(&fixtures().join("zarr"), Arc::new(ChunkCache::new(1 << 20))).unwrap();
     let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     assert_eq!(names(&ds), names(&local));
     // Its directories' attributes too (tests/attributes.rs compares the
@@ -854,10 +853,13 @@ fn urls_are_confined_to_the_source_and_allow_outside() {
     let e = store.get(".zgroup", 1 << 20).unwrap_err().to_string();
     assert!(e.contains("outside the allowed locations"), "{e}");
     // --allow-outside URL admits another prefix.
-    let files = RemoteFiles::new(&net(), vec![
-        Location::parse(&root).unwrap(),
-        Location::parse(&format!("s3://{BUCKET}/zarr/v2")).unwrap(),
-    ])
+    let files = RemoteFiles::new(
+        &net(),
+        vec![
+            Location::parse(&root).unwrap(),
+            Location::parse(&format!("s3://{BUCKET}/zarr/v2")).unwrap(),
+        ],
+    )
     .unwrap();
     let store = files.store(Path::new(&format!("s3://{BUCKET}/zarr/v2/basic.zarr")));
     assert!(store.get(".zgroup", 1 << 20).unwrap().is_some());
@@ -1349,7 +1351,8 @@ fn a_partial_failure_keeps_the_arrays_of_objects_that_still_exist() {
 
 /// The counters of the source store `name`, zero before its first request.
 fn counted(name: &str) -> remote::metrics::Snapshot {
-    net().metrics()
+    net()
+        .metrics()
         .into_iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| remote::metrics::Snapshot {
@@ -2561,8 +2564,7 @@ dst.close()
         ],
     );
     let allowed = PathBuf::from(format!("s3://{BUCKET}/nca/cf"));
-    let ds =
-        open_roots(&agg, Arc::new(ChunkCache::new(1 << 20)), &[allowed]).unwrap();
+    let ds = open_roots(&agg, Arc::new(ChunkCache::new(1 << 20)), &[allowed]).unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     assert_eq!(check_nca(&ds, "", Some("cf/basic/agg.nc/")), 1);
     let ds = open_roots(&agg, Arc::new(ChunkCache::new(1 << 20)), &[]).unwrap();

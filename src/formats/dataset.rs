@@ -73,8 +73,8 @@ use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, hdf5, kerchunk, nca, netcdf, packed, zarr};
 use crate::storage::confine::Roots;
-use crate::storage::files::{self, Files};
 use crate::storage::files::Network;
+use crate::storage::files::{self, Files};
 use crate::storage::location::{Location, url_of};
 use crate::storage::scope::WithUrls;
 

@@ -212,7 +212,8 @@ impl SlabFs {
             }
             if !in_scope(path) {
                 arrays.insert(path.clone(), t.clone());
-            } else if !ds.skipped.is_empty() && source_exists(&t.array.meta().source, self.remote()) {
+            } else if !ds.skipped.is_empty() && source_exists(&t.array.meta().source, self.remote())
+            {
                 changes.kept.push(path.clone());
                 arrays.insert(path.clone(), t.clone());
             } else {
@@ -241,7 +242,9 @@ impl SlabFs {
             }
             // Outside the re-loaded paths, or its file failed to open
             // this time and still exists: kept as it was.
-            if !in_scope(path) || (!ds.skipped.is_empty() && source_exists(&o.dir.source, self.remote())) {
+            if !in_scope(path)
+                || (!ds.skipped.is_empty() && source_exists(&o.dir.source, self.remote()))
+            {
                 directories.insert(path.clone(), o.clone());
             } else {
                 changes.attributes.push(path.clone());

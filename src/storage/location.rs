@@ -101,12 +101,8 @@ impl Location {
                     .into(),
             ));
         }
-        let (kind, path) = ObjectStoreScheme::parse(&url).map_err(|e| {
-            bad(format!(
-                "not a supported URL: {}",
-                redact(&e.to_string())
-            ))
-        })?;
+        let (kind, path) = ObjectStoreScheme::parse(&url)
+            .map_err(|e| bad(format!("not a supported URL: {}", redact(&e.to_string()))))?;
         let scheme = match kind {
             ObjectStoreScheme::AmazonS3 => Scheme::S3,
             ObjectStoreScheme::GoogleCloudStorage => Scheme::Gcs,
@@ -351,10 +347,7 @@ mod tests {
         let e = Location::parse("https://host/x.nc?X-Amz-Signature=deadbeef-sig").unwrap_err();
         assert!(!e.to_string().contains("deadbeef"), "{e}");
         assert!(e.to_string().contains("query string"), "{e}");
-        assert_eq!(
-            redact("oops deadbeef-sig"),
-            "oops ***"
-        );
+        assert_eq!(redact("oops deadbeef-sig"), "oops ***");
     }
 
     #[test]

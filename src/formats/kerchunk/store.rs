@@ -443,12 +443,11 @@ impl Store for RefStore {
     /// An object store's when some target is a URL: the references of a
     /// read are then fetched several at once ([`Store::get_many`]).
     fn latency(&self) -> Option<std::time::Duration> {
-        self.any_remote
-            .then(|| {
-                self.scope
-                    .remote()
-                    .map_or(std::time::Duration::ZERO, |r| r.latency())
-            })
+        self.any_remote.then(|| {
+            self.scope
+                .remote()
+                .map_or(std::time::Duration::ZERO, |r| r.latency())
+        })
     }
 
     fn describe(&self, key: &str) -> String {

@@ -153,9 +153,13 @@ impl Netcdf3Array {
             blocks.prefetch(&boxes);
         }
         let runs = self.layout.runs(region);
-        read_runs(runs, self.shared.file.coalesce_gap(), REMOTE_MAX_WINDOW, out, |buf, offset| {
-            blocks.read_region(&byte_box(offset, buf.len() as u64), buf)
-        })
+        read_runs(
+            runs,
+            self.shared.file.coalesce_gap(),
+            REMOTE_MAX_WINDOW,
+            out,
+            |buf, offset| blocks.read_region(&byte_box(offset, buf.len() as u64), buf),
+        )
     }
 }
 

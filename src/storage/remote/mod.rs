@@ -8,7 +8,7 @@
 //!        │                                  (credentials and query strings
 //!        │                                   never kept for messages)
 //!        ▼
-//! connect(&Location) ── object_store builder (from_env + Config) ──▶ Remote
+//! Remote::connect ──── object_store builder (from_env + Config) ──▶ Connection
 //!        │                 retries with backoff and jitter, timeouts,
 //!        │                 allow_http for an http:// endpoint; S3
 //!        │                 credentials of an AWS profile (`profile`:
@@ -16,7 +16,7 @@
 //!        ▼
 //! RemoteStore (keys under the prefix)      RemoteFile (one object)
 //!   Store::get / get_range / list_dir        ReadAt::read_exact_at
-//!        └──────────── block_on(runtime) + semaphore ────────────┘
+//!        └──────── Remote::block_on(runtime) + semaphore ────────┘
 //! ```
 //!
 //! The crate of choice is Apache Arrow's `object_store` (one `ObjectStore`
@@ -24,14 +24,36 @@
 //! and retries). Its types stay inside this module: the layers above see
 //! only [`Store`], [`ReadAt`] and [`Files`](super::files::Files).
 //!
+//! # One value, not statics
+//!
+//! Everything remote reading keeps is one value, [`Remote`]: its
+//! [`Config`], its runtime, the stores it connected, its [`throttle`],
+//! its [`hedge`] counts, its request counters ([`metrics`]), the measured
+//! latency of its links and its stop flag. The CLI creates one from its
+//! options for a mount (or one `ls`/`cat`) and hands it down: to the
+//! formats as a [`Network`](crate::storage::files::Network) (they never
+//! name this module: `tests/layers.rs`), to the file system for
+//! `.slabfs/stats`, the refresh and the unmount. Two values share
+//! nothing, so two mounts in one process, or the tests of one binary
+//! running side by side, have their own limits and counts. What stays
+//! process-wide is what is about the process, not about a mount: the
+//! redaction of secrets ([`redact`], in [`crate::storage::location`]: the
+//! log is the process's) and the monotonic origin of [`hedge`]'s clock.
+//!
+//! The runtime is out of the requests' reach: they and the HTTP
+//! connector hold the shared state without it, so no task of the runtime
+//! ever owns (and drops) the runtime it runs on. It starts with the first
+//! request and is shut down, without waiting, when the last clone of the
+//! `Remote` goes.
+//!
 //! # Threads and bounds
 //!
 //! `object_store` is async. The read path is not: FUSE threads and the
 //! rayon decode pool call [`Store::get`] and [`ReadAt::read_exact_at`] and
-//! wait. So the storage layer owns one small tokio runtime for the whole
-//! process ([`runtime`], [`Config::threads`] workers, 2 by default): a
+//! wait. So a [`Remote`] owns one small tokio runtime
+//! ([`Remote::runtime`], [`Config::threads`] workers, 2 by default): a
 //! blocking call hands its request to it and waits for the answer. A
-//! semaphore bounds the requests in flight across the process
+//! semaphore bounds the requests in flight of the `Remote`
 //! ([`Config::max_requests`], 64 by default, the ceiling: while the
 //! servers throttle, [`throttle`] lowers the limit and holds every
 //! attempt for a backoff); a caller beyond it waits its turn. Nothing
@@ -45,18 +67,18 @@
 //! threads), and a read of many chunks one round trip per chunk or two.
 //! So the stores also take many requests in one call: [`Store::get_many`]
 //! (whole values) and [`Store::get_ranges`] (ranges of values) hand them
-//! all to the runtime at once ([`block_on_all`]), each holding its own
+//! all to the runtime at once ([`Remote::block_on_all`]), each holding its own
 //! permit, and return when the last has answered. The Zarr read path asks
 //! for every chunk of a read in one such call, then decodes on rayon;
 //! readahead asks for every chunk of its window with
 //! [`Store::get_each`], which hands each value on as it arrives
-//! ([`each_on_runtime`]: the requests are tasks of the runtime), so the
+//! ([`Remote::each_on_runtime`]: the requests are tasks of the runtime), so the
 //! first chunks decode while the last are still on their way. The
 //! requests in flight are bounded by `--max-requests`, not by the decode
 //! threads.
 //! Ranges of one object within [`store::COALESCE_GAP`] (1 MiB) of each
 //! other are merged into one ranged GET (the inner chunks of a shard).
-//! [`latency`] is a moving average of the time to first byte, which
+//! [`Remote::latency`] is a moving average of the time to first byte, which
 //! readahead uses to size its window ([`crate::engine::readahead`]).
 //!
 //! [`Store::get_many`]: crate::storage::store::Store::get_many
@@ -68,9 +90,10 @@
 //! `object_store` retries timeouts, connection errors, 5xx and throttling
 //! answers with exponential backoff and decorrelated jitter, up to
 //! [`Config::retries`] times within [`Config::timeout`]. A throttling
-//! answer (`503`, `429`) also slows the whole process ([`throttle`]):
+//! answer (`503`, `429`) also slows the whole mount ([`throttle`]):
 //! every attempt waits out a shared backoff, and fewer requests are in
-//! flight until answers come back normally. A request that
+//! flight until answers come back normally (for every store of the same
+//! [`Remote`]). A request that
 //! still fails is an error for that read only (EIO at the mount), naming
 //! the object's URL; nothing failed is cached (the layers above cache only
 //! decoded successes).
@@ -88,7 +111,7 @@
 //!
 //! A whole call is also bounded by a deadline of its
 //! own ([`Config::deadline`]), so a server that accepts a connection and
-//! never answers cannot hang a reader, and [`cancel_all`] (called on
+//! never answers cannot hang a reader, and [`Remote::cancel_all`] (called on
 //! SIGTERM) ends every call at once, so the unmount never waits for a
 //! dead server.
 //!
@@ -132,7 +155,7 @@ pub struct Config {
     pub endpoint_url: Option<String>,
     /// Send no credentials and no signature (public buckets).
     pub no_sign_request: bool,
-    /// Requests in flight at once, across the process: the ceiling; while
+    /// Requests in flight at once, across the `Remote`: the ceiling; while
     /// the servers throttle, the limit is lower ([`throttle`]).
     pub max_requests: usize,
     /// Worker threads of the runtime that runs the requests.
@@ -587,10 +610,7 @@ impl Connection {
 }
 
 impl crate::storage::files::Network for Remote {
-    fn files(
-        &self,
-        roots: Vec<Location>,
-    ) -> Result<Arc<dyn crate::storage::files::UrlFiles>> {
+    fn files(&self, roots: Vec<Location>) -> Result<Arc<dyn crate::storage::files::UrlFiles>> {
         Ok(Arc::new(RemoteFiles::new(self, roots)?))
     }
 }
@@ -643,86 +663,85 @@ impl Remote {
             .metrics
             .source(strip_secrets(url).trim_end_matches('/'));
         let connector = || metrics::connector(counted.clone(), self.state().clone());
-        let store: Arc<dyn ObjectStore> = match location.scheme() {
-            Scheme::S3 => {
-                let mut b = object_store::aws::AmazonS3Builder::from_env()
-                    .with_url(url)
-                    .with_retry(cfg.retry())
-                    .with_skip_signature(cfg.no_sign_request);
-                let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
-                // The shared files fill in what the environment does not say.
-                let profile = profile::load();
-                remember_secrets(profile.secrets());
-                if env("AWS_ACCESS_KEY_ID").is_none() && !cfg.no_sign_request {
-                    let region = env("AWS_REGION")
-                        .or_else(|| env("AWS_DEFAULT_REGION"))
-                        .or_else(|| profile.region.clone())
-                        .unwrap_or_else(|| "us-east-1".to_string());
-                    let sts = role::sts_endpoint(&profile, &region);
-                    match role::provider(&profile, &region, &sts, cfg) {
-                        Ok(Some(credentials)) => b = b.with_credentials(credentials),
-                        Ok(None) => {}
-                        Err(why) => {
-                            return Err(Error::Io {
-                                path: location.display(),
-                                source: std::io::Error::other(format!("AWS profile: {why}")),
-                            });
+        let store: Arc<dyn ObjectStore> =
+            match location.scheme() {
+                Scheme::S3 => {
+                    let mut b = object_store::aws::AmazonS3Builder::from_env()
+                        .with_url(url)
+                        .with_retry(cfg.retry())
+                        .with_skip_signature(cfg.no_sign_request);
+                    let env = |v: &str| std::env::var(v).ok().filter(|s| !s.is_empty());
+                    // The shared files fill in what the environment does not say.
+                    let profile = profile::load();
+                    remember_secrets(profile.secrets());
+                    if env("AWS_ACCESS_KEY_ID").is_none() && !cfg.no_sign_request {
+                        let region = env("AWS_REGION")
+                            .or_else(|| env("AWS_DEFAULT_REGION"))
+                            .or_else(|| profile.region.clone())
+                            .unwrap_or_else(|| "us-east-1".to_string());
+                        let sts = role::sts_endpoint(&profile, &region);
+                        match role::provider(&profile, &region, &sts, cfg) {
+                            Ok(Some(credentials)) => b = b.with_credentials(credentials),
+                            Ok(None) => {}
+                            Err(why) => {
+                                return Err(Error::Io {
+                                    path: location.display(),
+                                    source: std::io::Error::other(format!("AWS profile: {why}")),
+                                });
+                            }
                         }
                     }
+                    let endpoint = cfg.endpoint().or(profile.endpoint_url.clone());
+                    let http = endpoint
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("http://"));
+                    if let Some(e) = endpoint {
+                        b = b.with_endpoint(e);
+                    }
+                    if env("AWS_REGION").is_none() && env("AWS_DEFAULT_REGION").is_none() {
+                        // The profile's, else what the AWS CLI assumes too;
+                        // S3-compatible servers accept any region.
+                        b = b.with_region(profile.region.as_deref().unwrap_or("us-east-1"));
+                    }
+                    Arc::new(
+                        b.with_client_options(cfg.client(http))
+                            .with_http_connector(connector())
+                            .build()
+                            .map_err(err)?,
+                    )
                 }
-                let endpoint = cfg.endpoint().or(profile.endpoint_url.clone());
-                let http = endpoint
-                    .as_deref()
-                    .is_some_and(|e| e.starts_with("http://"));
-                if let Some(e) = endpoint {
-                    b = b.with_endpoint(e);
-                }
-                if env("AWS_REGION").is_none() && env("AWS_DEFAULT_REGION").is_none() {
-                    // The profile's, else what the AWS CLI assumes too;
-                    // S3-compatible servers accept any region.
-                    b = b.with_region(profile.region.as_deref().unwrap_or("us-east-1"));
-                }
-                Arc::new(
-                    b.with_client_options(cfg.client(http))
+                Scheme::Gcs => Arc::new(
+                    object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                        .with_url(url)
                         .with_http_connector(connector())
+                        .with_retry(cfg.retry())
+                        .with_skip_signature(cfg.no_sign_request)
+                        .with_client_options(cfg.client(
+                            profile::gcs_endpoint().is_some_and(|e| e.starts_with("http://")),
+                        ))
                         .build()
                         .map_err(err)?,
-                )
-            }
-            Scheme::Gcs => Arc::new(
-                object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                    .with_url(url)
-                    .with_http_connector(connector())
-                    .with_retry(cfg.retry())
-                    .with_skip_signature(cfg.no_sign_request)
-                    .with_client_options(
-                        cfg.client(
-                            profile::gcs_endpoint().is_some_and(|e| e.starts_with("http://")),
-                        ),
-                    )
-                    .build()
-                    .map_err(err)?,
-            ),
-            Scheme::Azure => Arc::new(
-                object_store::azure::MicrosoftAzureBuilder::from_env()
-                    .with_url(url)
-                    .with_http_connector(connector())
-                    .with_retry(cfg.retry())
-                    .with_skip_signature(cfg.no_sign_request)
-                    .with_client_options(cfg.client(false))
-                    .build()
-                    .map_err(err)?,
-            ),
-            Scheme::Http | Scheme::Https => Arc::new(
-                object_store::http::HttpBuilder::new()
-                    .with_url(url)
-                    .with_http_connector(connector())
-                    .with_retry(cfg.retry())
-                    .with_client_options(cfg.client(location.scheme() == Scheme::Http))
-                    .build()
-                    .map_err(err)?,
-            ),
-        };
+                ),
+                Scheme::Azure => Arc::new(
+                    object_store::azure::MicrosoftAzureBuilder::from_env()
+                        .with_url(url)
+                        .with_http_connector(connector())
+                        .with_retry(cfg.retry())
+                        .with_skip_signature(cfg.no_sign_request)
+                        .with_client_options(cfg.client(false))
+                        .build()
+                        .map_err(err)?,
+                ),
+                Scheme::Http | Scheme::Https => Arc::new(
+                    object_store::http::HttpBuilder::new()
+                        .with_url(url)
+                        .with_http_connector(connector())
+                        .with_retry(cfg.retry())
+                        .with_client_options(cfg.client(location.scheme() == Scheme::Http))
+                        .build()
+                        .map_err(err)?,
+                ),
+            };
         Ok(store)
     }
 }

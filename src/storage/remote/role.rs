@@ -235,16 +235,18 @@ pub fn provider(
                 return Err(format!("role {}: {why}", role.role_arn));
             }
         };
-        return Ok(Some(Arc::new(AssumedRole::new(
-            role.role_arn.clone(),
-            role.session_name.clone(),
-            role.external_id.clone(),
-            role.duration_seconds,
-            region.to_string(),
-            endpoint.to_string(),
-            source,
-        )
-        .with_config(config.clone()))));
+        return Ok(Some(Arc::new(
+            AssumedRole::new(
+                role.role_arn.clone(),
+                role.session_name.clone(),
+                role.external_id.clone(),
+                role.duration_seconds,
+                region.to_string(),
+                endpoint.to_string(),
+                source,
+            )
+            .with_config(config.clone()),
+        )));
     }
     if let (Some(key_id), Some(secret_key)) = (&profile.access_key_id, &profile.secret_access_key) {
         return Ok(Some(Arc::new(StaticCredentialProvider::new(

@@ -33,10 +33,10 @@ use std::sync::Arc;
 use futures::StreamExt;
 use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt};
 
-use crate::storage::location::Location;
 use super::{Config, Connection, Remote, State, redact};
 use crate::error::{Error, Result};
 use crate::storage::files::{Files, ReadAt, UrlFiles};
+use crate::storage::location::Location;
 use crate::storage::store::{ByteRange, Store};
 
 /// The io error for a failed request on `loc`, its message cleared of
@@ -228,14 +228,15 @@ impl RemoteStore {
         let loc = self.remote.location.child(key)?;
         let store = self.store();
         let path = loc.prefix().clone();
-        self.remote.block_on(async move {
-            match store.head(&path).await {
-                Ok(_) => Ok(true),
-                Err(object_store::Error::NotFound { .. }) => Ok(false),
-                Err(e) => Err(io_error(e)),
-            }
-        })
-        .map_err(with_path(&loc))
+        self.remote
+            .block_on(async move {
+                match store.head(&path).await {
+                    Ok(_) => Ok(true),
+                    Err(object_store::Error::NotFound { .. }) => Ok(false),
+                    Err(e) => Err(io_error(e)),
+                }
+            })
+            .map_err(with_path(&loc))
     }
 
     /// A number that changes when any of the objects `keys` changes,
@@ -295,13 +296,13 @@ impl RemoteStore {
         want: Option<Range<u64>>,
     ) -> Result<Option<Vec<u8>>> {
         let got = self.remote.block_on(get_value(
-                self.remote.state(),
-                self.store(),
-                loc.prefix().clone(),
-                opts,
-                limit,
-                want,
-            ));
+            self.remote.state(),
+            self.store(),
+            loc.prefix().clone(),
+            opts,
+            limit,
+            want,
+        ));
         value_or_error(loc, limit, got)
     }
 }
@@ -530,14 +531,16 @@ impl Store for RemoteStore {
                 // whether the value exists and is long enough.
                 let store = self.store();
                 let path = loc.prefix().clone();
-                let size = self.remote.block_on(async move {
-                    match store.head(&path).await {
-                        Ok(m) => Ok(Some(m.size)),
-                        Err(object_store::Error::NotFound { .. }) => Ok(None),
-                        Err(e) => Err(io_error(e)),
-                    }
-                })
-                .map_err(with_path(&loc))?;
+                let size = self
+                    .remote
+                    .block_on(async move {
+                        match store.head(&path).await {
+                            Ok(m) => Ok(Some(m.size)),
+                            Err(object_store::Error::NotFound { .. }) => Ok(None),
+                            Err(e) => Err(io_error(e)),
+                        }
+                    })
+                    .map_err(with_path(&loc))?;
                 return match size {
                     None => Ok(None),
                     Some(s) if offset <= s => Ok(Some(Vec::new())),
@@ -588,14 +591,16 @@ impl Store for RemoteStore {
         let path = loc.prefix().clone();
         let what = loc.display();
         let cfg = self.remote.config().clone();
-        let listed = self.remote.block_on(async move {
-            let p = (!path.as_ref().is_empty()).then_some(&path);
-            retry_listing(&cfg, &what, || async {
-                store.list_with_delimiter(p).await.map_err(io_error)
+        let listed = self
+            .remote
+            .block_on(async move {
+                let p = (!path.as_ref().is_empty()).then_some(&path);
+                retry_listing(&cfg, &what, || async {
+                    store.list_with_delimiter(p).await.map_err(io_error)
+                })
+                .await
             })
-            .await
-        })
-        .map_err(with_path(&loc))?;
+            .map_err(with_path(&loc))?;
         let mut out: Vec<(String, bool)> = listed
             .common_prefixes
             .iter()
@@ -631,25 +636,27 @@ impl Store for RemoteStore {
         let path = loc.prefix().clone();
         let what = loc.display();
         let cfg = self.remote.config().clone();
-        let mut objects = self.remote.block_on(async move {
-            let p = (!path.as_ref().is_empty()).then_some(&path);
-            retry_listing(&cfg, &what, || async {
-                let mut out = Vec::new();
-                let mut list = store.list(p);
-                while let Some(m) = list.next().await {
-                    let m = m.map_err(io_error)?;
-                    out.push((
-                        m.location.to_string(),
-                        m.size,
-                        m.e_tag,
-                        m.last_modified.timestamp_nanos_opt(),
-                    ));
-                }
-                Ok(out)
+        let mut objects = self
+            .remote
+            .block_on(async move {
+                let p = (!path.as_ref().is_empty()).then_some(&path);
+                retry_listing(&cfg, &what, || async {
+                    let mut out = Vec::new();
+                    let mut list = store.list(p);
+                    while let Some(m) = list.next().await {
+                        let m = m.map_err(io_error)?;
+                        out.push((
+                            m.location.to_string(),
+                            m.size,
+                            m.e_tag,
+                            m.last_modified.timestamp_nanos_opt(),
+                        ));
+                    }
+                    Ok(out)
+                })
+                .await
             })
-            .await
-        })
-        .map_err(with_path(&loc))?;
+            .map_err(with_path(&loc))?;
         objects.sort();
         let mut h = DefaultHasher::new();
         objects.hash(&mut h);
@@ -694,9 +701,7 @@ impl RemoteFile {
     pub fn open(remote: Connection) -> io::Result<RemoteFile> {
         let store = remote.store.clone();
         let path = remote.location.prefix().clone();
-        let meta = remote.block_on(async move {
-            store.head(&path).await.map_err(io_error)
-        })?;
+        let meta = remote.block_on(async move { store.head(&path).await.map_err(io_error) })?;
         // The HEAD also answers the first stamps (those of the mount).
         let stamped = Some((std::time::Instant::now(), stamp_of(&meta)));
         Ok(RemoteFile {
@@ -799,9 +804,9 @@ impl RemoteFile {
     fn head_stamp(&self) -> Option<u64> {
         let store = self.remote.store.clone();
         let path = self.remote.location.prefix().clone();
-        let now = self.remote.block_on(async move {
-            store.head(&path).await.map_err(io_error)
-        });
+        let now = self
+            .remote
+            .block_on(async move { store.head(&path).await.map_err(io_error) });
         match now {
             Ok(m) => Some(stamp_of(&m)),
             Err(e) => {
@@ -823,8 +828,10 @@ impl ReadAt for RemoteFile {
             return Ok(());
         }
         let range = self.span(offset, buf.len())?;
-        let bytes =
-            self.remote.block_on(self.get_pinned(range)).map_err(|e| self.named(e))?;
+        let bytes = self
+            .remote
+            .block_on(self.get_pinned(range))
+            .map_err(|e| self.named(e))?;
         buf.copy_from_slice(bytes.as_ref());
         Ok(())
     }

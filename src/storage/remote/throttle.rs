@@ -75,8 +75,8 @@
 //! chosen times and jitters). Nothing grows: one gate and one semaphore
 //! per [`Remote`](super::Remote).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
