@@ -134,7 +134,7 @@ pub const DEFAULT_REFRESH_LOCAL: Duration = Duration::from_secs(5);
 pub const DEFAULT_REFRESH_REMOTE: Duration = Duration::from_secs(30);
 
 fn default_refresh(source: &std::path::Path) -> Duration {
-    if slabfs::storage::remote::url_of(source).is_some() {
+    if slabfs::storage::location::url_of(source).is_some() {
         DEFAULT_REFRESH_REMOTE
     } else {
         DEFAULT_REFRESH_LOCAL
@@ -249,7 +249,7 @@ impl MountArgs {
     /// Whether the mount may read from the network: its source or an
     /// `--allow-outside` root is a URL.
     fn reads_urls(&self) -> bool {
-        let url = |p: &std::path::Path| p.to_str().is_some_and(slabfs::storage::remote::is_url);
+        let url = |p: &std::path::Path| p.to_str().is_some_and(slabfs::storage::location::is_url);
         url(&self.source) || self.common.allow_outside.iter().any(|p| url(p))
     }
 
@@ -285,6 +285,7 @@ impl MountArgs {
             max_watches: self.max_watches,
             read_ahead_kb: self.read_ahead_kb,
             allow_outside: self.common.allow_outside.clone(),
+            remote: slabfs::storage::remote::Remote::new(self.common.remote.config()),
         }
     }
 }
@@ -329,9 +330,16 @@ impl Common {
     }
 }
 
+/// How `ls` and `cat` reach URLs: a remote state of their own, from the
+/// remote options.
+fn network(common: &Common) -> std::sync::Arc<dyn slabfs::storage::Network> {
+    std::sync::Arc::new(slabfs::storage::remote::Remote::new(common.remote.config()))
+}
+
 /// Set the process-wide settings every command reading datasets shares.
+/// (The remote settings are no such thing: each command creates its
+/// [`slabfs::storage::remote::Remote`] from them, [`network`].)
 fn configure(common: &Common) {
-    slabfs::storage::remote::configure(common.remote.config());
     let plugins = common.hdf5_plugins();
     if plugins.enabled {
         log::info!(
@@ -434,7 +442,12 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
     }
     match cli.command {
         Command::Ls { source, common } => {
-            let ds = dataset::open_with_roots(&source, cache(&common), &common.allow_outside)?;
+            let ds = dataset::open_in(
+                &source,
+                cache(&common),
+                &common.allow_outside,
+                Some(network(&common)),
+            )?;
             let mut out = std::io::stdout().lock();
             for e in &ds.entries {
                 let m = e.array.meta();
@@ -459,7 +472,12 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
             length,
             common,
         } => {
-            let ds = dataset::open_with_roots(&source, cache(&common), &common.allow_outside)?;
+            let ds = dataset::open_in(
+                &source,
+                cache(&common),
+                &common.allow_outside,
+                Some(network(&common)),
+            )?;
             let entry = ds
                 .get(&array)
                 .ok_or_else(|| slabfs::Error::NotFound(format!("{}: {array}", source.display())))?;
@@ -567,7 +585,7 @@ pub fn mount(args: &MountArgs, prog: &str, fail_code: i32) -> anyhow_free::Resul
         if !cfg
             .source
             .to_str()
-            .is_some_and(slabfs::storage::remote::is_url)
+            .is_some_and(slabfs::storage::location::is_url)
         {
             cfg.source = std::path::absolute(&cfg.source)?;
         }

@@ -23,6 +23,13 @@
 //! higher layer is fine) and fails naming the file and the import when one
 //! points up the stack or sideways between peers. Inside `formats/` one
 //! format may build on another only downwards, in the order above.
+//!
+//! One more seam: no file under `src/formats/` names `storage::remote`
+//! (the network code and its state). Formats reach URLs through the
+//! storage traits (`files::Network`, `files::UrlFiles`, `ReadAt`) and
+//! name them through `storage::location`; `fs` and `cli` wire the remote
+//! state in. A format's unit tests (its `#[cfg(test)] mod tests`) may
+//! wire one too, as the CLI does.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -759,7 +766,11 @@ fn violations(file: &str, text: &str) -> Vec<String> {
         .strip_prefix("src/formats/")
         .map(|rest| rest.split(['/', '.']).next().unwrap_or(""));
     let mut bad = Vec::new();
-    for path in crate_paths(&code_only(text)) {
+    let code = code_only(text);
+    if file.starts_with("src/formats/") {
+        bad.extend(names_remote(file, &code));
+    }
+    for path in crate_paths(&code) {
         let Some((target, target_rank)) = layer_named(&path[0]) else {
             continue; // a re-export at the root (`crate::Error`), a macro...
         };
@@ -779,6 +790,42 @@ fn violations(file: &str, text: &str) -> Vec<String> {
                     "{file} (formats/{own_format}) imports {shown}, not below it"
                 ));
             }
+        }
+    }
+    bad
+}
+
+/// The places the code of a file under `src/formats/` (comments and
+/// strings blanked) names `storage::remote`: a path through the crate
+/// (grouped `use` lists included), or `storage::remote` after a `use` of
+/// `crate::storage`. Its unit tests are not looked at.
+fn names_remote(file: &str, code: &str) -> Vec<String> {
+    let code = code
+        .find("#[cfg(test)]\nmod tests")
+        .map_or(code, |at| &code[..at]);
+    let mut bad: Vec<String> = crate_paths(code)
+        .into_iter()
+        .filter(|p| p.len() >= 2 && p[0] == "storage" && p[1] == "remote")
+        .map(|p| {
+            format!(
+                "{file} (formats) names {}: use the storage traits",
+                p.join("::")
+            )
+        })
+        .collect();
+    let mut from = 0;
+    while let Some(at) = code[from..].find("storage::remote") {
+        let start = from + at;
+        from = start + "storage::remote".len();
+        let before = code[..start].chars().next_back();
+        let after = code[from..].chars().next();
+        let whole = !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && !after.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        // `crate::storage::remote` is a crate path, reported above.
+        if whole && !code[..start].ends_with("crate::") {
+            bad.push(format!(
+                "{file} (formats) names storage::remote: use the storage traits"
+            ));
         }
     }
     bad
@@ -842,4 +889,44 @@ fn the_checker_sees_upward_imports() {
         "use crate::formats::{Options, nca, zarr};",
     );
     assert!(fine.is_empty(), "{fine:?}");
+}
+
+/// Formats never name the network code: plain paths, grouped `use`
+/// lists and a path through `use crate::storage` are caught; doc links,
+/// strings, the layers allowed to wire it (fs) and a format's unit tests
+/// are not.
+#[test]
+fn the_checker_sees_formats_naming_the_network() {
+    let plain = violations(
+        "src/formats/netcdf3/variable.rs",
+        "use crate::storage::remote::COALESCE_GAP;",
+    );
+    assert_eq!(plain.len(), 1, "{plain:?}");
+    let grouped = violations(
+        "src/formats/dataset.rs",
+        "use crate::storage::{files::Files, remote::{self, RemoteFiles}};",
+    );
+    assert_eq!(grouped.len(), 2, "{grouped:?}");
+    let inline = violations(
+        "src/formats/mod.rs",
+        "fn f() { if crate::storage::remote::url_of(p).is_some() {} }",
+    );
+    assert_eq!(inline.len(), 1, "{inline:?}");
+    let through = violations(
+        "src/formats/kerchunk/store.rs",
+        "use crate::storage;\nfn f() { storage::remote::latency(); }",
+    );
+    assert_eq!(through.len(), 1, "{through:?}");
+    let quiet = violations(
+        "src/formats/kerchunk/mod.rs",
+        "//! [`crate::storage::remote::RemoteFiles`]\nlet s = \"storage::remote\";\n\
+         use crate::storage::location::url_of;\n\
+         #[cfg(test)]\nmod tests {\n    use crate::storage::remote::Remote;\n}",
+    );
+    assert!(quiet.is_empty(), "{quiet:?}");
+    let wiring = violations(
+        "src/fs/refresh.rs",
+        "use crate::storage::remote::{self, Remote};",
+    );
+    assert!(wiring.is_empty(), "{wiring:?}");
 }

@@ -18,20 +18,20 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::cell::RefCell;
+use std::io::Read;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::{Arc, Mutex, Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use slabfs::engine::cache::ChunkCache;
 use slabfs::formats::dataset::{self, Dataset};
 use slabfs::fs::error::ToErrno;
-use slabfs::storage::Files;
-use slabfs::storage::Store;
-use slabfs::storage::remote::{self, Location, RemoteFiles};
+use slabfs::storage::remote::{self, Location, Remote, RemoteFiles};
+use slabfs::storage::{Files, Network, Store};
 
 /// In every test's environment: it must never show anywhere.
 const SECRET: &str = "Sup3rS3cretKeyThatMustNeverAppear-7f1d9a";
@@ -46,16 +46,49 @@ fn fixtures() -> PathBuf {
     repo().join("tests/fixtures")
 }
 
-/// One test at a time (they share the process environment, the global
-/// remote configuration and the servers), with the AWS environment set
-/// once, under the lock, before anything reads it.
-fn serial() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
+/// Held by every test: shared by most, which run side by side (each
+/// with its own [`Remote`] and servers); taken alone ([`exclusive`]) by
+/// the few that change the process environment. The AWS environment is
+/// set once, under the lock taken alone, before any test reads it.
+static LOCK: RwLock<()> = RwLock::new(());
+
+thread_local! {
+    /// This test's remote state ([`configure`]): tests run on threads of
+    /// their own, so each has its own configuration, limits and counters.
+    static REMOTE: RefCell<Remote> = RefCell::new(Remote::default());
+}
+
+/// The remote state of the test running on this thread.
+fn net() -> Remote {
+    REMOTE.with(|r| r.borrow().clone())
+}
+
+/// Give the test running on this thread a new remote state of `config`.
+fn set_remote(config: remote::Config) {
+    REMOTE.with(|r| *r.borrow_mut() = Remote::new(config));
+}
+
+/// A test among the others, side by side.
+fn serial() -> RwLockReadGuard<'static, ()> {
+    set_env();
+    set_remote(remote::Config::default());
+    LOCK.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A test alone: it changes the process environment.
+fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    set_env();
+    set_remote(remote::Config::default());
+    LOCK.write().unwrap_or_else(|p| p.into_inner())
+}
+
+fn set_env() {
     static ENV: Once = Once::new();
-    let guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     ENV.call_once(|| {
-        // SAFETY: set under LOCK, which every test of this binary holds
-        // while it runs, so no other thread of ours reads or writes the
+        let _alone = LOCK.write().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: set holding LOCK alone, and before any test of this
+        // binary holds it (every test calls this first, and waits for
+        // the Once), so no other thread of ours reads or writes the
         // environment meanwhile.
         unsafe {
             std::env::set_var("AWS_ACCESS_KEY_ID", KEY_ID);
@@ -68,81 +101,13 @@ fn serial() -> MutexGuard<'static, ()> {
             std::env::remove_var("RUST_LOG");
         }
     });
-    guard
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+/// The S3 server of these tests (tests/common/servers.rs): moto.
+use common::servers::{Http, Moto as S3, free_port, wait_port};
 
-fn wait_port(port: u16, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("server exited with {status} before listening on {port}");
-        }
-        assert!(Instant::now() < deadline, "server not up on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A `moto_server` on loopback; killed on drop.
-struct S3 {
-    child: Child,
-    port: u16,
-}
-
+/// What these tests upload to it.
 impl S3 {
-    fn start() -> S3 {
-        S3::start_on(free_port())
-    }
-
-    fn start_on(port: u16) -> S3 {
-        let py = common::python();
-        let moto = py.parent().unwrap().join("moto_server");
-        let mut child = Command::new(&moto)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e} (moto[server] is in scripts/requirements.txt)",
-                    moto.display()
-                )
-            });
-        wait_port(port, &mut child);
-        S3 { child, port }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Run a boto3 snippet with `s3` bound to a client of this server.
-    fn boto(&self, code: &str) {
-        let script = format!(
-            "import boto3, os, sys\n\
-             s3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1')\n\
-             {code}\n",
-            self.endpoint()
-        );
-        let out = Command::new(common::python())
-            .arg("-c")
-            .arg(script)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "boto3: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
     /// Create the bucket and upload the fixtures: `zarr/v2/...` and
     /// `zarr/v3/...` when `zarr`, and `nc3/*.nc`.
     fn upload_fixtures(&self, zarr: bool) {
@@ -186,97 +151,10 @@ impl S3 {
             root = root.display().to_string()
         ));
     }
-
-    fn stop(mut self) -> u16 {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.port
-    }
-}
-
-impl Drop for S3 {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// tests/servers/range_http.py serving `root` on loopback; killed on drop.
-struct Http {
-    child: Child,
-    port: u16,
-}
-
-impl Http {
-    fn start(root: &Path, ignore_range: bool) -> Http {
-        Http::start_with(
-            root,
-            if ignore_range {
-                &["--ignore-range"]
-            } else {
-                &[]
-            },
-        )
-    }
-
-    /// The server with more options (range_http.py's usage).
-    fn start_with(root: &Path, args: &[&str]) -> Http {
-        let mut cmd = Command::new(common::python());
-        cmd.arg(repo().join("tests/servers/range_http.py"))
-            .arg(root)
-            .args(args);
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line.trim().parse().expect("the server prints its port");
-        wait_port(port, &mut child);
-        Http { child, port }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}/{path}", self.port)
-    }
-
-    fn stats(&self) -> Value {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        std::io::Write::write_all(
-            &mut s,
-            b"GET /_stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        )
-        .unwrap();
-        let mut reply = String::new();
-        s.read_to_string(&mut reply).unwrap();
-        let body = reply.split("\r\n\r\n").nth(1).unwrap();
-        serde_json::from_str(body).unwrap()
-    }
-
-    /// Requests the server has answered so far (this one included).
-    fn requests(&self) -> u64 {
-        self.stats()["requests"].as_u64().unwrap()
-    }
-
-    /// Requests answered since [`requests`](Self::requests) said `before`,
-    /// not counting this call's own `/_stats`.
-    fn requests_since(&self, before: u64) -> u64 {
-        self.requests() - before - 1
-    }
-}
-
-impl Drop for Http {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn configure(endpoint: Option<String>) {
-    remote::configure(remote::Config {
+    set_remote(remote::Config {
         endpoint_url: endpoint,
         // Generous: the machines that run the tests are shared and slow.
         timeout: Duration::from_secs(20),
@@ -285,8 +163,28 @@ fn configure(endpoint: Option<String>) {
     });
 }
 
+/// `dataset::open` of `path` (a URL or a local path), URLs reached
+/// through this test's [`Remote`].
+fn open_path(path: &Path, cache: Arc<ChunkCache>) -> slabfs::Result<Dataset> {
+    open_roots(path, cache, &[])
+}
+
+/// `dataset::open_with_roots`, URLs reached through this test's [`Remote`].
+fn open_roots(
+    path: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+) -> slabfs::Result<Dataset> {
+    dataset::open_in(
+        path,
+        cache,
+        allow_outside,
+        Some(Arc::new(net()) as Arc<dyn Network>),
+    )
+}
+
 fn open(url: &str) -> Dataset {
-    dataset::open(Path::new(url), Arc::new(ChunkCache::new(64 << 20)))
+    open_path(Path::new(url), Arc::new(ChunkCache::new(64 << 20)))
         .unwrap_or_else(|e| panic!("{url}: {e}"))
 }
 
@@ -414,8 +312,7 @@ fn s3_prefix_reads_as_the_same_tree_on_disk() {
     let url = format!("s3://{BUCKET}/zarr");
     let ds = open(&url);
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
-    let local =
-        dataset::open(&fixtures().join("zarr"), Arc::new(ChunkCache::new(1 << 20))).unwrap();
+    let local = open_path(&fixtures().join("zarr"), Arc::new(ChunkCache::new(1 << 20))).unwrap();
     let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     assert_eq!(names(&ds), names(&local));
     // Its directories' attributes too (tests/attributes.rs compares the
@@ -457,7 +354,7 @@ fn s3_prefix_reads_as_the_same_tree_on_disk() {
         .collect();
     assert!(!cases.is_empty());
     check_all(&nc, "", &cases);
-    let local = dataset::open(
+    let local = open_path(
         &fixtures().join("netcdf3/data/classic_types.nc"),
         Arc::new(ChunkCache::new(1 << 20)),
     )
@@ -469,7 +366,7 @@ fn s3_prefix_reads_as_the_same_tree_on_disk() {
     cli_ls_and_cat_by_url(&s3.endpoint());
 
     // A missing prefix is an error naming it.
-    let err = dataset::open(
+    let err = open_path(
         Path::new(&format!("s3://{BUCKET}/nothing-here")),
         Arc::new(ChunkCache::new(1 << 20)),
     )
@@ -593,7 +490,7 @@ fn http_urls_name_one_dataset_read_with_ranges() {
     // A v3 group without consolidated metadata needs a listing: an error
     // saying so, not a wrong tree.
     for group in ["zarr/v3/sharded.zarr", "zarr/v2/basic.zarr"] {
-        let err = dataset::open(
+        let err = open_path(
             Path::new(&http.url(group)),
             Arc::new(ChunkCache::new(1 << 20)),
         )
@@ -609,7 +506,7 @@ fn a_server_that_ignores_range_is_refused_not_believed() {
     let _g = serial();
     configure(None);
     let http = Http::start(&fixtures(), true);
-    let err = dataset::open(
+    let err = open_path(
         Path::new(&http.url("netcdf3/data/classic_types.nc")),
         Arc::new(ChunkCache::new(1 << 20)),
     )
@@ -792,14 +689,14 @@ fn throttling_slows_the_whole_process_down() {
     configure(None);
     let name = format!("http://127.0.0.1:{}", http.port);
     let root = Location::parse(&http.url("zarr/v3/consolidated.zarr/model/temperature")).unwrap();
-    let files = RemoteFiles::new(vec![root.clone()]).unwrap();
+    let files = RemoteFiles::new(&net(), vec![root.clone()]).unwrap();
     let store = files.store_at(&root).unwrap();
     let keys: Vec<(String, u64)> = (0..27)
         .map(|i| (format!("c/{}/{}/{}", i / 9, i / 3 % 3, i % 3), 1 << 20))
         .collect();
     arm_slowdown(&http, "n=6&only=/c/&hold=27");
     let before = counted(&name);
-    let limit_before = remote::throttle::snapshot();
+    let limit_before = net().throttle();
     let got = store.get_many(&keys);
     for ((key, _), got) in keys.iter().zip(got) {
         let on_disk = std::fs::read(
@@ -811,7 +708,7 @@ fn throttling_slows_the_whole_process_down() {
         assert_eq!(got.unwrap(), on_disk, "{key}");
     }
     let after = counted(&name);
-    let limit = remote::throttle::snapshot();
+    let limit = net().throttle();
     assert_eq!(after.throttles - before.throttles, 6, "{after:?}");
     assert_eq!(after.retries - before.retries, 6, "{after:?}");
     assert_eq!(limit.backoffs - limit_before.backoffs, 1, "{limit:?}");
@@ -820,7 +717,9 @@ fn throttling_slows_the_whole_process_down() {
     // since are too few to grow it back (one per 13).
     assert_eq!(limit.request_limit, 13, "{limit:?}");
     assert_eq!(limit.in_flight, 0);
-    let doc = slabfs::fs::stats::Stats::new().to_json(None);
+    let mut stats = slabfs::fs::stats::Stats::new();
+    stats.set_remote(net());
+    let doc = stats.to_json(None);
     assert_eq!(doc["remote"][&name]["throttles"], after.throttles, "{doc}");
     assert_eq!(doc["remote_throttle"]["request_limit"], 13, "{doc}");
     assert_eq!(doc["remote_throttle"]["max_requests"], 64, "{doc}");
@@ -838,7 +737,7 @@ fn a_body_cut_by_its_connection_counts_as_a_reset() {
     // 2,740) is cut there: the proxy closes the connection 50 ms later,
     // far within --stall-timeout.
     let proxy = StallProxy::start(s3.port, 1, 1_500, Duration::from_millis(50));
-    remote::configure(remote::Config {
+    set_remote(remote::Config {
         endpoint_url: Some(proxy.endpoint()),
         timeout: Duration::from_secs(20),
         ..remote::Config::default()
@@ -869,7 +768,7 @@ fn an_object_replaced_between_ranges_is_an_error_never_mixed() {
     ));
     configure(Some(s3.endpoint()));
     let url = format!("s3://{BUCKET}/f.bin");
-    let files = RemoteFiles::new(vec![Location::parse(&url).unwrap()]).unwrap();
+    let files = RemoteFiles::new(&net(), vec![Location::parse(&url).unwrap()]).unwrap();
     let f = files.open(Path::new(&url)).unwrap();
     assert_eq!(f.size().unwrap(), 32);
     let mut buf = [0u8; 3];
@@ -930,7 +829,7 @@ fn urls_are_confined_to_the_source_and_allow_outside() {
     ));
     configure(Some(s3.endpoint()));
     let root = format!("s3://{BUCKET}/nc3");
-    let files = RemoteFiles::new(vec![Location::parse(&root).unwrap()]).unwrap();
+    let files = RemoteFiles::new(&net(), vec![Location::parse(&root).unwrap()]).unwrap();
     let inside = format!("{root}/classic_types.nc");
     assert!(files.open(Path::new(&inside)).is_ok());
     for outside in [
@@ -953,10 +852,13 @@ fn urls_are_confined_to_the_source_and_allow_outside() {
     let e = store.get(".zgroup", 1 << 20).unwrap_err().to_string();
     assert!(e.contains("outside the allowed locations"), "{e}");
     // --allow-outside URL admits another prefix.
-    let files = RemoteFiles::new(vec![
-        Location::parse(&root).unwrap(),
-        Location::parse(&format!("s3://{BUCKET}/zarr/v2")).unwrap(),
-    ])
+    let files = RemoteFiles::new(
+        &net(),
+        vec![
+            Location::parse(&root).unwrap(),
+            Location::parse(&format!("s3://{BUCKET}/zarr/v2")).unwrap(),
+        ],
+    )
     .unwrap();
     let store = files.store(Path::new(&format!("s3://{BUCKET}/zarr/v2/basic.zarr")));
     assert!(store.get(".zgroup", 1 << 20).unwrap().is_some());
@@ -1409,7 +1311,7 @@ fn a_partial_failure_keeps_the_arrays_of_objects_that_still_exist() {
     configure(Some(s3.endpoint()));
     let url = format!("s3://{BUCKET}/nc3");
     let ds = open(&url);
-    let fs = slabfs::fs::SlabFs::new(&ds.entries, fs_config());
+    let fs = slabfs::fs::SlabFs::new(&ds.entries, fs_config()).with_remote(net());
     let paths = |prefix: &str| -> Vec<String> {
         let mut v: Vec<String> = ds
             .entries
@@ -1448,7 +1350,8 @@ fn a_partial_failure_keeps_the_arrays_of_objects_that_still_exist() {
 
 /// The counters of the source store `name`, zero before its first request.
 fn counted(name: &str) -> remote::metrics::Snapshot {
-    remote::metrics::snapshot()
+    net()
+        .metrics()
         .into_iter()
         .find(|s| s.name == name)
         .unwrap_or_else(|| remote::metrics::Snapshot {
@@ -1488,7 +1391,7 @@ fn stats_count_requests_by_kind_exactly() {
     configure(Some(s3.endpoint()));
     let name = format!("s3://{BUCKET}");
     let root = Location::parse(&format!("s3://{BUCKET}/zarr/v3/dtypes.zarr")).unwrap();
-    let files = RemoteFiles::new(vec![root.clone()]).unwrap();
+    let files = RemoteFiles::new(&net(), vec![root.clone()]).unwrap();
     let store = files.store_at(&root).unwrap();
     let chunk = "dtypes/int8/c/0";
     let on_disk = std::fs::read(fixtures().join("zarr/v3/dtypes.zarr").join(chunk)).unwrap();
@@ -1762,12 +1665,12 @@ fn local_references_read_s3_targets_only_where_allowed() {
 
     // Allowed: every variable reads as the writers say.
     let refs = refs_to(dir.path(), &format!("s3://{BUCKET}/refs/netcdf4.h5"));
-    let ds = dataset::open_with_roots(&refs, cache(), std::slice::from_ref(&allowed)).unwrap();
+    let ds = open_roots(&refs, cache(), std::slice::from_ref(&allowed)).unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     check_all(&ds, "", &cases);
 
     // Not allowed: the arrays that read the object are skipped, saying why.
-    let ds = dataset::open_with_roots(&refs, cache(), &[]).unwrap();
+    let ds = open_roots(&refs, cache(), &[]).unwrap();
     let msgs: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
     assert!(
         !msgs.is_empty() && msgs.iter().all(|m| m.contains("is not a local file")),
@@ -1787,7 +1690,7 @@ fn local_references_read_s3_targets_only_where_allowed() {
         format!("https://127.0.0.1:{}/{BUCKET}/refs/netcdf4.h5", s3.port),
     ] {
         let refs = refs_to(dir.path(), &url);
-        let ds = dataset::open_with_roots(&refs, cache(), std::slice::from_ref(&allowed))
+        let ds = open_roots(&refs, cache(), std::slice::from_ref(&allowed))
             .unwrap_or_else(|e| panic!("{url}: {e}"));
         assert!(ds.get("big").is_none(), "{url}: admitted");
         let msgs: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
@@ -1834,7 +1737,7 @@ impl Azurite {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("{}: {e}", bin.display()))?;
-        wait_port(port, &mut child);
+        wait_port(port, &mut child, "server");
         Ok(Azurite {
             child,
             port,
@@ -1908,7 +1811,7 @@ fn lists_and_cats_as_on_disk(url: &str) {
 /// through `slabfs cat`.
 #[test]
 fn azure_container_reads_as_the_files_on_disk() {
-    let _g = serial();
+    let _g = exclusive();
     let azurite = match Azurite::start() {
         Ok(a) => a,
         Err(why) => {
@@ -1917,7 +1820,7 @@ fn azure_container_reads_as_the_files_on_disk() {
         }
     };
     azurite.upload_fixtures("data");
-    // SAFETY: under the serial() lock, as everywhere in this binary.
+    // SAFETY: holding LOCK alone (exclusive()): no other test runs.
     unsafe {
         std::env::set_var("AZURE_STORAGE_USE_EMULATOR", "true");
         std::env::set_var("AZURITE_BLOB_STORAGE_URL", azurite.url());
@@ -1931,7 +1834,7 @@ fn azure_container_reads_as_the_files_on_disk() {
         assert!(
             requests > 0,
             "counted under the container's URL: {:?}",
-            remote::metrics::snapshot()
+            net().metrics()
         );
     }));
     // SAFETY: as above.
@@ -1999,7 +1902,7 @@ impl FakeGcs {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("{}: {e}", bin.display()))?;
-        wait_port(port, &mut child);
+        wait_port(port, &mut child, "server");
         Ok(FakeGcs { child, port, dir })
     }
 
@@ -2033,7 +1936,7 @@ impl Drop for FakeGcs {
 /// through `slabfs cat`.
 #[test]
 fn gcs_bucket_reads_as_the_files_on_disk() {
-    let _g = serial();
+    let _g = exclusive();
     let gcs = match FakeGcs::start() {
         Ok(g) => g,
         Err(why) => {
@@ -2041,7 +1944,7 @@ fn gcs_bucket_reads_as_the_files_on_disk() {
             return;
         }
     };
-    // SAFETY: under the serial() lock, as everywhere in this binary.
+    // SAFETY: holding LOCK alone (exclusive()): no other test runs.
     unsafe { std::env::set_var("GOOGLE_SERVICE_ACCOUNT", gcs.key_file()) };
     configure(None);
     let result = std::panic::catch_unwind(|| {
@@ -2107,7 +2010,7 @@ fn get_each_hands_values_on_as_they_arrive() {
     configure(None);
     let http = Http::start_with(&fixtures(), &["--delay", "2.0", "--delay-only", "/c/0/0/0"]);
     let root = Location::parse(&http.url("zarr/v3/consolidated.zarr/model/temperature")).unwrap();
-    let files = RemoteFiles::new(vec![root.clone()]).unwrap();
+    let files = RemoteFiles::new(&net(), vec![root.clone()]).unwrap();
     let store = files.store_at(&root).unwrap();
     let keys = [
         ("c/0/0/0".to_string(), 1 << 20),
@@ -2169,7 +2072,7 @@ fn remote_file_reads_many_ranges_at_once() {
     let http = Http::start_with(&fixtures(), &["--delay", "1.0"]);
     let url = http.url("netcdf3/data/classic_types.nc");
     let root = Location::parse(&url).unwrap();
-    let files = RemoteFiles::new(vec![root]).unwrap();
+    let files = RemoteFiles::new(&net(), vec![root]).unwrap();
     let file = files.open(Path::new(&url)).unwrap();
     let on_disk = std::fs::read(fixtures().join("netcdf3/data/classic_types.nc")).unwrap();
     let (mut a, mut b, mut c) = (vec![0u8; 10], vec![0u8; 100], vec![0u8; 7]);
@@ -2224,7 +2127,7 @@ fn hdf5_chunks_of_a_read_are_fetched_concurrently() {
     configure(None);
     let http = Http::start_with(&fixtures(), &["--delay", "0.5"]);
     let url = http.url("hdf5/data/h5_latest.h5");
-    let ds = dataset::open(Path::new(&url), Arc::new(ChunkCache::new(0)))
+    let ds = open_path(Path::new(&url), Arc::new(ChunkCache::new(0)))
         .unwrap_or_else(|e| panic!("{url}: {e}"));
     let entry = ds.get("fixed").expect("listed");
     let (_, expected) = hdf5_cases("h5_latest.h5")
@@ -2299,7 +2202,7 @@ fn redirects_to_another_host_are_refused() {
         "redirect-away/{}/netcdf3/data/classic_types.nc",
         other.port
     ));
-    let err = dataset::open(Path::new(&away), Arc::new(ChunkCache::new(1 << 20)))
+    let err = open_path(Path::new(&away), Arc::new(ChunkCache::new(1 << 20)))
         .err()
         .unwrap_or_else(|| panic!("{away}: opened through a redirect to another host"));
     let msg = slabfs::fs::error::chain(&err);
@@ -2526,7 +2429,7 @@ fn aggregations_and_references_in_a_bucket_read_as_on_disk() {
     for (prefix, local) in [("nca", "nca/data"), ("kerchunk", "kerchunk/data")] {
         let ds = open(&format!("s3://{BUCKET}/{prefix}"));
         let on_disk =
-            dataset::open(&fixtures().join(local), Arc::new(ChunkCache::new(1 << 20))).unwrap();
+            open_path(&fixtures().join(local), Arc::new(ChunkCache::new(1 << 20))).unwrap();
         let (got, want) = (names(&ds), names(&on_disk));
         let only = |a: &[String], b: &[String]| -> Vec<String> {
             a.iter().filter(|n| !b.contains(n)).cloned().collect()
@@ -2660,11 +2563,10 @@ dst.close()
         ],
     );
     let allowed = PathBuf::from(format!("s3://{BUCKET}/nca/cf"));
-    let ds =
-        dataset::open_with_roots(&agg, Arc::new(ChunkCache::new(1 << 20)), &[allowed]).unwrap();
+    let ds = open_roots(&agg, Arc::new(ChunkCache::new(1 << 20)), &[allowed]).unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     assert_eq!(check_nca(&ds, "", Some("cf/basic/agg.nc/")), 1);
-    let ds = dataset::open_with_roots(&agg, Arc::new(ChunkCache::new(1 << 20)), &[]).unwrap();
+    let ds = open_roots(&agg, Arc::new(ChunkCache::new(1 << 20)), &[]).unwrap();
     assert!(ds.get("q").is_none(), "read without --allow-outside");
 
     // HTTP cannot list: the URL names the descriptor, and its fragments
@@ -2770,7 +2672,7 @@ fn references_in_a_bucket_stay_in_its_prefix() {
     let cache = || Arc::new(ChunkCache::new(1 << 20));
     let allowed = [PathBuf::from(format!("s3://{BUCKET}/outside"))];
     for (roots, admitted) in [(&[][..], 2), (&allowed[..], 5)] {
-        let ds = dataset::open_with_roots(&url, cache(), roots).unwrap();
+        let ds = open_roots(&url, cache(), roots).unwrap();
         let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
         let mut read = 0;
         for (i, (file, inside)) in routes.iter().enumerate() {
@@ -2811,10 +2713,10 @@ fn references_in_a_bucket_stay_in_its_prefix() {
     let local = dir.path().join("local.nca.json");
     let doc = std::fs::read_to_string(dir.path().join("d1.nca.json")).unwrap();
     std::fs::write(&local, doc).unwrap();
-    let ds = dataset::open_with_roots(&local, cache(), std::slice::from_ref(&url)).unwrap();
+    let ds = open_roots(&local, cache(), std::slice::from_ref(&url)).unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     check_all(&ds, "", &[("s".to_string(), expected.clone())]);
-    let ds = dataset::open_with_roots(&local, cache(), &[]).unwrap();
+    let ds = open_roots(&local, cache(), &[]).unwrap();
     assert!(ds.get("s").is_none());
     let why = ds.skipped[0].to_string();
     assert!(why.contains("--allow-outside URL admits"), "{why}");
@@ -3034,7 +2936,7 @@ fn the_rest_of_the_fixture_tree_reads_from_a_bucket_as_on_disk() {
     for (local, prefix) in parts {
         let ds = open(&format!("s3://{BUCKET}/{prefix}"));
         let on_disk =
-            dataset::open(&fixtures().join(local), Arc::new(ChunkCache::new(16 << 20))).unwrap();
+            open_path(&fixtures().join(local), Arc::new(ChunkCache::new(16 << 20))).unwrap();
         assert_eq!(names(&ds), names(&on_disk), "{prefix}");
         assert!(names(&ds).len() > 5, "{prefix}: {:?}", names(&ds));
         assert_eq!(
@@ -3065,7 +2967,7 @@ fn the_rest_of_the_fixture_tree_reads_from_a_bucket_as_on_disk() {
         Path::new(&format!("s3://{BUCKET}/h5")),
         &["--endpoint-url", &s3.endpoint()],
     );
-    let on_disk = dataset::open(
+    let on_disk = open_path(
         &fixtures().join("hdf5/data"),
         Arc::new(ChunkCache::new(16 << 20)),
     )
@@ -3365,7 +3267,7 @@ fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
     // In the library: the counters of .slabfs/stats show the stalls and
     // the GETs that resumed them as retries.
     let proxy = StallProxy::start(s3.port, 2, 300_000, hold);
-    remote::configure(remote::Config {
+    set_remote(remote::Config {
         endpoint_url: Some(proxy.endpoint()),
         timeout: Duration::from_secs(5),
         stall_timeout: Duration::from_secs(1),
@@ -3618,13 +3520,13 @@ fn a_store_get_that_makes_no_progress_is_hedged() {
     // No stall while the dataset opens; then the next answer stops before
     // its first byte, for 8 s.
     let proxy = StallProxy::start(s3.port, 0, 0, Duration::from_secs(8));
-    remote::configure(remote::Config {
+    set_remote(remote::Config {
         endpoint_url: Some(proxy.endpoint()),
         ..remote::Config::default()
     });
     let ds = open(&format!("s3://{BUCKET}/zarr/v3/consolidated.zarr"));
     let entry = ds.get(array).expect("listed");
-    let (sent, _) = remote::hedge::counts();
+    let (sent, _) = net().hedges();
     proxy.arm(1);
     let started = Instant::now();
     let mut got = vec![0u8; expected.len()];
@@ -3642,7 +3544,7 @@ fn a_store_get_that_makes_no_progress_is_hedged() {
         took < Duration::from_secs(3),
         "{took:?}: the stall was waited out"
     );
-    assert!(remote::hedge::counts().0 > sent, "no hedge counted");
+    assert!(net().hedges().0 > sent, "no hedge counted");
     let log = proxy.log_after(1);
     assert_eq!(log.stalled.len(), 1, "{:?}", log.stalled);
     let after = log.stalled[0]
@@ -3676,7 +3578,7 @@ fn storage_conformance_of_remote_stores_and_files() {
     ));
     configure(Some(s3.endpoint()));
     let url = format!("s3://{BUCKET}/conf");
-    let files = Arc::new(RemoteFiles::new(vec![Location::parse(&url).unwrap()]).unwrap());
+    let files = Arc::new(RemoteFiles::new(&net(), vec![Location::parse(&url).unwrap()]).unwrap());
     let moto = Limits {
         empty_suffix_any_io_error: true,
         ..Limits::default()
@@ -3692,7 +3594,7 @@ fn storage_conformance_of_remote_stores_and_files() {
     let http = Http::start(tmp.path(), false);
     configure(None);
     let url = http.url("conf").trim_end_matches("/conf").to_string();
-    let files = RemoteFiles::new(vec![Location::parse(&url).unwrap()]).unwrap();
+    let files = RemoteFiles::new(&net(), vec![Location::parse(&url).unwrap()]).unwrap();
     let limits = Limits {
         no_listing: true,
         ..Limits::default()

@@ -62,11 +62,8 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
@@ -75,6 +72,7 @@ use serde_json::Value;
 
 use common::Lcg;
 use common::mount::Mount;
+use common::servers::{FaultProxy, Moto, proxy_count};
 
 const KEY_ID: &str = "AKIASLABFSFAULTS";
 const SECRET: &str = "FaultsTestSecretKey-0c5e";
@@ -165,171 +163,6 @@ fn aws_env() {
 // ---------------------------------------------------------------------------
 // The servers
 // ---------------------------------------------------------------------------
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn wait_port(port: u16, child: &mut Child, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
-            panic!("{what} exited with {status} before listening on {port}");
-        }
-        assert!(Instant::now() < deadline, "{what} not up on {port}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// A `moto_server` on loopback (as in tests/remote.rs); killed on drop.
-struct Moto {
-    child: Child,
-    port: u16,
-}
-
-impl Moto {
-    fn start() -> Moto {
-        let py = common::python();
-        let moto = py.parent().unwrap().join("moto_server");
-        let port = free_port();
-        let mut child = Command::new(&moto)
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e} (moto[server] is in scripts/requirements.txt)",
-                    moto.display()
-                )
-            });
-        wait_port(port, &mut child, "moto_server");
-        Moto { child, port }
-    }
-
-    /// Create the bucket and upload every file under `dir` to `prefix/`.
-    fn upload(&self, dir: &Path, prefix: &str) {
-        let script = format!(
-            "import boto3, os\n\
-             from concurrent.futures import ThreadPoolExecutor\n\
-             s3 = boto3.client('s3', endpoint_url='http://127.0.0.1:{port}', region_name='us-east-1')\n\
-             s3.create_bucket(Bucket='{BUCKET}')\n\
-             base = {base:?}\n\
-             jobs = [os.path.join(d, f) for d, _, fs in os.walk(base) for f in fs]\n\
-             with ThreadPoolExecutor(16) as ex:\n\
-             \x20   list(ex.map(lambda p: s3.upload_file(p, '{BUCKET}', '{prefix}/' + os.path.relpath(p, base)), jobs))\n",
-            port = self.port,
-            base = dir.display().to_string(),
-        );
-        let out = Command::new(common::python())
-            .arg("-c")
-            .arg(script)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "boto3 upload: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// tests/servers/fault_proxy.py in front of `upstream`; stopped on drop.
-struct FaultProxy {
-    child: Child,
-    port: u16,
-}
-
-impl FaultProxy {
-    fn start(upstream: u16, args: &[&str]) -> FaultProxy {
-        let mut child = Command::new(common::python())
-            .arg(repo().join("tests/servers/fault_proxy.py"))
-            .arg(upstream.to_string())
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let port: u16 = line
-            .trim()
-            .parse()
-            .unwrap_or_else(|_| panic!("fault_proxy.py printed {line:?}, not its port"));
-        wait_port(port, &mut child, "fault_proxy.py");
-        FaultProxy { child, port }
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn control(&self, path: &str) -> Value {
-        proxy_control(self.port, path)
-    }
-
-    fn set(&self, query: &str) -> Value {
-        self.control(&format!("set?{query}"))
-    }
-
-    fn stats(&self) -> Value {
-        self.control("stats")
-    }
-}
-
-/// GET a control path of the proxy on `port`; its JSON answer.
-fn proxy_control(port: u16, path: &str) -> Value {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET /_proxy/{path} HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).unwrap();
-    let (head, body) = reply
-        .split_once("\r\n\r\n")
-        .unwrap_or_else(|| panic!("proxy control {path}: {reply:?}"));
-    assert!(
-        head.starts_with("HTTP/1.1 200"),
-        "proxy control {path}: {reply}"
-    );
-    serde_json::from_str(body).unwrap()
-}
-
-/// Requests the proxy on `port` has seen for the object at `path`.
-fn proxy_count(port: u16, path: &str) -> u64 {
-    proxy_control(port, &format!("count?path={path}"))["requests"]
-        .as_u64()
-        .unwrap()
-}
-
-impl Drop for FaultProxy {
-    fn drop(&mut self) {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 // ---------------------------------------------------------------------------
 // Reads and their records
@@ -687,7 +520,8 @@ fn reads_under_a_misbehaving_network_are_right_and_the_mount_stays_responsive() 
     let seed = seed();
     let phase_len = phase_length();
     let moto = Moto::start();
-    moto.upload(
+    moto.upload_dir(
+        BUCKET,
         &repo().join("tests/fixtures/faults/store.zarr"),
         &format!("{PREFIX}/store.zarr"),
     );

@@ -38,7 +38,8 @@
 //! - up to [`REMOTE_PREFETCHES`] prefetches run at once (each still at
 //!   least a quarter window of new bytes), so the next round trip starts
 //!   while the previous one's chunks decode; each runs on a thread of its
-//!   own (at most [`MAX_REMOTE_THREADS`] in the process), which waits on
+//!   own (at most [`MAX_REMOTE_THREADS`] per [`Readahead`], one per
+//!   mount), which waits on
 //!   the network and decodes its chunks as they arrive, while the rayon
 //!   workers serve reads;
 //! - the largest window is `4 x R x L`, where `R` is the stream's measured
@@ -90,13 +91,11 @@ pub const REMOTE_PREFETCHES: usize = 4;
 /// A remote stream's window may grow to this many times the maximum.
 pub const REMOTE_WINDOW_FACTOR: u64 = 4;
 
-/// Remote prefetches running at once across the process. Each runs on a
+/// Remote prefetches running at once per [`Readahead`] (a mount). Each runs on a
 /// thread of its own, which waits while its chunks are fetched (the
 /// rayon workers must not: they decode); beyond this many, a stream waits
 /// for one of its own to end before starting another.
 pub const MAX_REMOTE_THREADS: usize = 16;
-
-static REMOTE_THREADS: AtomicUsize = AtomicUsize::new(0);
 
 /// The largest window of a stream reading at `rate` bytes/s from a
 /// source of latency `latency` (`None`: local), for a configured maximum
@@ -130,6 +129,8 @@ struct Stream {
 pub struct Readahead {
     streams: Mutex<LruCache<u64, Stream>>,
     max_window: u64,
+    /// Remote prefetch threads running (at most [`MAX_REMOTE_THREADS`]).
+    remote_threads: Arc<AtomicUsize>,
 }
 
 impl Readahead {
@@ -138,6 +139,7 @@ impl Readahead {
         Readahead {
             streams: Mutex::new(LruCache::new(NonZeroUsize::new(STREAMS).expect("non-zero"))),
             max_window,
+            remote_threads: Arc::default(),
         }
     }
 
@@ -202,9 +204,9 @@ impl Readahead {
                 return;
             }
             if latency.is_some()
-                && REMOTE_THREADS.fetch_add(1, Ordering::AcqRel) >= MAX_REMOTE_THREADS
+                && self.remote_threads.fetch_add(1, Ordering::AcqRel) >= MAX_REMOTE_THREADS
             {
-                REMOTE_THREADS.fetch_sub(1, Ordering::AcqRel);
+                self.remote_threads.fetch_sub(1, Ordering::AcqRel);
                 s.busy.fetch_sub(1, Ordering::AcqRel);
                 return;
             }
@@ -241,15 +243,16 @@ impl Readahead {
         // A remote prefetch waits on the network while its chunks are
         // fetched: on a thread of its own, so that no rayon worker waits
         // (it decodes them there too, as they arrive).
+        let threads = self.remote_threads.clone();
         let spawned = std::thread::Builder::new()
             .name("slabfs-prefetch".into())
             .spawn(move || {
                 job();
-                REMOTE_THREADS.fetch_sub(1, Ordering::AcqRel);
+                threads.fetch_sub(1, Ordering::AcqRel);
             });
         if let Err(e) = spawned {
             log::debug!("readahead: no thread for a remote prefetch ({e}), skipped");
-            REMOTE_THREADS.fetch_sub(1, Ordering::AcqRel);
+            self.remote_threads.fetch_sub(1, Ordering::AcqRel);
             done.fetch_sub(1, Ordering::Release);
         }
     }

@@ -73,9 +73,10 @@ use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, hdf5, kerchunk, nca, netcdf, packed, zarr};
 use crate::storage::local::confine::Roots;
-use crate::storage::remote::{Location, RemoteFiles, url_of};
+use crate::storage::location::{Location, url_of};
+use crate::storage::{Files, Network};
 use crate::storage::scope::WithUrls;
-use crate::storage::{Files, local};
+use crate::storage::local;
 
 mod remote;
 
@@ -157,12 +158,41 @@ pub fn open_with_roots(
     cache: Arc<ChunkCache>,
     allow_outside: &[PathBuf],
 ) -> Result<Dataset> {
+    open_in(source, cache, allow_outside, None)
+}
+
+/// [`open_with_roots`], reaching URLs (a URL SOURCE, `--allow-outside`
+/// URLs) through `network`; without one, a URL is an error. The daemon's
+/// is its [`crate::storage::remote::Remote`].
+pub fn open_in(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    network: Option<Arc<dyn Network>>,
+) -> Result<Dataset> {
     // A URL (s3://, gs://, az://, http(s)://...) is read from its server.
-    if let Some(url) = crate::storage::remote::url_of(source) {
-        return remote::open(url, cache, allow_outside);
+    if let Some(url) = url_of(source) {
+        return remote::open(url, cache, allow_outside, network.as_deref());
     }
     let roots = Roots::new(allowed_roots(source, allow_outside));
-    open_with(source, cache, allow_outside, local::confined(roots))
+    open_files(
+        source,
+        cache,
+        allow_outside,
+        local::confined(roots),
+        network.as_deref(),
+    )
+}
+
+/// The network `network`, or the error of a URL read without one.
+fn need_network<'a>(network: Option<&'a dyn Network>, url: &str) -> Result<&'a dyn Network> {
+    network.ok_or_else(|| Error::Io {
+        path: crate::storage::location::strip_secrets(url),
+        source: std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "a URL, and no network to reach it was given",
+        ),
+    })
 }
 
 /// The roots everything read must resolve under: SOURCE if it is a
@@ -201,6 +231,7 @@ fn local_options(
     cache: Arc<ChunkCache>,
     allow_outside: &[PathBuf],
     files: Arc<dyn Files>,
+    network: Option<&dyn Network>,
 ) -> Result<Options> {
     let mut opts = Options::new(allowed_roots(source, allow_outside), cache);
     opts.files = files;
@@ -209,8 +240,8 @@ fn local_options(
         .filter_map(|r| url_of(r))
         .map(Location::parse)
         .collect::<Result<Vec<_>>>()?;
-    if !urls.is_empty() {
-        let remote = Arc::new(RemoteFiles::new(urls)?);
+    if let Some(first) = urls.first() {
+        let remote = need_network(network, &first.display())?.files(urls)?;
         opts.files = Arc::new(WithUrls {
             local: opts.files,
             remote: remote.clone(),
@@ -230,11 +261,22 @@ pub fn open_with(
     allow_outside: &[PathBuf],
     files: Arc<dyn Files>,
 ) -> Result<Dataset> {
+    open_files(source, cache, allow_outside, files, None)
+}
+
+/// [`open_with`], `--allow-outside` URLs reached through `network`.
+fn open_files(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    files: Arc<dyn Files>,
+    network: Option<&dyn Network>,
+) -> Result<Dataset> {
     let meta = std::fs::metadata(source).map_err(|e| Error::Io {
         path: source.display().to_string(),
         source: e,
     })?;
-    let opts = local_options(source, cache, allow_outside, files)?;
+    let opts = local_options(source, cache, allow_outside, files, network)?;
     let mut ds = Dataset::default();
     if meta.is_dir() && zarr::is_store(source) {
         let name = source
@@ -271,6 +313,7 @@ pub fn open_entry(
     rel: &str,
     cache: Arc<ChunkCache>,
     allow_outside: &[PathBuf],
+    network: Option<Arc<dyn Network>>,
 ) -> Result<Dataset> {
     let mut ds = Dataset::default();
     let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
@@ -282,7 +325,13 @@ pub fn open_entry(
         return Ok(ds);
     }
     let roots = Roots::new(allowed_roots(source, allow_outside));
-    let opts = local_options(source, cache, allow_outside, local::confined(roots.clone()))?;
+    let opts = local_options(
+        source,
+        cache,
+        allow_outside,
+        local::confined(roots.clone()),
+        network.as_deref(),
+    )?;
     add_named(&mut ds, &dir, name, parent, &opts, &roots, depth)?;
     ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(ds)

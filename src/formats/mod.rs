@@ -46,9 +46,9 @@ use std::sync::Arc;
 
 use crate::engine::cache::ChunkCache;
 use crate::storage::local::confine::Roots;
-use crate::storage::remote::RemoteFiles;
+use crate::storage::{Files, UrlFiles};
 use crate::storage::scope::Scope;
-use crate::storage::{Files, local};
+use crate::storage::local;
 
 pub mod chunked;
 pub mod dataset;
@@ -70,7 +70,10 @@ pub struct Options {
     pub roots: Vec<PathBuf>,
     /// The URLs references may read (a remote source's own location and
     /// `--allow-outside URL`s); `None`: no URL at all.
-    pub remote: Option<Arc<RemoteFiles>>,
+    /// They are reached through the [`crate::storage::Network`]
+    /// the dataset was opened with ([`dataset::open_in`]); formats never
+    /// name the network code.
+    pub remote: Option<Arc<dyn UrlFiles>>,
     /// The chunk cache Zarr arrays and blocked archives read through.
     pub cache: Arc<ChunkCache>,
     /// How data files and stores are opened ([`crate::storage::contract`]);
@@ -92,7 +95,7 @@ impl Options {
     /// ([`Scope`]): a remote file's only to the URL roots, a local
     /// file's to the local roots too.
     pub fn scope_for(&self, file: &Path) -> Arc<Scope> {
-        let local = if crate::storage::remote::url_of(file).is_some() {
+        let local = if crate::storage::location::url_of(file).is_some() {
             Roots::default()
         } else if self.roots.is_empty() {
             Roots::new(file.parent().map(Path::to_path_buf))

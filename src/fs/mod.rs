@@ -726,6 +726,9 @@ pub struct SlabFs {
     /// ([`SlabFs::read_or_defer`]); `None`: every read is answered on the
     /// caller's thread (a mount that reads no URL).
     waiting: Option<waiting::Waiting>,
+    /// The remote state the mount reads URLs through (its refresh asks
+    /// the source's objects again through it); `None`: no URL.
+    remote: Option<crate::storage::remote::Remote>,
 }
 
 impl SlabFs {
@@ -772,6 +775,7 @@ impl SlabFs {
             refresh_lock: Mutex::new(()),
             readahead: Readahead::new(0),
             waiting: None,
+            remote: None,
         }
     }
 
@@ -792,6 +796,26 @@ impl SlabFs {
     pub fn with_waiting_threads(mut self, threads: usize) -> SlabFs {
         self.waiting = (threads > 0).then(|| waiting::Waiting::new(threads));
         self
+    }
+
+    /// Read URLs through `remote` (the refresh), and show its counters in
+    /// `.slabfs/stats`.
+    pub fn with_remote(mut self, remote: crate::storage::remote::Remote) -> SlabFs {
+        self.stats.set_remote(remote.clone());
+        self.remote = Some(remote);
+        self
+    }
+
+    /// The remote state the mount reads URLs through, if any.
+    pub fn remote(&self) -> Option<&crate::storage::remote::Remote> {
+        self.remote.as_ref()
+    }
+
+    /// [`SlabFs::remote`] as the formats see it.
+    pub fn network(&self) -> Option<Arc<dyn crate::storage::Network>> {
+        self.remote
+            .clone()
+            .map(|r| Arc::new(r) as Arc<dyn crate::storage::Network>)
     }
 
     pub fn cache(&self) -> Option<&Arc<ChunkCache>> {

@@ -89,6 +89,9 @@ pub struct MountConfig {
     /// Directories outside SOURCE that aggregations and references may
     /// read files from (`--allow-outside`).
     pub allow_outside: Vec<PathBuf>,
+    /// How URLs are reached (the CLI's remote options): the mount's whole
+    /// remote state, its limits and counters.
+    pub remote: crate::storage::remote::Remote,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -201,9 +204,10 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
         let phase = phase.clone();
         let mnt = mnt.clone();
         let ready = ready.clone();
+        let remote = cfg.remote.clone();
         std::thread::Builder::new()
             .name("slabfs-signals".into())
-            .spawn(move || signal_loop(&signals, &phase, &mnt, &ready))
+            .spawn(move || signal_loop(&signals, &phase, &mnt, &ready, &remote))
             .map_err(MountError::Signals)?;
     }
 
@@ -213,7 +217,7 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     let source = if cfg
         .source
         .to_str()
-        .is_some_and(crate::storage::remote::is_url)
+        .is_some_and(crate::storage::location::is_url)
     {
         cfg.source.clone()
     } else {
@@ -234,7 +238,12 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     let cache = Arc::new(ChunkCache::new(cfg.cache_size));
     // A load: its log lines are not repeated by the refreshes that follow.
     let ds = crate::logging::loading(|| {
-        dataset::open_with_roots(&source, cache.clone(), &cfg.allow_outside)
+        dataset::open_in(
+            &source,
+            cache.clone(),
+            &cfg.allow_outside,
+            Some(Arc::new(cfg.remote.clone())),
+        )
     })?;
     for s in &ds.skipped {
         log::warn!("not shown: {s}");
@@ -260,7 +269,8 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
             },
         )
         .with_cache(cache)
-        .with_waiting_threads(cfg.wait_threads),
+        .with_waiting_threads(cfg.wait_threads)
+        .with_remote(cfg.remote.clone()),
     );
     let arrays = ds.entries.len();
     let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
@@ -403,7 +413,13 @@ fn fsname(source: &Path) -> String {
     }
 }
 
-fn signal_loop(signals: &Signals, phase: &Mutex<Phase>, mnt: &Path, ready: &Readiness) {
+fn signal_loop(
+    signals: &Signals,
+    phase: &Mutex<Phase>,
+    mnt: &Path,
+    ready: &Readiness,
+    remote: &crate::storage::remote::Remote,
+) {
     loop {
         let sig = signals.wait();
         let name = signal_name(sig);
@@ -418,7 +434,7 @@ fn signal_loop(signals: &Signals, phase: &Mutex<Phase>, mnt: &Path, ready: &Read
                 ready.stopping();
                 // Reads waiting on a remote server end now (EIO), so they
                 // do not hold the unmount until the server times out.
-                crate::storage::remote::cancel_all();
+                remote.cancel_all();
                 if let Err(e) = unmounter.unmount() {
                     log::warn!(
                         "unmounting {} failed ({e}), probably files are open: detaching it \

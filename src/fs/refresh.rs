@@ -107,7 +107,7 @@ use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
 use crate::formats::dataset::{self, Dataset};
 use crate::formats::kerchunk;
 use crate::storage::local::confine::Roots;
-use crate::storage::remote;
+use crate::storage::remote::{self, Remote};
 
 /// What a refresh tells the kernel. The mount passes fuser's `Notifier`
 /// (see [`super::fuse`]); tests record the calls.
@@ -212,7 +212,8 @@ impl SlabFs {
             }
             if !in_scope(path) {
                 arrays.insert(path.clone(), t.clone());
-            } else if !ds.skipped.is_empty() && source_exists(&t.array.meta().source) {
+            } else if !ds.skipped.is_empty() && source_exists(&t.array.meta().source, self.remote())
+            {
                 changes.kept.push(path.clone());
                 arrays.insert(path.clone(), t.clone());
             } else {
@@ -241,7 +242,9 @@ impl SlabFs {
             }
             // Outside the re-loaded paths, or its file failed to open
             // this time and still exists: kept as it was.
-            if !in_scope(path) || (!ds.skipped.is_empty() && source_exists(&o.dir.source)) {
+            if !in_scope(path)
+                || (!ds.skipped.is_empty() && source_exists(&o.dir.source, self.remote()))
+            {
                 directories.insert(path.clone(), o.clone());
             } else {
                 changes.attributes.push(path.clone());
@@ -275,12 +278,14 @@ impl SlabFs {
 /// on disk, a HEAD for a URL. A HEAD that fails (a server down, a timeout)
 /// answers "yes": not knowing is no reason to make files vanish under
 /// running programs; the next pass asks again.
-fn source_exists(source: &str) -> bool {
+fn source_exists(source: &str, remote: Option<&Remote>) -> bool {
     if !remote::is_url(source) {
         return Path::new(source).exists();
     }
+    // A URL with no remote state to ask through: not knowing.
+    let Some(remote) = remote else { return true };
     let exists = remote::Location::parse(source)
-        .and_then(|loc| remote::connect(&loc))
+        .and_then(|loc| remote.connect(&loc))
         .and_then(|r| remote::RemoteStore::new(r).exists(""));
     match exists {
         Ok(e) => e,
@@ -301,17 +306,19 @@ fn source_exists(source: &str) -> bool {
 /// with conditional GETs against the ETags in `seen` (a `304` each while
 /// unchanged). `None` when that cannot be told (not a URL; a failed
 /// request): the caller walks.
-fn remote_stamp(source: &str, seen: &mut HashMap<String, String>) -> Option<u64> {
+fn remote_stamp(
+    source: &str,
+    remote: Option<&Remote>,
+    seen: &mut HashMap<String, String>,
+) -> Option<u64> {
     use std::hash::{DefaultHasher, Hash, Hasher};
 
     use crate::storage::ReadAt;
     use crate::storage::Store;
-    if !remote::is_url(source) {
-        return None;
-    }
+    let remote = remote.filter(|_| remote::is_url(source))?;
     let mut stamp = || -> crate::error::Result<Option<u64>> {
         let loc = remote::Location::parse(source)?;
-        let at = remote::connect(&loc)?;
+        let at = remote.connect(&loc)?;
         let store = remote::RemoteStore::new(at.clone());
         let listed = store.change_stamp("")?;
         // The bucket's root is no object (a HEAD of it asks the bucket).
@@ -728,7 +735,7 @@ impl Pass<'_> {
         // costs far fewer requests than re-opening every dataset.
         let stamp = source
             .to_str()
-            .and_then(|s| remote_stamp(s, &mut self.etags));
+            .and_then(|s| remote_stamp(s, fs.remote(), &mut self.etags));
         let rescan_due = self.rescan.is_some_and(|r| self.walked.elapsed() >= r);
         if stamp.is_some() && stamp == self.quiet && !rescan_due {
             log::debug!("refresh of {}: unchanged", source.display());
@@ -741,7 +748,7 @@ impl Pass<'_> {
         // What the loaders log is logged once an hour, not every pass
         // (crate::logging).
         let opened = crate::logging::loading(|| {
-            dataset::open_with_roots(source, self.cache.clone(), self.allow_outside)
+            dataset::open_in(source, self.cache.clone(), self.allow_outside, fs.network())
         });
         let ds = match opened {
             Ok(ds) => ds,
@@ -796,7 +803,13 @@ impl Pass<'_> {
         let mut loaded: Vec<String> = Vec::new();
         for u in outer {
             let part = crate::logging::loading(|| {
-                dataset::open_entry(source, u, self.cache.clone(), self.allow_outside)
+                dataset::open_entry(
+                    source,
+                    u,
+                    self.cache.clone(),
+                    self.allow_outside,
+                    self.fs.network(),
+                )
             });
             match part {
                 Ok(part) => {
@@ -1646,7 +1659,7 @@ mod tests {
         }
         let mut union: Vec<String> = Vec::new();
         for rel in &rels {
-            let part = dataset::open_entry(&src, rel, cache.clone(), &[]).unwrap();
+            let part = dataset::open_entry(&src, rel, cache.clone(), &[], None).unwrap();
             let got: Vec<&str> = part.entries.iter().map(|e| e.path.as_str()).collect();
             let want: Vec<&str> = all
                 .iter()
@@ -1662,7 +1675,7 @@ mod tests {
         assert_eq!(union, all);
         // Gone, hidden: nothing.
         for rel in ["no/such.nc", ".hidden", "netcdf3/.x.nc"] {
-            let part = dataset::open_entry(&src, rel, cache.clone(), &[]).unwrap();
+            let part = dataset::open_entry(&src, rel, cache.clone(), &[], None).unwrap();
             assert!(part.entries.is_empty() && part.skipped.is_empty(), "{rel}");
         }
     }

@@ -81,7 +81,7 @@ use serde_json::{Value, json};
 
 use crate::engine::cache::ChunkCache;
 pub use crate::histogram::{Histogram, Summary};
-use crate::storage::remote::{hedge, metrics, throttle};
+use crate::storage::remote::{Remote, metrics, throttle};
 
 /// Errnos the core returns, by name; anything else counts as "other".
 const ERRNOS: [(i32, &str); 8] = [
@@ -100,6 +100,8 @@ const ERRNOS: [(i32, &str); 8] = [
 #[derive(Debug)]
 pub struct Stats {
     started: Instant,
+    /// The mount's remote state, whose counters the document shows.
+    remote: Option<Remote>,
     reads: AtomicU64,
     read_bytes: AtomicU64,
     /// Reads handed to the waiting threads, ever and now.
@@ -124,9 +126,15 @@ impl Default for Stats {
 }
 
 impl Stats {
+    /// Show the counters of `remote` (the mount's remote state).
+    pub fn set_remote(&mut self, remote: Remote) {
+        self.remote = Some(remote);
+    }
+
     pub fn new() -> Stats {
         Stats {
             started: Instant::now(),
+            remote: None,
             reads: AtomicU64::new(0),
             read_bytes: AtomicU64::new(0),
             reads_deferred: AtomicU64::new(0),
@@ -252,10 +260,12 @@ impl Stats {
                 "watched_directories": load(&self.watching).saturating_sub(1),
             },
         });
-        let remote = metrics::snapshot();
-        if !remote.is_empty() {
-            doc["remote"] = remote_json(&remote);
-            doc["remote_throttle"] = throttle_json(&throttle::snapshot(), hedge::counts());
+        if let Some(r) = &self.remote {
+            let remote = r.metrics();
+            if !remote.is_empty() {
+                doc["remote"] = remote_json(&remote);
+                doc["remote_throttle"] = throttle_json(&r.throttle(), r.hedges());
+            }
         }
         if let Some(cache) = cache {
             let c = cache.stats();
@@ -318,7 +328,7 @@ fn remote_json(sources: &[metrics::Snapshot]) -> Value {
 }
 
 /// The `remote_throttle` section: the throttle's state and the hedges sent
-/// and won ([`hedge::counts`]).
+/// and won ([`Remote::hedges`]).
 fn throttle_json(t: &throttle::Snapshot, (hedges, hedges_won): (u64, u64)) -> Value {
     json!({
         "request_limit": t.request_limit,

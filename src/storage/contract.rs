@@ -1,7 +1,8 @@
 //! The storage contract: the three traits every source of bytes
-//! implements, and the small types they share. A leaf: it imports nothing
-//! else of [`crate::storage`] (the fan-out threads its defaults use are
-//! [`super::fan_out`], a leaf too), so an adapter (local, remote, a test
+//! implements (and the two that reach URLs: [`UrlFiles`], [`Network`]),
+//! and the small types they share. A leaf: it imports nothing else of
+//! [`crate::storage`] but two leaves (the fan-out threads its defaults use,
+//! [`super::fan_out`], and URLs parsed, [`super::location`]), so an adapter (local, remote, a test
 //! store) depends on the contract and never the other way round.
 //!
 //! - [`ReadAt`]: one file read with positioned reads (a netCDF-3 file, an
@@ -41,6 +42,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::fan_out::{fan_out, fan_out_each};
+use super::location::Location;
 use crate::error::{Error, Result};
 
 /// Part of a stored value.
@@ -112,6 +114,19 @@ pub trait ReadAt: Send + Sync + Debug {
         None
     }
 
+    /// Ranges of this file at most this far apart are cheaper read with
+    /// one request than with two: none locally; over the network, the
+    /// gap object stores merge across themselves (object_store's
+    /// `OBJECT_STORE_COALESCE_DEFAULT`, 1 MiB; `storage::remote`'s
+    /// `COALESCE_GAP`). It follows from [`latency`](Self::latency), so a
+    /// wrapper that passes that on passes this on too.
+    fn coalesce_gap(&self) -> u64 {
+        match self.latency() {
+            Some(_) => object_store::OBJECT_STORE_COALESCE_DEFAULT,
+            None => 0,
+        }
+    }
+
     /// A hint: small reads at `offsets` come next (the children of an
     /// index node a parser is about to visit one by one). A reader that
     /// keeps blocks ([`crate::storage::ReadCache`]) fetches theirs now, all at once;
@@ -128,6 +143,38 @@ pub trait Files: Send + Sync + Debug {
 
     /// The Zarr store rooted at the directory `root`.
     fn store(&self, root: &Path) -> Arc<dyn Store>;
+}
+
+/// Files opened by URL, confined to some locations: how formats read the
+/// objects and stores of remote sources without knowing how they are
+/// reached (the daemon's are `storage::remote::RemoteFiles`).
+pub trait UrlFiles: Files {
+    /// The location `path` names, if it is a URL within the allowed
+    /// locations; else why not (`PermissionDenied`).
+    fn admit(&self, path: &Path) -> io::Result<Location>;
+
+    /// The store of keys under the admitted location `at` (the location
+    /// itself, not its display: that leaves out what a presigned URL
+    /// needs).
+    fn store_at(&self, at: &Location) -> io::Result<Arc<dyn Store>>;
+
+    /// The allowed locations, for messages.
+    fn describe(&self) -> String;
+
+    /// The typical time a request takes before its first byte arrives
+    /// (zero before the first); readers size their batches by it.
+    fn latency(&self) -> std::time::Duration;
+}
+
+/// Reaches URLs: what formats are handed (`formats::Options`) to open a
+/// remote source, or the `--allow-outside` URLs of a local one, without
+/// naming the network code (the daemon's is `storage::remote::Remote`,
+/// one per mount, carrying its configuration, limits and counters).
+pub trait Network: Send + Sync + Debug {
+    /// The files and stores within `roots` (and nowhere else), each
+    /// root's store connected now, so a bad URL or missing credentials
+    /// fail at mount, not at first read.
+    fn files(&self, roots: Vec<Location>) -> Result<Arc<dyn UrlFiles>>;
 }
 
 /// A key-value store of byte values (see the module doc for what every

@@ -17,8 +17,12 @@
 //!   ([`local::descriptors`]: the only code that opens a file).
 //! - [`remote`]: object stores (S3, GCS, Azure) and HTTP(S) as more
 //!   implementations of the same traits, so formats never learn where
-//!   their bytes live; URL confinement ([`remote::Location::within`]) sits
-//!   next to [`local::confine`]'s.
+//!   their bytes live. Its state is one value ([`remote::Remote`]) that
+//!   the CLI creates and hands down; formats see it only as a
+//!   [`Network`] (checked by `tests/layers.rs`).
+//! - [`location`]: URLs parsed into locations, with no remote state; URL
+//!   confinement ([`location::Location::within`]) sits next to
+//!   [`local::confine`]'s, and the redaction of secrets from every message.
 //! - [`scope`]: where the references one file makes may lead (local
 //!   roots, URL roots), resolved and checked in one place for every
 //!   format.
@@ -40,6 +44,7 @@
 pub mod contract;
 pub mod fan_out;
 pub mod local;
+pub mod location;
 pub mod paths;
 pub mod read_cache;
 pub mod remote;
@@ -47,5 +52,5 @@ pub mod scope;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use contract::{ByteRange, Files, ReadAt, Store};
+pub use contract::{ByteRange, Files, Network, ReadAt, Store, UrlFiles};
 pub use read_cache::ReadCache;

@@ -1,7 +1,7 @@
 //! Path-level helpers over any [`Files`], local or remote alike: whether
 //! something is at a path, its change stamp, its real path, a small
 //! document read whole. Each tells a URL from a local path
-//! ([`crate::storage::remote::url_of`]) and asks the right side.
+//! ([`crate::storage::location::url_of`]) and asks the right side.
 
 use std::io;
 use std::path::Path;
@@ -26,7 +26,7 @@ pub fn file_stamp(path: &Path) -> Option<u64> {
 /// [`file_stamp`] of a local path; for a URL, the remote object's own
 /// stamp (a HEAD: its ETag, size and time), opened through `files`.
 pub fn stamp_at(files: &dyn Files, path: &Path) -> Option<u64> {
-    if crate::storage::remote::url_of(path).is_some() {
+    if crate::storage::location::url_of(path).is_some() {
         files.open(path).ok()?.stamp()
     } else {
         file_stamp(path)
@@ -36,7 +36,7 @@ pub fn stamp_at(files: &dyn Files, path: &Path) -> Option<u64> {
 /// Whether something is at `path`: a local file or directory, or a
 /// remote object that answers (a HEAD).
 pub fn exists_at(files: &dyn Files, path: &Path) -> bool {
-    if crate::storage::remote::url_of(path).is_some() {
+    if crate::storage::location::url_of(path).is_some() {
         files.open(path).is_ok()
     } else {
         path.exists()
@@ -47,7 +47,7 @@ pub fn exists_at(files: &dyn Files, path: &Path) -> bool {
 /// canonical path locally (symlinks followed, as the kernel will), the
 /// URL itself for a remote object.
 pub fn real_path(path: &Path) -> io::Result<std::path::PathBuf> {
-    if crate::storage::remote::url_of(path).is_some() {
+    if crate::storage::location::url_of(path).is_some() {
         Ok(path.to_path_buf())
     } else {
         path.canonicalize()

@@ -19,7 +19,7 @@
 //!   bucket's descriptor is not trusted with the daemon's disk.
 //! - any other scheme (`memory://`, `simplecache::s3://`...) is refused.
 //!
-//! [`Location::parse`](super::remote::Location) resolves `.`, `..` and
+//! [`Location::parse`](super::location::Location) resolves `.`, `..` and
 //! their percent-encoded forms before [`Location::within`] compares whole
 //! segments, so `s3://b/data/%2e%2e/x` is outside `s3://b/data` and
 //! `s3://b/database` is not inside it.
@@ -33,16 +33,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::contract::Store;
-use super::contract::{Files, ReadAt};
+use super::contract::{Files, ReadAt, UrlFiles};
 use super::local::confine::Roots;
-use super::remote::{self, RemoteFiles};
+use super::location as remote;
 
 /// What one dataset's references may read: local roots, URL roots, or
 /// both (see the module doc).
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
     local: Arc<Roots>,
-    remote: Option<Arc<RemoteFiles>>,
+    remote: Option<Arc<dyn UrlFiles>>,
 }
 
 /// Why a reference is not read.
@@ -59,7 +59,7 @@ pub enum Refusal {
 }
 
 impl Scope {
-    pub fn new(local: Arc<Roots>, remote: Option<Arc<RemoteFiles>>) -> Scope {
+    pub fn new(local: Arc<Roots>, remote: Option<Arc<dyn UrlFiles>>) -> Scope {
         Scope { local, remote }
     }
 
@@ -69,7 +69,7 @@ impl Scope {
     }
 
     /// The URL roots' files, when any URL may be read.
-    pub fn remote(&self) -> Option<&Arc<RemoteFiles>> {
+    pub fn remote(&self) -> Option<&Arc<dyn UrlFiles>> {
         self.remote.as_ref()
     }
 
@@ -168,7 +168,7 @@ fn shown_url(url: &str) -> String {
 #[derive(Debug)]
 pub struct WithUrls {
     pub local: Arc<dyn Files>,
-    pub remote: Arc<RemoteFiles>,
+    pub remote: Arc<dyn UrlFiles>,
 }
 
 impl Files for WithUrls {
@@ -192,10 +192,11 @@ impl Files for WithUrls {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::remote::Location;
+    use crate::storage::remote::{Location, Remote, RemoteFiles};
 
     fn remote_scope(root: &str) -> Scope {
-        let files = RemoteFiles::new(vec![Location::parse(root).unwrap()]).unwrap();
+        let files =
+            RemoteFiles::new(&Remote::default(), vec![Location::parse(root).unwrap()]).unwrap();
         Scope::new(Arc::default(), Some(Arc::new(files)))
     }
 
@@ -290,7 +291,11 @@ mod tests {
             local_only.resolve(&from, "../a.nc"),
             Err(Refusal::Outside(_))
         ));
-        let files = RemoteFiles::new(vec![Location::parse("s3://bucket/data").unwrap()]).unwrap();
+        let files = RemoteFiles::new(
+            &Remote::default(),
+            vec![Location::parse("s3://bucket/data").unwrap()],
+        )
+        .unwrap();
         let both = Scope::new(Arc::new(Roots::new([root.clone()])), Some(Arc::new(files)));
         assert!(both.resolve(&from, "s3://bucket/data/a.nc").is_ok());
         assert!(both.resolve(&from, "s3://bucket/data/../x.nc").is_err());

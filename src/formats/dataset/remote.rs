@@ -35,8 +35,8 @@ use super::{Dataset, GroupSource, MAX_DEPTH, has_dataset_extension, push_hierarc
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, kerchunk, nca, zarr};
-use crate::storage::Store;
-use crate::storage::remote::{self, Location, RemoteFiles, RemoteStore};
+use crate::storage::location::{Location, url_of};
+use crate::storage::{ByteRange, Network, Store, UrlFiles};
 
 /// The keys whose presence makes a prefix a Zarr store (the refresh of
 /// an HTTP store, which cannot be listed, asks whether they changed).
@@ -49,11 +49,13 @@ pub(super) fn open(
     url: &str,
     cache: Arc<ChunkCache>,
     allow_outside: &[PathBuf],
+    network: Option<&dyn Network>,
 ) -> Result<Dataset> {
+    let network = super::need_network(network, url)?;
     let root = Location::parse(url)?;
     let mut extra = Vec::new();
     for r in allow_outside {
-        match remote::url_of(r) {
+        match url_of(r) {
             Some(s) => extra.push(Location::parse(s)?),
             None => log::warn!(
                 "--allow-outside {}: a local path, ignored for the remote source {}",
@@ -68,12 +70,12 @@ pub(super) fn open(
     let options = |within: &Location| -> Result<Options> {
         let mut roots = vec![within.clone()];
         roots.extend(extra.iter().cloned());
-        let files = Arc::new(RemoteFiles::new(roots)?);
+        let files = network.files(roots)?;
         Ok(Options {
             roots: Vec::new(),
             remote: Some(files.clone()),
             cache: cache.clone(),
-            files,
+            files: files as Arc<dyn crate::storage::Files>,
         })
     };
     let opts = options(&root)?;
@@ -93,14 +95,14 @@ pub(super) fn open(
         if is_store(&listing) {
             push_hierarchy(
                 &mut ds,
-                zarr::open_store(Arc::new(store), opts.cache.clone())?,
+                zarr::open_store(store, opts.cache.clone())?,
                 "",
                 &name,
                 &root.display(),
                 GroupSource::Nested,
             );
         } else if listing.is_empty() {
-            if !store.exists("")? {
+            if !exists(store.as_ref(), "")? {
                 return Err(Error::Io {
                     path: root.display(),
                     source: std::io::Error::new(
@@ -111,12 +113,12 @@ pub(super) fn open(
             }
             add_object(&mut ds, &root, "", &options(&root.parent())?)?;
         } else {
-            walk(&mut ds, &files, &root, listing, "", &opts, 0);
+            walk(&mut ds, files.as_ref(), &root, listing, "", &opts, 0);
         }
-    } else if probe_store(&store)? {
+    } else if probe_store(store.as_ref())? {
         push_hierarchy(
             &mut ds,
-            zarr::open_store(Arc::new(store), opts.cache.clone())?,
+            zarr::open_store(store, opts.cache.clone())?,
             "",
             &name,
             &root.display(),
@@ -137,19 +139,27 @@ fn is_store(listing: &[(String, bool)]) -> bool {
 
 /// Whether a store that cannot list has Zarr metadata at its root (a
 /// HEAD per key until one answers).
-fn probe_store(store: &RemoteStore) -> Result<bool> {
+fn probe_store(store: &dyn Store) -> Result<bool> {
     for k in ZARR_KEYS {
-        if store.exists(k)? {
+        if exists(store, k)? {
             return Ok(true);
         }
     }
     Ok(false)
 }
 
+/// Whether `key` exists in `store`: a read of no bytes, which a remote
+/// store answers with a HEAD.
+fn exists(store: &dyn Store, key: &str) -> Result<bool> {
+    Ok(store
+        .get_range(key, ByteRange::At { offset: 0, len: 0 })?
+        .is_some())
+}
+
 /// Add the dataset file at `loc` under the mount path `prefix`.
 fn add_object(ds: &mut Dataset, loc: &Location, prefix: &str, opts: &Options) -> Result<()> {
     let name = loc.name().unwrap_or_default();
-    // The URL as the formats' path: RemoteFiles maps it back.
+    // The URL as the formats' path: the UrlFiles map it back.
     let path = PathBuf::from(loc.display());
     if nca::is_descriptor(Path::new(&name)) {
         return super::add_descriptor(ds, &path, prefix, opts);
@@ -173,7 +183,7 @@ fn add_object(ds: &mut Dataset, loc: &Location, prefix: &str, opts: &Options) ->
 /// with its error, as on disk.
 fn walk(
     ds: &mut Dataset,
-    files: &RemoteFiles,
+    files: &dyn UrlFiles,
     dir: &Location,
     listing: Vec<(String, bool)>,
     prefix: &str,
@@ -197,7 +207,7 @@ fn walk(
                 })?;
                 let sub = store.list_dir("")?;
                 if is_store(&sub) {
-                    let h = zarr::open_store(Arc::new(store), opts.cache.clone())?;
+                    let h = zarr::open_store(store, opts.cache.clone())?;
                     push_hierarchy(ds, h, &rel, &name, &loc.display(), GroupSource::Nested);
                 } else if depth < MAX_DEPTH {
                     walk(ds, files, &loc, sub, &rel, opts, depth + 1);

@@ -30,7 +30,7 @@
 //!   path relative to the references file's directory, an absolute path,
 //!   or a `file://` url; or a remote URL (`s3://`, `https://`...) under one
 //!   of the `--allow-outside` URLs, read through
-//!   [`crate::storage::remote::RemoteFiles`] with ranged GETs pinned to the
+//!   [`crate::storage::UrlFiles`] with ranged GETs pinned to the
 //!   object's ETag. Without such a URL root every remote URL is refused.
 //!   Every target must resolve (symlinks and `..` followed, as
 //!   [`crate::storage::local::confine`] does for aggregations) under an allowed
@@ -60,8 +60,8 @@ use crate::error::{Error, Result};
 use crate::formats::Options;
 use crate::formats::zarr::{self, Hierarchy};
 use crate::storage::Store;
+use crate::storage::location as remote;
 use crate::storage::paths;
-use crate::storage::remote;
 use crate::storage::scope::{Refusal, Scope};
 
 /// Reference files larger than this are refused (kerchunk's JSON for a
@@ -180,7 +180,7 @@ pub fn open(path: &Path, opts: &Options) -> Result<Option<Hierarchy>> {
 mod tests {
     use super::*;
     use crate::storage::local::confine::Roots;
-    use crate::storage::remote::RemoteFiles;
+    use crate::storage::remote::{Remote, RemoteFiles};
 
     #[test]
     fn resolves_local_urls_and_refuses_the_rest() {
@@ -222,7 +222,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let roots = Roots::new([tmp.path().to_path_buf()]);
         let allowed = remote::Location::parse("s3://bucket/refs").unwrap();
-        let files = RemoteFiles::new(vec![allowed]).unwrap();
+        let files = RemoteFiles::new(&Remote::default(), vec![allowed]).unwrap();
         let scope = Scope::new(Arc::new(roots), Some(Arc::new(files)));
         let from = tmp.path().join("refs.json");
         let r = |url: &str| resolve(&from, &scope, "k", url);

@@ -12,7 +12,7 @@
 //!   the file, never a short value;
 //! - `[url]`: the whole file;
 //! - a URL target (admitted under an `--allow-outside URL` location when
-//!   resolved): one ranged GET through [`RemoteFiles`](crate::storage::remote::RemoteFiles), the object opened
+//!   resolved): one ranged GET through [`UrlFiles`](crate::storage::UrlFiles), the object opened
 //!   (one HEAD) once and kept while its reads succeed; its version is
 //!   pinned (ETag), so a replaced object fails reads until the next one
 //!   opens it again: never two versions in one value.
@@ -47,10 +47,10 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::storage::local::{TORN_READ_RETRIES, descriptors};
-use crate::storage::remote;
+use crate::storage::location::url_of;
 use crate::storage::scope::Scope;
 use crate::storage::{ByteRange, Store};
-use crate::storage::{Files, ReadAt};
+use crate::storage::ReadAt;
 
 use super::error::RefsError;
 use super::refs::Ref;
@@ -162,7 +162,7 @@ impl RefStore {
 
     /// Whether target `t` is a URL (admitted when it was resolved).
     fn is_remote(&self, t: &Target) -> bool {
-        self.scope.remote().is_some() && remote::url_of(&t.path).is_some()
+        self.scope.remote().is_some() && url_of(&t.path).is_some()
     }
 
     /// The opened URL target `t` (index `i`), opening it if need be.
@@ -444,7 +444,11 @@ impl Store for RefStore {
     /// An object store's when some target is a URL: the references of a
     /// read are then fetched several at once ([`Store::get_many`]).
     fn latency(&self) -> Option<std::time::Duration> {
-        self.any_remote.then(remote::latency)
+        self.any_remote.then(|| {
+            self.scope
+                .remote()
+                .map_or(std::time::Duration::ZERO, |r| r.latency())
+        })
     }
 
     fn describe(&self, key: &str) -> String {

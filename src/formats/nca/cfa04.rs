@@ -378,7 +378,7 @@ pub fn parse_cfa_array(
 /// A `file` or `base` as a local path: plain paths, `file://` URIs;
 /// other schemes are refused.
 fn local_path(s: &str) -> Result<String, String> {
-    if crate::storage::remote::is_url(s) {
+    if crate::storage::location::is_url(s) {
         let scheme = s.split_once("://").map_or(s, |(k, _)| k);
         return Err(format!(
             "{s:?}: {scheme} URLs are not read in CFA-0.4 files (local files only; CF-1.13 \

@@ -40,7 +40,7 @@ use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::netcdf;
-use crate::storage::remote::url_of;
+use crate::storage::location::url_of;
 use crate::storage::scope::{Refusal, Scope};
 use crate::storage::{Files, ReadAt};
 
@@ -201,7 +201,7 @@ impl Context {
                 // is a path (percent-decoded), a URL is read where the
                 // scope allows, other schemes are refused, not taken for
                 // relative file names.
-                let f = &if crate::storage::remote::is_url(f) {
+                let f = &if crate::storage::location::is_url(f) {
                     f.clone()
                 } else {
                     uri_path(f)
@@ -498,7 +498,7 @@ pub(crate) fn uri_path(uri: &str) -> Result<String, String> {
     if uri.is_empty() {
         return Err("empty".into());
     }
-    if crate::storage::remote::is_url(uri) {
+    if crate::storage::location::is_url(uri) {
         return Ok(uri.to_string());
     }
     if let Some(rest) = uri.strip_prefix("file://") {

@@ -13,7 +13,7 @@
 //!
 //! A remote object ([`ReadAt::latency`] is `Some`) pays a round trip per
 //! read rather than a system call, so there the runs are merged across
-//! gaps up to [`COALESCE_GAP`] (a record variable's records, the other
+//! gaps up to its [`ReadAt::coalesce_gap`] (a record variable's records, the other
 //! variables' bytes between them read and dropped) and all the windows
 //! of a read are fetched at once: a read costs about one round trip,
 //! whatever its number of records. The windows are read from the file's
@@ -29,7 +29,6 @@ use crate::engine::index::Region;
 use crate::error::{Error, Result};
 use crate::formats::chunked::ChunkedArray;
 use crate::storage::ReadAt;
-use crate::storage::remote::COALESCE_GAP;
 
 /// Runs separated by at most this many bytes are read with one call: one
 /// page, about what a system call costs in copying time, and what the page
@@ -127,17 +126,19 @@ impl Netcdf3Array {
     }
 
     /// The windows of `regions`' runs merged across gaps up to
-    /// [`COALESCE_GAP`], as boxes of the file's byte view.
+    /// the file's [`ReadAt::coalesce_gap`], as boxes of the file's byte
+    /// view.
     fn byte_boxes(&self, regions: &[Region]) -> Vec<Region> {
+        let gap = self.shared.file.coalesce_gap();
         regions
             .iter()
-            .flat_map(|r| coalesce(self.layout.runs(r), COALESCE_GAP, REMOTE_MAX_WINDOW))
+            .flat_map(|r| coalesce(self.layout.runs(r), gap, REMOTE_MAX_WINDOW))
             .map(|w| byte_box(w.offset, w.len))
             .collect()
     }
 
     /// Fill `out` with the runs of `region`, merged across gaps up to
-    /// [`COALESCE_GAP`], from the file's blocks (`blocks`): all the
+    /// the file's [`ReadAt::coalesce_gap`], from the file's blocks (`blocks`): all the
     /// blocks not cached fetched at once, then each window read from
     /// them. For a remote object. Returns the number of windows read.
     fn read_from_blocks(
@@ -152,9 +153,13 @@ impl Netcdf3Array {
             blocks.prefetch(&boxes);
         }
         let runs = self.layout.runs(region);
-        read_runs(runs, COALESCE_GAP, REMOTE_MAX_WINDOW, out, |buf, offset| {
-            blocks.read_region(&byte_box(offset, buf.len() as u64), buf)
-        })
+        read_runs(
+            runs,
+            self.shared.file.coalesce_gap(),
+            REMOTE_MAX_WINDOW,
+            out,
+            |buf, offset| blocks.read_region(&byte_box(offset, buf.len() as u64), buf),
+        )
     }
 }
 

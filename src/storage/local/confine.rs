@@ -56,8 +56,8 @@ impl Roots {
                     }
                 })
                 // A URL is no local root: remote reads are confined by
-                // their own locations (storage::remote), not here.
-                .filter(|r| !r.to_str().is_some_and(crate::storage::remote::is_url))
+                // their own locations (storage::location), not here.
+                .filter(|r| !r.to_str().is_some_and(crate::storage::location::is_url))
                 .filter_map(|r| match r.canonicalize() {
                     Ok(c) => Some(c),
                     Err(e) => {

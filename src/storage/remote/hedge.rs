@@ -44,6 +44,8 @@ use std::time::{Duration, Instant};
 
 use futures::future::{Either, select};
 
+use super::State;
+
 /// The shortest idleness that earns a hedge: a loaded server's healthy
 /// answers take tens of milliseconds.
 pub const MIN_DELAY: Duration = Duration::from_millis(100);
@@ -51,16 +53,32 @@ pub const MIN_DELAY: Duration = Duration::from_millis(100);
 /// A hedge is sent after this many times the link's time to first byte.
 pub const LATENCY_FACTOR: u32 = 4;
 
-/// Hedges sent and hedges that answered first, since the process started.
-static SENT: AtomicU64 = AtomicU64::new(0);
-static WON: AtomicU64 = AtomicU64::new(0);
-/// Hedges in flight now.
-static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
+/// The hedges of one [`Remote`](super::Remote): sent and won since it
+/// was created, and in flight now.
+#[derive(Debug, Default)]
+pub(crate) struct Hedges {
+    sent: AtomicU64,
+    won: AtomicU64,
+    in_flight: AtomicUsize,
+}
+
+impl Hedges {
+    /// Hedges sent, and those that answered first.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (
+            self.sent.load(Ordering::Relaxed),
+            self.won.load(Ordering::Relaxed),
+        )
+    }
+}
 
 /// When an attempt last received something: its head, or body bytes.
 #[derive(Debug)]
 pub(crate) struct Progress(AtomicU64);
 
+/// The clock progress is told by: one monotonic origin for the process
+/// (a static because it holds no state of any `Remote`: any fixed origin
+/// would do, and one keeps `Progress` a single atomic).
 fn epoch() -> Instant {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     *EPOCH.get_or_init(Instant::now)
@@ -88,40 +106,37 @@ impl Progress {
 /// How long an attempt may go without progress before it is hedged:
 /// [`LATENCY_FACTOR`] times the link's time to first byte, between
 /// [`MIN_DELAY`] and half the stall timeout.
-pub fn delay() -> Duration {
-    let cap = (super::config().stall_timeout / 2).max(MIN_DELAY);
-    (super::latency() * LATENCY_FACTOR).clamp(MIN_DELAY, cap)
-}
-
-/// Hedges sent, and those that answered first.
-pub fn counts() -> (u64, u64) {
-    (SENT.load(Ordering::Relaxed), WON.load(Ordering::Relaxed))
+pub(crate) fn delay(state: &State) -> Duration {
+    let cap = (state.config().stall_timeout / 2).max(MIN_DELAY);
+    (state.latency() * LATENCY_FACTOR).clamp(MIN_DELAY, cap)
 }
 
 /// A hedge's place among the few allowed in flight; given back on drop.
-struct Slot;
+struct Slot<'a>(&'a Hedges);
 
-impl Slot {
+impl Slot<'_> {
     /// A place, unless a throttling backoff runs or the hedges in flight
     /// are at their bound (an eighth of the request limit).
-    fn take() -> Option<Slot> {
-        let t = super::throttle::snapshot();
+    fn take(state: &State) -> Option<Slot<'_>> {
+        let t = state.throttle.snapshot();
         if !t.resume_in.is_zero() {
             return None;
         }
         let bound = (t.request_limit / 8).max(1);
-        IN_FLIGHT
+        state
+            .hedges
+            .in_flight
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < bound).then_some(n + 1)
             })
             .ok()
-            .map(|_| Slot)
+            .map(|_| Slot(&state.hedges))
     }
 }
 
-impl Drop for Slot {
+impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        IN_FLIGHT.fetch_sub(1, Ordering::AcqRel);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -131,7 +146,7 @@ impl Drop for Slot {
 /// allows; else it is looked at again after another delay), and the
 /// first of the two to succeed answers. If one fails, the other's outcome
 /// is the answer.
-pub(crate) async fn hedged<T, F, Fut>(attempt: F) -> std::io::Result<T>
+pub(crate) async fn hedged<T, F, Fut>(state: &State, attempt: F) -> std::io::Result<T>
 where
     F: Fn(Arc<Progress>) -> Fut,
     Fut: Future<Output = std::io::Result<T>>,
@@ -139,19 +154,19 @@ where
     let progress = Progress::new();
     let mut first = Box::pin(attempt(progress.clone()));
     let slot = loop {
-        let wait = delay().saturating_sub(progress.idle());
+        let wait = delay(state).saturating_sub(progress.idle());
         if wait.is_zero()
-            && let Some(slot) = Slot::take()
+            && let Some(slot) = Slot::take(state)
         {
             break slot;
         }
-        let wait = if wait.is_zero() { delay() } else { wait };
+        let wait = if wait.is_zero() { delay(state) } else { wait };
         match select(first.as_mut(), Box::pin(tokio::time::sleep(wait))).await {
             Either::Left((answer, _)) => return answer,
             Either::Right(_) => continue,
         }
     };
-    SENT.fetch_add(1, Ordering::Relaxed);
+    state.hedges.sent.fetch_add(1, Ordering::Relaxed);
     log::debug!(
         "a GET made no progress for {:.0} ms; sent again, the first answer wins",
         progress.idle().as_secs_f64() * 1e3
@@ -161,7 +176,7 @@ where
         Either::Left((Ok(v), _)) => Ok(v),
         Either::Left((Err(e), second)) => second.await.or(Err(e)),
         Either::Right((Ok(v), _)) => {
-            WON.fetch_add(1, Ordering::Relaxed);
+            state.hedges.won.fetch_add(1, Ordering::Relaxed);
             Ok(v)
         }
         Either::Right((Err(_), first)) => first.await,
@@ -207,9 +222,12 @@ mod tests {
     #[test]
     fn an_idle_attempt_is_hedged_a_busy_one_is_not() {
         let rt = runtime();
+        let remote = super::super::Remote::default();
+        let state = remote.state();
+        let delay = || delay(state);
         let starts = AtomicUsize::new(0);
-        let (sent, won) = counts();
-        let got = rt.block_on(hedged(|p| {
+        let (sent, won) = state.hedges.counts();
+        let got = rt.block_on(hedged(state, |p| {
             let n = starts.fetch_add(1, Ordering::SeqCst);
             // The first never progresses for 5 s; the second answers.
             let after = if n == 0 {
@@ -221,12 +239,12 @@ mod tests {
         }));
         assert_eq!(got.unwrap(), 1, "the hedge answered first");
         assert_eq!(starts.load(Ordering::SeqCst), 2);
-        let (sent2, won2) = counts();
+        let (sent2, won2) = state.hedges.counts();
         assert!(sent2 > sent && won2 > won);
 
         let starts = AtomicUsize::new(0);
         let started = Instant::now();
-        let got = rt.block_on(hedged(|p| {
+        let got = rt.block_on(hedged(state, |p| {
             starts.fetch_add(1, Ordering::SeqCst);
             // 4 delays long, but progressing every tenth of one.
             answer(7, delay() * 4, Some(delay() / 10), p)
@@ -244,8 +262,11 @@ mod tests {
     #[test]
     fn a_failure_leaves_the_answer_to_the_twin() {
         let rt = runtime();
+        let remote = super::super::Remote::default();
+        let state = remote.state();
+        let delay = || delay(state);
         let starts = AtomicUsize::new(0);
-        let got = rt.block_on(hedged(|_p| {
+        let got = rt.block_on(hedged(state, |_p| {
             let n = starts.fetch_add(1, Ordering::SeqCst);
             async move {
                 if n == 0 {

@@ -47,7 +47,7 @@
 //! - `throttles`: `503` and `429` answers (S3 SlowDown, Azure ServerBusy,
 //!   GCS rate limits), each retried by `object_store` like any `5xx`.
 //!   They are also what [`super::throttle`] hears: the first of an
-//!   overload starts a backoff of the whole process (the others of the
+//!   overload starts a backoff of the whole mount (the others of the
 //!   same burst only count here), logged as one `WARN` line naming the
 //!   store, the wait and the new limit of requests in flight.
 //! - `resets`: attempts that failed for the connection (refused, reset or
@@ -59,7 +59,8 @@
 //!
 //! # Throttling
 //!
-//! `Metered` is also where the process-wide throttle sits on the wire:
+//! `Metered` is also where the [`Remote`](super::Remote)'s throttle sits on
+//! the wire:
 //! before each attempt is sent it waits at [`super::throttle`]'s gate
 //! (an async sleep, nothing while no backoff is in progress), and each
 //! answer's status is handed to it. See that module for the design.
@@ -85,9 +86,10 @@ use object_store::client::{
 };
 use parking_lot::Mutex;
 
+use super::State;
 use crate::histogram::{Histogram, Summary};
 
-/// Sources counted apart; a process connects to a handful (the source's
+/// Sources counted apart; a mount connects to a handful (the source's
 /// store and `--allow-outside` ones).
 pub const MAX_SOURCES: usize = 64;
 
@@ -188,40 +190,49 @@ impl SourceMetrics {
     }
 }
 
-static SOURCES: Mutex<Vec<Arc<SourceMetrics>>> = Mutex::new(Vec::new());
-
-/// The counters of the store named `name` (created on first use).
-pub fn source(name: &str) -> Arc<SourceMetrics> {
-    let mut sources = SOURCES.lock();
-    if let Some(s) = sources.iter().find(|s| s.name == name) {
-        return s.clone();
-    }
-    if sources.len() >= MAX_SOURCES {
-        // Beyond the bound, the last source's counters take the rest:
-        // the totals stay right, the split does not grow.
-        let last = sources.last().expect("MAX_SOURCES > 0").clone();
-        log::debug!("request counters of {name} are added to {}", last.name);
-        return last;
-    }
-    let s = Arc::new(SourceMetrics::new(name.to_string()));
-    sources.push(s.clone());
-    s
+/// The counters of one [`Remote`](super::Remote)'s stores, one
+/// [`SourceMetrics`] per store, in the order they were first connected.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    sources: Mutex<Vec<Arc<SourceMetrics>>>,
 }
 
-/// Every source's counters, in the order they were first connected.
-pub fn snapshot() -> Vec<Snapshot> {
-    SOURCES.lock().iter().map(|s| s.snapshot()).collect()
+impl Registry {
+    /// The counters of the store named `name` (created on first use).
+    pub(crate) fn source(&self, name: &str) -> Arc<SourceMetrics> {
+        let mut sources = self.sources.lock();
+        if let Some(s) = sources.iter().find(|s| s.name == name) {
+            return s.clone();
+        }
+        if sources.len() >= MAX_SOURCES {
+            // Beyond the bound, the last source's counters take the rest:
+            // the totals stay right, the split does not grow.
+            let last = sources.last().expect("MAX_SOURCES > 0").clone();
+            log::debug!("request counters of {name} are added to {}", last.name);
+            return last;
+        }
+        let s = Arc::new(SourceMetrics::new(name.to_string()));
+        sources.push(s.clone());
+        s
+    }
+
+    /// Every source's counters, in the order they were first connected.
+    pub(crate) fn snapshot(&self) -> Vec<Snapshot> {
+        self.sources.lock().iter().map(|s| s.snapshot()).collect()
+    }
 }
 
-/// The connector a store is built with, counting into `metrics`.
-pub fn connector(metrics: Arc<SourceMetrics>) -> MeteredConnector {
-    MeteredConnector { metrics }
+/// The connector a store is built with, counting into `metrics` and
+/// throttled by `state`'s throttle.
+pub(crate) fn connector(metrics: Arc<SourceMetrics>, state: Arc<State>) -> MeteredConnector {
+    MeteredConnector { metrics, state }
 }
 
 /// An [`HttpConnector`] whose clients count every attempt.
 #[derive(Debug)]
 pub struct MeteredConnector {
     metrics: Arc<SourceMetrics>,
+    state: Arc<State>,
 }
 
 impl HttpConnector for MeteredConnector {
@@ -230,6 +241,7 @@ impl HttpConnector for MeteredConnector {
         Ok(HttpClient::new(Metered {
             inner,
             metrics: self.metrics.clone(),
+            state: self.state.clone(),
         }))
     }
 }
@@ -239,6 +251,8 @@ impl HttpConnector for MeteredConnector {
 struct Metered {
     inner: HttpClient,
     metrics: Arc<SourceMetrics>,
+    /// The throttle it waits at and the configuration it reads.
+    state: Arc<State>,
 }
 
 /// The kind (index into [`KINDS`]) of a request.
@@ -288,9 +302,9 @@ impl HttpService for Metered {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let k = kind(&method, &query, &path, range.is_some());
-        // The process's backoff, if one is in progress: no attempt is sent
-        // before it ends (and a cancelled call stops waiting at once).
-        let throttle = super::throttle::global();
+        // The backoff, if one is in progress: no attempt is sent before it
+        // ends (and a cancelled call stops waiting at once).
+        let throttle = &self.state.throttle;
         let sent = throttle.ready().await;
         m.requests[k].fetch_add(1, Ordering::Relaxed);
         // The URL with its query: two listings of different prefixes, or
@@ -301,7 +315,7 @@ impl HttpService for Metered {
         let started = Instant::now();
         let answer = self.inner.execute(req).await;
         let took = started.elapsed();
-        let stall_timeout = super::config().stall_timeout;
+        let stall_timeout = self.state.config().stall_timeout;
         m.latency.record(took);
         // What a debug log may show of a listing: its prefix, not the
         // rest of the query.
@@ -613,13 +627,14 @@ mod tests {
 
     #[test]
     fn sources_are_bounded() {
+        let r = Registry::default();
         for i in 0..MAX_SOURCES + 5 {
-            source(&format!("s3://bound-test-{i}"));
+            r.source(&format!("s3://bound-test-{i}"));
         }
-        assert!(snapshot().len() <= MAX_SOURCES);
+        assert!(r.snapshot().len() <= MAX_SOURCES);
         assert!(Arc::ptr_eq(
-            &source("s3://bound-test-x"),
-            &source("s3://bound-test-y")
+            &r.source("s3://bound-test-x"),
+            &r.source("s3://bound-test-y")
         ));
     }
 }

@@ -45,6 +45,8 @@ pub struct AssumedRole {
     /// STS's URL (`https://sts.REGION.amazonaws.com`, or an override).
     pub endpoint: String,
     pub source: AwsProvider,
+    /// The timeouts STS is called with (the [`super::Remote`]'s).
+    pub config: super::Config,
     /// The last credential, kept until it nears its expiry.
     kept: Kept,
 }
@@ -97,8 +99,15 @@ impl AssumedRole {
             region,
             endpoint,
             source,
+            config: super::Config::default(),
             kept: Kept::default(),
         }
+    }
+
+    /// The role called with `config`'s timeouts.
+    pub fn with_config(mut self, config: super::Config) -> AssumedRole {
+        self.config = config;
+        self
     }
 
     fn sts_error(&self, detail: impl Into<String>) -> RoleError {
@@ -144,13 +153,13 @@ impl AssumedRole {
         AwsAuthorizer::new(&source, "sts", &self.region)
             .try_authorize(&mut request, None)
             .map_err(|e| self.sts_error(format!("signing: {e}")))?;
-        let client = super::client::reqwest_client(&super::config().client(true))
+        let client = super::client::reqwest_client(&self.config.client(true))
             .map_err(|e| self.sts_error(e.to_string()))?;
         let answer = client
             .post(&self.endpoint)
             .headers(request.headers().clone())
             .body(body)
-            .timeout(super::config().timeout)
+            .timeout(self.config.timeout)
             .send()
             .await
             .map_err(|e| self.sts_error(format!("{}: {e}", self.endpoint)))?;
@@ -188,15 +197,17 @@ impl AssumedRole {
 /// The credentials `profile` gives: its role assumed (with its source's
 /// credentials, built the same way), its keys, or its
 /// `credential_process`; `None` when it names none of them. `Err` says
-/// why a role cannot be assumed (a cycle, an unsupported source).
+/// why a role cannot be assumed (a cycle, an unsupported source). STS is
+/// called with `config`'s timeouts.
 pub fn provider(
     profile: &Profile,
     region: &str,
     endpoint: &str,
+    config: &super::Config,
 ) -> Result<Option<AwsProvider>, String> {
     if let Some(role) = &profile.role {
         let source: AwsProvider = match &role.source {
-            RoleSource::Profile(p) => provider(p, region, endpoint)?.ok_or_else(|| {
+            RoleSource::Profile(p) => provider(p, region, endpoint, config)?.ok_or_else(|| {
                 format!(
                     "role {}: its source_profile has no credentials (keys, credential_process \
                      or a role)",
@@ -224,15 +235,18 @@ pub fn provider(
                 return Err(format!("role {}: {why}", role.role_arn));
             }
         };
-        return Ok(Some(Arc::new(AssumedRole::new(
-            role.role_arn.clone(),
-            role.session_name.clone(),
-            role.external_id.clone(),
-            role.duration_seconds,
-            region.to_string(),
-            endpoint.to_string(),
-            source,
-        ))));
+        return Ok(Some(Arc::new(
+            AssumedRole::new(
+                role.role_arn.clone(),
+                role.session_name.clone(),
+                role.external_id.clone(),
+                role.duration_seconds,
+                region.to_string(),
+                endpoint.to_string(),
+                source,
+            )
+            .with_config(config.clone()),
+        )));
     }
     if let (Some(key_id), Some(secret_key)) = (&profile.access_key_id, &profile.secret_access_key) {
         return Ok(Some(Arc::new(StaticCredentialProvider::new(

@@ -33,10 +33,10 @@ use std::sync::Arc;
 use futures::StreamExt;
 use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt};
 
-use super::location::Location;
-use super::{Remote, block_on, block_on_all, each_on_runtime, redact};
+use super::{Config, Connection, Remote, State, redact};
 use crate::error::{Error, Result};
-use crate::storage::contract::{ByteRange, Files, ReadAt, Store};
+use crate::storage::contract::{ByteRange, Files, ReadAt, Store, UrlFiles};
+use crate::storage::location::Location;
 
 /// The io error for a failed request on `loc`, its message cleared of
 /// secrets. Not-found and precondition failures keep their kind.
@@ -172,18 +172,17 @@ fn merge_ranges(ranges: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
 
 /// Run the listing `list` (of `what`), again on failure, as a GET is:
 /// with exponential backoff (100 ms doubling up to 5 s, full jitter), up
-/// to [`super::Config::retries`] times while less than
-/// [`super::Config::timeout`] has passed since the first try.
+/// to `cfg`'s [`Config::retries`] times while less than
+/// [`Config::timeout`] has passed since the first try.
 /// `object_store` retries a listing's request until its answer's head,
 /// but not the reading of its body (a page cut short, a stall): that is
 /// retried here, a whole page again (listings have no range to resume).
 /// A not-found answer is an answer, returned at once.
-async fn retry_listing<T, F, Fut>(what: &str, mut list: F) -> io::Result<T>
+async fn retry_listing<T, F, Fut>(cfg: &Config, what: &str, mut list: F) -> io::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = io::Result<T>>,
 {
-    let cfg = super::config();
     let started = std::time::Instant::now();
     let mut backoff = std::time::Duration::from_millis(100);
     let mut tries = 0;
@@ -214,7 +213,7 @@ where
 /// The keys under a prefix of an object store, as a [`Store`].
 #[derive(Clone)]
 pub struct RemoteStore {
-    remote: Remote,
+    remote: Connection,
 }
 
 impl fmt::Debug for RemoteStore {
@@ -225,7 +224,7 @@ impl fmt::Debug for RemoteStore {
 
 impl RemoteStore {
     /// The store of keys under `remote`'s location.
-    pub fn new(remote: Remote) -> RemoteStore {
+    pub fn new(remote: Connection) -> RemoteStore {
         RemoteStore { remote }
     }
 
@@ -238,14 +237,15 @@ impl RemoteStore {
         let loc = self.remote.location.child(key)?;
         let store = self.store();
         let path = loc.prefix().clone();
-        block_on(self.remote.deadline, async move {
-            match store.head(&path).await {
-                Ok(_) => Ok(true),
-                Err(object_store::Error::NotFound { .. }) => Ok(false),
-                Err(e) => Err(io_error(e)),
-            }
-        })
-        .map_err(with_path(&loc))
+        self.remote
+            .block_on(async move {
+                match store.head(&path).await {
+                    Ok(_) => Ok(true),
+                    Err(object_store::Error::NotFound { .. }) => Ok(false),
+                    Err(e) => Err(io_error(e)),
+                }
+            })
+            .map_err(with_path(&loc))
     }
 
     /// A number that changes when any of the objects `keys` changes,
@@ -276,7 +276,7 @@ impl RemoteStore {
                 }
             });
         }
-        let answers = super::block_on_all(self.remote.deadline, futs);
+        let answers = self.remote.block_on_all(futs);
         let mut h = DefaultHasher::new();
         for (key, answer) in keys.iter().zip(answers) {
             let answer = answer.map_err(with_path(&self.remote.location.child(key)?))?;
@@ -304,10 +304,14 @@ impl RemoteStore {
         limit: u64,
         want: Option<Range<u64>>,
     ) -> Result<Option<Vec<u8>>> {
-        let got = block_on(
-            self.remote.deadline,
-            get_value(self.store(), loc.prefix().clone(), opts, limit, want),
-        );
+        let got = self.remote.block_on(get_value(
+            self.remote.state(),
+            self.store(),
+            loc.prefix().clone(),
+            opts,
+            limit,
+            want,
+        ));
         value_or_error(loc, limit, got)
     }
 }
@@ -318,14 +322,16 @@ impl RemoteStore {
 /// Hedged ([`super::hedge`]): an attempt that makes no progress for a
 /// while gets a twin, and the first answer wins.
 async fn get_value(
+    state: Arc<State>,
     store: Arc<dyn ObjectStore>,
     path: object_store::path::Path,
     opts: GetOptions,
     limit: u64,
     want: Option<Range<u64>>,
 ) -> io::Result<Option<std::result::Result<Vec<u8>, u64>>> {
-    super::hedge::hedged(|progress| {
+    super::hedge::hedged(&state, |progress| {
         get_value_once(
+            &state,
             store.clone(),
             path.clone(),
             opts.clone(),
@@ -340,6 +346,7 @@ async fn get_value(
 /// One attempt of [`get_value`], touching `progress` as its head and
 /// body bytes arrive.
 async fn get_value_once(
+    state: &State,
     store: Arc<dyn ObjectStore>,
     path: object_store::path::Path,
     opts: GetOptions,
@@ -353,7 +360,7 @@ async fn get_value_once(
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(io_error(e)),
     };
-    super::note_latency(started.elapsed());
+    state.note_latency(started.elapsed());
     progress.touch();
     if let Some(want) = &want
         && r.range != *want
@@ -435,6 +442,7 @@ impl Store for RemoteStore {
             match self.remote.location.child(key) {
                 Ok(loc) => {
                     futs.push(get_value(
+                        self.remote.state(),
                         self.store(),
                         loc.prefix().clone(),
                         GetOptions::default(),
@@ -446,14 +454,14 @@ impl Store for RemoteStore {
                 Err(e) => each(i, Err(e)),
             }
         }
-        each_on_runtime(self.remote.deadline, futs, |j, answer| {
+        self.remote.each_on_runtime(futs, |j, answer| {
             let (i, loc, limit) = &asked[j];
             each(*i, value_or_error(loc, *limit, answer));
         });
     }
 
     fn latency(&self) -> Option<std::time::Duration> {
-        Some(super::latency())
+        Some(self.remote.latency())
     }
 
     /// The ranges of each object merged where they lie within
@@ -481,6 +489,7 @@ impl Store for RemoteStore {
                     ..Default::default()
                 };
                 futs.push(get_value(
+                    self.remote.state(),
                     self.store(),
                     loc.prefix().clone(),
                     opts,
@@ -496,7 +505,7 @@ impl Store for RemoteStore {
             requests.len(),
             futs.len()
         );
-        let mut got = block_on_all(self.remote.deadline, futs).into_iter();
+        let mut got = self.remote.block_on_all(futs).into_iter();
         plans
             .into_iter()
             .zip(requests)
@@ -543,14 +552,16 @@ impl Store for RemoteStore {
                 // contract).
                 let store = self.store();
                 let path = loc.prefix().clone();
-                let size = block_on(self.remote.deadline, async move {
-                    match store.head(&path).await {
-                        Ok(m) => Ok(Some(m.size)),
-                        Err(object_store::Error::NotFound { .. }) => Ok(None),
-                        Err(e) => Err(io_error(e)),
-                    }
-                })
-                .map_err(with_path(&loc))?;
+                let size = self
+                    .remote
+                    .block_on(async move {
+                        match store.head(&path).await {
+                            Ok(m) => Ok(Some(m.size)),
+                            Err(object_store::Error::NotFound { .. }) => Ok(None),
+                            Err(e) => Err(io_error(e)),
+                        }
+                    })
+                    .map_err(with_path(&loc))?;
                 return match size {
                     None => Ok(None),
                     Some(s) if range.resolve(s).is_some() => Ok(Some(Vec::new())),
@@ -599,14 +610,17 @@ impl Store for RemoteStore {
         let store = self.store();
         let path = loc.prefix().clone();
         let what = loc.display();
-        let listed = block_on(self.remote.deadline, async move {
-            let p = (!path.as_ref().is_empty()).then_some(&path);
-            retry_listing(&what, || async {
-                store.list_with_delimiter(p).await.map_err(io_error)
+        let cfg = self.remote.config().clone();
+        let listed = self
+            .remote
+            .block_on(async move {
+                let p = (!path.as_ref().is_empty()).then_some(&path);
+                retry_listing(&cfg, &what, || async {
+                    store.list_with_delimiter(p).await.map_err(io_error)
+                })
+                .await
             })
-            .await
-        })
-        .map_err(with_path(&loc))?;
+            .map_err(with_path(&loc))?;
         let mut out: Vec<(String, bool)> = listed
             .common_prefixes
             .iter()
@@ -641,25 +655,28 @@ impl Store for RemoteStore {
         let store = self.store();
         let path = loc.prefix().clone();
         let what = loc.display();
-        let mut objects = block_on(self.remote.deadline, async move {
-            let p = (!path.as_ref().is_empty()).then_some(&path);
-            retry_listing(&what, || async {
-                let mut out = Vec::new();
-                let mut list = store.list(p);
-                while let Some(m) = list.next().await {
-                    let m = m.map_err(io_error)?;
-                    out.push((
-                        m.location.to_string(),
-                        m.size,
-                        m.e_tag,
-                        m.last_modified.timestamp_nanos_opt(),
-                    ));
-                }
-                Ok(out)
+        let cfg = self.remote.config().clone();
+        let mut objects = self
+            .remote
+            .block_on(async move {
+                let p = (!path.as_ref().is_empty()).then_some(&path);
+                retry_listing(&cfg, &what, || async {
+                    let mut out = Vec::new();
+                    let mut list = store.list(p);
+                    while let Some(m) = list.next().await {
+                        let m = m.map_err(io_error)?;
+                        out.push((
+                            m.location.to_string(),
+                            m.size,
+                            m.e_tag,
+                            m.last_modified.timestamp_nanos_opt(),
+                        ));
+                    }
+                    Ok(out)
+                })
+                .await
             })
-            .await
-        })
-        .map_err(with_path(&loc))?;
+            .map_err(with_path(&loc))?;
         objects.sort();
         let mut h = DefaultHasher::new();
         objects.hash(&mut h);
@@ -678,7 +695,7 @@ struct Version {
 
 /// One object read with ranged GETs, pinned to the version it opened.
 pub struct RemoteFile {
-    remote: Remote,
+    remote: Connection,
     version: Version,
     /// The last [`ReadAt::stamp`] and when it was taken: the variables of
     /// one object (a netCDF file's dozens) all ask within one refresh
@@ -701,12 +718,10 @@ impl fmt::Debug for RemoteFile {
 impl RemoteFile {
     /// Open the object at `remote`'s location: a HEAD, for its size and
     /// version.
-    pub fn open(remote: Remote) -> io::Result<RemoteFile> {
+    pub fn open(remote: Connection) -> io::Result<RemoteFile> {
         let store = remote.store.clone();
         let path = remote.location.prefix().clone();
-        let meta = block_on(remote.deadline, async move {
-            store.head(&path).await.map_err(io_error)
-        })?;
+        let meta = remote.block_on(async move { store.head(&path).await.map_err(io_error) })?;
         // The HEAD also answers the first stamps (those of the mount).
         let stamped = Some((std::time::Instant::now(), stamp_of(&meta)));
         Ok(RemoteFile {
@@ -757,6 +772,7 @@ impl RemoteFile {
         let store = self.remote.store.clone();
         let path = self.remote.location.prefix().clone();
         let version = self.version.clone();
+        let state = self.remote.state().clone();
         async move {
             let opts = GetOptions {
                 range: Some(GetRange::Bounded(range.clone())),
@@ -765,7 +781,7 @@ impl RemoteFile {
             };
             let started = std::time::Instant::now();
             let r = store.get_opts(&path, opts).await.map_err(io_error)?;
-            super::note_latency(started.elapsed());
+            state.note_latency(started.elapsed());
             let now = Version {
                 size: r.meta.size,
                 e_tag: r.meta.e_tag.clone(),
@@ -808,9 +824,9 @@ impl RemoteFile {
     fn head_stamp(&self) -> Option<u64> {
         let store = self.remote.store.clone();
         let path = self.remote.location.prefix().clone();
-        let now = block_on(self.remote.deadline, async move {
-            store.head(&path).await.map_err(io_error)
-        });
+        let now = self
+            .remote
+            .block_on(async move { store.head(&path).await.map_err(io_error) });
         match now {
             Ok(m) => Some(stamp_of(&m)),
             Err(e) => {
@@ -832,8 +848,10 @@ impl ReadAt for RemoteFile {
             return Ok(());
         }
         let range = self.span(offset, buf.len())?;
-        let bytes =
-            block_on(self.remote.deadline, self.get_pinned(range)).map_err(|e| self.named(e))?;
+        let bytes = self
+            .remote
+            .block_on(self.get_pinned(range))
+            .map_err(|e| self.named(e))?;
         buf.copy_from_slice(bytes.as_ref());
         Ok(())
     }
@@ -852,7 +870,7 @@ impl ReadAt for RemoteFile {
             self.remote.location.display(),
             futs.len()
         );
-        let mut got = block_on_all(self.remote.deadline, futs).into_iter();
+        let mut got = self.remote.block_on_all(futs).into_iter();
         for (_, buf) in reads.iter_mut().filter(|(_, b)| !b.is_empty()) {
             let bytes = got
                 .next()
@@ -864,7 +882,7 @@ impl ReadAt for RemoteFile {
     }
 
     fn latency(&self) -> Option<std::time::Duration> {
-        Some(super::latency())
+        Some(self.remote.latency())
     }
 
     /// The size of the version opened.
@@ -903,20 +921,21 @@ fn stamp_of(m: &object_store::ObjectMeta) -> u64 {
 pub struct RemoteFiles {
     roots: Vec<Location>,
     /// Connected stores, reused for locations in the same store.
-    connected: Vec<Remote>,
+    connected: Vec<Connection>,
 }
 
 impl RemoteFiles {
-    /// Files under `roots`, connecting to each root's store now (so a bad
-    /// URL or missing credentials fail at mount, not at first read).
-    pub fn new(roots: Vec<Location>) -> Result<RemoteFiles> {
-        let mut connected: Vec<Remote> = Vec::new();
+    /// Files under `roots`, read through `remote`, connecting to each
+    /// root's store now (so a bad URL or missing credentials fail at
+    /// mount, not at first read).
+    pub fn new(remote: &Remote, roots: Vec<Location>) -> Result<RemoteFiles> {
+        let mut connected: Vec<Connection> = Vec::new();
         for r in &roots {
             if !connected
                 .iter()
                 .any(|c| c.location.store_url() == r.store_url())
             {
-                connected.push(super::connect(r)?);
+                connected.push(remote.connect(r)?);
             }
         }
         Ok(RemoteFiles { roots, connected })
@@ -957,22 +976,43 @@ impl RemoteFiles {
     }
 
     /// A connection for `loc` (which [`RemoteFiles::admit`] returned).
-    pub fn remote(&self, loc: &Location) -> io::Result<Remote> {
+    pub fn remote(&self, loc: &Location) -> io::Result<Connection> {
         let c = self
             .connected
             .iter()
             .find(|c| c.location.store_url() == loc.store_url())
             .ok_or_else(|| io::Error::other(format!("{}: not connected", loc.display())))?;
-        Ok(Remote {
+        Ok(Connection {
             store: c.store.clone(),
             location: loc.clone(),
             deadline: c.deadline,
+            remote: c.remote.clone(),
         })
     }
 
     /// The key-value store at the admitted location `loc`.
     pub fn store_at(&self, loc: &Location) -> io::Result<RemoteStore> {
         Ok(RemoteStore::new(self.remote(loc)?))
+    }
+}
+
+impl UrlFiles for RemoteFiles {
+    fn admit(&self, path: &Path) -> io::Result<Location> {
+        RemoteFiles::admit(self, path)
+    }
+
+    fn store_at(&self, at: &Location) -> io::Result<Arc<dyn Store>> {
+        Ok(Arc::new(RemoteFiles::store_at(self, at)?))
+    }
+
+    fn describe(&self) -> String {
+        RemoteFiles::describe(self)
+    }
+
+    fn latency(&self) -> std::time::Duration {
+        self.connected
+            .first()
+            .map_or(std::time::Duration::ZERO, Connection::latency)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Throttling: what the process does when a store says "slow down".
+//! Throttling: what a mount does when a store says "slow down".
 //!
 //! # What the stores ask
 //!
@@ -14,7 +14,9 @@
 //!
 //! # Design
 //!
-//! Two mechanisms, both process-wide, both fed by the answers that
+//! Two mechanisms, both shared by everything one
+//! [`Remote`](super::Remote) reads (a mount: its source and its
+//! `--allow-outside` stores; two `Remote`s share nothing), both fed by the answers that
 //! `metrics::Metered` sees (every HTTP attempt, retries
 //! included):
 //!
@@ -22,7 +24,7 @@
 //!   backoff: no attempt of the process, from any thread, to any store,
 //!   is sent before it opens (`Throttle::ready`, an async sleep before
 //!   the attempt, so no runtime thread is blocked and a call cancelled by
-//!   its deadline or by [`super::cancel_all`] ends at once). The backoff
+//!   its deadline or by [`super::Remote::cancel_all`] ends at once). The backoff
 //!   bound doubles with each backoff in a row ([`BASE`] 100 ms, then
 //!   200 ms, 400 ms ... up to [`CAP`] 5 s) and returns to [`BASE`] once an
 //!   attempt sent after a backoff is answered normally. The wait is drawn
@@ -71,10 +73,10 @@
 //! a row); otherwise a short uncontended lock of the `Policy`, which is
 //! plain arithmetic without clock or randomness (its tests drive it with
 //! chosen times and jitters). Nothing grows: one gate and one semaphore
-//! for the process.
+//! per [`Remote`](super::Remote).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -272,23 +274,6 @@ impl Drop for Permit<'_> {
 #[error("the remote request limiter is closed")]
 pub(crate) struct Closed;
 
-static THROTTLE: OnceLock<Throttle> = OnceLock::new();
-
-/// The process's throttle, sized by [`super::config`] on first use.
-pub(crate) fn global() -> &'static Throttle {
-    THROTTLE.get_or_init(|| Throttle::new(super::config().max_requests))
-}
-
-/// A new configuration ([`super::configure`]) restores the whole limit,
-/// opens the gate and sets the ceiling to its `max_requests`: a fresh
-/// start (a process configures once, before its first request; the tests
-/// of one binary configure before each).
-pub(crate) fn reconfigure(max: usize) {
-    if let Some(t) = THROTTLE.get() {
-        t.reset(max);
-    }
-}
-
 /// A copy of the throttle's state, for `.slabfs/stats`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Snapshot {
@@ -302,23 +287,6 @@ pub struct Snapshot {
     pub backoffs: u64,
     /// Time until the gate opens (zero when open).
     pub resume_in: Duration,
-}
-
-/// The throttle's state (its configured state before the first request).
-pub fn snapshot() -> Snapshot {
-    match THROTTLE.get() {
-        Some(t) => t.snapshot(),
-        None => {
-            let max = super::config().max_requests.max(1);
-            Snapshot {
-                request_limit: max,
-                max_requests: max,
-                in_flight: 0,
-                backoffs: 0,
-                resume_in: Duration::ZERO,
-            }
-        }
-    }
 }
 
 /// A number in `[0, 1)`, different at each call: the jitter. (std's
@@ -466,6 +434,10 @@ impl Throttle {
         }
     }
 
+    /// The whole limit restored, the gate open, the ceiling `max`: a
+    /// fresh start. (A new configuration is a new `Remote`, with a throttle
+    /// of its own, so only the test of the permit arithmetic resets one.)
+    #[cfg(test)]
     fn reset(&self, max: usize) {
         let mut policy = self.policy.lock();
         let was = policy.limit;
@@ -478,7 +450,7 @@ impl Throttle {
         self.publish(&policy);
     }
 
-    fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         let resume = Duration::from_nanos(self.resume_at_ns.load(Ordering::Acquire));
         Snapshot {
             request_limit: self.limit.load(Ordering::Relaxed),

@@ -1,11 +1,16 @@
 //! Remote locations: a URL split into the store it names (scheme, bucket
 //! or host) and a prefix inside it, shown without its secrets.
 //!
+//! Pure parsing, with no remote state: formats and the file system name
+//! URLs through this module, never through [`super::remote`], which is
+//! the only code that reaches the network (`tests/layers.rs` holds the
+//! formats to it).
+//!
 //! `s3://bucket/runs/a.zarr` is the store `s3://bucket` and the prefix
 //! `runs/a.zarr`; `https://host:8443/data/x.nc` is the store
 //! `https://host:8443` and the prefix `data/x.nc`. The URL's password and
 //! query string never appear in [`Location::display`] (they are
-//! remembered for [`super::redact`] instead). URLs are parsed by the `url`
+//! remembered for [`redact`] instead). URLs are parsed by the `url`
 //! crate, which resolves `.` and `..` segments (also percent-encoded
 //! ones), so confinement ([`Location::within`]) compares resolved
 //! locations.
@@ -15,6 +20,8 @@ use std::fmt;
 use object_store::ObjectStoreScheme;
 use object_store::path::Path as ObjectPath;
 use url::Url;
+
+use parking_lot::RwLock;
 
 use crate::error::{Error, Result};
 
@@ -79,7 +86,7 @@ impl Location {
         let url = Url::parse(s).map_err(|e| bad(format!("not a URL: {e}")))?;
         let mut secrets: Vec<String> = url.password().map(str::to_string).into_iter().collect();
         secrets.extend(url.query_pairs().map(|(_, v)| v.into_owned()));
-        super::remember_secrets(secrets);
+        remember_secrets(secrets);
         if url.password().is_some() {
             return Err(bad(
                 "URLs with a password are not supported; give credentials through the \
@@ -94,12 +101,8 @@ impl Location {
                     .into(),
             ));
         }
-        let (kind, path) = ObjectStoreScheme::parse(&url).map_err(|e| {
-            bad(format!(
-                "not a supported URL: {}",
-                super::redact(&e.to_string())
-            ))
-        })?;
+        let (kind, path) = ObjectStoreScheme::parse(&url)
+            .map_err(|e| bad(format!("not a supported URL: {}", redact(&e.to_string()))))?;
         let scheme = match kind {
             ObjectStoreScheme::AmazonS3 => Scheme::S3,
             ObjectStoreScheme::GoogleCloudStorage => Scheme::Gcs,
@@ -251,9 +254,71 @@ pub fn strip_secrets(s: &str) -> String {
     }
 }
 
+// Secrets: what messages never show.
+
+/// Environment variables whose values are secrets, never to be shown.
+const SECRET_VARS: &[&str] = &[
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "GOOGLE_SERVICE_ACCOUNT_KEY",
+    "GOOGLE_APPLICATION_CREDENTIALS_JSON",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_ACCESS_KEY",
+    "AZURE_STORAGE_MASTER_KEY",
+    "AZURE_STORAGE_SAS_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_TOKEN",
+    "AZURE_CLIENT_SECRET",
+    "AZURE_STORAGE_CLIENT_SECRET",
+];
+
+/// The secrets of the URLs parsed so far. Process-wide, unlike the rest
+/// of the remote state ([`super::remote::Remote`]): what it guards is the
+/// process's log and every error message, whichever `Remote` (or none)
+/// the URL was parsed for, and a secret once seen must stay blanked.
+static URL_SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
+
+/// Remember the secrets of a source URL (password, query values) so that
+/// [`redact`] blanks them.
+pub fn remember_secrets(secrets: impl IntoIterator<Item = String>) {
+    let mut known = URL_SECRETS.write();
+    for s in secrets {
+        // Short values ("1", "true") would blank innocent text; a secret
+        // worth the name is longer.
+        if s.len() >= 6 && !known.contains(&s) {
+            known.push(s);
+        }
+    }
+}
+
+/// `message` with every known secret replaced by `***`.
+pub fn redact(message: &str) -> String {
+    let mut out = message.to_string();
+    let env = SECRET_VARS
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .filter(|s| s.len() >= 6);
+    for secret in env.chain(URL_SECRETS.read().iter().cloned()) {
+        if out.contains(&secret) {
+            out = out.replace(&secret, "***");
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redact_blanks_url_secrets() {
+        remember_secrets(["s3cr3t-value-xyz".to_string(), "1".to_string()]);
+        assert_eq!(
+            redact("GET https://h/x?sig=s3cr3t-value-xyz failed (1 try)"),
+            "GET https://h/x?sig=*** failed (1 try)"
+        );
+    }
 
     #[test]
     fn urls_split_into_store_and_prefix() {
@@ -282,10 +347,7 @@ mod tests {
         let e = Location::parse("https://host/x.nc?X-Amz-Signature=deadbeef-sig").unwrap_err();
         assert!(!e.to_string().contains("deadbeef"), "{e}");
         assert!(e.to_string().contains("query string"), "{e}");
-        assert_eq!(
-            crate::storage::remote::redact("oops deadbeef-sig"),
-            "oops ***"
-        );
+        assert_eq!(redact("oops deadbeef-sig"), "oops ***");
     }
 
     #[test]

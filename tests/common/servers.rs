@@ -1,0 +1,281 @@
+//! The servers the remote tests start on loopback: moto (S3), the
+//! HTTP server that honours `Range` (tests/servers/range_http.py) and the
+//! fault-injecting proxy (tests/servers/fault_proxy.py). One copy for
+//! every test binary that needs them (tests/remote.rs,
+//! tests/remote_faults.rs). Each is killed when dropped.
+//!
+//! Nothing leaves the machine: every server listens on 127.0.0.1.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A port nobody listens on now (the OS's choice).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Wait (up to a minute) until something listens on `port`; panic if
+/// `child` (`what`) exits first.
+pub fn wait_port(port: u16, child: &mut Child, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("{what} exited with {status} before listening on {port}");
+        }
+        assert!(Instant::now() < deadline, "{what} not up on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The port a server prints on its first line of output.
+fn printed_port(child: &mut Child, what: &str) -> u16 {
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{what} printed {line:?}, not its port"))
+}
+
+/// A `moto_server` on loopback; killed on drop.
+pub struct Moto {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Moto {
+    pub fn start() -> Moto {
+        Moto::start_on(free_port())
+    }
+
+    pub fn start_on(port: u16) -> Moto {
+        let py = super::python();
+        let moto = py.parent().unwrap().join("moto_server");
+        let mut child = Command::new(&moto)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (moto[server] is in scripts/requirements.txt)",
+                    moto.display()
+                )
+            });
+        wait_port(port, &mut child, "moto_server");
+        Moto { child, port }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Run a boto3 snippet with `s3` bound to a client of this server.
+    pub fn boto(&self, code: &str) {
+        let script = format!(
+            "import boto3, os, sys\n\
+             s3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1')\n\
+             {code}\n",
+            self.endpoint()
+        );
+        let out = Command::new(super::python())
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "boto3: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Create `bucket` and upload every file under `dir` to `prefix/` (16
+    /// threads: moto takes about 10 ms a request).
+    pub fn upload_dir(&self, bucket: &str, dir: &Path, prefix: &str) {
+        self.boto(&format!(
+            "from concurrent.futures import ThreadPoolExecutor\n\
+             s3.create_bucket(Bucket='{bucket}')\n\
+             base = {base:?}\n\
+             jobs = [os.path.join(d, f) for d, _, fs in os.walk(base) for f in fs]\n\
+             with ThreadPoolExecutor(16) as ex:\n\
+             \x20   list(ex.map(lambda p: s3.upload_file(p, '{bucket}', '{prefix}/' + os.path.relpath(p, base)), jobs))\n",
+            base = dir.display().to_string(),
+        ));
+    }
+
+    /// Stop the server; the port it listened on.
+    pub fn stop(mut self) -> u16 {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.port
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// tests/servers/range_http.py serving `root` on loopback; killed on drop.
+pub struct Http {
+    child: Child,
+    pub port: u16,
+}
+
+impl Http {
+    pub fn start(root: &Path, ignore_range: bool) -> Http {
+        Http::start_with(
+            root,
+            if ignore_range {
+                &["--ignore-range"]
+            } else {
+                &[]
+            },
+        )
+    }
+
+    /// The server with more options (range_http.py's usage).
+    pub fn start_with(root: &Path, args: &[&str]) -> Http {
+        let mut child = Command::new(super::python())
+            .arg(repo().join("tests/servers/range_http.py"))
+            .arg(root)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let port = printed_port(&mut child, "range_http.py");
+        wait_port(port, &mut child, "range_http.py");
+        Http { child, port }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}/{path}", self.port)
+    }
+
+    pub fn stats(&self) -> Value {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        s.write_all(b"GET /_stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).unwrap();
+        let body = reply.split("\r\n\r\n").nth(1).unwrap();
+        serde_json::from_str(body).unwrap()
+    }
+
+    /// Requests the server has answered so far (this one included).
+    pub fn requests(&self) -> u64 {
+        self.stats()["requests"].as_u64().unwrap()
+    }
+
+    /// Requests answered since [`requests`](Self::requests) said `before`,
+    /// not counting this call's own `/_stats`.
+    pub fn requests_since(&self, before: u64) -> u64 {
+        self.requests() - before - 1
+    }
+}
+
+impl Drop for Http {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// tests/servers/fault_proxy.py in front of `upstream`; stopped on drop.
+pub struct FaultProxy {
+    child: Child,
+    pub port: u16,
+}
+
+impl FaultProxy {
+    pub fn start(upstream: u16, args: &[&str]) -> FaultProxy {
+        let mut child = Command::new(super::python())
+            .arg(repo().join("tests/servers/fault_proxy.py"))
+            .arg(upstream.to_string())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let port = printed_port(&mut child, "fault_proxy.py");
+        wait_port(port, &mut child, "fault_proxy.py");
+        FaultProxy { child, port }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn control(&self, path: &str) -> Value {
+        proxy_control(self.port, path)
+    }
+
+    pub fn set(&self, query: &str) -> Value {
+        self.control(&format!("set?{query}"))
+    }
+
+    pub fn stats(&self) -> Value {
+        self.control("stats")
+    }
+}
+
+/// GET a control path of the proxy on `port`; its JSON answer.
+pub fn proxy_control(port: u16, path: &str) -> Value {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /_proxy/{path} HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let (head, body) = reply
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("proxy control {path}: {reply:?}"));
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "proxy control {path}: {reply}"
+    );
+    serde_json::from_str(body).unwrap()
+}
+
+/// Requests the proxy on `port` has seen for the object at `path`.
+pub fn proxy_count(port: u16, path: &str) -> u64 {
+    proxy_control(port, &format!("count?path={path}"))["requests"]
+        .as_u64()
+        .unwrap()
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.child.try_wait().ok().flatten().is_none() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
