@@ -47,8 +47,9 @@ fn fixtures() -> PathBuf {
 }
 
 /// Held by every test: shared by most, which run side by side (each
-/// with its own [`Remote`] and servers); taken alone ([`exclusive`]) by
-/// the few that change the process environment. The AWS environment is
+/// with its own [`Remote`] and servers); taken alone ([`alone`]) by
+/// the few that change the process environment or whose timing bounds a
+/// busy machine would overrun. The AWS environment is
 /// set once, under the lock taken alone, before any test reads it.
 static LOCK: RwLock<()> = RwLock::new(());
 
@@ -75,8 +76,9 @@ fn serial() -> RwLockReadGuard<'static, ()> {
     LOCK.read().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A test alone: it changes the process environment.
-fn exclusive() -> RwLockWriteGuard<'static, ()> {
+/// A test alone, with nothing else of the binary running: it changes the
+/// process environment, or its timing bounds are tight.
+fn alone() -> RwLockWriteGuard<'static, ()> {
     set_env();
     set_remote(remote::Config::default());
     LOCK.write().unwrap_or_else(|p| p.into_inner())
@@ -1518,7 +1520,9 @@ fn mount_stats(m: &common::mount::Mount) -> Value {
 /// change is still seen on the next pass.
 #[test]
 fn an_idle_refresh_costs_one_list_per_pass() {
-    let _g = serial();
+    // Alone: its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     let s3 = S3::start();
     s3.upload_fixtures(false);
     let endpoint = s3.endpoint();
@@ -1811,7 +1815,7 @@ fn lists_and_cats_as_on_disk(url: &str) {
 /// through `slabfs cat`.
 #[test]
 fn azure_container_reads_as_the_files_on_disk() {
-    let _g = exclusive();
+    let _g = alone();
     let azurite = match Azurite::start() {
         Ok(a) => a,
         Err(why) => {
@@ -1820,7 +1824,7 @@ fn azure_container_reads_as_the_files_on_disk() {
         }
     };
     azurite.upload_fixtures("data");
-    // SAFETY: holding LOCK alone (exclusive()): no other test runs.
+    // SAFETY: holding LOCK alone (alone()): no other test runs.
     unsafe {
         std::env::set_var("AZURE_STORAGE_USE_EMULATOR", "true");
         std::env::set_var("AZURITE_BLOB_STORAGE_URL", azurite.url());
@@ -1936,7 +1940,7 @@ impl Drop for FakeGcs {
 /// through `slabfs cat`.
 #[test]
 fn gcs_bucket_reads_as_the_files_on_disk() {
-    let _g = exclusive();
+    let _g = alone();
     let gcs = match FakeGcs::start() {
         Ok(g) => g,
         Err(why) => {
@@ -1944,7 +1948,7 @@ fn gcs_bucket_reads_as_the_files_on_disk() {
             return;
         }
     };
-    // SAFETY: holding LOCK alone (exclusive()): no other test runs.
+    // SAFETY: holding LOCK alone (alone()): no other test runs.
     unsafe { std::env::set_var("GOOGLE_SERVICE_ACCOUNT", gcs.key_file()) };
     configure(None);
     let result = std::panic::catch_unwind(|| {
@@ -2728,7 +2732,9 @@ fn references_in_a_bucket_stay_in_its_prefix() {
 /// key makes the next pass walk.
 #[test]
 fn an_idle_refresh_of_an_http_store_costs_conditional_gets() {
-    let _g = serial();
+    // Alone: its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     let dir = tempfile::tempdir().unwrap();
     let status = Command::new("cp")
         .arg("-r")
@@ -3188,7 +3194,9 @@ fn proxy_one(
 /// too): each must cost about `--stall-timeout`, not the request timeout.
 #[test]
 fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
-    let _g = serial();
+    // Alone: its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     let s3 = S3::start();
     let dir = tempfile::tempdir().unwrap();
     let (nc, expected) = big_netcdf3(dir.path());
@@ -3288,7 +3296,9 @@ fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
 /// answer's head), so `slabfs ls` of a prefix still lists it whole.
 #[test]
 fn a_stalled_listing_is_retried() {
-    let _g = serial();
+    // Alone: its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     let s3 = S3::start();
     s3.upload_fixtures(false);
     // The first answer longer than 1,000 bytes (the listing of nc3/, a
@@ -3325,7 +3335,9 @@ fn a_stalled_listing_is_retried() {
 /// `--request-timeout`.
 #[test]
 fn an_answer_that_never_starts_is_retried() {
-    let _g = serial();
+    // Alone: its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     let s3 = S3::start();
     s3.upload_fixtures(false);
     // The first answer stops before its first byte, for 8 s.
@@ -3397,7 +3409,9 @@ fn pread_direct(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>
 /// and every other request queued behind it for the whole stall.
 #[test]
 fn a_stalled_read_does_not_hold_up_other_requests() {
-    let _g = serial();
+    // Alone: its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     let s3 = S3::start();
     s3.upload_fixtures(false);
     let dir = tempfile::tempdir().unwrap();
@@ -3509,7 +3523,9 @@ fn a_stalled_read_does_not_hold_up_other_requests() {
 /// twin has answered. Without hedging the read waited the whole 8 s hold.
 #[test]
 fn a_store_get_that_makes_no_progress_is_hedged() {
-    let _g = serial();
+    // Alone: its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     let s3 = S3::start();
     s3.upload_fixtures(true);
     let array = "model/temperature";
