@@ -330,15 +330,21 @@ impl Common {
     }
 }
 
-/// How `ls` and `cat` reach URLs: a remote state of their own, from the
-/// remote options.
-fn network(common: &Common) -> std::sync::Arc<dyn slabfs::storage::Network> {
-    std::sync::Arc::new(slabfs::storage::remote::Remote::new(common.remote.config()))
+/// The datasets of `source` for `ls` and `cat`, URLs reached through a
+/// remote state of their own, made from the remote options.
+fn open_source(source: &std::path::Path, common: &Common) -> slabfs::Result<dataset::Dataset> {
+    let network = slabfs::storage::remote::Remote::new(common.remote.config());
+    dataset::open_in(
+        source,
+        cache(common),
+        &common.allow_outside,
+        Some(std::sync::Arc::new(network)),
+    )
 }
 
 /// Set the process-wide settings every command reading datasets shares.
 /// (The remote settings are no such thing: each command creates its
-/// [`slabfs::storage::remote::Remote`] from them, [`network`].)
+/// [`slabfs::storage::remote::Remote`] from them, [`open_source`].)
 fn configure(common: &Common) {
     let plugins = common.hdf5_plugins();
     if plugins.enabled {
@@ -442,12 +448,7 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
     }
     match cli.command {
         Command::Ls { source, common } => {
-            let ds = dataset::open_in(
-                &source,
-                cache(&common),
-                &common.allow_outside,
-                Some(network(&common)),
-            )?;
+            let ds = open_source(&source, &common)?;
             let mut out = std::io::stdout().lock();
             for e in &ds.entries {
                 let m = e.array.meta();
@@ -472,12 +473,7 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
             length,
             common,
         } => {
-            let ds = dataset::open_in(
-                &source,
-                cache(&common),
-                &common.allow_outside,
-                Some(network(&common)),
-            )?;
+            let ds = open_source(&source, &common)?;
             let entry = ds
                 .get(&array)
                 .ok_or_else(|| slabfs::Error::NotFound(format!("{}: {array}", source.display())))?;

@@ -577,10 +577,14 @@ fn shortest(graph: &Graph, from: &Vec<String>, to: &Vec<String>) -> Option<Vec<V
     None
 }
 
+/// A circle: one way round it (members, the first again at the end) and
+/// the members of it that way does not pass.
+type Ring = (Vec<Vec<String>>, Vec<Vec<String>>);
+
 /// The sets of two or more members of `graph` that all reach one another
 /// (its strongly connected components), each as one shortest way round
 /// from its first member (which ends it again) and the members left.
-fn rings(graph: &Graph) -> Vec<(Vec<Vec<String>>, Vec<Vec<String>>)> {
+fn rings(graph: &Graph) -> Vec<Ring> {
     let mut done = BTreeSet::new();
     let mut rings = Vec::new();
     for m in graph.keys() {

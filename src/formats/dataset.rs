@@ -72,11 +72,11 @@ use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, hdf5, kerchunk, nca, netcdf, packed, zarr};
+use crate::storage::local;
 use crate::storage::local::confine::Roots;
 use crate::storage::location::{Location, url_of};
-use crate::storage::{Files, Network};
 use crate::storage::scope::WithUrls;
-use crate::storage::local;
+use crate::storage::{Files, Network};
 
 mod remote;
 

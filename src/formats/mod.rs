@@ -45,10 +45,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::engine::cache::ChunkCache;
-use crate::storage::local::confine::Roots;
-use crate::storage::{Files, UrlFiles};
-use crate::storage::scope::Scope;
 use crate::storage::local;
+use crate::storage::local::confine::Roots;
+use crate::storage::scope::Scope;
+use crate::storage::{Files, UrlFiles};
 
 pub mod chunked;
 pub mod dataset;

@@ -46,11 +46,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
+use crate::storage::ReadAt;
 use crate::storage::local::{TORN_READ_RETRIES, descriptors};
 use crate::storage::location::url_of;
 use crate::storage::scope::Scope;
 use crate::storage::{ByteRange, Store};
-use crate::storage::ReadAt;
 
 use super::error::RefsError;
 use super::refs::Ref;

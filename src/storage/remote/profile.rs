@@ -18,7 +18,7 @@
 //!
 //! A profile with `role_arn` assumes that role ([`super::role`]) with the
 //! credentials of its `source_profile` (keys, a `credential_process`, or
-//! another role: chains up to [`super::role::MAX_CHAIN`] deep) or of the
+//! another role: chains up to [`MAX_CHAIN`] deep) or of the
 //! environment (`credential_source = Environment`), as the AWS CLI does.
 //! SSO profiles (`sso_session`, `sso_start_url`) are not followed (that
 //! needs the SSO token cache and its refresh): their keys are left to the
@@ -31,6 +31,9 @@ use std::time::{Duration, SystemTime};
 
 use object_store::CredentialProvider;
 use object_store::aws::AwsCredential;
+
+/// Profiles a role chain may pass through.
+pub const MAX_CHAIN: usize = 8;
 
 /// What a profile says.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -179,12 +182,10 @@ fn profile_in(name: &str, creds: &Ini, conf: &Ini, chain: &mut Vec<String>) -> P
             "the source_profile chain {} -> {name} -> {src} is a cycle",
             chain.join(" -> ")
         )),
-        (Some(_), None) if chain.len() >= super::role::MAX_CHAIN => {
-            RoleSource::Unsupported(format!(
-                "source_profile chains longer than {} profiles",
-                super::role::MAX_CHAIN
-            ))
-        }
+        (Some(_), None) if chain.len() >= MAX_CHAIN => RoleSource::Unsupported(format!(
+            "source_profile chains longer than {} profiles",
+            MAX_CHAIN
+        )),
         (Some(src), None) => {
             chain.push(name.to_string());
             let s = profile_in(&src, creds, conf, chain);

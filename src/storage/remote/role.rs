@@ -12,7 +12,7 @@
 //! own.
 //!
 //! The source may itself be a role (role chaining, up to
-//! [`MAX_CHAIN`] profiles deep, a cycle is an error), static keys, or a
+//! [`MAX_CHAIN`](super::profile::MAX_CHAIN) profiles deep, a cycle is an error), static keys, or a
 //! `credential_process`. The credential is kept until five minutes before
 //! its `Expiration` and asked again then; a failure is an error for the
 //! requests that needed it, naming the role and STS's error code and
@@ -27,9 +27,6 @@ use object_store::aws::{AwsAuthorizer, AwsCredential};
 use object_store::{CredentialProvider, StaticCredentialProvider};
 
 use super::profile::{Kept, ProcessCredentials, Profile, RoleSource};
-
-/// Profiles a role chain may pass through.
-pub const MAX_CHAIN: usize = 8;
 
 /// The credentials of a source profile, whatever gives them.
 pub type AwsProvider = Arc<dyn CredentialProvider<Credential = AwsCredential>>;
@@ -46,7 +43,7 @@ pub struct AssumedRole {
     pub endpoint: String,
     pub source: AwsProvider,
     /// The timeouts STS is called with (the [`super::Remote`]'s).
-    pub config: super::Config,
+    pub config: super::config::Config,
     /// The last credential, kept until it nears its expiry.
     kept: Kept,
 }
@@ -99,13 +96,13 @@ impl AssumedRole {
             region,
             endpoint,
             source,
-            config: super::Config::default(),
+            config: super::config::Config::default(),
             kept: Kept::default(),
         }
     }
 
     /// The role called with `config`'s timeouts.
-    pub fn with_config(mut self, config: super::Config) -> AssumedRole {
+    pub fn with_config(mut self, config: super::config::Config) -> AssumedRole {
         self.config = config;
         self
     }
@@ -203,7 +200,7 @@ pub fn provider(
     profile: &Profile,
     region: &str,
     endpoint: &str,
-    config: &super::Config,
+    config: &super::config::Config,
 ) -> Result<Option<AwsProvider>, String> {
     if let Some(role) = &profile.role {
         let source: AwsProvider = match &role.source {
