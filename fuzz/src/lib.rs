@@ -516,7 +516,7 @@ pub fn parse_messages(
                 let _ = meta::datatype(f, &m.data, what);
             }
             meta::MSG_FILL | meta::MSG_FILL_OLD => {
-                let _ = meta::fill_value(f, m.kind, &m.data, what);
+                let _ = meta::fill(f, m.kind, &m.data, what);
             }
             meta::MSG_LAYOUT => {
                 if let Ok(meta::Layout::Chunked { chunk, .. }) = meta::layout(f, &m.data, what) {
