@@ -36,7 +36,10 @@ fuzz_target!(|data: &[u8]| {
             let rank = sel.rank().unwrap_or(2);
             let dims = vec![13u64; rank];
             if let Some(lat) = lattice(sel, &dims, Some(9)) {
-                for d in lat.iter().filter(|d| d.end().is_some_and(|e| e < u64::MAX / 2)) {
+                for d in lat
+                    .iter()
+                    .filter(|d| d.end().is_some_and(|e| e < u64::MAX / 2))
+                {
                     let n = d.len.min(64);
                     for i in 1..n {
                         assert!(d.pos(i) > d.pos(i - 1), "{d:?}");
