@@ -28,7 +28,7 @@
 //!                                  ├ ncfile::NcFile (netCDF-3 or netCDF-4) / raw::RawArray
 //!                                  │   / zarr / nested
 //!                                  │   / constant (CF unique_values)
-//!                                  └ storage::confine: every file under an allowed root
+//!                                  └ storage::local::confine: every file under an allowed root
 //! ```
 //!
 //! "nested" is a recursion: a fragment that is itself an aggregation

@@ -63,7 +63,7 @@ impl OsFiles {
 
 impl Files for OsFiles {
     /// A [`CachedFile`]: a descriptor borrowed from the process's bounded
-    /// cache for each read ([`crate::storage::descriptors`]).
+    /// cache for each read ([`crate::storage::local::descriptors`]).
     fn open(&self, path: &Path) -> io::Result<Arc<dyn ReadAt>> {
         Ok(Arc::new(CachedFile::open(path, self.roots.clone())?))
     }
