@@ -35,11 +35,10 @@
 //! references file and a rewritten target.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::Metadata;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::{self, Read};
 use std::ops::Bound;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -47,7 +46,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::storage::ReadAt;
-use crate::storage::local::{TORN_READ_RETRIES, descriptors};
+use crate::storage::local::{TORN_READ_RETRIES, descriptors, file_identity};
 use crate::storage::location::url_of;
 use crate::storage::scope::Scope;
 use crate::storage::{ByteRange, Store};
@@ -94,20 +93,6 @@ pub struct RefStore {
     opened: Mutex<HashMap<usize, Arc<dyn ReadAt>>>,
     /// Whether some target is a URL (see [`RefStore::is_remote`]).
     any_remote: bool,
-}
-
-/// The identity of a file's contents as far as `stat` can tell (as
-/// [`crate::storage::local::FsStore`] compares them).
-fn identity(m: &Metadata) -> (u64, i64, i64, i64, i64, u64, u64) {
-    (
-        m.len(),
-        m.mtime(),
-        m.mtime_nsec(),
-        m.ctime(),
-        m.ctime_nsec(),
-        m.ino(),
-        m.dev(),
-    )
 }
 
 impl RefStore {
@@ -278,7 +263,7 @@ impl RefStore {
                 FileExt::read_exact_at(&file, &mut buf, start).map_err(io_err)?;
             }
             let after = file.metadata().map_err(io_err)?;
-            if identity(&before) == identity(&after) && buf.len() as u64 == end - start {
+            if file_identity(&before) == file_identity(&after) && buf.len() as u64 == end - start {
                 return Ok(buf);
             }
             log::debug!(
@@ -510,7 +495,7 @@ impl Store for RefStore {
                 continue;
             }
             match std::fs::metadata(path) {
-                Ok(m) => identity(&m).hash(&mut h),
+                Ok(m) => file_identity(&m).hash(&mut h),
                 // Missing now: that is its state (it may appear later).
                 Err(e) if e.kind() == io::ErrorKind::NotFound => "missing".hash(&mut h),
                 Err(e) => {

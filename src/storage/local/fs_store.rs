@@ -56,8 +56,10 @@ pub const TORN_READ_RETRIES: usize = 3;
 /// chunk key nesting).
 const MAX_STAMP_DEPTH: usize = 64;
 
-/// The identity of a file's contents as far as `stat` can tell.
-fn file_identity(m: &Metadata) -> (u64, i64, i64, i64, i64, u64, u64) {
+/// The identity of a file's contents as far as `stat` can tell: equal
+/// before and after a read means the read saw one version (also used by
+/// the kerchunk store for the local files its references read).
+pub fn file_identity(m: &Metadata) -> (u64, i64, i64, i64, i64, u64, u64) {
     (
         m.len(),
         m.mtime(),
