@@ -57,7 +57,7 @@
 //!   byte; see [`crate::storage::remote::metrics`] for what each counts.
 //!   They are the process's counters, named by store URL without user info
 //!   or query string (never a secret).
-//! - `remote_throttle` (with `remote`): the process-wide limit of remote
+//! - `remote_throttle` (with `remote`): the mount's limit of remote
 //!   requests in flight, lowered by throttling answers and grown back as
 //!   answers come ([`crate::storage::remote::throttle`]): `request_limit`
 //!   now, `max_requests` its ceiling (`--max-requests`), `in_flight` now,
