@@ -1,5 +1,7 @@
 //! Remote sources against real servers on loopback, started by the tests:
-//! an S3 server (moto's `moto_server`, from PyPI `moto[server]`) and a
+//! S3 servers (s3s-fs in this process, tests/common/s3s.rs, for S3's wire
+//! format; moto's `moto_server`, from PyPI `moto[server]`, for STS and a
+//! server process to stop) and a
 //! small HTTP server that honours `Range` (tests/servers/range_http.py;
 //! also run in its `--ignore-range` mode, like python's `http.server`).
 //!
@@ -105,11 +107,13 @@ fn set_env() {
     });
 }
 
-/// The S3 server of these tests (tests/common/servers.rs): moto.
-use common::servers::{Http, Moto as S3, free_port, wait_port};
+/// The S3 server of these tests (tests/common/servers.rs): s3s-fs, in
+/// this process; moto for what only it plays.
+use common::s3s::S3s as S3;
+use common::servers::{Http, Moto, S3Server, free_port, wait_port};
 
-/// What these tests upload to it.
-impl S3 {
+/// What these tests upload to either server.
+trait Upload: S3Server {
     /// Create the bucket and upload the fixtures: `zarr/v2/...` and
     /// `zarr/v3/...` when `zarr`, and `nc3/*.nc`.
     fn upload_fixtures(&self, zarr: bool) {
@@ -125,34 +129,38 @@ impl S3 {
     }
 
     /// Create the bucket and upload each fixture directory `(from, to)`
-    /// (under tests/fixtures) to the prefix `to` (16 threads: moto takes
-    /// about 10 ms a request).
+    /// (under tests/fixtures) to the prefix `to`.
     fn upload(&self, parts: &[(&str, &str)]) {
-        let root = fixtures();
-        let parts = format!(
-            "[{}]",
-            parts
-                .iter()
-                .map(|(from, to)| format!("({from:?}, {to:?})"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        self.boto(&format!(
-            "from concurrent.futures import ThreadPoolExecutor\n\
-             s3.create_bucket(Bucket='{BUCKET}')\n\
-             root = {root:?}\n\
-             jobs = []\n\
-             for sub, dst in {parts}:\n\
-             \x20   base = os.path.join(root, sub)\n\
-             \x20   for d, _, fs in os.walk(base):\n\
-             \x20       for f in fs:\n\
-             \x20           p = os.path.join(d, f)\n\
-             \x20           jobs.append((p, dst + '/' + os.path.relpath(p, base)))\n\
-             with ThreadPoolExecutor(16) as ex:\n\
-             \x20   list(ex.map(lambda j: s3.upload_file(j[0], '{BUCKET}', j[1]), jobs))\n",
-            root = root.display().to_string()
-        ));
+        self.create_bucket(BUCKET);
+        for (from, to) in parts {
+            self.upload_dir(BUCKET, &fixtures().join(from), to);
+        }
     }
+}
+
+impl<T: S3Server> Upload for T {}
+
+/// A server holding the whole fixture tree in [`BUCKET`], uploaded once
+/// for the tests that only read it: `zarr/v2`, `zarr/v3`, `nc3` (as
+/// [`Upload::upload_fixtures`] puts them) and the rest of the tree.
+fn fixture_server() -> &'static S3 {
+    static SERVER: std::sync::OnceLock<S3> = std::sync::OnceLock::new();
+    SERVER.get_or_init(|| {
+        let s3 = S3::start();
+        s3.remove_at_exit();
+        s3.upload(&[
+            ("zarr/v2", "zarr/v2"),
+            ("zarr/v3", "zarr/v3"),
+            ("netcdf3/data", "nc3"),
+            ("nca/data", "nca"),
+            ("kerchunk/data", "kerchunk"),
+            ("hdf5/data", "h5"),
+            ("packed/data", "packed"),
+            ("nczarr", "nczarr"),
+            ("codecs/stores", "codecs"),
+        ]);
+        s3
+    })
 }
 
 fn configure(endpoint: Option<String>) {
@@ -306,8 +314,7 @@ fn assert_no_secret(what: &str, text: &str) {
 #[test]
 fn s3_prefix_reads_as_the_same_tree_on_disk() {
     let _g = serial();
-    let s3 = S3::start();
-    s3.upload_fixtures(true);
+    let s3 = fixture_server();
     configure(Some(s3.endpoint()));
 
     // The library: a bucket prefix walked like the directory it came from.
@@ -1089,7 +1096,8 @@ fn secrets_stay_out_of_errors_and_logs() {
 #[test]
 fn sigterm_unmounts_promptly_while_a_read_waits_on_a_hung_server() {
     let _g = serial();
-    let s3 = S3::start();
+    // A server in a process of its own, to stop.
+    let s3 = Moto::start();
     s3.upload_fixtures(false);
     let endpoint = s3.endpoint();
     let mut m = common::mount::Mount::start(
@@ -1388,8 +1396,7 @@ fn delta(
 #[test]
 fn stats_count_requests_by_kind_exactly() {
     let _g = serial();
-    let s3 = S3::start();
-    s3.upload_fixtures(true);
+    let s3 = fixture_server();
     configure(Some(s3.endpoint()));
     let name = format!("s3://{BUCKET}");
     let root = Location::parse(&format!("s3://{BUCKET}/zarr/v3/dtypes.zarr")).unwrap();
@@ -2426,8 +2433,7 @@ fn kerchunk_cases() -> Vec<(String, Vec<u8>)> {
 #[test]
 fn aggregations_and_references_in_a_bucket_read_as_on_disk() {
     let _g = serial();
-    let s3 = S3::start();
-    s3.upload(&[("nca/data", "nca"), ("kerchunk/data", "kerchunk")]);
+    let s3 = fixture_server();
     configure(Some(s3.endpoint()));
     let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     for (prefix, local) in [("nca", "nca/data"), ("kerchunk", "kerchunk/data")] {
@@ -2792,7 +2798,7 @@ fn an_idle_refresh_of_an_http_store_costs_conditional_gets() {
 #[test]
 fn aws_profile_assumes_its_role_through_sts() {
     let _g = serial();
-    let sts = S3::start();
+    let sts = Moto::start();
     let http = Http::start(&fixtures(), false);
     let dir = tempfile::tempdir().unwrap();
     let credentials = dir.path().join("credentials");
@@ -2929,14 +2935,13 @@ fn read_entry(ds: &Dataset, path: &str) -> Result<Vec<u8>, String> {
 #[test]
 fn the_rest_of_the_fixture_tree_reads_from_a_bucket_as_on_disk() {
     let _g = serial();
-    let s3 = S3::start();
+    let s3 = fixture_server();
     let parts = [
         ("hdf5/data", "h5"),
         ("packed/data", "packed"),
         ("nczarr", "nczarr"),
         ("codecs/stores", "codecs"),
     ];
-    s3.upload(&parts);
     configure(Some(s3.endpoint()));
     let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     for (local, prefix) in parts {
@@ -3526,8 +3531,7 @@ fn a_store_get_that_makes_no_progress_is_hedged() {
     // Alone: its bounds are a second or two (stalls, refresh passes),
     // which a starved CPU overruns.
     let _g = alone();
-    let s3 = S3::start();
-    s3.upload_fixtures(true);
+    let s3 = fixture_server();
     let array = "model/temperature";
     let (_, expected) = zarr_cases()
         .into_iter()
@@ -3571,7 +3575,7 @@ fn a_store_get_that_makes_no_progress_is_hedged() {
 
 /// The storage contract (`slabfs::storage::testing::conformance`), kept
 /// by every remote implementation as by the local ones: the S3 store and
-/// files (moto), the HTTP ones (range_http.py; it cannot list), and
+/// files (against moto and s3s-fs), the HTTP ones (range_http.py; it cannot list), and
 /// `WithUrls`, which sends local paths and URLs each their own way.
 #[test]
 fn storage_conformance_of_remote_stores_and_files() {
@@ -3582,29 +3586,31 @@ fn storage_conformance_of_remote_stores_and_files() {
     let tmp = tempfile::tempdir().unwrap();
     conformance::write_fixture(tmp.path()).unwrap();
 
-    let s3 = S3::start();
-    s3.boto(&format!(
-        "s3.create_bucket(Bucket='{BUCKET}')\n\
-         root = {root:?}\n\
-         for d, _, fs in os.walk(root):\n\
-         \x20   for f in fs:\n\
-         \x20       p = os.path.join(d, f)\n\
-         \x20       s3.upload_file(p, '{BUCKET}', 'conf/' + os.path.relpath(p, root))\n",
-        root = tmp.path().display().to_string()
-    ));
-    configure(Some(s3.endpoint()));
+    // Both S3 servers: s3s-fs (the one most tests use) and moto.
+    let check = |server: &dyn S3Server, name: &str| {
+        server.upload_dir(BUCKET, tmp.path(), "conf");
+        configure(Some(server.endpoint()));
+        let url = format!("s3://{BUCKET}/conf");
+        let files = Arc::new(RemoteFiles::new(&net(), vec![Location::parse(&url).unwrap()]).unwrap());
+        let limits = Limits {
+            empty_suffix_any_io_error: name == "moto",
+            ..Limits::default()
+        };
+        conformance::check_files(&format!("S3 ({name})"), files.as_ref(), Path::new(&url), limits);
+        WithUrls {
+            local: slabfs::storage::local::confined(Roots::new([tmp.path().to_path_buf()])),
+            remote: files,
+        }
+    };
+    let moto_server = Moto::start();
+    let with_urls = check(&moto_server, "moto");
     let url = format!("s3://{BUCKET}/conf");
-    let files = Arc::new(RemoteFiles::new(&net(), vec![Location::parse(&url).unwrap()]).unwrap());
     let moto = Limits {
         empty_suffix_any_io_error: true,
         ..Limits::default()
     };
-    conformance::check_files("S3", files.as_ref(), Path::new(&url), moto);
-    let with_urls = WithUrls {
-        local: slabfs::storage::local::confined(Roots::new([tmp.path().to_path_buf()])),
-        remote: files,
-    };
     conformance::check_files("WithUrls, S3", &with_urls, Path::new(&url), moto);
+    check(&S3::start(), "s3s-fs");
     conformance::check_files("WithUrls, local", &with_urls, tmp.path(), Limits::default());
 
     let http = Http::start(tmp.path(), false);
@@ -3617,3 +3623,4 @@ fn storage_conformance_of_remote_stores_and_files() {
     };
     conformance::check_files("HTTP", &files, Path::new(&url), limits);
 }
+

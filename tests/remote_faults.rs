@@ -72,7 +72,7 @@ use serde_json::Value;
 
 use common::Lcg;
 use common::mount::Mount;
-use common::servers::{FaultProxy, Moto, proxy_count};
+use common::servers::{FaultProxy, Moto, S3Server, proxy_count};
 
 const KEY_ID: &str = "AKIASLABFSFAULTS";
 const SECRET: &str = "FaultsTestSecretKey-0c5e";

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 
 pub mod mount;
+pub mod s3s;
 pub mod servers;
 
 /// A deterministic pseudo-random sequence, so failures reproduce.

@@ -53,6 +53,77 @@ fn printed_port(child: &mut Child, what: &str) -> u16 {
         .unwrap_or_else(|_| panic!("{what} printed {line:?}, not its port"))
 }
 
+/// What the tests do with either S3 server.
+pub trait S3Server {
+    fn endpoint(&self) -> String;
+
+    fn create_bucket(&self, bucket: &str);
+
+    /// PUT each `(key, file)` into `bucket` (16 at a time) with
+    /// object_store's S3 client: the server computes and keeps each ETag.
+    fn put_files(&self, bucket: &str, files: Vec<(String, std::path::PathBuf)>) {
+        use futures::StreamExt;
+        use object_store::ObjectStoreExt;
+        let store = object_store::aws::AmazonS3Builder::from_env()
+            .with_endpoint(self.endpoint())
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_bucket_name(bucket)
+            .build()
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(
+            futures::stream::iter(files)
+                .map(|(key, file)| {
+                    let store = &store;
+                    async move {
+                        let bytes = std::fs::read(&file).unwrap();
+                        store
+                            .put(&object_store::path::Path::from(key.as_str()), bytes.into())
+                            .await
+                            .unwrap_or_else(|e| panic!("PUT {key}: {e}"));
+                    }
+                })
+                .buffer_unordered(16)
+                .collect::<Vec<()>>(),
+        );
+    }
+
+    /// Create `bucket` and upload every file under `dir` to `prefix/`.
+    fn upload_dir(&self, bucket: &str, dir: &Path, prefix: &str) {
+        self.create_bucket(bucket);
+        let mut files = Vec::new();
+        walk(dir, &mut |p| {
+            let rel = p.strip_prefix(dir).unwrap().to_str().unwrap();
+            files.push((format!("{prefix}/{rel}"), p.to_path_buf()));
+        });
+        self.put_files(bucket, files);
+    }
+
+    /// Run a boto3 snippet with `s3` bound to a client of this server.
+    fn boto(&self, code: &str) {
+        let script = format!(
+            "import boto3, os, sys\n\
+             s3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1')\n\
+             {code}\n",
+            self.endpoint()
+        );
+        let out = Command::new(super::python())
+            .arg("-c")
+            .arg(script)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "boto3: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// A `moto_server` on loopback; killed on drop.
 pub struct Moto {
     pub child: Child,
@@ -82,44 +153,6 @@ impl Moto {
         Moto { child, port }
     }
 
-    pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Run a boto3 snippet with `s3` bound to a client of this server.
-    pub fn boto(&self, code: &str) {
-        let script = format!(
-            "import boto3, os, sys\n\
-             s3 = boto3.client('s3', endpoint_url='{}', region_name='us-east-1')\n\
-             {code}\n",
-            self.endpoint()
-        );
-        let out = Command::new(super::python())
-            .arg("-c")
-            .arg(script)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "boto3: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// Create `bucket` and upload every file under `dir` to `prefix/` (16
-    /// threads: moto takes about 10 ms a request).
-    pub fn upload_dir(&self, bucket: &str, dir: &Path, prefix: &str) {
-        self.boto(&format!(
-            "from concurrent.futures import ThreadPoolExecutor\n\
-             s3.create_bucket(Bucket='{bucket}')\n\
-             base = {base:?}\n\
-             jobs = [os.path.join(d, f) for d, _, fs in os.walk(base) for f in fs]\n\
-             with ThreadPoolExecutor(16) as ex:\n\
-             \x20   list(ex.map(lambda p: s3.upload_file(p, '{bucket}', '{prefix}/' + os.path.relpath(p, base)), jobs))\n",
-            base = dir.display().to_string(),
-        ));
-    }
-
     /// Stop the server; the port it listened on.
     pub fn stop(mut self) -> u16 {
         let _ = self.child.kill();
@@ -128,10 +161,48 @@ impl Moto {
     }
 }
 
+impl S3Server for Moto {
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// A `PUT /bucket` (moto checks no signature).
+    fn create_bucket(&self, bucket: &str) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "PUT /{bucket} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).unwrap();
+        assert!(
+            reply.starts_with("HTTP/1.1 200"),
+            "create {bucket}: {reply}"
+        );
+    }
+}
+
 impl Drop for Moto {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// Every file under `dir`, depth first.
+fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            walk(&p, f);
+        } else {
+            f(&p);
+        }
     }
 }
 

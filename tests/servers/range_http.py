@@ -73,6 +73,9 @@ SLOWDOWN_BODY = (
 
 class Handler(SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # No Nagle: the headers and the body go in two writes, and the second
+    # would wait for the client's delayed ACK (40 ms a request).
+    disable_nagle_algorithm = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, directory=ROOT, **kwargs)
