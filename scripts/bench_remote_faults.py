@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Remote reads under a misbehaving network (issue 29 item 6): the set-up of
-tests/remote_faults.rs, measured for several fault rates and kinds.
+tests/it/remote_faults.rs, measured for several fault rates and kinds.
 
 Usage (from the repository root, as root: it mounts):
 
@@ -447,7 +447,7 @@ def main() -> None:
     ap.add_argument("--mount-args", default="",
                     help="more `slabfs mount` options for every point, e.g. '--threads 16'")
     ap.add_argument("--server", choices=("moto", "s3s-fs"), default="moto",
-                    help="the S3 server: moto (as tests/remote_faults.rs) or bench_remote.py's "
+                    help="the S3 server: moto (as tests/it/remote_faults.rs) or bench_remote.py's "
                          "patched s3s-fs (built once into --scratch)")
     ap.add_argument("--scratch", type=Path,
                     default=Path(tempfile.gettempdir()) / "slabfs-bench-s3",

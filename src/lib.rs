@@ -2,7 +2,7 @@
 //!
 //! The library is the whole read path; the binary is a thin CLI over it.
 //! Its folders are its layers, each importing only the ones below it
-//! (`tests/layers.rs` checks it; `docs/ARCHITECTURE.md` tells the story):
+//! (`tests/it/layers.rs` checks it; `docs/ARCHITECTURE.md` tells the story):
 //!
 //! ```text
 //! fs        the mounted tree, its views, refresh, the FUSE adapter

@@ -9,7 +9,7 @@
 //! types live here, not in the registry, so that a codec file does not
 //! import the registry that imports it: the files of `codec/` import one
 //! another in a line (codec file -> `entry` -> `numeric`, `array_filter`),
-//! never in a circle (`tests/layers.rs` checks it).
+//! never in a circle (`tests/it/layers.rs` checks it).
 //!
 //! The helpers are the small pieces several codec files repeat: reading an
 //! HDF5 parameter or a numcodecs key as one (`hdf5_param`,

@@ -40,7 +40,7 @@
 //! in [`registry::CODECS`].
 //!
 //! The files of this folder import one another in a line, never in a
-//! circle (`tests/layers.rs`): this file holds the words every codec
+//! circle (`tests/it/layers.rs`): this file holds the words every codec
 //! shares (the traits, [`CodecError`], [`CodecChain`]) and uses no codec
 //! file but for a re-export and [`hdf5_plugin`]'s error; a codec file uses
 //! those words and [`entry`] (what it declares about itself, and the shared

@@ -34,7 +34,7 @@
 //! 2.0) and h5repack (HDF5 1.10.8) wrote through libaec for every even
 //! block size from 2 to 32 with both codings, every bit width HDF5
 //! writes (1 to 24, 32 and 64) and both byte orders
-//! (`tests/hdf5/codec.rs`). Vendoring the fix beat the
+//! (`tests/it/hdf5/codec.rs`). Vendoring the fix beat the
 //! alternatives: libaec's own crate (`libaec-sys`) needs CMake and
 //! bindgen's libclang to build, which the default build must not; we
 //! found no other pure-Rust AEC decoder; and a decoder of our own would

@@ -586,7 +586,7 @@ mod tests {
         assert_eq!(*again.unwrap(), vec![9u8; 64]);
     }
 
-    /// Regression (found by tests/soak.rs: the daemon of a 1 MiB cache
+    /// Regression (found by tests/it/soak.rs: the daemon of a 1 MiB cache
     /// grew by 60 MiB of spare buffers): a small budget bounds the pool.
     #[test]
     fn the_buffer_pool_stays_within_a_quarter_of_a_small_budget() {

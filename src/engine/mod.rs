@@ -23,7 +23,7 @@
 //!
 //! May import: [`crate::storage`], [`crate::dtype`], [`crate::error`].
 //! Never a format or a codec: formats plug in through
-//! [`array::ArraySource`] (checked by `tests/layers.rs`).
+//! [`array::ArraySource`] (checked by `tests/it/layers.rs`).
 
 pub mod array;
 pub mod buffers;

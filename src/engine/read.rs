@@ -180,7 +180,7 @@ mod tests {
         }
     }
 
-    /// Regression (found by tests/soak.rs): a read starting and ending
+    /// Regression (found by tests/it/soak.rs): a read starting and ending
     /// inside elements read its partial edge elements with reads of their
     /// own, so an `O_DIRECT` read of a chunk rewritten meanwhile got its
     /// last bytes from the new version and the rest from the old one.

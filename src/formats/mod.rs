@@ -31,7 +31,7 @@
 //! `packed` use `chunked`: a remote classic file is read in blocks through
 //! a `ChunkedArray`; `packed` and `nca` use `netcdf3`; `kerchunk` and
 //! `nca` use `zarr`); never
-//! [`crate::fs`] (checked by `tests/layers.rs`).
+//! [`crate::fs`] (checked by `tests/it/layers.rs`).
 //!
 //! No `unsafe` here (the compiler holds that, `forbid(unsafe_code)`): a
 //! format that writes its pieces from several threads does so through the

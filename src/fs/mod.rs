@@ -9,7 +9,7 @@
 //! counts what the mount does; [`waiting`] holds the threads that serve
 //! reads which may wait on the network ([`SlabFs::serve_read`]), so that
 //! the FUSE threads never wait on a server. The core's tests call it directly, without
-//! mounting; `tests/mount.rs` and `tests/mount_live.rs` mount for real.
+//! mounting; `tests/it/mount.rs` and `tests/it/mount_live.rs` mount for real.
 //!
 //! # Layout
 //!

@@ -365,7 +365,7 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
 /// How the FUSE session's end is taken. After a signal asked for the
 /// unmount, the kernel may end the connection with `ECONNABORTED` rather
 /// than the `ENODEV` fuser takes for an unmount (a race between the
-/// unmount and the session's next read, seen in tests/security.rs as a
+/// unmount and the session's next read, seen in tests/it/security.rs as a
 /// daemon exiting 1 on SIGTERM): that is the unmount it asked for, not an
 /// error.
 fn session_ended(served: io::Result<()>, stop_requested: bool) -> io::Result<()> {
@@ -661,7 +661,7 @@ mod tests {
     use super::*;
 
     /// Regression (a daemon exiting 1 on SIGTERM in a CI run of
-    /// tests/security.rs: "serving ...: Software caused connection abort"):
+    /// tests/it/security.rs: "serving ...: Software caused connection abort"):
     /// `ECONNABORTED` after a requested unmount is a clean end; without a
     /// request, and any other error, it stays an error.
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! Pure parsing, with no remote state: formats and the file system name
 //! URLs through this module, never through [`super::remote`], which is
-//! the only code that reaches the network (`tests/layers.rs` holds the
+//! the only code that reaches the network (`tests/it/layers.rs` holds the
 //! formats to it).
 //!
 //! `s3://bucket/runs/a.zarr` is the store `s3://bucket` and the prefix

@@ -19,7 +19,7 @@
 //!   implementations of the same traits, so formats never learn where
 //!   their bytes live. Its state is one value ([`remote::Remote`]) that
 //!   the CLI creates and hands down; formats see it only as a
-//!   [`Network`] (checked by `tests/layers.rs`).
+//!   [`Network`] (checked by `tests/it/layers.rs`).
 //! - [`location`]: URLs parsed into locations, with no remote state; URL
 //!   confinement ([`location::Location::within`]) sits next to
 //!   [`local::confine`]'s, and the redaction of secrets from every message.
@@ -39,7 +39,7 @@
 //! leaves; `local` and `remote` build on them; `scope` on both.
 //!
 //! May import: [`crate::error`] and nothing else of the crate (checked by
-//! `tests/layers.rs`).
+//! `tests/it/layers.rs`).
 
 pub mod contract;
 pub mod fan_out;

@@ -1,5 +1,5 @@
 """A fault-injecting HTTP/1.1 proxy for slabfs's misbehaving-network test
-(tests/remote_faults.rs) and benchmark (scripts/bench_remote_faults.py).
+(tests/it/remote_faults.rs) and benchmark (scripts/bench_remote_faults.py).
 
 It sits between a client (slabfs) and an HTTP server (the test's S3 server,
 moto) and faults a chosen fraction of the requests, the way real networks

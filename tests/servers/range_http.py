@@ -1,4 +1,4 @@
-"""A small HTTP file server for slabfs's remote tests (tests/remote.rs).
+"""A small HTTP file server for slabfs's remote tests (tests/it/remote.rs).
 
 python's own `http.server` ignores `Range` (it answers 200 with the whole
 file), so a client's ranged reads cannot be tested against it. This one:

@@ -27,7 +27,7 @@
 //! the engine (the cache, the piece loop, index arithmetic), plus stores.
 //! Engine and codec never import each other, so it cannot sit in
 //! `engine/`; a layer of its own between them and `formats/` would hold one
-//! module. As the bottom format (rank 0 in `tests/layers.rs`) every format
+//! module. As the bottom format (rank 0 in `tests/it/layers.rs`) every format
 //! may build on it, and it on none: it knows no metadata dialect. Zarr's
 //! dialects (v2, v3, NCZarr, consolidated metadata, the `sharding_indexed`
 //! configuration) stay in `formats::zarr`, which is now a format like the

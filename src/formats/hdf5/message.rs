@@ -6,7 +6,7 @@
 //! shared flag in the records of a dense attribute index, below the
 //! message parser, whose shared messages it reads out of fractal heaps.
 //! Kept apart so that neither imports the other both ways
-//! (`tests/layers.rs`).
+//! (`tests/it/layers.rs`).
 
 // Message types (spec IV.A.2.*).
 pub const MSG_DATASPACE: u16 = 0x0001;

@@ -57,7 +57,7 @@ pub const MAX_DEPTH: usize = 16;
 /// whose partitions are opened here. So the folder's top hands this
 /// function in (`super::nest`) and every nested context inherits it;
 /// this file names none of them, and the folder's files import one
-/// another in a line (`tests/layers.rs`), the recursion of nested
+/// another in a line (`tests/it/layers.rs`), the recursion of nested
 /// aggregations running through this value instead.
 pub type Nest =
     fn(&Context, &Path, &str, Option<&Arc<NcFile>>) -> Result<Option<Arc<dyn ArraySource>>>;
@@ -564,7 +564,7 @@ mod tests {
         }
     }
 
-    /// Regression (found by tests/soak.rs: every refresh pass leaked the
+    /// Regression (found by tests/it/soak.rs: every refresh pass leaked the
     /// open files of a nested aggregation): a load's shared memo holds the
     /// nested aggregations it built, which hold their contexts, which must
     /// not hold the memo in turn, or nothing of the load is ever freed.

@@ -40,7 +40,7 @@
 //! builds a nested aggregation, handed in where the outermost context is
 //! made (here and in [`netcdf`]). So `fragment` names none of the builders
 //! and the files of this folder import one another in a line, never in a
-//! circle (`tests/layers.rs` checks it).
+//! circle (`tests/it/layers.rs` checks it).
 //!
 //! A netCDF file, as the home of aggregation variables or as a fragment,
 //! is an [`ncfile::NcFile`]: the classic reader's file or the HDF5

@@ -246,7 +246,7 @@ mod tests {
         assert!(roots.check(&root.join("nope/deeper/../missing.nc")).is_ok());
     }
 
-    /// Regression (a rare failure of tests/soak.rs): a file renamed out of
+    /// Regression (a rare failure of tests/it/soak.rs): a file renamed out of
     /// the roots between the check and the open was refused (EIO at the
     /// mount) instead of being not found (ENOENT). The judgement after the
     /// open, for a file that turned out to be outside: "not found" when

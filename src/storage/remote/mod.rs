@@ -32,7 +32,7 @@
 //! latency of its links and its stop flag. The CLI creates one from its
 //! options for a mount (or one `ls`/`cat`) and hands it down: to the
 //! formats as a [`Network`](crate::storage::Network) (they never
-//! name this module: `tests/layers.rs`), to the file system for
+//! name this module: `tests/it/layers.rs`), to the file system for
 //! `.slabfs/stats`, the refresh and the unmount. Two values share
 //! nothing, so two mounts in one process, or the tests of one binary
 //! running side by side, have their own limits and counts. What stays

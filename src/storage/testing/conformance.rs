@@ -463,7 +463,7 @@ pub fn check_files(name: &str, files: &dyn Files, root: &Path, limits: Limits) {
 }
 
 /// Every local implementation in the crate runs the conformance test.
-/// (Remote ones: `tests/remote.rs`, `storage_conformance_*`; the
+/// (Remote ones: `tests/it/remote.rs`, `storage_conformance_*`; the
 /// kerchunk store: `formats::kerchunk::store`.)
 #[cfg(test)]
 mod tests {

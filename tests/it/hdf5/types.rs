@@ -179,7 +179,7 @@ fn an_integer_with_padding_bits_of_another_writer_is_served() {
     let want: Vec<u8> = (0..800i32).flat_map(|v| v.to_le_bytes()).collect();
     check_ranges(a.as_ref(), &want, 0, 10).unwrap();
     // Floats of HDF5's nbit test (20 bits at offset 7) are no IEEE floats:
-    // served converted, as h5py reads them (tests/hdf5/floats.rs).
+    // served converted, as h5py reads them (tests/it/hdf5/floats.rs).
     let ds = dataset::open(&corpus("hdf5lib_test_le_data.h5"), cache()).unwrap();
     let a = &ds.get("Nbit_float_data_le").unwrap().array;
     assert_eq!(a.meta().dtype, DataType::Float32);

@@ -26,10 +26,8 @@
 //! 2^64 (or any sane bound) are refused with an error naming the file,
 //! without allocating for them; arrays of almost 2^64 bytes read fine at
 //! their far end. (Reference cycles and nesting depth are in
-//! tests/security.rs; decompression bombs in tests/bad_input.rs and the
+//! tests/it/security.rs; decompression bombs in tests/it/bad_input.rs and the
 //! codecs' unit tests.)
-
-mod common;
 
 use std::ffi::OsStr;
 use std::io::ErrorKind;

@@ -117,7 +117,7 @@ fn a_corrupt_float_description_is_a_skip_with_a_line() {
     // them, new value, why)
     // (VAX order without the big-endian bit is no error here: this
     // file's datatype messages are version 1, where HDF5 ignores the VAX
-    // bit; tests/hdf5/datatype_versions.rs.)
+    // bit; tests/fixtures/hdf5/datatype_versions.rs.)
     let edits: [(isize, u8); 9] = [
         (5, 0),     // exponent of 0 bits
         (5, 64),    // exponent of 64 bits

@@ -17,7 +17,7 @@
 //! make it. Optional, skipped with a message when absent: `gfortran` and
 //! GDAL (`gdalinfo`, `gdallocationinfo`; Debian `gfortran`, `gdal-bin`).
 
-mod common;
+use crate::common;
 use common::mount::Mount;
 
 use std::path::PathBuf;

@@ -9,7 +9,7 @@
 //! again), each compared with what netCDF4-python wrote, and the daemon
 //! never holds more descriptors than its cache allows.
 
-mod common;
+use crate::common;
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

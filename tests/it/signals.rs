@@ -2,17 +2,17 @@
 //!
 //! - SIGTERM while 8 threads read hard: the daemon exits 0 within 2 s and
 //!   leaves nothing mounted (the unmount itself, and SIGTERM with one file
-//!   open and no load, are in tests/mount.rs);
+//!   open and no load, are in tests/it/mount.rs);
 //! - SIGKILL while 8 threads read: every reader gets an error instead of
 //!   hanging, the mount point is left stale (ENOTCONN), and the next
 //!   `slabfs mount` there clears it and serves the right bytes, even with a
 //!   descriptor of the dead mount still open (an idle SIGKILL is in
-//!   tests/mount.rs);
+//!   tests/it/mount.rs);
 //! - a panic while answering a request fails that request with EIO, is
 //!   logged, and the daemon serves on, including a panic on the readahead
 //!   pool, where a panic used to abort the whole process.
 //!
-//! The first two run the real `slabfs` binary (tests/common/mount.rs). The
+//! The first two run the real `slabfs` binary (tests/it/common/mount.rs). The
 //! binary has no way to make it panic, and must not get one, so the third
 //! mounts the library's own FUSE adapter (`slabfs::fs::fuse::FuseFs`, what
 //! `slabfs mount` serves) in this process, over sources that panic on
@@ -22,7 +22,7 @@
 //! Expected bytes are the fixtures' `expected/*.bin` (zarr-python's reads)
 //! or, for the in-process sources, a formula computed here.
 
-mod common;
+use crate::common;
 use common::Lcg;
 use common::mount::{Mount, is_live, is_mount_point};
 

@@ -6,7 +6,7 @@
 //! (`Dataset::directories`), a real mount (`DIR/.json`, the
 //! `user.slabfs.attributes` xattr) and a refresh.
 
-mod common;
+use crate::common;
 use common::mount::Mount;
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;

@@ -10,7 +10,7 @@
 //! missing targets, ranges past the end), which must give errors naming
 //! the file and never panic.
 
-mod common;
+use crate::common;
 use common::Lcg;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -311,7 +311,7 @@ fn ls_shows_reference_files_as_directories() {
     }
     assert!(!names.iter().any(|n| n.starts_with("manifest.json")));
     // The HDF5 file the references point into is a dataset of its own
-    // (read natively: tests/hdf5.rs compares the two).
+    // (read natively: tests/it/hdf5.rs compares the two).
     assert_eq!(
         names
             .iter()

@@ -7,7 +7,7 @@
 //! fill value); and corrupt or truncated files, which must give errors
 //! naming the file and never panic.
 
-mod common;
+use crate::common;
 use common::Lcg;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -2,14 +2,14 @@
 //! mounted (live refresh), the `.slabfs/stats` control file, and the
 //! `.npy` view read by NumPy itself.
 //!
-//! Like tests/mount.rs, each test starts `slabfs mount` as a child process
+//! Like tests/it/mount.rs, each test starts `slabfs mount` as a child process
 //! on a fresh mount point and tears it down with a drop guard. The data
 //! and the expected bytes come from zarr-python and NumPy (the project
 //! venv, `scripts/venv.sh`; or set `SLABFS_PYTHON` to a python with zarr 3
 //! and numpy): a writer independent of slabfs, running while the mount is
 //! live, which is the situation under test.
 
-mod common;
+use crate::common;
 use common::mount::{Mount, copy_tree};
 
 use std::collections::BTreeMap;
@@ -89,7 +89,7 @@ fn zarr_python_reads(store: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 // ---------------------------------------------------------------------------
-// The daemon under test (as in tests/mount.rs)
+// The daemon under test (as in tests/it/mount.rs)
 // ---------------------------------------------------------------------------
 
 fn stats(m: &Mount) -> Value {
@@ -476,7 +476,7 @@ fn unwatched_mounts_find_changes_by_walking() {
 
 #[test]
 fn stats_file_is_json_and_counts_reads_and_errors() {
-    // A store with one corrupt chunk (see tests/mount.rs for its layout).
+    // A store with one corrupt chunk (see tests/it/mount.rs for its layout).
     let src = tempfile::tempdir().unwrap();
     let store = src.path().join("compressors.zarr");
     copy_tree(&fixtures().join("v2/compressors.zarr"), &store);

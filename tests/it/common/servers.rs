@@ -1,8 +1,8 @@
 //! The servers the remote tests start on loopback: moto (S3), the
 //! HTTP server that honours `Range` (tests/servers/range_http.py) and the
 //! fault-injecting proxy (tests/servers/fault_proxy.py). One copy for
-//! every test binary that needs them (tests/remote.rs,
-//! tests/remote_faults.rs). Each is killed when dropped.
+//! every test binary that needs them (tests/it/remote.rs,
+//! tests/it/remote_faults.rs). Each is killed when dropped.
 //!
 //! Nothing leaves the machine: every server listens on 127.0.0.1.
 

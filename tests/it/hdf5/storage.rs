@@ -115,7 +115,7 @@ out = pathlib.Path(sys.argv[1])
 res = []
 def visit(h, i, group, prefix, above):
     # By hand rather than visititems_links: HDF5's visit fails the whole
-    # walk on an object it refuses to open (tests/hdf5/headers.rs). Every
+    # walk on an object it refuses to open (tests/it/hdf5/headers.rs). Every
     # hard-link path is a name, as in slabfs; a link back to a group
     # above is a loop, not followed.
     for key in group.keys():

@@ -1,7 +1,7 @@
 //! Operations, for real: `--daemon`, the `mount.slabfs` helper (directly
 //! and through mount(8)), systemd's readiness protocol, ownership options
 //! and `--read-ahead-kb`. Every test really mounts FUSE, like
-//! tests/mount.rs (whose SIGTERM and stale-mount tests are not repeated
+//! tests/it/mount.rs (whose SIGTERM and stale-mount tests are not repeated
 //! here), on a unique temporary mount point, and a drop guard detaches the
 //! mount and ends the daemons it started even when a test fails.
 //!

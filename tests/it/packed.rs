@@ -10,7 +10,7 @@
 //! line up with rows. Damaged archives must fail only the reads that
 //! touch the damage.
 
-mod common;
+use crate::common;
 use common::mount::Mount;
 use common::{check_ranges, python};
 
@@ -126,7 +126,7 @@ fn archives_read_as_netcdf4_python_reads_the_original() {
                 );
                 let a = ds.get(name).unwrap_or_else(|| panic!("{what}: missing"));
                 // The same facts as the original (checked against
-                // netCDF4-python by tests/netcdf3.rs), but its own source.
+                // netCDF4-python by tests/it/netcdf3.rs), but its own source.
                 let c = classic.array(name).unwrap();
                 let (m, cm) = (a.array.meta(), c.meta());
                 assert_eq!(

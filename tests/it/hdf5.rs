@@ -8,24 +8,15 @@
 //! flipped bytes, chunks past the end), which must give errors naming the
 //! file and never panic.
 
-#[path = "hdf5/attrs.rs"]
 mod attrs;
-#[path = "hdf5/codec.rs"]
 mod codec;
-mod common;
-#[path = "hdf5/datatype_versions.rs"]
+use crate::common;
 mod datatype_versions;
-#[path = "hdf5/floats.rs"]
 mod floats;
-#[path = "hdf5/headers.rs"]
 mod headers;
-#[path = "hdf5/storage.rs"]
 mod storage;
-#[path = "hdf5/types.rs"]
 mod types;
-#[path = "hdf5/vds.rs"]
 mod vds;
-#[path = "hdf5/vdsfix.rs"]
 mod vdsfix;
 use common::check_ranges;
 use common::mount::Mount;

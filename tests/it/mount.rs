@@ -9,7 +9,7 @@
 //! stale mount behind; mount points are unique temporary directories, so
 //! the tests run in parallel with each other and the rest of `cargo test`.
 
-mod common;
+use crate::common;
 use common::Lcg;
 use common::mount::{Mount, TIMEOUT, copy_tree, is_mount_point};
 use std::collections::{BTreeMap, BTreeSet};
@@ -161,7 +161,7 @@ fn layout_matches_ls_with_sidecars_modes_and_sizes() {
     let mut want: BTreeSet<String> = listed.keys().cloned().collect();
     want.extend(listed.keys().map(|p| format!("{p}.json")));
     // Each directory with attributes holds its sidecar `.json`
-    // (tests/attributes.rs checks their content).
+    // (tests/it/attributes.rs checks their content).
     let ds = slabfs::formats::dataset::open(
         &fixtures(),
         std::sync::Arc::new(slabfs::engine::cache::ChunkCache::new(1 << 20)),
@@ -169,7 +169,7 @@ fn layout_matches_ls_with_sidecars_modes_and_sizes() {
     .unwrap();
     assert!(!ds.directories.is_empty());
     want.extend(ds.directories.keys().map(|d| format!("{d}/.json")));
-    // The mount's own control file (tests/mount_live.rs checks it).
+    // The mount's own control file (tests/it/mount_live.rs checks it).
     want.insert(".slabfs/stats".into());
     assert_eq!(files, want.iter().map(String::as_str).collect());
 

@@ -14,7 +14,7 @@
 //! references with the secret's directory allowed) show that a leak would
 //! be seen. Name, escaping and permission tests mount for real.
 
-mod common;
+use crate::common;
 use common::mount::Mount;
 use std::collections::BTreeSet;
 use std::ffi::CString;
@@ -1381,7 +1381,7 @@ fn needs_root() -> bool {
 /// another user gets EACCES for the mount point and everything in it
 /// (while the directory holding the mount point is open to them).
 /// Nodes are owned by the mounting user, files 0444, directories 0555
-/// (tests/mount.rs and tests/ops.rs check the modes and `--uid`/`--gid`
+/// (tests/it/mount.rs and tests/it/ops.rs check the modes and `--uid`/`--gid`
 /// in more detail).
 #[test]
 fn other_users_cannot_use_a_mount_without_allow_other() {

@@ -668,7 +668,7 @@ fn no_circle_of_imports_inside_a_folder() {
     let found = circles(&source_files());
     assert!(
         found.is_empty(),
-        "{} circles of imports inside folders (see circles() in tests/layers.rs for what counts):\n{}",
+        "{} circles of imports inside folders (see circles() in tests/it/layers.rs for what counts):\n{}",
         found.len(),
         found.join("\n")
     );
@@ -764,7 +764,9 @@ fn the_checker_sees_circles() {
 /// relative to the crate root) holding `text`.
 fn violations(file: &str, text: &str) -> Vec<String> {
     let Some((own, rank)) = layer_of(file) else {
-        return vec![format!("{file}: in no layer (add it to tests/layers.rs)")];
+        return vec![format!(
+            "{file}: in no layer (add it to tests/it/layers.rs)"
+        )];
     };
     let own_format = file
         .strip_prefix("src/formats/")

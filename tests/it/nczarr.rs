@@ -5,7 +5,7 @@
 //! 0-d files, netcdf-c's bookkeeping attributes hidden, and a missing chunk
 //! read as netcdf-c reads it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

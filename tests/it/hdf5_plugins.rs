@@ -11,7 +11,7 @@
 //! Where a test needs a filter without a built-in codec it uses SZ3
 //! (32024), the least likely to get one.
 
-mod common;
+use crate::common;
 use common::check_ranges;
 use common::mount::Mount;
 use std::os::unix::fs::FileExt;

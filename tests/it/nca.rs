@@ -8,7 +8,7 @@
 //! problem, never panic; confinement, missing fragments and nesting
 //! limits are checked on descriptors written into temporary directories.
 
-mod common;
+use crate::common;
 use common::Lcg;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1207,7 +1207,7 @@ fn fragments_are_found_by_the_names_netcdf_c_reads() {
 
 // ------------------------------------------------------------ netCDF-4
 
-/// A netCDF-4 fragment whose reads fail after the load (tests/faults.rs
+/// A netCDF-4 fragment whose reads fail after the load (tests/it/faults.rs
 /// style, through `FaultyFiles`): the reads touching it fail with EIO
 /// naming the fragment file, the other partitions read, a failed read is
 /// not cached (repeating it goes back to the file), and once the fault is

@@ -67,7 +67,7 @@
 //! "The soak test"), e.g. `SLABFS_SOAK_SECS=600`. The whole test takes
 //! about 6 s more.
 
-mod common;
+use crate::common;
 use common::Lcg;
 use common::mount::{Mount, copy_tree};
 

