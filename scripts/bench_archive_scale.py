@@ -28,7 +28,13 @@ byte layout with NumPy so 100,000 files take seconds. Then, for each
      window; nothing touches the mount meanwhile;
   4. memory: VmRSS and VmHWM from /proc/PID/status, and the daemon's own
      `.slabfs/stats` refresh counters;
-  5. `fusermount3 -u MNT`, and the daemon must exit 0.
+  5. issue 26's figures, taken on the fresh mount before the walk of 2.:
+     ready (the mount point answers), `ls -l` of one random dataset's
+     directory, the first read of another random file, `find MNT -type f
+     | wc -l`; after the idle window: RSS after reading 1,000 random
+     files whole, and a file added to the source (written aside, renamed
+     in): seconds until the mount shows it and the daemon's CPU meanwhile;
+  6. `fusermount3 -u MNT`, and the daemon must exit 0.
 
 --kind zarr makes N single-array Zarr v2 stores instead (a directory with
 `.zarray` and one chunk file each): they hold no descriptor open, so they
@@ -166,9 +172,43 @@ def run_one(binary: str, data: str, mnt: str, n: int, args: argparse.Namespace) 
         stderr=log,
         preexec_fn=limits,
     )
+    rng = np.random.default_rng(26)
+
+    def dataset(i: int) -> str:
+        name = f"f{i:06d}.nc" if args.kind == "netcdf" else f"s{i:06d}.zarr"
+        return os.path.join(mnt, f"d{i // PER_DIR:03d}", name)
+
+    def array(i: int) -> str:
+        # A netCDF file's variable `v`; a single-array Zarr store is a file.
+        return os.path.join(dataset(i), "v") if args.kind == "netcdf" else dataset(i)
+
     try:
         got = 0
         deadline = t0 + args.timeout
+        # Issue 26's figures, each on a mount nothing has walked yet: ready
+        # (the mount point answers), `ls -l` of one dataset's directory, the
+        # first read of another random file, then `find | wc -l`.
+        while not os.path.ismount(mnt):
+            if p.poll() is not None:
+                raise RuntimeError(f"{binary} exited with {p.returncode}; see {log.name}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not mounted after {args.timeout} s")
+            time.sleep(0.01)
+        ready_s = time.monotonic() - t0
+        a, b = (int(x) for x in rng.integers(0, n, 2))
+        t = time.monotonic()
+        ls = subprocess.run(["ls", "-l", dataset(a) if args.kind == "netcdf" else os.path.dirname(dataset(a))],
+                            capture_output=True, check=True)
+        ls_ms = (time.monotonic() - t) * 1000
+        t = time.monotonic()
+        with open(array(b), "rb") as f:
+            f.read()
+        first_read_ms = (time.monotonic() - t) * 1000
+        t = time.monotonic()
+        find = subprocess.run(f"find {mnt} -type f | wc -l", shell=True, capture_output=True,
+                              text=True, check=True)
+        find_s = time.monotonic() - t
+        find_files = int(find.stdout.strip())
         while time.monotonic() < deadline:
             if p.poll() is not None:
                 raise RuntimeError(f"{binary} exited with {p.returncode}; see {log.name}")
@@ -198,7 +238,47 @@ def run_one(binary: str, data: str, mnt: str, n: int, args: argparse.Namespace) 
         c1, w1 = cpu_ticks(p.pid), time.monotonic()
         st = status(p.pid)
         stats = {"refresh": refresh()}
+        # Memory after reading 1,000 random files whole.
+        for i in rng.integers(0, n, 1000):
+            with open(array(int(i)), "rb") as f:
+                f.read()
+        rss_after_reads = status(p.pid)["VmRSS"]
+        # A file added: how long until the mount shows it, and the daemon's
+        # CPU meanwhile (its clock ticks: 10 ms granularity).
+        added = os.path.join(data, "d000", f"added-{time.monotonic_ns()}")
+        added_file = added + (".nc" if args.kind == "netcdf" else ".zarr")
+        c2, t = cpu_ticks(p.pid), time.monotonic()
+        if args.kind == "netcdf":
+            with open(added_file + ".tmp", "wb") as f:
+                f.write(netcdf3_bytes(np.arange(NELEMS, dtype="<f4")))
+            os.rename(added_file + ".tmp", added_file)
+            shown = os.path.join(mnt, "d000", os.path.basename(added_file), "v")
+        else:
+            os.mkdir(added_file + ".tmp")
+            with open(os.path.join(added_file + ".tmp", ".zarray"), "w") as f:
+                f.write(ZARRAY)
+            os.rename(added_file + ".tmp", added_file)
+            shown = os.path.join(mnt, "d000", os.path.basename(added_file))
+        add_deadline = time.monotonic() + 60
+        while not os.path.exists(shown) and time.monotonic() < add_deadline:
+            time.sleep(0.02)
+        add_s = time.monotonic() - t
+        add_cpu_ms = (cpu_ticks(p.pid) - c2) * 1000 / hz
+        visible = os.path.exists(shown)
+        if os.path.isdir(added_file):
+            import shutil
+            shutil.rmtree(added_file)
+        else:
+            os.remove(added_file)
         return {
+            "ready_s": round(ready_s, 3),
+            "ls_l_one_dataset_ms": round(ls_ms, 1),
+            "first_read_ms": round(first_read_ms, 1),
+            "find_s": round(find_s, 2),
+            "find_files": find_files,
+            "rss_after_1000_reads_mib": round(rss_after_reads / 1024, 1),
+            "added_visible_s": round(add_s, 2) if visible else None,
+            "added_cpu_ms": add_cpu_ms,
             "files": n,
             "kind": args.kind,
             "binary": binary,
@@ -271,6 +351,18 @@ def main() -> None:
             f"| {r['files']:,} | {r['label']} | {r['mount_s']} | {r['first_pass_s']} "
             f"| {r['idle_cpu_pct']} | {r['idle_passes']} | {r['rss_mib']} | {r['hwm_mib']} "
             f"| {'no' if not watching else watching} |"
+        )
+    print("\nIssue 26's figures (targets: ready < 1 s, `ls -l` < 50 ms, first read < 20 ms, "
+          "RSS after 1,000 reads < 100 MiB, an added file shown < 2 s for < 10 ms of CPU):\n")
+    print("| datasets | binary | ready (s) | `ls -l` of one dataset (ms) | first read (ms) "
+          "| `find -type f \\| wc -l` (s, files) | RSS after 1,000 random reads (MiB) "
+          "| added file shown (s) | its CPU (ms) |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in results:
+        print(
+            f"| {r['files']:,} | {r['label']} | {r['ready_s']} | {r['ls_l_one_dataset_ms']} "
+            f"| {r['first_read_ms']} | {r['find_s']} ({r['find_files']:,}) "
+            f"| {r['rss_after_1000_reads_mib']} | {r['added_visible_s']} | {r['added_cpu_ms']:.0f} |"
         )
 
 
