@@ -51,6 +51,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -266,7 +267,6 @@ def run_one(binary: str, data: str, mnt: str, n: int, args: argparse.Namespace) 
         add_cpu_ms = (cpu_ticks(p.pid) - c2) * 1000 / hz
         visible = os.path.exists(shown)
         if os.path.isdir(added_file):
-            import shutil
             shutil.rmtree(added_file)
         else:
             os.remove(added_file)

@@ -8,8 +8,9 @@
 //! there are cores: `RUST_TEST_THREADS` in .cargo/config.toml.
 //!
 //! Process-wide state is set up here, before `main`, while the process
-//! has one thread ([`test_environment`]); tests that change something
-//! process-wide (a logger, the panic hook) say so in their module.
+//! has one thread ([`test_environment`]). The one test that sets
+//! something process-wide, the logger of `signals::panics`, only adds
+//! lines the others' assertions never read.
 
 mod common;
 

@@ -76,31 +76,22 @@ fn alone() -> RwLockWriteGuard<'static, ()> {
     common::alone()
 }
 
-/// The S3 server of these tests (tests/it/common/servers.rs): s3s-fs, in
+/// The S3 server of these tests (tests/it/common/s3s.rs): s3s-fs, in
 /// this process; moto for what only it plays.
 use common::s3s::S3s as S3;
 use common::servers::{Http, Moto, S3Server, free_port, wait_port};
 
 /// What these tests upload to either server.
 trait Upload: S3Server {
-    /// Create the bucket and upload the fixtures: `zarr/v2/...` and
-    /// `zarr/v3/...` when `zarr`, and `nc3/*.nc`.
-    fn upload_fixtures(&self, zarr: bool) {
-        if zarr {
-            self.upload(&[
-                ("zarr/v2", "zarr/v2"),
-                ("zarr/v3", "zarr/v3"),
-                ("netcdf3/data", "nc3"),
-            ]);
-        } else {
-            self.upload(&[("netcdf3/data", "nc3")]);
-        }
+    /// Create the bucket and upload the netCDF-3 fixtures to `nc3/`: for
+    /// the tests that change what the bucket holds.
+    fn upload_fixtures(&self) {
+        self.upload(&[("netcdf3/data", "nc3")]);
     }
 
     /// Create the bucket and upload each fixture directory `(from, to)`
     /// (under tests/fixtures) to the prefix `to`.
     fn upload(&self, parts: &[(&str, &str)]) {
-        self.create_bucket(BUCKET);
         for (from, to) in parts {
             self.upload_dir(BUCKET, &fixtures().join(from), to);
         }
@@ -110,8 +101,8 @@ trait Upload: S3Server {
 impl<T: S3Server> Upload for T {}
 
 /// A server holding the whole fixture tree in [`BUCKET`], uploaded once
-/// for the tests that only read it: `zarr/v2`, `zarr/v3`, `nc3` (as
-/// [`Upload::upload_fixtures`] puts them) and the rest of the tree.
+/// for the tests that only read it: `nc3` (as [`Upload::upload_fixtures`]
+/// puts it), `zarr/v2`, `zarr/v3` and the rest of the tree.
 fn fixture_server() -> &'static S3 {
     static SERVER: std::sync::OnceLock<S3> = std::sync::OnceLock::new();
     SERVER.get_or_init(|| {
@@ -710,7 +701,7 @@ fn throttling_slows_the_whole_process_down() {
 fn a_body_cut_by_its_connection_counts_as_a_reset() {
     let _g = serial();
     let s3 = S3::start();
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     // The first answer longer than 1,500 bytes (classic_types.nc is
     // 2,740) is cut there: the proxy closes the connection 50 ms later,
     // far within --stall-timeout.
@@ -796,7 +787,7 @@ fn an_object_replaced_between_ranges_is_an_error_never_mixed() {
 fn urls_are_confined_to_the_source_and_allow_outside() {
     let _g = serial();
     let s3 = S3::start();
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     s3.boto(&format!(
         "s3.put_object(Bucket='{BUCKET}', Key='zarr/v2/basic.zarr/.zgroup', \\
          Body=open({:?}, 'rb').read())",
@@ -854,7 +845,7 @@ fn urls_are_confined_to_the_source_and_allow_outside() {
 fn mount_a_bucket_survives_the_server_going_away() {
     let _g = serial();
     let s3 = S3::start();
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     let endpoint = s3.endpoint();
     let url = format!("s3://{BUCKET}/nc3");
     let mut m = common::mount::Mount::start(
@@ -925,7 +916,7 @@ fn mount_a_bucket_survives_the_server_going_away() {
     // Back (moto keeps nothing: upload again): the next read works,
     // nothing of the failure was cached.
     let s3 = S3::start_on(port);
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     let (_, expected) = cases.iter().find(|(p, _)| p == victim).unwrap();
     let got = read_direct(&m.path(victim)).unwrap();
     assert!(got == *expected, "{victim}: after the restart");
@@ -1067,7 +1058,7 @@ fn sigterm_unmounts_promptly_while_a_read_waits_on_a_hung_server() {
     let _g = serial();
     // A server in a process of its own, to stop.
     let s3 = Moto::start();
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     let endpoint = s3.endpoint();
     let mut m = common::mount::Mount::start(
         Path::new(&format!("s3://{BUCKET}/nc3")),
@@ -1115,7 +1106,7 @@ fn sigterm_unmounts_promptly_while_a_read_waits_on_a_hung_server() {
 fn refresh_follows_a_bucket() {
     let _g = serial();
     let s3 = S3::start();
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     let endpoint = s3.endpoint();
     let m = common::mount::Mount::start(
         Path::new(&format!("s3://{BUCKET}/nc3")),
@@ -1286,7 +1277,7 @@ fn fs_config() -> slabfs::fs::FsConfig {
 fn a_partial_failure_keeps_the_arrays_of_objects_that_still_exist() {
     let _g = serial();
     let s3 = S3::start();
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     configure(Some(s3.endpoint()));
     let url = format!("s3://{BUCKET}/nc3");
     let ds = open(&url);
@@ -1500,7 +1491,7 @@ fn an_idle_refresh_costs_one_list_per_pass() {
     // deadlines of a minute.
     let _g = serial();
     let s3 = S3::start();
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     let endpoint = s3.endpoint();
     let m = common::mount::Mount::start(
         Path::new(&format!("s3://{BUCKET}/nc3")),
@@ -3280,7 +3271,7 @@ fn a_stalled_listing_is_retried() {
     // which a starved CPU overruns.
     let _g = alone();
     let s3 = S3::start();
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     // The first answer longer than 1,000 bytes (the listing of nc3/, a
     // few KB of XML) stops there for 8 s.
     let proxy = StallProxy::start(s3.port, 1, 1_000, Duration::from_secs(8));
@@ -3319,7 +3310,7 @@ fn an_answer_that_never_starts_is_retried() {
     // which a starved CPU overruns.
     let _g = alone();
     let s3 = S3::start();
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     // The first answer stops before its first byte, for 8 s.
     let proxy = StallProxy::start(s3.port, 1, 0, Duration::from_secs(8));
     let started = Instant::now();
@@ -3393,7 +3384,7 @@ fn a_stalled_read_does_not_hold_up_other_requests() {
     // which a starved CPU overruns.
     let _g = alone();
     let s3 = S3::start();
-    s3.upload_fixtures(false);
+    s3.upload_fixtures();
     let dir = tempfile::tempdir().unwrap();
     let (nc, expected) = big_netcdf3(dir.path());
     s3.boto(&format!(

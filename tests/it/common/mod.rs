@@ -35,7 +35,7 @@ impl Lcg {
 /// The Python with the project's pinned packages (NumPy, zarr-python,
 /// netCDF4...) that tests use to compute expected values: `SLABFS_PYTHON`
 /// if set, else the project venv, which is created on first use with
-/// `scripts/venv.sh` (under a lock, as test binaries run in parallel), so
+/// `scripts/venv.sh` (under a lock, as tests run in parallel), so
 /// a plain `cargo test` works on a fresh clone.
 #[allow(dead_code)]
 pub fn python() -> std::path::PathBuf {
@@ -138,9 +138,9 @@ pub fn child_only() {
 }
 
 /// Taken by the tests whose timing bounds (a second or two: stalls,
-/// refresh passes) a starved CPU would overrun ([`alone`]) and, shared, by
-/// the tests that must not run beside those ([`side_by_side`]): the remote
-/// tests, and the ones that keep both cores busy for seconds.
+/// hedges) a starved CPU would overrun ([`alone`]) and, shared, by the
+/// tests that must not run beside those ([`side_by_side`]): the remote
+/// tests, which keep the cores busy (servers, decoding).
 static TIMING: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 /// Run with no [`side_by_side`] test.

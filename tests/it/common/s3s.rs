@@ -142,15 +142,14 @@ struct AsS3 {
 }
 
 impl AsS3 {
-    /// A key that names a directory of objects, not an object.
-    fn is_prefix(&self, bucket: &str, key: &str) -> bool {
-        key.is_empty() || key.ends_with('/') || self.root.join(bucket).join(key).is_dir()
+    /// What the file system holds at `bucket`/`key`.
+    fn stat(&self, bucket: &str, key: &str) -> Option<std::fs::Metadata> {
+        std::fs::metadata(self.root.join(bucket).join(key)).ok()
     }
 
-    fn size(&self, bucket: &str, key: &str) -> Option<u64> {
-        std::fs::metadata(self.root.join(bucket).join(key))
-            .ok()
-            .map(|m| m.len())
+    /// A key that names a directory of objects, not an object.
+    fn is_prefix(&self, bucket: &str, key: &str) -> bool {
+        key.is_empty() || key.ends_with('/') || self.stat(bucket, key).is_some_and(|m| m.is_dir())
     }
 }
 
@@ -190,59 +189,61 @@ macro_rules! as_s3 {
 }
 
 as_s3! {
-        create_bucket(CreateBucketInput) -> CreateBucketOutput;
-        copy_object(CopyObjectInput) -> CopyObjectOutput;
-        delete_bucket(DeleteBucketInput) -> DeleteBucketOutput;
-        delete_object(DeleteObjectInput) -> DeleteObjectOutput;
-        delete_objects(DeleteObjectsInput) -> DeleteObjectsOutput;
-        get_bucket_location(GetBucketLocationInput) -> GetBucketLocationOutput;
-        head_bucket(HeadBucketInput) -> HeadBucketOutput;
-        list_buckets(ListBucketsInput) -> ListBucketsOutput;
-        list_objects(ListObjectsInput) -> ListObjectsOutput;
-        list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output;
-        put_object(PutObjectInput) -> PutObjectOutput;
-        create_multipart_upload(CreateMultipartUploadInput) -> CreateMultipartUploadOutput;
-        upload_part(UploadPartInput) -> UploadPartOutput;
-        complete_multipart_upload(CompleteMultipartUploadInput) -> CompleteMultipartUploadOutput;
-        abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
-{
-
-    async fn head_object(
-        &self,
-        req: S3Request<HeadObjectInput>,
-    ) -> S3Result<S3Response<HeadObjectOutput>> {
-        if self.is_prefix(&req.input.bucket, &req.input.key) {
-            return Err(s3_error!(NoSuchKey));
-        }
-        let (if_match, if_none_match) = (req.input.if_match.clone(), req.input.if_none_match.clone());
-        let out = self.inner.head_object(req).await?;
-        preconditions(out.output.e_tag.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
-        Ok(out)
-    }
-
-    async fn get_object(
-        &self,
-        mut req: S3Request<GetObjectInput>,
-    ) -> S3Result<S3Response<GetObjectOutput>> {
-        let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
-        if self.is_prefix(&bucket, &key) {
-            return Err(s3_error!(NoSuchKey));
-        }
-        if let (Some(Range::Suffix { length }), Some(size)) = (req.input.range, self.size(&bucket, &key))
-            && length > size
-        {
-            if size == 0 {
-                return Err(s3_error!(InvalidRange));
+    create_bucket(CreateBucketInput) -> CreateBucketOutput;
+    copy_object(CopyObjectInput) -> CopyObjectOutput;
+    delete_bucket(DeleteBucketInput) -> DeleteBucketOutput;
+    delete_object(DeleteObjectInput) -> DeleteObjectOutput;
+    delete_objects(DeleteObjectsInput) -> DeleteObjectsOutput;
+    get_bucket_location(GetBucketLocationInput) -> GetBucketLocationOutput;
+    head_bucket(HeadBucketInput) -> HeadBucketOutput;
+    list_buckets(ListBucketsInput) -> ListBucketsOutput;
+    list_objects(ListObjectsInput) -> ListObjectsOutput;
+    list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output;
+    put_object(PutObjectInput) -> PutObjectOutput;
+    create_multipart_upload(CreateMultipartUploadInput) -> CreateMultipartUploadOutput;
+    upload_part(UploadPartInput) -> UploadPartOutput;
+    complete_multipart_upload(CompleteMultipartUploadInput) -> CompleteMultipartUploadOutput;
+    abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
+    {
+        async fn head_object(
+            &self,
+            req: S3Request<HeadObjectInput>,
+        ) -> S3Result<S3Response<HeadObjectOutput>> {
+            if self.is_prefix(&req.input.bucket, &req.input.key) {
+                return Err(s3_error!(NoSuchKey));
             }
-            req.input.range = Some(Range::Int {
-                first: 0,
-                last: None,
-            });
+            let (if_match, if_none_match) = (req.input.if_match.clone(), req.input.if_none_match.clone());
+            let out = self.inner.head_object(req).await?;
+            preconditions(out.output.e_tag.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
+            Ok(out)
         }
-        let (if_match, if_none_match) = (req.input.if_match.clone(), req.input.if_none_match.clone());
-        let out = self.inner.get_object(req).await?;
-        preconditions(out.output.e_tag.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
-        Ok(out)
+
+        async fn get_object(
+            &self,
+            mut req: S3Request<GetObjectInput>,
+        ) -> S3Result<S3Response<GetObjectOutput>> {
+            let (bucket, key) = (req.input.bucket.clone(), req.input.key.clone());
+            if self.is_prefix(&bucket, &key) {
+                return Err(s3_error!(NoSuchKey));
+            }
+            if let (Some(Range::Suffix { length }), Some(size)) = (
+                req.input.range,
+                self.stat(&bucket, &key).map(|m| m.len()),
+            )
+                && length > size
+            {
+                if size == 0 {
+                    return Err(s3_error!(InvalidRange));
+                }
+                req.input.range = Some(Range::Int {
+                    first: 0,
+                    last: None,
+                });
+            }
+            let (if_match, if_none_match) = (req.input.if_match.clone(), req.input.if_none_match.clone());
+            let out = self.inner.get_object(req).await?;
+            preconditions(out.output.e_tag.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
+            Ok(out)
+        }
     }
-}
 }

@@ -1,8 +1,9 @@
-//! The servers the remote tests start on loopback: moto (S3), the
-//! HTTP server that honours `Range` (tests/servers/range_http.py) and the
-//! fault-injecting proxy (tests/servers/fault_proxy.py). One copy for
-//! every test binary that needs them (tests/it/remote.rs,
-//! tests/it/remote_faults.rs). Each is killed when dropped.
+//! The servers the remote tests (tests/it/remote.rs,
+//! tests/it/remote_faults.rs) start on loopback: moto (S3), the HTTP
+//! server that honours `Range` (tests/servers/range_http.py) and the
+//! fault-injecting proxy (tests/servers/fault_proxy.py), each killed when
+//! dropped; and [`S3Server`], what the tests do with moto or s3s-fs
+//! (tests/it/common/s3s.rs).
 //!
 //! Nothing leaves the machine: every server listens on 127.0.0.1.
 
