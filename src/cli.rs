@@ -183,6 +183,13 @@ pub struct MountArgs {
     /// [default: half of /proc/sys/fs/inotify/max_user_watches].
     #[arg(long, value_name = "N", help_heading = "Reading")]
     pub max_watches: Option<usize>,
+    /// Keep at most N datasets of a directory SOURCE open (parsed headers,
+    /// sidecars); the least recently used is closed and opened again on
+    /// its next use, with the same inode numbers.
+    #[arg(long, value_name = "N", default_value_t = slabfs::fs::DEFAULT_MAX_OPEN,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..),
+          help_heading = "Reading")]
+    pub max_open_datasets: usize,
     /// Files shown for each array, a comma-separated list of: raw (NAME,
     /// the flat file), json (NAME.json sidecar), npy (NAME.npy: NumPy
     /// header + data), hdr (NAME.hdr: ENVI header for NAME).
@@ -283,6 +290,7 @@ impl MountArgs {
             watch: self.watch == WatchMode::Inotify,
             rescan: (self.rescan > 0).then(|| Duration::from_secs(self.rescan)),
             max_watches: self.max_watches,
+            max_open_datasets: self.max_open_datasets,
             read_ahead_kb: self.read_ahead_kb,
             allow_outside: self.common.allow_outside.clone(),
             remote: slabfs::storage::remote::Remote::new(self.common.remote.config()),

@@ -33,7 +33,7 @@
 //! functions: `cache_size=SIZE`, `byte_order=native|little|big`,
 //! `views=raw+json+npy+hdr` (`+` separates views, since commas separate
 //! options), `refresh=SECONDS`, `watch=inotify|walk`, `rescan=SECONDS`,
-//! `max_watches=N`, `uid=N`, `gid=N`, `threads=N`,
+//! `max_watches=N`, `max_open_datasets=N`, `uid=N`, `gid=N`, `threads=N`,
 //! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`,
 //! for URL sources `endpoint_url=URL`, `no_sign_request`, `max_requests=N`,
 //! `request_timeout=SECONDS`, `stall_timeout=SECONDS`, `retries=N`, `hdf5_plugins`,
@@ -216,7 +216,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                         return Err(format!(
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
                              cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
-                             max_watches=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, \
+                             max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, \
                              endpoint_url=, no_sign_request, max_requests=, request_timeout=, stall_timeout=, \
                              retries=, hdf5_plugins, hdf5_plugin_path=, log_level=, log_file=; \
                              -s ignores unknown ones)"
@@ -291,6 +291,13 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
         }
         "rescan" => a.rescan = number(need()?)?,
         "max_watches" => a.max_watches = Some(number(need()?)?),
+        "max_open_datasets" => {
+            let n: usize = number(need()?)?;
+            if n == 0 {
+                return Err(bad("at least 1".into()));
+            }
+            a.max_open_datasets = n;
+        }
         "uid" => a.uid = Some(number(need()?)?),
         "gid" => a.gid = Some(number(need()?)?),
         "threads" => {

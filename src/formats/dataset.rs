@@ -78,6 +78,7 @@ use crate::storage::location::{Location, url_of};
 use crate::storage::scope::WithUrls;
 use crate::storage::{Files, Network};
 
+pub mod archive;
 mod remote;
 
 pub use remote::ZARR_KEYS;
@@ -143,7 +144,7 @@ fn join(prefix: &str, rel: &str) -> String {
 }
 
 /// Directories deeper than this are not searched (symlink loops).
-const MAX_DEPTH: usize = 32;
+pub const MAX_DEPTH: usize = 32;
 
 /// Open `source` (a Zarr store, a netCDF-3 file, an NCA descriptor or a
 /// directory of datasets).

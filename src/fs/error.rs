@@ -47,6 +47,21 @@ pub enum FsError {
         #[source]
         source: Box<LibError>,
     },
+    /// The dataset at `path` (a mount path) of an archive could not be
+    /// opened: everything inside it fails until it opens.
+    #[error("/{path}: the dataset could not be opened: {source}")]
+    Dataset {
+        path: String,
+        #[source]
+        source: Box<LibError>,
+    },
+    /// A directory of the archive could not be listed.
+    #[error("/{path}: the directory could not be listed: {source}")]
+    List {
+        path: String,
+        #[source]
+        source: Box<LibError>,
+    },
 }
 
 pub type FsResult<T> = Result<T, FsError>;
@@ -76,6 +91,9 @@ impl FsError {
             // EIO for anything that means "these bytes cannot be
             // delivered", ENOENT for a vanished array: [`ToErrno`].
             FsError::Read { source, .. } => source.errno(),
+            // The dataset or directory is there; what it holds cannot be
+            // shown (ENOENT would say it is gone).
+            FsError::Dataset { .. } | FsError::List { .. } => libc::EIO,
         }
     }
 
@@ -93,6 +111,9 @@ impl FsError {
             | FsError::XattrRange { .. } => log::Level::Debug,
             FsError::NoInode(_) => log::Level::Warn,
             FsError::Read { .. } => log::Level::Error,
+            // The open already warned, naming the file (once an hour).
+            FsError::Dataset { .. } => log::Level::Debug,
+            FsError::List { .. } => log::Level::Warn,
         }
     }
 }

@@ -240,16 +240,35 @@ impl Filesystem for FuseFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        // Let the kernel cache the listing; a refresh that changes it
-        // invalidates the directory's inode.
+        // A dataset's listing may be cached (a refresh that changes it
+        // invalidates the directory's inode); an archive's directory is
+        // listed again each time (files come and go without a word).
         let what = || self.core.path(ino.0);
         match call("opendir", &what, || self.core.opendir(ino.0)) {
-            Ok(()) => reply.opened(
-                FileHandle(0),
+            Ok(o) if o.cache => reply.opened(
+                FileHandle(o.fh),
                 FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
             ),
+            Ok(o) => reply.opened(FileHandle(o.fh), FopenFlags::empty()),
             Err(errno) => reply.error(errno),
         }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        let what = || self.core.path(ino.0);
+        let _ = contain_panic("releasedir", &what, || self.core.releasedir(fh.0));
+        reply.ok()
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _ = contain_panic("forget", &String::new, || self.core.forget(ino.0, nlookup));
     }
 
     fn read(
@@ -289,13 +308,13 @@ impl Filesystem for FuseFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
         let what = || format!("{} offset {offset}", self.core.path(ino.0));
         let listed = call("readdir", &what, || {
-            self.core.readdir(ino.0, offset, &mut DirReply(&mut reply))
+            self.core.readdir(ino.0, fh.0, offset, &mut DirReply(&mut reply))
         });
         match listed {
             Ok(()) => reply.ok(),

@@ -93,17 +93,20 @@
 //! [`FsError::Read`], carrying the path, offset, size and the library error
 //! (which names the chunk file).
 
+mod datasets;
 pub mod error;
 pub mod fuse;
+pub mod inodes;
 pub mod mount;
 pub mod refresh;
 pub mod sidecar;
 pub mod stats;
+mod tree;
 pub mod views;
 pub mod waiting;
 pub mod watch;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -112,11 +115,16 @@ use std::time::{Instant, SystemTime};
 use parking_lot::{Mutex, RwLock};
 
 use crate::dtype::Endian;
-use crate::engine::array::{ArraySource, ChangeStamp};
+use crate::engine::array::ArraySource;
 use crate::engine::cache::{ChunkCache, SharedBytes};
 use crate::engine::read::{cached_at, read_at, read_shared_at};
 use crate::engine::readahead::{DEFAULT_MAX_WINDOW, Readahead};
-use crate::formats::dataset::{Dataset, Directory, Entry};
+use crate::formats::dataset::archive::{Archive, Found};
+use crate::formats::dataset::{Dataset, Entry};
+pub use datasets::DEFAULT_MAX_OPEN;
+use datasets::Datasets;
+use inodes::Inodes;
+use tree::{Content, Node, Tree, Xattrs, child_path, name_of, parent_of};
 
 pub use error::{FsError, FsResult};
 pub use stats::Stats;
@@ -173,7 +181,7 @@ pub struct FsConfig {
     pub track_changes: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Kind {
     Directory,
     File,
@@ -215,6 +223,14 @@ pub struct Opened {
     pub direct_io: bool,
 }
 
+/// How a directory was opened: the handle the kernel passes back on
+/// `readdir`, and whether it may cache the listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenedDir {
+    pub fh: u64,
+    pub cache: bool,
+}
+
 /// Where `readdir` puts entries: the FUSE reply buffer in the adapter, a
 /// `Vec` in tests. `add` returns true when the buffer is full (the entry
 /// was not added).
@@ -230,492 +246,54 @@ pub enum XattrReply {
     Data(Vec<u8>),
 }
 
-type Xattrs = Arc<[(&'static str, Vec<u8>)]>;
-
-/// An array in the tree, with everything derived from its metadata
-/// (computed once, when the array is opened) and its change stamp.
-#[derive(Clone)]
-struct Tracked {
-    array: Arc<dyn ArraySource>,
-    stamp: ChangeStamp,
-    xattrs: Xattrs,
-    sidecar: Option<Arc<[u8]>>,
-    npy: Option<Arc<[u8]>>,
-    hdr: Option<Arc<[u8]>>,
+/// What an inode number stands for, resolved for one request.
+enum Place {
+    /// A node of a dataset's tree (the whole mount's, for a mount of one
+    /// dataset).
+    Node { tree: Arc<Tree>, path: Arc<str> },
+    /// A plain directory of an archive, listed from the disk.
+    Listed(Arc<str>),
+    /// A dataset of an archive that is a directory, not opened for this
+    /// request (`stat` needs nothing of it).
+    Closed(Arc<str>),
+    /// `.slabfs`.
+    ControlDir,
+    /// `.slabfs/stats`.
+    StatsFile,
 }
 
-impl Tracked {
-    fn new(
-        path: &str,
-        array: Arc<dyn ArraySource>,
-        stamp: ChangeStamp,
-        config: &FsConfig,
-    ) -> Tracked {
-        let (meta, order, views) = (array.meta(), config.byte_order, config.views);
-        // The ENVI header describes the raw file beside it: without that
-        // file it would describe nothing.
-        let hdr = if views.hdr && views.raw {
-            match views::envi_header(meta, order) {
-                Ok(text) => Some(Arc::from(text.into_bytes())),
-                Err(why) => {
-                    log::debug!("no {path}.hdr: {why}");
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        Tracked {
-            xattrs: sidecar::xattrs(meta, order).into(),
-            sidecar: views
-                .json
-                .then(|| sidecar::sidecar_json(meta, order).into()),
-            npy: views.npy.then(|| views::npy_header(meta, order).into()),
-            hdr,
-            stamp,
-            array,
-        }
+/// The path of `place` for messages.
+fn place_path(place: &Place) -> String {
+    match place {
+        Place::Node { path, .. } | Place::Listed(path) | Place::Closed(path) => path.to_string(),
+        Place::ControlDir => CONTROL_DIR.to_string(),
+        Place::StatsFile => format!("{CONTROL_DIR}/{STATS_FILE}"),
     }
 }
 
-/// A directory's attributes with what is derived from them (computed
-/// once, when the dataset is opened).
-struct DirDoc {
-    dir: Directory,
-    xattrs: Xattrs,
-    sidecar: Option<Arc<[u8]>>,
-}
-
-impl DirDoc {
-    fn new(path: &str, dir: Directory, config: &FsConfig) -> Arc<DirDoc> {
-        Arc::new(DirDoc {
-            xattrs: sidecar::directory_xattrs(path, &dir).into(),
-            sidecar: config
-                .views
-                .json
-                .then(|| sidecar::directory_json(&dir).into()),
-            dir,
-        })
-    }
-}
-
-/// The path of the file `name` inside directory `dir` ("" the root).
-fn child_path(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
-    }
-}
-
-enum Content {
-    /// Children sorted by name.
-    Dir(Vec<(String, u64)>),
-    /// The flat bytes of `array` after `header`: empty for the raw file,
-    /// the NumPy header for `NAME.npy`.
-    Array {
-        array: Arc<dyn ArraySource>,
-        header: Arc<[u8]>,
-    },
-    /// A document generated when the array was opened (sidecar, ENVI
-    /// header).
-    Bytes(Arc<[u8]>),
-    /// `.slabfs/stats`: generated at each open.
-    Stats,
-}
-
-impl Content {
-    /// Whether the kernel's cached pages and attributes of a node with
-    /// content `self` are still right for `other`.
-    fn same_as(&self, other: &Content) -> bool {
-        match (self, other) {
-            (Content::Dir(a), Content::Dir(b)) => a == b,
-            (
-                Content::Array {
-                    array: a,
-                    header: ha,
-                },
-                Content::Array {
-                    array: b,
-                    header: hb,
-                },
-            ) => Arc::ptr_eq(a, b) && ha == hb,
-            (Content::Bytes(a), Content::Bytes(b)) => a == b,
-            (Content::Stats, Content::Stats) => true,
-            _ => false,
-        }
-    }
-}
-
-struct Node {
-    /// Path from the mount root, no leading slash; "" for the root.
-    path: String,
-    parent: u64,
-    content: Content,
-    xattrs: Xattrs,
-    mtime: SystemTime,
-}
-
-impl Node {
-    fn kind(&self) -> Kind {
-        match self.content {
-            Content::Dir(_) => Kind::Directory,
-            Content::Array { .. } | Content::Bytes(_) | Content::Stats => Kind::File,
-        }
-    }
-
-    fn size(&self) -> u64 {
-        match &self.content {
-            Content::Dir(_) | Content::Stats => 0,
-            Content::Array { array, header } => {
-                (header.len() as u64).saturating_add(array.meta().nbytes())
-            }
-            Content::Bytes(b) => b.len() as u64,
-        }
-    }
-}
-
-/// One version of the mounted tree. Immutable: a refresh builds a new one.
-struct Tree {
-    nodes: HashMap<u64, Node>,
-    /// Every array of the dataset by path, including the ones not shown
-    /// (a path conflict), so a refresh compares like with like.
-    arrays: BTreeMap<String, Tracked>,
-    /// Every directory's attributes by path, including the ones not shown.
-    directories: BTreeMap<String, Arc<DirDoc>>,
-    total_bytes: u64,
-    /// The next inode number never handed out.
-    next_ino: u64,
-}
-
-/// What a path is while the tree is being built.
-enum Planned<'a> {
-    Dir,
-    Raw(&'a Tracked),
-    Npy(&'a Tracked),
-    Doc(Arc<[u8]>),
-    Stats,
-}
-
-impl Planned<'_> {
-    fn kind(&self) -> Kind {
-        match self {
-            Planned::Dir => Kind::Directory,
-            _ => Kind::File,
-        }
-    }
-}
-
-/// A path `dataset::open` may produce and the tree can hold: relative,
-/// `/`-separated, no empty, `.` or `..` components, no NUL, no component
-/// longer than [`NAME_MAX`] bytes (names come from dataset metadata;
-/// `statfs` promises 255, programs size buffers by it, and other file
-/// systems refuse longer names, so `cp -r` of the mount would fail).
-fn clean_path(path: &str) -> bool {
-    !path.is_empty()
-        && !path.contains('\0')
-        && path
-            .split('/')
-            .all(|c| !c.is_empty() && c != "." && c != ".." && c.len() <= NAME_MAX as usize)
-}
-
-fn parent_of(path: &str) -> &str {
-    path.rsplit_once('/').map(|(p, _)| p).unwrap_or("")
-}
-
-fn name_of(path: &str) -> &str {
-    path.rsplit_once('/').map(|(_, n)| n).unwrap_or(path)
-}
-
-/// The arrays of `entries` the tree can hold, by path: clean paths only,
-/// the first of two arrays at one path. `loud` logs what is left out at
-/// warn (at mount) rather than debug (every refresh repeats it).
-fn usable_entries(entries: &[Entry], loud: bool) -> BTreeMap<String, Arc<dyn ArraySource>> {
-    let level = if loud {
-        log::Level::Warn
-    } else {
-        log::Level::Debug
-    };
-    let mut arrays: BTreeMap<String, Arc<dyn ArraySource>> = BTreeMap::new();
-    for e in entries {
-        if !clean_path(&e.path) {
-            log::log!(
-                level,
-                "not shown: array path {:?} is not a clean relative path",
-                e.path
-            );
-        } else if arrays.contains_key(&e.path) {
-            log::log!(level, "not shown: a second array at {:?}", e.path);
-        } else {
-            arrays.insert(e.path.clone(), e.array.clone());
-        }
-    }
-    arrays
-}
-
-impl Tree {
-    /// The tree of `arrays`. With `prev` (a refresh), paths of `prev` keep
-    /// their inode numbers and unchanged nodes their mtime; new or changed
-    /// nodes get `now`.
-    fn build(
-        arrays: BTreeMap<String, Tracked>,
-        directories: BTreeMap<String, Arc<DirDoc>>,
-        config: &FsConfig,
-        prev: Option<&Tree>,
-        now: SystemTime,
-    ) -> Tree {
-        let level = if prev.is_none() {
-            log::Level::Warn
-        } else {
-            log::Level::Debug
-        };
-        let mut dirs: BTreeSet<&str> = BTreeSet::new();
-        for path in arrays.keys() {
-            let mut p = parent_of(path);
-            while !p.is_empty() && dirs.insert(p) {
-                p = parent_of(p);
-            }
-        }
-        let shown: Vec<(&String, &Tracked)> = arrays
-            .iter()
-            .filter(|(path, _)| {
-                let keep = !dirs.contains(path.as_str());
-                if !keep {
-                    log::log!(
-                        level,
-                        "not shown: array {path:?} has the path of a directory"
-                    );
-                }
-                keep
-            })
-            .collect();
-        // Directories with attributes: arrays keep their paths first.
-        let mut with_attrs: HashMap<&str, &DirDoc> = HashMap::new();
-        for (path, d) in &directories {
-            if !path.is_empty() && !clean_path(path) {
-                log::log!(
-                    level,
-                    "not shown: the attributes of {path:?}: not a clean relative path"
-                );
-                continue;
-            }
-            let mut p = path.as_str();
-            let blocked = loop {
-                if arrays.contains_key(p) && !dirs.contains(p) {
-                    break true;
-                }
-                if p.is_empty() {
-                    break false;
-                }
-                p = parent_of(p);
-            };
-            if blocked {
-                log::log!(
-                    level,
-                    "not shown: the attributes of {path:?}: the array {p:?} has that path"
-                );
-                continue;
-            }
-            with_attrs.insert(path, d);
-            let mut p = path.as_str();
-            while !p.is_empty() && dirs.insert(p) {
-                p = parent_of(p);
-            }
-        }
-
-        let mut plan: BTreeMap<String, Planned> = BTreeMap::new();
-        plan.insert(String::new(), Planned::Dir);
-        for d in &dirs {
-            plan.insert(d.to_string(), Planned::Dir);
-        }
-        if config.views.raw {
-            for (path, t) in &shown {
-                plan.insert(path.to_string(), Planned::Raw(t));
-            }
-        }
-        for (path, t) in &shown {
-            let views = [
-                ("json", t.sidecar.clone().map(Planned::Doc)),
-                ("npy", t.npy.as_ref().map(|_| Planned::Npy(t))),
-                ("hdr", t.hdr.clone().map(Planned::Doc)),
-            ];
-            for (ext, planned) in views {
-                let Some(planned) = planned else { continue };
-                if name_of(path).len() + 1 + ext.len() > NAME_MAX as usize {
-                    log::log!(level, "no {ext} view of {path}: the name would be too long");
-                    continue;
-                }
-                match plan.entry(format!("{path}.{ext}")) {
-                    std::collections::btree_map::Entry::Occupied(taken) => {
-                        let level = if prev.is_none() {
-                            log::Level::Info
-                        } else {
-                            log::Level::Debug
-                        };
-                        log::log!(level, "no {ext} view of {path}: {} is taken", taken.key());
-                    }
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert(planned);
-                    }
-                }
-            }
-        }
-        let mut sidecars: Vec<(&&str, &&DirDoc)> = with_attrs.iter().collect();
-        sidecars.sort_by_key(|(p, _)| **p);
-        for (path, d) in sidecars {
-            let Some(doc) = &d.sidecar else { continue };
-            match plan.entry(child_path(path, sidecar::DIRECTORY_SIDECAR)) {
-                std::collections::btree_map::Entry::Occupied(taken) => {
-                    let level = if prev.is_none() {
-                        log::Level::Info
-                    } else {
-                        log::Level::Debug
-                    };
-                    log::log!(
-                        level,
-                        "no sidecar of directory /{path}: {} is taken",
-                        taken.key()
-                    );
-                }
-                std::collections::btree_map::Entry::Vacant(v) => {
-                    v.insert(Planned::Doc(doc.clone()));
-                }
-            }
-        }
-        if plan.contains_key(CONTROL_DIR) {
-            log::log!(
-                level,
-                "no {CONTROL_DIR}/{STATS_FILE}: the dataset uses the name {CONTROL_DIR}"
-            );
-        } else {
-            plan.insert(CONTROL_DIR.to_string(), Planned::Dir);
-            plan.insert(format!("{CONTROL_DIR}/{STATS_FILE}"), Planned::Stats);
-        }
-
-        // Inode numbers: the sorted path order (BTreeMap iteration) for a
-        // first tree; on a refresh, the previous number of a path that
-        // keeps its kind, a fresh one otherwise.
-        let prev_inos: HashMap<&str, (u64, Kind)> = prev
-            .map(|p| {
-                p.nodes
-                    .iter()
-                    .map(|(&ino, n)| (n.path.as_str(), (ino, n.kind())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut next_ino = prev.map_or(ROOT_INO, |p| p.next_ino);
-        let mut inos: HashMap<&str, u64> = HashMap::with_capacity(plan.len());
-        for (path, planned) in &plan {
-            let ino = match prev_inos.get(path.as_str()) {
-                Some(&(ino, kind)) if kind == planned.kind() => ino,
-                _ => {
-                    next_ino += 1;
-                    next_ino - 1
-                }
-            };
-            inos.insert(path.as_str(), ino);
-        }
-
-        let no_xattrs: Xattrs = Arc::from(Vec::new());
-        let mut nodes: HashMap<u64, Node> = HashMap::with_capacity(plan.len());
-        let mut children: HashMap<u64, Vec<(String, u64)>> = HashMap::new();
-        for (path, planned) in &plan {
-            let ino = inos[path.as_str()];
-            let parent = if path.is_empty() {
-                ROOT_INO
-            } else {
-                inos[parent_of(path)]
-            };
-            if !path.is_empty() {
-                children
-                    .entry(parent)
-                    .or_default()
-                    .push((name_of(path).to_string(), ino));
-            }
-            let (content, xattrs) = match planned {
-                Planned::Dir => (
-                    Content::Dir(Vec::new()),
-                    with_attrs
-                        .get(path.as_str())
-                        .map_or_else(|| no_xattrs.clone(), |d| d.xattrs.clone()),
-                ),
-                Planned::Raw(t) => (
-                    Content::Array {
-                        array: t.array.clone(),
-                        header: Arc::from(Vec::new()),
-                    },
-                    t.xattrs.clone(),
-                ),
-                Planned::Npy(t) => (
-                    Content::Array {
-                        array: t.array.clone(),
-                        header: t.npy.clone().expect("planned only with a header"),
-                    },
-                    t.xattrs.clone(),
-                ),
-                Planned::Doc(bytes) => (Content::Bytes(bytes.clone()), no_xattrs.clone()),
-                Planned::Stats => (Content::Stats, no_xattrs.clone()),
-            };
-            nodes.insert(
-                ino,
-                Node {
-                    path: path.clone(),
-                    parent,
-                    content,
-                    xattrs,
-                    mtime: now,
-                },
-            );
-        }
-        for (dir, mut list) in children {
-            list.sort();
-            if let Some(Node {
-                content: Content::Dir(c),
-                ..
-            }) = nodes.get_mut(&dir)
-            {
-                *c = list;
-            }
-        }
-        if let Some(prev) = prev {
-            for (ino, node) in nodes.iter_mut() {
-                if let Some(old) = prev.nodes.get(ino)
-                    && old.content.same_as(&node.content)
-                {
-                    node.mtime = old.mtime;
-                }
-            }
-        }
-        // Saturating: two arrays near 2^64 bytes each are legal input.
-        let total_bytes = nodes
-            .values()
-            .map(Node::size)
-            .fold(0u64, u64::saturating_add);
-        Tree {
-            nodes,
-            arrays,
-            directories,
-            total_bytes,
-            next_ino,
-        }
-    }
-
-    fn node(&self, ino: u64) -> FsResult<&Node> {
-        self.nodes.get(&ino).ok_or(FsError::NoInode(ino))
-    }
-}
+/// The entries of one directory listing: name, kind, and (for a listing
+/// of an archive) the dataset each belongs to.
+type Listing = Arc<Vec<(String, Kind, Option<Arc<str>>)>>;
 
 /// The mounted filesystem. Every method takes `&self` and requests run on
-/// any number of threads: each works on a snapshot of the current tree
+/// any number of threads: each works on a snapshot of the trees it needs
 /// (see the module docs); the chunk cache inside the sources does its own
 /// locking and the counters are atomics.
 pub struct SlabFs {
-    tree: RwLock<Arc<Tree>>,
+    datasets: Datasets,
+    inodes: Inodes,
     config: FsConfig,
+    /// When the mount started: the mtime of the archive's directories.
+    mounted: SystemTime,
     cache: Option<Arc<ChunkCache>>,
     stats: Stats,
     /// Open stats files: handle -> the document generated at open.
     snapshots: Mutex<HashMap<u64, Arc<[u8]>>>,
+    /// Open directories of an archive: handle -> the listing taken at
+    /// `opendir`, so that the kernel's `readdir` calls, which resume at
+    /// an offset, see one listing (and a directory of 10^5 names is read
+    /// once, not once per reply buffer).
+    listings: Mutex<HashMap<u64, Listing>>,
     next_fh: AtomicU64,
     /// Serialises refreshes (there is one refresh thread; tests call
     /// [`SlabFs::refresh`] directly).
@@ -734,43 +312,52 @@ pub struct SlabFs {
 impl SlabFs {
     /// Build the tree of `entries` (as `dataset::open` lists them).
     pub fn new(entries: &[Entry], config: FsConfig) -> SlabFs {
-        SlabFs::with_directories(entries, &BTreeMap::new(), config)
+        let ds = Dataset {
+            entries: entries.to_vec(),
+            ..Dataset::default()
+        };
+        SlabFs::of_dataset(&ds, config)
+    }
+
+    #[cfg(test)]
+    fn with_directories(
+        entries: &[Entry],
+        directories: &std::collections::BTreeMap<String, crate::formats::dataset::Directory>,
+        config: FsConfig,
+    ) -> SlabFs {
+        let ds = Dataset {
+            entries: entries.to_vec(),
+            directories: directories.clone(),
+            ..Dataset::default()
+        };
+        SlabFs::of_dataset(&ds, config)
     }
 
     /// Build the tree of a whole dataset: its arrays and its directories'
     /// attributes.
     pub fn of_dataset(ds: &Dataset, config: FsConfig) -> SlabFs {
-        SlabFs::with_directories(&ds.entries, &ds.directories, config)
+        let now = SystemTime::now();
+        let tree = datasets::tree_of("", ds, &config, None, now);
+        SlabFs::with(Datasets::Whole(RwLock::new(Arc::new(tree))), config, now)
     }
 
-    fn with_directories(
-        entries: &[Entry],
-        directories: &BTreeMap<String, Directory>,
-        config: FsConfig,
-    ) -> SlabFs {
-        let directories = directories
-            .iter()
-            .map(|(path, d)| (path.clone(), DirDoc::new(path, d.clone(), &config)))
-            .collect();
-        let arrays = usable_entries(entries, true)
-            .into_iter()
-            .map(|(path, array)| {
-                let stamp = if config.track_changes {
-                    array.change_stamp()
-                } else {
-                    ChangeStamp::default()
-                };
-                let t = Tracked::new(&path, array, stamp, &config);
-                (path, t)
-            })
-            .collect();
-        let tree = Tree::build(arrays, directories, &config, None, SystemTime::now());
+    /// The filesystem of the directory `archive`, each dataset opened on
+    /// first use and at most `max_open` kept open ([`datasets`]).
+    pub fn of_archive(archive: Archive, max_open: usize, config: FsConfig) -> SlabFs {
+        let lazy = datasets::Lazy::new(archive, max_open);
+        SlabFs::with(Datasets::Archive(lazy), config, SystemTime::now())
+    }
+
+    fn with(datasets: Datasets, config: FsConfig, mounted: SystemTime) -> SlabFs {
         SlabFs {
-            tree: RwLock::new(Arc::new(tree)),
+            datasets,
+            inodes: Inodes::default(),
             config,
+            mounted,
             cache: None,
             stats: Stats::new(),
             snapshots: Mutex::new(HashMap::new()),
+            listings: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             refresh_lock: Mutex::new(()),
             readahead: Readahead::new(0),
@@ -830,9 +417,18 @@ impl SlabFs {
         &self.stats
     }
 
-    /// The current tree.
-    fn tree(&self) -> Arc<Tree> {
-        self.tree.read().clone()
+    /// Whether the mount is an archive whose datasets open on demand.
+    pub fn is_archive(&self) -> bool {
+        matches!(self.datasets, Datasets::Archive(_))
+    }
+
+    /// The trees open now: the whole mount's, or the archive's open
+    /// datasets'.
+    fn trees(&self) -> Vec<Arc<Tree>> {
+        match &self.datasets {
+            Datasets::Whole(t) => vec![t.read().clone()],
+            Datasets::Archive(lazy) => lazy.opened().into_iter().map(|(_, t)| t).collect(),
+        }
     }
 
     /// Count a failed request by its errno.
@@ -845,50 +441,181 @@ impl SlabFs {
 
     /// The path of `ino` for logs (`?` for an unknown inode).
     pub fn path(&self, ino: u64) -> String {
-        self.tree()
-            .node(ino)
-            .map(|n| n.path.clone())
-            .unwrap_or_else(|_| "?".into())
+        if ino == ROOT_INO {
+            return String::new();
+        }
+        self.inodes
+            .get(ino)
+            .map(|k| k.path.to_string())
+            .unwrap_or_else(|| "?".into())
     }
 
-    /// Number of nodes, the root included.
+    /// Number of nodes of the open trees (the control files and, in an
+    /// archive, its directories not counted).
     pub fn len(&self) -> usize {
-        self.tree().nodes.len()
+        self.trees().iter().map(|t| t.nodes.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() <= 1
+        self.len() == 0
     }
 
-    /// Every path with its inode number, sorted by path (root first).
+    /// Every path of the open trees (and the control files) with its
+    /// inode number, sorted by path (root first).
     pub fn paths(&self) -> Vec<(u64, String)> {
-        let mut out: Vec<(u64, String)> = self
-            .tree()
-            .nodes
-            .iter()
-            .map(|(&ino, n)| (ino, n.path.clone()))
-            .collect();
+        let mut out: Vec<(u64, String)> = Vec::new();
+        for t in self.trees() {
+            for (p, kind) in t.paths() {
+                out.push((self.inodes.peek(p, kind), p.to_string()));
+            }
+        }
+        if self.has_control() {
+            let dir = (CONTROL_DIR.to_string(), Kind::Directory);
+            let stats = (format!("{CONTROL_DIR}/{STATS_FILE}"), Kind::File);
+            for (p, kind) in [dir, stats] {
+                out.push((self.inodes.peek(&p, kind), p));
+            }
+        }
         out.sort_by(|a, b| a.1.cmp(&b.1));
         out
     }
 
-    fn attr(&self, tree: &Tree, ino: u64) -> FsResult<Attr> {
-        let node = tree.node(ino)?;
+    /// The tree of a mount of one dataset (empty for an archive).
+    fn whole_tree(&self) -> Arc<Tree> {
+        match &self.datasets {
+            Datasets::Whole(t) => t.read().clone(),
+            Datasets::Archive(_) => Arc::new(Tree::build(
+                "",
+                Default::default(),
+                Default::default(),
+                &self.config,
+                None,
+                self.mounted,
+            )),
+        }
+    }
+
+    /// The mount paths of an archive's datasets open now.
+    pub fn open_units(&self) -> Vec<String> {
+        match &self.datasets {
+            Datasets::Whole(_) => Vec::new(),
+            Datasets::Archive(lazy) => lazy.opened().into_iter().map(|(u, _)| u).collect(),
+        }
+    }
+
+    /// Whether the root shows `.slabfs`: unless the mount's one dataset
+    /// has a node of that name (an archive's listing hides dot names).
+    fn has_control(&self) -> bool {
+        match &self.datasets {
+            Datasets::Whole(t) => !t.read().nodes.contains_key(CONTROL_DIR),
+            Datasets::Archive(_) => true,
+        }
+    }
+
+    /// The tree of the dataset at `unit`, opened if needed.
+    fn unit_tree(&self, unit: &str) -> FsResult<Arc<Tree>> {
+        match &self.datasets {
+            Datasets::Whole(t) => Ok(t.read().clone()),
+            Datasets::Archive(lazy) => lazy
+                .open(unit, None, &self.config, SystemTime::now())?
+                .ok_or_else(|| FsError::NotFound(unit.to_string())),
+        }
+    }
+
+    /// What `ino` stands for. `open`: a dataset of an archive is opened
+    /// for its root too (else its root resolves to [`Place::Closed`]).
+    fn resolve(&self, ino: u64, open: bool) -> FsResult<Place> {
+        if ino == ROOT_INO {
+            return Ok(match &self.datasets {
+                Datasets::Whole(t) => Place::Node {
+                    tree: t.read().clone(),
+                    path: Arc::from(""),
+                },
+                Datasets::Archive(_) => Place::Listed(Arc::from("")),
+            });
+        }
+        let known = self.inodes.get(ino).ok_or(FsError::NoInode(ino))?;
+        let Some(unit) = &known.unit else {
+            return Ok(match (known.path.as_ref(), known.kind) {
+                (CONTROL_DIR, Kind::Directory) => Place::ControlDir,
+                (p, Kind::File) if p == format!("{CONTROL_DIR}/{STATS_FILE}") => Place::StatsFile,
+                _ => Place::Listed(known.path),
+            });
+        };
+        if let Datasets::Archive(lazy) = &self.datasets
+            && !open
+            && known.kind == Kind::Directory
+            && known.path == *unit
+            && lazy.get(unit).is_none()
+        {
+            return Ok(Place::Closed(known.path));
+        }
+        let tree = self.unit_tree(unit)?;
+        match tree.node(&known.path) {
+            Some(n) if n.kind() == known.kind => Ok(Place::Node {
+                tree,
+                path: known.path,
+            }),
+            // Gone since the kernel looked it up (a refresh; a dataset
+            // that re-opened without it).
+            _ => Err(FsError::NotFound(known.path.to_string())),
+        }
+    }
+
+    /// The attributes of a directory without a tree node (an archive's
+    /// directory, a dataset not opened, `.slabfs`). Its link count is 1,
+    /// "unknown" (as btrfs and others report), since counting its
+    /// subdirectories would mean listing or opening it.
+    fn dir_attr(&self, ino: u64) -> Attr {
+        Attr {
+            ino,
+            kind: Kind::Directory,
+            size: 0,
+            blocks: 0,
+            perm: 0o555,
+            nlink: 1,
+            uid: self.config.uid,
+            gid: self.config.gid,
+            mtime: self.mounted,
+            blksize: BLKSIZE,
+        }
+    }
+
+    fn attr(&self, ino: u64, place: &Place) -> Attr {
+        let (node, tree) = match place {
+            Place::Node { tree, path } => (tree.node(path).expect("resolved"), tree),
+            Place::StatsFile => {
+                return Attr {
+                    kind: Kind::File,
+                    perm: 0o444,
+                    ..self.dir_attr(ino)
+                };
+            }
+            Place::ControlDir => {
+                return Attr {
+                    nlink: 2,
+                    ..self.dir_attr(ino)
+                };
+            }
+            Place::Listed(_) | Place::Closed(_) => return self.dir_attr(ino),
+        };
         let size = node.size();
         let (perm, nlink) = match &node.content {
             Content::Dir(children) => {
-                let subdirs = children
+                let mut subdirs = children
                     .iter()
-                    .filter(|(_, c)| {
-                        matches!(tree.nodes.get(c).map(|n| &n.content), Some(Content::Dir(_)))
-                    })
+                    .filter(|(_, kind)| *kind == Kind::Directory)
                     .count();
+                if ino == ROOT_INO && self.has_control() {
+                    subdirs += 1;
+                }
                 // "." and the entry in the parent, plus each subdir's "..".
                 (0o555, 2 + subdirs as u32)
             }
             _ => (0o444, 1),
         };
-        Ok(Attr {
+        let _ = tree;
+        Attr {
             ino,
             kind: node.kind(),
             size,
@@ -899,56 +626,232 @@ impl SlabFs {
             gid: self.config.gid,
             mtime: node.mtime,
             blksize: BLKSIZE,
-        })
+        }
     }
 
     pub fn getattr(&self, ino: u64) -> FsResult<Attr> {
-        self.counted(self.attr(&self.tree(), ino))
+        let r = self.resolve(ino, false).map(|p| self.attr(ino, &p));
+        self.counted(r)
+    }
+
+    /// Forget `n` of the kernel's references to `ino` (its `forget`).
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.forget(ino, n);
     }
 
     pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
-        let tree = self.tree();
         let r = (|| {
-            let dir = tree.node(parent)?;
-            let Content::Dir(children) = &dir.content else {
-                return Err(FsError::NotDir(dir.path.clone()));
-            };
+            let dir = self.resolve(parent, true)?;
+            let dir_path = place_path(&dir);
             let not_found = || {
-                let name = name.to_string_lossy();
-                FsError::NotFound(if dir.path.is_empty() {
-                    name.into_owned()
-                } else {
-                    format!("{}/{name}", dir.path)
-                })
+                FsError::NotFound(child_path(&dir_path, &name.to_string_lossy()))
             };
             // Every name in the tree is UTF-8: anything else is absent.
             let name = name.to_str().ok_or_else(not_found)?;
-            let i = children
-                .binary_search_by(|(n, _)| n.as_str().cmp(name))
-                .map_err(|_| not_found())?;
-            self.attr(&tree, children[i].1)
+            if name == CONTROL_DIR && parent == ROOT_INO && self.has_control() {
+                let ino = self.inodes.remember(CONTROL_DIR, Kind::Directory, None);
+                return Ok(self.attr(ino, &Place::ControlDir));
+            }
+            match &dir {
+                Place::Node { tree, path } => {
+                    let Some(Node {
+                        content: Content::Dir(children),
+                        ..
+                    }) = tree.node(path)
+                    else {
+                        return Err(FsError::NotDir(path.to_string()));
+                    };
+                    let i = children
+                        .binary_search_by(|(n, _)| n.as_str().cmp(name))
+                        .map_err(|_| not_found())?;
+                    let child: Arc<str> = Arc::from(child_path(path, name));
+                    let kind = children[i].1;
+                    let ino = self.inodes.remember(&child, kind, Some(&tree.root));
+                    let place = Place::Node {
+                        tree: tree.clone(),
+                        path: child,
+                    };
+                    Ok(self.attr(ino, &place))
+                }
+                Place::Listed(dir) => self.lookup_listed(dir, name).ok_or_else(not_found)?,
+                Place::ControlDir => {
+                    if name != STATS_FILE {
+                        return Err(not_found());
+                    }
+                    let path = format!("{CONTROL_DIR}/{STATS_FILE}");
+                    let ino = self.inodes.remember(&path, Kind::File, None);
+                    Ok(self.attr(ino, &Place::StatsFile))
+                }
+                Place::StatsFile => Err(FsError::NotDir(dir_path.clone())),
+                Place::Closed(_) => unreachable!("resolved with open"),
+            }
         })();
         self.counted(r)
     }
 
-    /// List directory `ino` from position `offset`: 0 is ".", 1 "..", then
-    /// the children by name. Each entry carries the offset of the next, as
+    /// A lookup of `name` in the archive's directory `dir`: `None` when
+    /// it is not there.
+    fn lookup_listed(&self, dir: &str, name: &str) -> Option<FsResult<Attr>> {
+        let Datasets::Archive(lazy) = &self.datasets else {
+            return None;
+        };
+        let rel = child_path(dir, name);
+        let Some(found) = lazy.archive.find(&rel) else {
+            // A view beside a single-array store (`a.zarr.json`).
+            let (stem, _) = name.rsplit_once('.')?;
+            let unit = child_path(dir, stem);
+            if lazy.archive.find(&unit) != Some(Found::Store { array: true }) {
+                return None;
+            }
+            return Some(self.lookup_in_unit(lazy, &unit, &rel));
+        };
+        Some(match found {
+            Found::Directory => {
+                let ino = self.inodes.remember(&rel, Kind::Directory, None);
+                Ok(self.dir_attr(ino))
+            }
+            // One file: its size needs the open.
+            Found::Store { array: true } => self.lookup_in_unit(lazy, &rel, &rel),
+            // A dataset only if it holds references: opened to know.
+            Found::Json => match lazy.open(&rel, Some(found), &self.config, SystemTime::now()) {
+                Ok(None) => return None,
+                Ok(Some(_)) => self.lookup_in_unit(lazy, &rel, &rel),
+                Err(e) => Err(e),
+            },
+            _ => {
+                let ino = self.inodes.remember(&rel, Kind::Directory, Some(&rel));
+                Ok(match lazy.get(&rel) {
+                    Some(tree) => self.attr(ino, &Place::Node { tree, path: Arc::from(rel) }),
+                    None => self.dir_attr(ino),
+                })
+            }
+        })
+    }
+
+    /// A lookup of the node `path` of the dataset at `unit`, opened.
+    fn lookup_in_unit(&self, lazy: &datasets::Lazy, unit: &str, path: &str) -> FsResult<Attr> {
+        let tree = lazy
+            .open(unit, None, &self.config, SystemTime::now())?
+            .ok_or_else(|| FsError::NotFound(path.to_string()))?;
+        let kind = tree
+            .node(path)
+            .ok_or_else(|| FsError::NotFound(path.to_string()))?
+            .kind();
+        let ino = self.inodes.remember(path, kind, Some(unit));
+        Ok(self.attr(
+            ino,
+            &Place::Node {
+                tree,
+                path: Arc::from(path),
+            },
+        ))
+    }
+
+    /// The entries of directory `place` (without `.` and `..`).
+    fn listing(&self, place: &Place) -> FsResult<Listing> {
+        let mut out: Vec<(String, Kind, Option<Arc<str>>)> = Vec::new();
+        match place {
+            Place::Node { tree, path } => {
+                let Some(Node {
+                    content: Content::Dir(children),
+                    ..
+                }) = tree.node(path)
+                else {
+                    return Err(FsError::NotDir(path.to_string()));
+                };
+                let unit: Arc<str> = Arc::from(tree.root.as_str());
+                out.extend(
+                    children
+                        .iter()
+                        .map(|(n, k)| (n.clone(), *k, Some(unit.clone()))),
+                );
+                if path.is_empty() && self.has_control() {
+                    push_sorted(&mut out, CONTROL_DIR, Kind::Directory);
+                }
+            }
+            Place::Listed(dir) => {
+                let Datasets::Archive(lazy) = &self.datasets else {
+                    unreachable!("listed only in an archive")
+                };
+                let found = lazy.archive.list(dir).map_err(|e| FsError::List {
+                    path: dir.to_string(),
+                    source: Box::new(e),
+                })?;
+                let names: HashSet<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+                let mut views: Vec<(String, Kind, Option<Arc<str>>)> = Vec::new();
+                for (name, f) in &found {
+                    let rel = child_path(dir, name);
+                    let unit = Some(Arc::from(rel.as_str()));
+                    match f {
+                        Found::Directory => out.push((name.clone(), Kind::Directory, None)),
+                        Found::Store { array: true } | Found::Json => {
+                            // Only its tree says: the array and its views
+                            // beside it, or whether it is references.
+                            let now = SystemTime::now();
+                            let Ok(Some(tree)) = lazy.open(&rel, Some(*f), &self.config, now)
+                            else {
+                                // A dataset that fails: shown, failing
+                                // inside (as every other one).
+                                if *f != Found::Json {
+                                    out.push((name.clone(), Kind::File, unit));
+                                }
+                                continue;
+                            };
+                            for (p, kind) in tree.paths() {
+                                if parent_of(p) == dir.as_ref() {
+                                    let n = name_of(p);
+                                    if n == name || !names.contains(n) {
+                                        views.push((n.to_string(), kind, unit.clone()));
+                                    }
+                                }
+                            }
+                        }
+                        _ => out.push((name.clone(), Kind::Directory, unit)),
+                    }
+                }
+                out.extend(views);
+                out.sort_by(|a, b| a.0.cmp(&b.0));
+                out.dedup_by(|a, b| a.0 == b.0);
+                if dir.is_empty() {
+                    push_sorted(&mut out, CONTROL_DIR, Kind::Directory);
+                }
+            }
+            Place::ControlDir => out.push((STATS_FILE.to_string(), Kind::File, None)),
+            Place::StatsFile => return Err(FsError::NotDir(place_path(place))),
+            Place::Closed(_) => unreachable!("resolved with open"),
+        }
+        Ok(Arc::new(out))
+    }
+
+    /// List directory `ino` (opened as `fh`: its listing from `opendir`;
+    /// 0: listed now) from position `offset`: 0 is ".", 1 "..", then the
+    /// children by name. Each entry carries the offset of the next, as
     /// the kernel expects.
-    pub fn readdir(&self, ino: u64, offset: u64, sink: &mut dyn DirSink) -> FsResult<()> {
-        let tree = self.tree();
+    pub fn readdir(&self, ino: u64, fh: u64, offset: u64, sink: &mut dyn DirSink) -> FsResult<()> {
         let r = (|| {
-            let dir = tree.node(ino)?;
-            let Content::Dir(children) = &dir.content else {
-                return Err(FsError::NotDir(dir.path.clone()));
+            let held = self.listings.lock().get(&fh).cloned();
+            let (list, path) = match held {
+                Some(list) => (list, self.path(ino)),
+                None => {
+                    let place = self.resolve(ino, true)?;
+                    (self.listing(&place)?, place_path(&place))
+                }
             };
-            let dots = [(".", ino), ("..", dir.parent)];
-            let entries = dots
-                .iter()
-                .map(|&(n, i)| (n, i))
-                .chain(children.iter().map(|(n, i)| (n.as_str(), *i)));
-            for (pos, (name, child)) in entries.enumerate().skip(offset as usize) {
-                let kind = tree.node(child)?.kind();
-                if sink.add(child, pos as u64 + 1, kind, name) {
+            let parent = if ino == ROOT_INO {
+                ROOT_INO
+            } else {
+                self.inodes.peek(parent_of(&path), Kind::Directory)
+            };
+            let dots = [
+                (".".to_string(), ino, Kind::Directory),
+                ("..".to_string(), parent, Kind::Directory),
+            ];
+            let entries = dots.into_iter().chain(list.iter().map(|(n, k, _)| {
+                let p = child_path(&path, n);
+                (n.clone(), self.inodes.peek(&p, *k), *k)
+            }));
+            for (pos, (name, child, kind)) in entries.enumerate().skip(offset as usize) {
+                if sink.add(child, pos as u64 + 1, kind, &name) {
                     break;
                 }
             }
@@ -957,31 +860,58 @@ impl SlabFs {
         self.counted(r)
     }
 
-    /// Check an `opendir` of `ino`.
-    pub fn opendir(&self, ino: u64) -> FsResult<()> {
-        let tree = self.tree();
-        let r = tree.node(ino).and_then(|node| match node.content {
-            Content::Dir(_) => Ok(()),
-            _ => Err(FsError::NotDir(node.path.clone())),
-        });
+    /// An `opendir` of `ino`: its handle, and whether the kernel may keep
+    /// the listing (a dataset's, which only a refresh changes and then
+    /// invalidates) or must ask again (an archive's directory, listed
+    /// from the disk, which changes without a word to the kernel).
+    pub fn opendir(&self, ino: u64) -> FsResult<OpenedDir> {
+        let r = (|| {
+            let place = self.resolve(ino, true)?;
+            match &place {
+                Place::Node { tree, path } => match tree.node(path).map(|n| &n.content) {
+                    Some(Content::Dir(_)) => Ok(OpenedDir { fh: 0, cache: true }),
+                    _ => Err(FsError::NotDir(path.to_string())),
+                },
+                Place::ControlDir => Ok(OpenedDir { fh: 0, cache: true }),
+                Place::Listed(_) => {
+                    let list = self.listing(&place)?;
+                    let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+                    self.listings.lock().insert(fh, list);
+                    Ok(OpenedDir { fh, cache: false })
+                }
+                Place::StatsFile => Err(FsError::NotDir(place_path(&place))),
+                Place::Closed(_) => unreachable!("resolved with open"),
+            }
+        })();
         self.counted(r)
+    }
+
+    /// The kernel closed directory handle `fh`.
+    pub fn releasedir(&self, fh: u64) {
+        if fh != 0 {
+            self.listings.lock().remove(&fh);
+        }
     }
 
     /// An `open(2)` of file `ino` with `flags`: anything but a read-only
     /// open is EROFS. Opening the stats file takes its snapshot.
     pub fn open(&self, ino: u64, flags: i32) -> FsResult<Opened> {
-        let tree = self.tree();
         let r = (|| {
-            let node = tree.node(ino)?;
-            if node.kind() == Kind::Directory {
-                return Err(FsError::IsDir(node.path.clone()));
+            let place = self.resolve(ino, true)?;
+            let is_dir = match &place {
+                Place::Node { tree, path } => tree.node(path).expect("resolved").kind() == Kind::Directory,
+                Place::StatsFile => false,
+                _ => true,
+            };
+            if is_dir {
+                return Err(FsError::IsDir(place_path(&place)));
             }
             if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
                 return Err(FsError::ReadOnly {
                     op: "open for writing",
                 });
             }
-            if let Content::Stats = node.content {
+            if let Place::StatsFile = place {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
                 let doc: Arc<[u8]> = self.stats.render(self.cache.as_deref()).into();
                 self.snapshots.lock().insert(fh, doc);
@@ -1055,13 +985,17 @@ impl SlabFs {
     }
 
     /// Whether reading `[offset, offset + size)` of `ino` may wait: some
-    /// of an array's bytes whose chunks are not all decoded in the cache.
+    /// of an array's bytes whose chunks are not all decoded in the cache
+    /// (or a dataset to open again).
     fn read_waits(&self, ino: u64, offset: u64, size: u32) -> bool {
-        let tree = self.tree();
-        let Ok(node) = tree.node(ino) else {
+        let Ok(Place::Node { tree, path }) = self.resolve(ino, true) else {
             return false;
         };
-        let Content::Array { array, header } = &node.content else {
+        let Some(Node {
+            content: Content::Array { array, header },
+            ..
+        }) = tree.node(&path)
+        else {
             return false;
         };
         let hlen = header.len() as u64;
@@ -1074,18 +1008,21 @@ impl SlabFs {
     /// they lie in one ([`ReadData::Shared`]): what the FUSE adapter sends.
     pub fn read_data(&self, ino: u64, fh: u64, offset: u64, size: u32) -> FsResult<ReadData> {
         let started = Instant::now();
-        let tree = self.tree();
         let r = (|| {
-            let node = tree.node(ino)?;
-            match &node.content {
-                Content::Dir(_) => Err(FsError::IsDir(node.path.clone())),
-                Content::Bytes(b) => Ok(ReadData::Owned(slice_at(b, offset, size))),
-                Content::Stats => {
+            let place = self.resolve(ino, true)?;
+            let (tree, path) = match &place {
+                Place::Node { tree, path } => (tree, path),
+                Place::StatsFile => {
                     let snapshot = self.snapshots.lock().get(&fh).cloned();
                     let doc =
                         snapshot.unwrap_or_else(|| self.stats.render(self.cache.as_deref()).into());
-                    Ok(ReadData::Owned(slice_at(&doc, offset, size)))
+                    return Ok(ReadData::Owned(slice_at(&doc, offset, size)));
                 }
+                _ => return Err(FsError::IsDir(place_path(&place))),
+            };
+            match &tree.node(path).expect("resolved").content {
+                Content::Dir(_) => Err(FsError::IsDir(path.to_string())),
+                Content::Bytes(b) => Ok(ReadData::Owned(slice_at(b, offset, size))),
                 Content::Array { array, header } => {
                     // Start decoding what a sequential reader asks next
                     // before serving this read, so the two overlap.
@@ -1106,9 +1043,9 @@ impl SlabFs {
                     {
                         return r
                             .map(ReadData::Shared)
-                            .map_err(|e| FsError::read(&node.path, offset, size, e));
+                            .map_err(|e| FsError::read(path, offset, size, e));
                     }
-                    self.read_array(node, array.as_ref(), header, offset, size)
+                    self.read_array(path, array.as_ref(), header, offset, size)
                         .map(ReadData::Owned)
                 }
             }
@@ -1124,7 +1061,7 @@ impl SlabFs {
     /// of `array`, clamped at the end.
     fn read_array(
         &self,
-        node: &Node,
+        path: &str,
         array: &dyn ArraySource,
         header: &[u8],
         offset: u64,
@@ -1150,53 +1087,76 @@ impl SlabFs {
                 &mut buf[filled..],
                 self.config.byte_order,
             )
-            .map_err(|e| FsError::read(&node.path, offset, size, e))?;
+            .map_err(|e| FsError::read(path, offset, size, e))?;
             buf.truncate(filled + n);
         }
         Ok(buf)
     }
 
+    /// The xattrs of `ino`. A dataset not opened has only `user.slabfs.*`
+    /// ones, so a probe for another name (`ls -l` asks every file for its
+    /// ACL and SELinux label) opens nothing.
+    fn xattrs(&self, ino: u64, name: Option<&OsStr>) -> FsResult<(String, Xattrs)> {
+        let open = name.is_none_or(|n| n.as_encoded_bytes().starts_with(b"user.slabfs."));
+        let place = self.resolve(ino, open)?;
+        let xattrs = match &place {
+            Place::Node { tree, path } => tree.node(path).expect("resolved").xattrs.clone(),
+            _ => Arc::from(Vec::new()),
+        };
+        Ok((place_path(&place), xattrs))
+    }
+
     pub fn getxattr(&self, ino: u64, name: &OsStr, size: u32) -> FsResult<XattrReply> {
-        let tree = self.tree();
-        let r = tree.node(ino).and_then(|node| {
-            let value = node
-                .xattrs
+        let r = self.xattrs(ino, Some(name)).and_then(|(path, xattrs)| {
+            let value = xattrs
                 .iter()
                 .find(|(n, _)| OsStr::new(n) == name)
                 .map(|(_, v)| v)
                 .ok_or_else(|| FsError::NoXattr {
-                    path: node.path.clone(),
+                    path: path.clone(),
                     name: name.to_string_lossy().into_owned(),
                 })?;
-            fit(&node.path, value.clone(), size)
+            fit(&path, value.clone(), size)
         });
         self.counted(r)
     }
 
     /// The NUL-terminated names of the xattrs of `ino`.
     pub fn listxattr(&self, ino: u64, size: u32) -> FsResult<XattrReply> {
-        let tree = self.tree();
-        let r = tree.node(ino).and_then(|node| {
+        let r = self.xattrs(ino, None).and_then(|(path, xattrs)| {
             let mut list = Vec::new();
-            for (n, _) in node.xattrs.iter() {
+            for (n, _) in xattrs.iter() {
                 list.extend_from_slice(n.as_bytes());
                 list.push(0);
             }
-            fit(&node.path, list, size)
+            fit(&path, list, size)
         });
         self.counted(r)
     }
 
+    /// What `statfs` shows: the open trees' bytes and nodes (an archive's
+    /// datasets not opened are not counted: that would mean opening them).
     pub fn statfs(&self) -> Statfs {
         const BSIZE: u32 = 4096;
-        let tree = self.tree();
+        let trees = self.trees();
+        let bytes = trees
+            .iter()
+            .map(|t| t.total_bytes)
+            .fold(0u64, u64::saturating_add);
+        let nodes: usize = trees.iter().map(|t| t.nodes.len()).sum();
         Statfs {
-            blocks: tree.total_bytes.div_ceil(BSIZE as u64),
-            files: tree.nodes.len() as u64,
+            blocks: bytes.div_ceil(BSIZE as u64),
+            files: nodes as u64 + 2 * u64::from(self.has_control()),
             bsize: BSIZE,
             namelen: NAME_MAX,
         }
     }
+}
+
+/// Add `name` (of no dataset) to the sorted listing `out`.
+fn push_sorted(out: &mut Vec<(String, Kind, Option<Arc<str>>)>, name: &str, kind: Kind) {
+    let at = out.partition_point(|(n, _, _)| n.as_str() < name);
+    out.insert(at, (name.to_string(), kind, None));
 }
 
 /// `bytes[offset .. offset+size]`, clamped at the end.
@@ -1225,7 +1185,10 @@ fn fit(path: &str, value: Vec<u8>, size: u32) -> FsResult<XattrReply> {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+    use crate::formats::dataset::Directory;
     use crate::dtype::DataType;
     use crate::engine::array::ArrayMeta;
     use crate::engine::index::Region;
@@ -1320,7 +1283,7 @@ pub(crate) mod tests {
             lookup_path(fs, path).unwrap().ino
         };
         let mut all: Vec<(u64, u64, Kind, String)> = Vec::new();
-        fs.readdir(ino, 2, &mut all).unwrap();
+        fs.readdir(ino, 0, 2, &mut all).unwrap();
         all.into_iter().map(|e| e.3).collect()
     }
 
@@ -1342,20 +1305,23 @@ pub(crate) mod tests {
         ]);
         let paths = fs.paths();
         let paths: Vec<(u64, &str)> = paths.iter().map(|(i, p)| (*i, p.as_str())).collect();
+        // Every path, sorted; each number the hash of its path and kind.
+        let dir = |p: &'static str| (inodes::ino_of(p, Kind::Directory), p);
+        let file = |p: &'static str| (inodes::ino_of(p, Kind::File), p);
         assert_eq!(
             paths,
             vec![
                 (1, ""),
-                (2, ".slabfs"),
-                (3, ".slabfs/stats"),
-                (4, "runs"),
-                (5, "runs/a.zarr"),
-                (6, "runs/a.zarr.json"),
-                (7, "runs/b.zarr"),
-                (8, "runs/b.zarr/temp"),
-                (9, "runs/b.zarr/temp.json"),
-                (10, "top"),
-                (11, "top.json"),
+                dir(".slabfs"),
+                file(".slabfs/stats"),
+                dir("runs"),
+                file("runs/a.zarr"),
+                file("runs/a.zarr.json"),
+                dir("runs/b.zarr"),
+                file("runs/b.zarr/temp"),
+                file("runs/b.zarr/temp.json"),
+                file("top"),
+                file("top.json"),
             ]
         );
         let root = fs.getattr(ROOT_INO).unwrap();
@@ -1373,18 +1339,24 @@ pub(crate) mod tests {
                 temp.perm,
                 temp.nlink
             ),
-            (8, Kind::File, 20, 1, 0o444, 1)
+            (file("runs/b.zarr/temp").0, Kind::File, 20, 1, 0o444, 1)
         );
-        assert_eq!(fs.getattr(4).unwrap().nlink, 3); // runs: a.zarr is a file
+        let runs = lookup_path(&fs, "runs").unwrap().ino;
+        assert_eq!(fs.getattr(runs).unwrap().nlink, 3); // runs: a.zarr is a file
         assert!(matches!(
             lookup_path(&fs, "runs/nope"),
             Err(FsError::NotFound(p)) if p == "runs/nope"
         ));
+        let top = lookup_path(&fs, "top").unwrap().ino;
         assert!(matches!(
-            fs.lookup(10, OsStr::new("x")),
+            fs.lookup(top, OsStr::new("x")),
             Err(FsError::NotDir(_))
         ));
+        // A number the kernel was never given (or forgot) is no node.
         assert!(matches!(fs.getattr(99), Err(FsError::NoInode(99))));
+        fs.forget(top, 1);
+        assert!(matches!(fs.getattr(top), Err(FsError::NoInode(_))));
+        assert_eq!(lookup_path(&fs, "top").unwrap().ino, top);
 
         // Same entries in another order: same inode numbers.
         let again = self::fs(&[
@@ -1395,9 +1367,9 @@ pub(crate) mod tests {
         assert_eq!(fs.paths(), again.paths());
 
         let st = fs.statfs();
-        let side: u64 = [6, 9, 11]
+        let side: u64 = ["runs/a.zarr.json", "runs/b.zarr/temp.json", "top.json"]
             .iter()
-            .map(|&i| fs.getattr(i).unwrap().size)
+            .map(|p| lookup_path(&fs, p).unwrap().size)
             .sum();
         assert_eq!(st.blocks, (20 + 6 + 2 + side).div_ceil(4096));
         assert_eq!(st.files, 11);
@@ -1479,7 +1451,7 @@ pub(crate) mod tests {
         ]);
         let d = lookup_path(&fs, "d").unwrap().ino;
         let mut all: Vec<(u64, u64, Kind, String)> = Vec::new();
-        fs.readdir(d, 0, &mut all).unwrap();
+        fs.readdir(d, 0, 0, &mut all).unwrap();
         let names: Vec<&str> = all.iter().map(|e| e.3.as_str()).collect();
         assert_eq!(names, [".", "..", "x", "x.json", "y", "y.json"]);
         assert_eq!(all[1].0, ROOT_INO);
@@ -1492,7 +1464,7 @@ pub(crate) mod tests {
         let mut offset = 0;
         loop {
             let mut small = Small(Vec::new(), 2);
-            fs.readdir(d, offset, &mut small).unwrap();
+            fs.readdir(d, 0, offset, &mut small).unwrap();
             if small.0.is_empty() {
                 break;
             }
@@ -1501,7 +1473,7 @@ pub(crate) mod tests {
         }
         assert_eq!(got, names);
         assert!(matches!(
-            fs.readdir(lookup_path(&fs, "d/x").unwrap().ino, 0, &mut all),
+            fs.readdir(lookup_path(&fs, "d/x").unwrap().ino, 0, 0, &mut all),
             Err(FsError::NotDir(_))
         ));
     }

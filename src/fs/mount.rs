@@ -83,6 +83,9 @@ pub struct MountConfig {
     pub rescan: Option<std::time::Duration>,
     /// Most directories watched; `None` = half the kernel's per-user limit.
     pub max_watches: Option<usize>,
+    /// Most datasets of a directory SOURCE open at once
+    /// (`--max-open-datasets`).
+    pub max_open_datasets: usize,
     /// Set the mount's `/sys/class/bdi/<dev>/read_ahead_kb` to this after
     /// mounting (root only); `None` = leave the kernel's value.
     pub read_ahead_kb: Option<u32>,
@@ -236,45 +239,50 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
             source,
         })?;
     let cache = Arc::new(ChunkCache::new(cfg.cache_size));
-    // A load: its log lines are not repeated by the refreshes that follow.
-    let ds = crate::logging::loading(|| {
-        dataset::open_in(
-            &source,
-            cache.clone(),
-            &cfg.allow_outside,
-            Some(Arc::new(cfg.remote.clone())),
-        )
-    })?;
-    for s in &ds.skipped {
-        log::warn!("not shown: {s}");
-    }
-    if ds.entries.is_empty() {
-        log::warn!(
-            "{}: no arrays found; mounting an empty tree",
-            source.display()
-        );
-    }
     // SAFETY: getuid/getgid cannot fail and have no preconditions.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let (uid, gid) = (cfg.uid.unwrap_or(uid), cfg.gid.unwrap_or(gid));
+    let fs_config = FsConfig {
+        byte_order: cfg.byte_order,
+        uid,
+        gid,
+        views: cfg.views,
+        track_changes: cfg.refresh.is_some(),
+    };
+    let network: Arc<dyn crate::storage::Network> = Arc::new(cfg.remote.clone());
+    // A directory of datasets: each opened on first use (ready at once,
+    // whatever its size). One dataset (a file, a store, a URL): loaded now.
+    let lazy = source.is_dir() && !crate::formats::zarr::is_store(&source);
+    let (core, shown, skipped) = if lazy {
+        let archive =
+            dataset::archive::Archive::new(&source, cache.clone(), &cfg.allow_outside, Some(network))?;
+        let core = SlabFs::of_archive(archive, cfg.max_open_datasets, fs_config);
+        let shown = format!("the datasets of {} as they are used", source.display());
+        (core, shown, Vec::new())
+    } else {
+        // A load: its log lines are not repeated by the refreshes that follow.
+        let ds = crate::logging::loading(|| {
+            dataset::open_in(&source, cache.clone(), &cfg.allow_outside, Some(network))
+        })?;
+        for s in &ds.skipped {
+            log::warn!("not shown: {s}");
+        }
+        if ds.entries.is_empty() {
+            log::warn!(
+                "{}: no arrays found; mounting an empty tree",
+                source.display()
+            );
+        }
+        let core = SlabFs::of_dataset(&ds, fs_config);
+        let shown = format!("{} arrays of {}", ds.entries.len(), source.display());
+        let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
+        (core, shown, skipped)
+    };
     let core = Arc::new(
-        SlabFs::of_dataset(
-            &ds,
-            FsConfig {
-                byte_order: cfg.byte_order,
-                uid,
-                gid,
-                views: cfg.views,
-                track_changes: cfg.refresh.is_some(),
-            },
-        )
-        .with_cache(cache)
-        .with_waiting_threads(cfg.wait_threads)
-        .with_remote(cfg.remote.clone()),
+        core.with_cache(cache)
+            .with_waiting_threads(cfg.wait_threads)
+            .with_remote(cfg.remote.clone()),
     );
-    let arrays = ds.entries.len();
-    let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
-    drop(ds);
 
     let mut config = fuser::Config::default();
     config.mount_options = vec![
@@ -307,10 +315,9 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
         session
     };
     log::info!(
-        "mounted {} at {}: {arrays} arrays, {} nodes, {} threads{}, {} byte order, cache {} MiB",
+        "mounted {} at {}: serving {shown}, {} threads{}, {} byte order, cache {} MiB",
         source.display(),
         mnt.display(),
-        core.len(),
         cfg.threads.max(1),
         match cfg.wait_threads {
             0 => String::new(),
@@ -325,11 +332,7 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     if let Some(kb) = cfg.read_ahead_kb {
         tune_read_ahead(&canonical_mnt, kb);
     }
-    ready.live(&format!(
-        "serving {arrays} arrays of {} at {}",
-        source.display(),
-        mnt.display()
-    ));
+    ready.live(&format!("serving {shown} at {}", mnt.display()));
     // Live refresh: its own thread, telling the kernel what changed
     // through the session's notifier. Dropped (stopped) once unmounted.
     let refresher = cfg.refresh.and_then(|every| {

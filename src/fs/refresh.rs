@@ -101,7 +101,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::watch::{self, Seen};
-use super::{DirDoc, ROOT_INO, SlabFs, Tracked, Tree, name_of, usable_entries};
+use super::datasets::Datasets;
+use super::tree::{self, DirDoc, Tracked, Tree, name_of, parent_of, usable_entries};
+use super::{Kind, SlabFs};
 use crate::engine::array::{ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
 use crate::formats::dataset::{self, Dataset};
@@ -160,9 +162,10 @@ fn unchanged(old: &Tracked, new: &dyn ArraySource, stamp: &ChangeStamp) -> bool 
 }
 
 impl SlabFs {
-    /// Bring the tree in step with `ds`, a fresh `dataset::open` of the
-    /// source, telling the kernel what changed through `inval`. See the
-    /// module docs.
+    /// Bring the tree of a mount of one dataset in step with `ds`, a fresh
+    /// `dataset::open` of the source, telling the kernel what changed
+    /// through `inval`. See the module docs. (An archive's datasets are
+    /// refreshed by [`SlabFs::refresh_archive`].)
     pub fn refresh(&self, ds: &Dataset, inval: &dyn Invalidate) -> Changes {
         self.apply(None, ds, inval)
     }
@@ -177,9 +180,135 @@ impl SlabFs {
 
     fn apply(&self, units: Option<&[String]>, ds: &Dataset, inval: &dyn Invalidate) -> Changes {
         let _one_at_a_time = self.refresh_lock.lock();
-        let old = self.tree();
+        let Datasets::Whole(whole) = &self.datasets else {
+            log::debug!("refresh of a whole dataset asked of an archive: ignored");
+            return Changes::default();
+        };
+        let old = whole.read().clone();
         let units: Option<BTreeSet<&str>> = units.map(|u| u.iter().map(String::as_str).collect());
-        let in_scope = |path: &str| match &units {
+        let (mut changes, new, stale) = self.reconcile(&old, units.as_ref(), ds);
+        if let Some(new) = new {
+            let new = Arc::new(new);
+            *whole.write() = new.clone();
+            changes.failed_invalidations = self.invalidate(&old, &new, inval);
+            self.forget_stale(&stale);
+        }
+        changes
+    }
+
+    /// Bring the archive's datasets at or under the mount paths `units`
+    /// (datasets or plain directories the watcher saw change; `""`: all)
+    /// in step with the disk: each one open is opened again and compared
+    /// with the tree it serves, which the new one replaces; one not open
+    /// costs nothing but telling the kernel to forget what it holds of it
+    /// (its entry in its directory, the attributes and pages of its nodes),
+    /// so that its next use opens it as it is now.
+    pub fn refresh_archive(&self, units: &BTreeSet<String>, inval: &dyn Invalidate) -> Changes {
+        let _one_at_a_time = self.refresh_lock.lock();
+        let Datasets::Archive(lazy) = &self.datasets else {
+            log::debug!("refresh of an archive asked of a whole dataset: ignored");
+            return Changes::default();
+        };
+        let units: BTreeSet<&str> = units.iter().map(String::as_str).collect();
+        let mut changes = Changes::default();
+        let mut failed = 0;
+        let now = SystemTime::now();
+        for (unit, old) in lazy.opened() {
+            if !under_any(&unit, &units) {
+                continue;
+            }
+            let opened = match lazy.archive.find(&unit).filter(|f| f.is_dataset()) {
+                None => Ok(None),
+                Some(found) => crate::logging::loading(|| lazy.archive.open(&unit, found)),
+            };
+            let ds = match opened {
+                Ok(Some(ds)) => ds,
+                // Gone (or no dataset any more): everything it showed goes.
+                Ok(None) => {
+                    lazy.close(&unit);
+                    changes.removed.extend(old.arrays.keys().cloned());
+                    let empty = Tree::build(
+                        &unit,
+                        BTreeMap::new(),
+                        BTreeMap::new(),
+                        &self.config,
+                        None,
+                        now,
+                    );
+                    failed += self.invalidate(&old, &empty, inval);
+                    self.forget_stale(&old.arrays.values().map(|t| t.stamp).collect::<Vec<_>>());
+                    continue;
+                }
+                Err(e) => {
+                    self.stats.record_refresh_failure();
+                    log::warn!(
+                        "refresh could not re-open /{unit}: {e}; it stays shown as it was"
+                    );
+                    changes
+                        .kept
+                        .extend(old.arrays.keys().cloned());
+                    continue;
+                }
+            };
+            let (mut c, new, stale) = self.reconcile(&old, None, &ds);
+            if let Some(new) = new {
+                let new = Arc::new(new);
+                if lazy.replace(&unit, &old, new.clone()) {
+                    failed += self.invalidate(&old, &new, inval);
+                    self.forget_stale(&stale);
+                }
+            }
+            changes.added.append(&mut c.added);
+            changes.removed.append(&mut c.removed);
+            changes.changed.append(&mut c.changed);
+            changes.kept.append(&mut c.kept);
+            changes.attributes.append(&mut c.attributes);
+        }
+        // What the kernel holds of the datasets that are not open, and the
+        // names themselves (added, removed, or changed what they are).
+        for unit in &units {
+            if unit.is_empty() {
+                continue;
+            }
+            if lazy.peek(unit).is_none() {
+                for (ino, known) in self.inodes.in_unit(unit) {
+                    failed += count_failed(
+                        &format!("inode {ino} ({})", known.path),
+                        inval.inode(ino),
+                    );
+                }
+            }
+            if let Some(parent) = self.inodes.held(parent_of(unit), Kind::Directory) {
+                failed += count_failed(
+                    &format!("entry {unit}"),
+                    inval.entry(parent, name_of(unit)),
+                );
+            }
+        }
+        for list in [
+            &mut changes.added,
+            &mut changes.removed,
+            &mut changes.changed,
+            &mut changes.kept,
+            &mut changes.attributes,
+        ] {
+            list.sort();
+        }
+        changes.failed_invalidations = failed;
+        changes
+    }
+
+    /// What re-loading gave (`ds`) against the tree `old` serves: the
+    /// changes, the tree to serve instead (`None`: nothing changed) and
+    /// the stamps of the sources it no longer serves. With `units`, `ds`
+    /// covers those mount paths only and the rest of `old` stays.
+    fn reconcile(
+        &self,
+        old: &Tree,
+        units: Option<&BTreeSet<&str>>,
+        ds: &Dataset,
+    ) -> (Changes, Option<Tree>, Vec<ChangeStamp>) {
+        let in_scope = |path: &str| match units {
             None => true,
             Some(units) => under_any(path, units),
         };
@@ -252,24 +381,66 @@ impl SlabFs {
         }
         changes.attributes.sort();
         if changes.is_empty() {
-            return changes;
+            return (changes, None, stale);
         }
-
-        let new = Arc::new(Tree::build(
+        let new = Tree::build(
+            &old.root,
             arrays,
             directories,
             &self.config,
-            Some(&old),
+            Some(old),
             SystemTime::now(),
-        ));
-        *self.tree.write() = new.clone();
-        changes.failed_invalidations = invalidate(&old, &new, inval);
+        );
+        (changes, Some(new), stale)
+    }
+
+    /// Drop the cached chunks of sources a refresh replaced (after the
+    /// kernel was told, once reads that started on the old tree are done).
+    fn forget_stale(&self, stale: &[ChangeStamp]) {
         if let Some(cache) = &self.cache {
             for id in stale.iter().filter_map(|s| s.cache_id) {
                 cache.forget_source(id);
             }
         }
-        changes
+    }
+
+    /// Tell the kernel what differs between `old` and `new` (one
+    /// dataset's trees), of what it holds; returns how many notifications
+    /// failed.
+    fn invalidate(&self, old: &Tree, new: &Tree, inval: &dyn Invalidate) -> usize {
+        let (gone, changed) = tree::diff(old, new);
+        let mut failed = 0;
+        // Names that went away, or changed kind: forget the dentry so the
+        // next lookup asks us.
+        for (path, kind) in gone {
+            if self.inodes.held(path, kind).is_none() {
+                continue; // never looked up: no dentry to drop
+            }
+            if let Some(parent) = self.inodes.held(parent_of(path), Kind::Directory) {
+                failed += count_failed(&format!("entry {path}"), inval.entry(parent, name_of(path)));
+            }
+        }
+        // Nodes that stay but whose bytes, size or listing changed.
+        for (path, kind) in changed {
+            if let Some(ino) = self.inodes.held(path, kind) {
+                let what = if path.is_empty() { "/" } else { path };
+                failed += count_failed(&format!("inode {ino} ({what})"), inval.inode(ino));
+            }
+        }
+        failed
+    }
+}
+
+/// 1 if the notification `what` failed for another reason than the kernel
+/// not holding it (ENOENT), else 0; logged at debug.
+fn count_failed(what: &str, r: io::Result<()>) -> usize {
+    match r {
+        Ok(()) => 0,
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => 0,
+        Err(e) => {
+            log::debug!("invalidating {what}: {e}");
+            1
+        }
     }
 }
 
@@ -365,50 +536,6 @@ fn under_any(path: &str, units: &BTreeSet<&str>) -> bool {
             None => return false,
         }
     }
-}
-
-/// Tell the kernel what differs between `old` and `new`; returns how many
-/// notifications failed.
-fn invalidate(old: &Tree, new: &Tree, inval: &dyn Invalidate) -> usize {
-    let mut failed = 0;
-    let mut check = |what: String, r: io::Result<()>| {
-        if let Err(e) = r {
-            log::debug!("invalidating {what}: {e}");
-            failed += 1;
-        }
-    };
-    // Names that went away, or now name another inode: forget the dentry
-    // so the next lookup asks us. Sorted, for a deterministic order.
-    let gone: BTreeSet<(u64, &str)> = old
-        .nodes
-        .iter()
-        .filter(|(ino, _)| !new.nodes.contains_key(ino))
-        .map(|(_, n)| (n.parent, n.path.as_str()))
-        .collect();
-    for (parent, path) in gone {
-        check(format!("entry {path}"), inval.entry(parent, name_of(path)));
-    }
-    // Inodes that stay but whose bytes, size or listing changed.
-    let mut changed: Vec<(u64, &str)> = new
-        .nodes
-        .iter()
-        .filter(|(ino, n)| {
-            old.nodes
-                .get(ino)
-                .is_some_and(|o| !o.content.same_as(&n.content))
-        })
-        .map(|(&ino, n)| (ino, n.path.as_str()))
-        .collect();
-    changed.sort();
-    for (ino, path) in changed {
-        let what = if ino == ROOT_INO {
-            "/".to_string()
-        } else {
-            path.to_string()
-        };
-        check(format!("inode {ino} ({what})"), inval.inode(ino));
-    }
-    failed
 }
 
 /// At most this many paths per list in the refresh log line.
@@ -731,6 +858,13 @@ impl Pass<'_> {
     fn walk(&mut self) {
         let started = Instant::now();
         let (fs, source) = (self.fs, self.source);
+        if fs.is_archive() {
+            // Its directories are read from the disk when listed: only
+            // the datasets open now have anything to compare.
+            fs.stats().record_full_walk();
+            let changes = fs.refresh_archive(&BTreeSet::from([String::new()]), self.inval);
+            return self.done(&changes, started);
+        }
         // A URL source: one listing says whether anything changed, which
         // costs far fewer requests than re-opening every dataset.
         let stamp = source
@@ -791,7 +925,15 @@ impl Pass<'_> {
         if units.is_empty() {
             return; // only hidden names changed
         }
-        units.extend(reference_units(&fs.tree(), source));
+        if fs.is_archive() {
+            // References and aggregations read fragments anywhere: the
+            // open ones are compared on every pass (their stamps cover
+            // their fragments).
+            units.extend(fs.open_units().into_iter().filter(|u| kerchunk::has_json_extension(name_of(u))));
+            let changes = fs.refresh_archive(&units, self.inval);
+            return self.done(&changes, started);
+        }
+        units.extend(reference_units(&fs.whole_tree(), source));
         // Outermost only: a re-loaded directory covers what is under it.
         let mut outer: BTreeSet<&str> = BTreeSet::new();
         for u in &units {
@@ -1000,6 +1142,7 @@ mod tests {
         assert_eq!(skipped_message(failed, &[]), format!("not shown: {failed}"));
     }
 
+    use super::super::ROOT_INO;
     use super::*;
     use crate::dtype::DataType;
     use crate::engine::array::ArrayMeta;
@@ -1102,6 +1245,12 @@ mod tests {
         }
     }
 
+    fn sorted<const N: usize>(calls: [Call; N]) -> Vec<Call> {
+        let mut v = calls.to_vec();
+        v.sort();
+        v
+    }
+
     fn ino(fs: &SlabFs, path: &str) -> u64 {
         lookup_path(fs, path).unwrap().ino
     }
@@ -1121,13 +1270,13 @@ mod tests {
         let a = fake(10, 1, 100, 1, "a");
         let fs = SlabFs::new(&[entry("d/a", a.clone())], config(Views::default()));
         let before = fs.paths();
-        let tree = fs.tree();
+        let tree = fs.whole_tree();
         let rec = Recorder::default();
         // Re-opened: a new source object with the same metadata and stamp.
         let changes = fs.refresh(&ds(vec![entry("d/a", fake(10, 9, 100, 2, "a"))]), &rec);
         assert!(changes.is_empty(), "{changes:?}");
         assert!(rec.take().is_empty());
-        assert!(Arc::ptr_eq(&tree, &fs.tree()), "no new tree");
+        assert!(Arc::ptr_eq(&tree, &fs.whole_tree()), "no new tree");
         assert_eq!(fs.paths(), before);
         // Still the old source's bytes (its cache is still valid).
         assert_eq!(read_all(&fs, "d/a"), vec![1u8; 10]);
@@ -1185,7 +1334,7 @@ mod tests {
         let rec = Recorder::default();
         let changes = fs.refresh(&ds(vec![entry("a", fake(25, 1, 101, 2, "a"))]), &rec);
         assert_eq!(changes.changed, ["a"]);
-        assert_eq!(rec.take(), [Call::Inode(a), Call::Inode(a_json)]);
+        assert_eq!(rec.take(), sorted([Call::Inode(a), Call::Inode(a_json)]));
         assert_eq!(fs.getattr(a).unwrap().size, 25);
         let side: serde_json::Value = serde_json::from_slice(&read_all(&fs, "a.json")).unwrap();
         assert_eq!(side["shape"], serde_json::json!([25]));
@@ -1222,28 +1371,29 @@ mod tests {
         assert_eq!(changes.added, ["new/y"]);
         assert_eq!(changes.removed, ["old/x"]);
         assert_eq!(changes.count(), 2);
-        // The removed names are forgotten; the root's listing changed.
+        // The removed names the kernel holds are forgotten (`old/x.json`
+        // was never looked up); the root's listing changed.
         assert_eq!(
             rec.take(),
-            [
+            sorted([
                 Call::Inode(ROOT_INO),
                 Call::Entry(ROOT_INO, "old".into()),
                 Call::Entry(old, "x".into()),
-                Call::Entry(old, "x.json".into()),
-            ]
+            ])
         );
         assert_eq!(names(&fs, ""), [".slabfs", "keep", "keep.json", "new"]);
         assert_eq!(ino(&fs, "keep"), keep);
-        // New paths get numbers never used before.
+        // New paths get the numbers of their paths.
         let y = ino(&fs, "new/y");
-        assert!(ino(&fs, "new") > max_ino && y > max_ino);
+        assert_eq!(y, super::super::inodes::ino_of("new/y", Kind::File));
         assert_eq!(fs.read(y, 0, 0, 10).unwrap(), vec![3u8; 4]);
-        // The removed inodes are gone for good (a stale handle: ENOENT).
-        assert!(matches!(fs.getattr(old_x), Err(FsError::NoInode(_))));
+        // A removed node the kernel still holds is gone (a stale handle:
+        // ENOENT).
+        assert_eq!(fs.getattr(old_x).unwrap_err().errno(), libc::ENOENT);
         assert_eq!(fs.read(old_x, 0, 0, 1).unwrap_err().errno(), libc::ENOENT);
         assert_eq!(cache.stats().entries, 0);
 
-        // Back again later: a new inode, not the old one.
+        // Back again later: the same path, the same number, its new bytes.
         fs.refresh(
             &ds(vec![
                 entry("keep", fake(4, 1, 1, 11, "keep")),
@@ -1252,7 +1402,8 @@ mod tests {
             ]),
             &rec,
         );
-        assert!(ino(&fs, "old/x") > y);
+        assert_eq!(ino(&fs, "old/x"), old_x);
+        assert_eq!(fs.read(old_x, 0, 0, 10).unwrap(), vec![2u8; 4]);
     }
 
     #[test]
@@ -1262,6 +1413,7 @@ mod tests {
             config(Views::default()),
         );
         let x = ino(&fs, "x");
+        ino(&fs, "x.json"); // the kernel holds it too
         let rec = Recorder::default();
         fs.refresh(&ds(vec![entry("x/y", fake(4, 1, 1, 2, "x/y"))]), &rec);
         let new_x = ino(&fs, "x");
@@ -1353,11 +1505,11 @@ mod tests {
             hdr: false,
         };
         let fs = SlabFs::new(&[entry("a", fake(10, 1, 1, 1, "a"))], config(views));
-        let npy = ino(&fs, "a.npy");
+        let (a, npy) = (ino(&fs, "a"), ino(&fs, "a.npy"));
         let size = fs.getattr(npy).unwrap().size;
         let rec = Recorder::default();
         fs.refresh(&ds(vec![entry("a", fake(20, 2, 2, 2, "a"))]), &rec);
-        assert_eq!(rec.take(), [Call::Inode(ino(&fs, "a")), Call::Inode(npy)]);
+        assert_eq!(rec.take(), sorted([Call::Inode(a), Call::Inode(npy)]));
         let grown = fs.getattr(npy).unwrap().size;
         assert!(grown >= size + 10, "{size} -> {grown}");
         let data = read_all(&fs, "a.npy");
@@ -1496,14 +1648,14 @@ mod tests {
         assert_eq!(fs.getattr(b2).unwrap().mtime, mtime_b2);
         assert_eq!(cache.stats().entries, 1, "only x's chunk forgotten");
         // Nothing new in a unit: nothing happens.
-        let tree = fs.tree();
+        let tree = fs.whole_tree();
         let same = fs.refresh_under(
             &["a/y.nc".to_string()],
             &ds(vec![entry("a/y.nc/v", fake(4, 7, 2, 14, "a/y"))]),
             &rec,
         );
         assert!(same.is_empty(), "{same:?}");
-        assert!(Arc::ptr_eq(&tree, &fs.tree()));
+        assert!(Arc::ptr_eq(&tree, &fs.whole_tree()));
     }
 
     #[test]
@@ -1562,7 +1714,7 @@ mod tests {
             ],
             config(Views::default()),
         );
-        let units: Vec<String> = reference_units(&fs.tree(), src).into_iter().collect();
+        let units: Vec<String> = reference_units(&fs.whole_tree(), src).into_iter().collect();
         assert_eq!(units, ["aggs/t.nca.json", "refs.json"]);
     }
 

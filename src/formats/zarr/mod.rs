@@ -55,6 +55,29 @@ pub fn is_store(dir: &Path) -> bool {
         .any(|f| dir.join(f).is_file())
 }
 
+/// Whether the directory `dir` is a store ([`is_store`]) and, if it is,
+/// whether its root is an array (`.zarray`, or a `zarr.json` whose
+/// `node_type` is `array`; read with the same bound as any metadata): one
+/// file in the mount rather than a directory. The keys are tried in the
+/// order [`open_store`] tries them.
+pub fn store_root(dir: &Path) -> Option<bool> {
+    let v3 = dir.join("zarr.json");
+    if v3.is_file() {
+        let node_type = std::fs::File::open(&v3).ok().and_then(|f| {
+            use std::io::Read;
+            let mut text = Vec::new();
+            f.take(MAX_METADATA_BYTES).read_to_end(&mut text).ok()?;
+            let v: Value = serde_json::from_slice(&text).ok()?;
+            v.get("node_type")?.as_str().map(str::to_string)
+        });
+        return Some(node_type.as_deref() == Some("array"));
+    }
+    if dir.join(".zarray").is_file() {
+        return Some(true);
+    }
+    is_store(dir).then_some(false)
+}
+
 /// Open the store rooted at the directory `dir`.
 pub fn open(dir: &Path, cache: Arc<ChunkCache>) -> Result<Hierarchy> {
     open_store(Arc::new(FsStore::new(dir)), cache)

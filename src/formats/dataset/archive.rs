@@ -1,0 +1,242 @@
+//! A directory SOURCE read lazily: what [`super::open`] of a directory
+//! finds, one directory and one dataset at a time.
+//!
+//! The walk of [`super::open`] meets each entry of a directory by its name
+//! and kind: a plain directory is walked, a Zarr store (a directory with a
+//! metadata key), a file with a netCDF or HDF5 extension, an NCA
+//! descriptor and a `*.json` file (kerchunk references, if it holds them)
+//! are datasets, anything else is not looked at. [`Archive`] applies the
+//! same rules to one directory ([`Archive::list`]) or one entry
+//! ([`Archive::find`]) without opening anything but a store's root
+//! metadata, and opens one dataset on demand ([`Archive::open`]): the
+//! mount's lazy tree is built on it, and its datasets are exactly the
+//! ones the walk would find, at the same mount paths.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{
+    Dataset, MAX_DEPTH, add_descriptor, add_file, add_references, add_store, allowed_roots,
+    has_dataset_extension, local_options,
+};
+use crate::engine::cache::ChunkCache;
+use crate::error::{Error, Result};
+use crate::formats::{Options, kerchunk, nca, zarr};
+use crate::storage::Network;
+use crate::storage::local;
+use crate::storage::local::confine::Roots;
+
+/// What the walk makes of one directory entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// A plain directory: walked for datasets.
+    Directory,
+    /// A Zarr store; `array`: its root is an array (the store shows as
+    /// one file), else a group (a directory).
+    Store { array: bool },
+    /// A file with a netCDF or HDF5 extension.
+    File,
+    /// An NCA descriptor (`*.nca.json`).
+    Descriptor,
+    /// Another `*.json` file: kerchunk references, or no dataset at all
+    /// (only reading it tells).
+    Json,
+}
+
+impl Found {
+    /// Whether the entry is a dataset of its own (opened as a whole).
+    pub fn is_dataset(self) -> bool {
+        self != Found::Directory
+    }
+}
+
+/// A directory SOURCE and how its datasets open. See the module docs.
+pub struct Archive {
+    source: PathBuf,
+    opts: Options,
+    roots: Roots,
+}
+
+impl Archive {
+    /// The archive of the directory `source`: its datasets open with the
+    /// cache, roots and `--allow-outside` locations [`super::open_in`]
+    /// would use (URL roots connected now, so a bad one fails at mount).
+    pub fn new(
+        source: &Path,
+        cache: Arc<ChunkCache>,
+        allow_outside: &[PathBuf],
+        network: Option<Arc<dyn Network>>,
+    ) -> Result<Archive> {
+        let roots = Roots::new(allowed_roots(source, allow_outside));
+        let opts = local_options(
+            source,
+            cache,
+            allow_outside,
+            local::confined(roots.clone()),
+            network.as_deref(),
+        )?;
+        Ok(Archive {
+            source: source.to_path_buf(),
+            opts,
+            roots,
+        })
+    }
+
+    /// The directory the archive is.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    fn path(&self, rel: &str) -> PathBuf {
+        if rel.is_empty() {
+            self.source.clone()
+        } else {
+            self.source.join(rel)
+        }
+    }
+
+    /// What the walk makes of the entry `rel` (a `/`-separated path under
+    /// the source whose parent is a plain directory the walk enters):
+    /// `None` when it does not look at it (a hidden or unknown name, gone,
+    /// too deep, a special file, a symlink leading outside the roots).
+    pub fn find(&self, rel: &str) -> Option<Found> {
+        let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
+        let depth = rel.matches('/').count();
+        if rel.is_empty() || depth > MAX_DEPTH || rel.split('/').any(|c| c.starts_with('.')) {
+            return None;
+        }
+        let path = self.path(rel);
+        let mut kind = std::fs::symlink_metadata(&path).ok()?.file_type();
+        if kind.is_symlink() {
+            if self.outside(&path) {
+                return None;
+            }
+            kind = std::fs::metadata(&path).ok()?.file_type();
+        }
+        self.classify(&path, name, depth, kind)
+    }
+
+    /// The entries of the plain directory `rel` ("" the source) the walk
+    /// looks at, sorted by name. An error: the directory cannot be read.
+    pub fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
+        let dir = self.path(rel);
+        let depth = if rel.is_empty() {
+            0
+        } else {
+            rel.matches('/').count() + 1
+        };
+        let io_err = |e| Error::Io {
+            path: dir.display().to_string(),
+            source: e,
+        };
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&dir).map_err(io_err)? {
+            let Ok(e) = e else { continue };
+            let Ok(name) = e.file_name().into_string() else {
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            let Ok(mut kind) = e.file_type() else {
+                continue;
+            };
+            let path = e.path();
+            if kind.is_symlink() {
+                if self.outside(&path) {
+                    continue;
+                }
+                match std::fs::metadata(&path) {
+                    Ok(m) => kind = m.file_type(),
+                    Err(_) => continue,
+                }
+            }
+            if let Some(found) = self.classify(&path, &name, depth, kind) {
+                out.push((name, found));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    /// The walk's rule for the entry `name` at `path`, `depth` directories
+    /// below the source, of (followed) type `kind`.
+    fn classify(
+        &self,
+        path: &Path,
+        name: &str,
+        depth: usize,
+        kind: std::fs::FileType,
+    ) -> Option<Found> {
+        if kind.is_dir() {
+            return match zarr::store_root(path) {
+                Some(array) => Some(Found::Store { array }),
+                None if depth < MAX_DEPTH => Some(Found::Directory),
+                None => None,
+            };
+        }
+        if !kind.is_file() {
+            return None;
+        }
+        if nca::is_descriptor(path) {
+            Some(Found::Descriptor)
+        } else if has_dataset_extension(name) {
+            Some(Found::File)
+        } else if kerchunk::has_json_extension(name) {
+            Some(Found::Json)
+        } else {
+            None
+        }
+    }
+
+    /// A symlink that resolves outside the roots (or to a special file):
+    /// not an entry of this mount. Logged at debug; `slabfs ls` says it.
+    fn outside(&self, path: &Path) -> bool {
+        match self.roots.check(path) {
+            Ok(_) => false,
+            Err(real) => {
+                log::debug!(
+                    "not shown: {} resolves to {}, outside the allowed roots ({})",
+                    path.display(),
+                    real.display(),
+                    self.roots.describe()
+                );
+                true
+            }
+        }
+    }
+
+    /// Open the dataset `rel` found as `found`, its arrays and directories
+    /// at their mount paths (under `rel`). `Ok(None)`: a JSON file that
+    /// holds no references (no dataset, not shown).
+    pub fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
+        let path = self.path(rel);
+        let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
+        let mut ds = Dataset::default();
+        match found {
+            Found::Directory => {
+                return Err(Error::metadata(
+                    path.display().to_string(),
+                    "a plain directory, not a dataset",
+                ));
+            }
+            Found::Store { .. } => add_store(&mut ds, &path, rel, name, &self.opts)?,
+            Found::File => {
+                if !add_file(&mut ds, &path, rel, &self.opts)? {
+                    return Err(Error::metadata(
+                        path.display().to_string(),
+                        "not a netCDF file (no CDF or HDF5 magic number)",
+                    ));
+                }
+            }
+            Found::Descriptor => add_descriptor(&mut ds, &path, rel, &self.opts)?,
+            Found::Json => {
+                if !add_references(&mut ds, &path, rel, &self.opts)? {
+                    return Ok(None);
+                }
+            }
+        }
+        ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(Some(ds))
+    }
+}

@@ -1,0 +1,507 @@
+//! One dataset's nodes: built from its arrays and directories, compared
+//! with the previous version on a refresh. Plain data and functions: no
+//! request, lock or kernel here, so they are tested without a mount.
+//!
+//! A [`Tree`] holds the nodes of one dataset of an archive (rooted at the
+//! dataset's mount path), or of the whole mount when it shows one dataset.
+//! How the nodes are laid out (views, sidecars, conflicts) is described in
+//! the module docs of [`super`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::{FsConfig, Kind, NAME_MAX, sidecar, views};
+use crate::engine::array::{ArraySource, ChangeStamp};
+use crate::formats::dataset::{Directory, Entry};
+
+pub(super) type Xattrs = Arc<[(&'static str, Vec<u8>)]>;
+
+/// An array in the tree, with everything derived from its metadata
+/// (computed once, when the array is opened) and its change stamp.
+#[derive(Clone)]
+pub(super) struct Tracked {
+    pub array: Arc<dyn ArraySource>,
+    pub stamp: ChangeStamp,
+    pub xattrs: Xattrs,
+    pub sidecar: Option<Arc<[u8]>>,
+    pub npy: Option<Arc<[u8]>>,
+    pub hdr: Option<Arc<[u8]>>,
+}
+
+impl Tracked {
+    pub fn new(
+        path: &str,
+        array: Arc<dyn ArraySource>,
+        stamp: ChangeStamp,
+        config: &FsConfig,
+    ) -> Tracked {
+        let (meta, order, views) = (array.meta(), config.byte_order, config.views);
+        // The ENVI header describes the raw file beside it: without that
+        // file it would describe nothing.
+        let hdr = if views.hdr && views.raw {
+            match views::envi_header(meta, order) {
+                Ok(text) => Some(Arc::from(text.into_bytes())),
+                Err(why) => {
+                    log::debug!("no {path}.hdr: {why}");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Tracked {
+            xattrs: sidecar::xattrs(meta, order).into(),
+            sidecar: views
+                .json
+                .then(|| sidecar::sidecar_json(meta, order).into()),
+            npy: views.npy.then(|| views::npy_header(meta, order).into()),
+            hdr,
+            stamp,
+            array,
+        }
+    }
+}
+
+/// A directory's attributes with what is derived from them (computed
+/// once, when the dataset is opened).
+pub(super) struct DirDoc {
+    pub dir: Directory,
+    pub xattrs: Xattrs,
+    pub sidecar: Option<Arc<[u8]>>,
+}
+
+impl DirDoc {
+    pub fn new(path: &str, dir: Directory, config: &FsConfig) -> Arc<DirDoc> {
+        Arc::new(DirDoc {
+            xattrs: sidecar::directory_xattrs(path, &dir).into(),
+            sidecar: config
+                .views
+                .json
+                .then(|| sidecar::directory_json(&dir).into()),
+            dir,
+        })
+    }
+}
+
+/// The path of the file `name` inside directory `dir` ("" the root).
+pub(super) fn child_path(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+pub(super) enum Content {
+    /// Children (name, kind) sorted by name.
+    Dir(Vec<(String, Kind)>),
+    /// The flat bytes of `array` after `header`: empty for the raw file,
+    /// the NumPy header for `NAME.npy`.
+    Array {
+        array: Arc<dyn ArraySource>,
+        header: Arc<[u8]>,
+    },
+    /// A document generated when the array was opened (sidecar, ENVI
+    /// header).
+    Bytes(Arc<[u8]>),
+}
+
+impl Content {
+    /// Whether the kernel's cached pages and attributes of a node with
+    /// content `self` are still right for `other`.
+    pub fn same_as(&self, other: &Content) -> bool {
+        match (self, other) {
+            (Content::Dir(a), Content::Dir(b)) => a == b,
+            (
+                Content::Array {
+                    array: a,
+                    header: ha,
+                },
+                Content::Array {
+                    array: b,
+                    header: hb,
+                },
+            ) => Arc::ptr_eq(a, b) && ha == hb,
+            (Content::Bytes(a), Content::Bytes(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+pub(super) struct Node {
+    pub content: Content,
+    pub xattrs: Xattrs,
+    pub mtime: SystemTime,
+}
+
+impl Node {
+    pub fn kind(&self) -> Kind {
+        match self.content {
+            Content::Dir(_) => Kind::Directory,
+            Content::Array { .. } | Content::Bytes(_) => Kind::File,
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        match &self.content {
+            Content::Dir(_) => 0,
+            Content::Array { array, header } => {
+                (header.len() as u64).saturating_add(array.meta().nbytes())
+            }
+            Content::Bytes(b) => b.len() as u64,
+        }
+    }
+}
+
+/// One version of one dataset's nodes (of the whole mount's, for a mount
+/// of one dataset). Immutable: a refresh builds a new one.
+pub(super) struct Tree {
+    /// The dataset's mount path ("": the mount's root).
+    pub root: String,
+    /// Every node by mount path: the root (a directory, or the array of a
+    /// single-array Zarr store), what is under it and the views of an
+    /// array at the root (beside it, outside the root).
+    pub nodes: HashMap<String, Node>,
+    /// Every array of the dataset by path, including the ones not shown
+    /// (a path conflict), so a refresh compares like with like.
+    pub arrays: BTreeMap<String, Tracked>,
+    /// Every directory's attributes by path, including the ones not shown.
+    pub directories: BTreeMap<String, Arc<DirDoc>>,
+    pub total_bytes: u64,
+}
+
+/// What a path is while the tree is being built.
+enum Planned<'a> {
+    Dir,
+    Raw(&'a Tracked),
+    Npy(&'a Tracked),
+    Doc(Arc<[u8]>),
+}
+
+impl Planned<'_> {
+    fn kind(&self) -> Kind {
+        match self {
+            Planned::Dir => Kind::Directory,
+            _ => Kind::File,
+        }
+    }
+}
+
+/// A path `dataset::open` may produce and the tree can hold: relative,
+/// `/`-separated, no empty, `.` or `..` components, no NUL, no component
+/// longer than [`NAME_MAX`] bytes (names come from dataset metadata;
+/// `statfs` promises 255, programs size buffers by it, and other file
+/// systems refuse longer names, so `cp -r` of the mount would fail).
+pub(super) fn clean_path(path: &str) -> bool {
+    !path.is_empty()
+        && !path.contains('\0')
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && c.len() <= NAME_MAX as usize)
+}
+
+pub(super) fn parent_of(path: &str) -> &str {
+    path.rsplit_once('/').map(|(p, _)| p).unwrap_or("")
+}
+
+pub(super) fn name_of(path: &str) -> &str {
+    path.rsplit_once('/').map(|(_, n)| n).unwrap_or(path)
+}
+
+/// The arrays of `entries` the tree can hold, by path: clean paths only,
+/// the first of two arrays at one path. `loud` logs what is left out at
+/// warn (at mount) rather than debug (every refresh repeats it).
+pub(super) fn usable_entries(entries: &[Entry], loud: bool) -> BTreeMap<String, Arc<dyn ArraySource>> {
+    let level = if loud {
+        log::Level::Warn
+    } else {
+        log::Level::Debug
+    };
+    let mut arrays: BTreeMap<String, Arc<dyn ArraySource>> = BTreeMap::new();
+    for e in entries {
+        if !clean_path(&e.path) {
+            log::log!(
+                level,
+                "not shown: array path {:?} is not a clean relative path",
+                e.path
+            );
+        } else if arrays.contains_key(&e.path) {
+            log::log!(level, "not shown: a second array at {:?}", e.path);
+        } else {
+            arrays.insert(e.path.clone(), e.array.clone());
+        }
+    }
+    arrays
+}
+
+/// Whether `path` is `root` or under it.
+pub(super) fn under(path: &str, root: &str) -> bool {
+    root.is_empty()
+        || path == root
+        || (path.len() > root.len() && path.starts_with(root) && path.as_bytes()[root.len()] == b'/')
+}
+
+impl Tree {
+    /// The tree of the dataset at mount path `root` holding `arrays` and
+    /// `directories` (mount paths, at or under `root`; anything else is
+    /// left out). With `prev` (a refresh), unchanged nodes keep their
+    /// mtime; new or changed ones get `now`.
+    pub fn build(
+        root: &str,
+        arrays: BTreeMap<String, Tracked>,
+        directories: BTreeMap<String, Arc<DirDoc>>,
+        config: &FsConfig,
+        prev: Option<&Tree>,
+        now: SystemTime,
+    ) -> Tree {
+        let level = if prev.is_none() {
+            log::Level::Warn
+        } else {
+            log::Level::Debug
+        };
+        let arrays: BTreeMap<String, Tracked> = arrays
+            .into_iter()
+            .filter(|(path, _)| {
+                let keep = under(path, root);
+                if !keep {
+                    log::debug!("not shown: array {path:?} is outside its dataset /{root}");
+                }
+                keep
+            })
+            .collect();
+        // The directories the arrays are in, up to the dataset's root.
+        let mut dirs: BTreeSet<&str> = BTreeSet::new();
+        for path in arrays.keys() {
+            if path == root {
+                continue;
+            }
+            let mut p = parent_of(path);
+            while p != root && dirs.insert(p) {
+                p = parent_of(p);
+            }
+        }
+        let root_is_array = arrays.contains_key(root) && !dirs.contains(root);
+        let shown: Vec<(&String, &Tracked)> = arrays
+            .iter()
+            .filter(|(path, _)| {
+                let keep = !dirs.contains(path.as_str()) && path.as_str() != root
+                    || path.as_str() == root && root_is_array;
+                if !keep {
+                    log::log!(
+                        level,
+                        "not shown: array {path:?} has the path of a directory"
+                    );
+                }
+                keep
+            })
+            .collect();
+        // Directories with attributes: arrays keep their paths first.
+        let mut with_attrs: HashMap<&str, &DirDoc> = HashMap::new();
+        for (path, d) in &directories {
+            if !under(path, root) || (!path.is_empty() && !clean_path(path)) {
+                log::log!(
+                    level,
+                    "not shown: the attributes of {path:?}: not a clean path in /{root}"
+                );
+                continue;
+            }
+            let mut p = path.as_str();
+            let blocked = loop {
+                if arrays.contains_key(p) && !dirs.contains(p) && (p != root || root_is_array) {
+                    break true;
+                }
+                if p == root {
+                    break false;
+                }
+                p = parent_of(p);
+            };
+            if blocked {
+                log::log!(
+                    level,
+                    "not shown: the attributes of {path:?}: the array {p:?} has that path"
+                );
+                continue;
+            }
+            with_attrs.insert(path, d);
+            let mut p = path.as_str();
+            while p != root && dirs.insert(p) {
+                p = parent_of(p);
+            }
+        }
+
+        let mut plan: BTreeMap<String, Planned> = BTreeMap::new();
+        if !root_is_array {
+            plan.insert(root.to_string(), Planned::Dir);
+        }
+        for d in &dirs {
+            plan.insert(d.to_string(), Planned::Dir);
+        }
+        if config.views.raw {
+            for (path, t) in &shown {
+                plan.insert(path.to_string(), Planned::Raw(t));
+            }
+        }
+        for (path, t) in &shown {
+            let views = [
+                ("json", t.sidecar.clone().map(Planned::Doc)),
+                ("npy", t.npy.as_ref().map(|_| Planned::Npy(t))),
+                ("hdr", t.hdr.clone().map(Planned::Doc)),
+            ];
+            for (ext, planned) in views {
+                let Some(planned) = planned else { continue };
+                if name_of(path).len() + 1 + ext.len() > NAME_MAX as usize {
+                    log::log!(level, "no {ext} view of {path}: the name would be too long");
+                    continue;
+                }
+                match plan.entry(format!("{path}.{ext}")) {
+                    std::collections::btree_map::Entry::Occupied(taken) => {
+                        let level = if prev.is_none() {
+                            log::Level::Info
+                        } else {
+                            log::Level::Debug
+                        };
+                        log::log!(level, "no {ext} view of {path}: {} is taken", taken.key());
+                    }
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert(planned);
+                    }
+                }
+            }
+        }
+        let mut sidecars: Vec<(&&str, &&DirDoc)> = with_attrs.iter().collect();
+        sidecars.sort_by_key(|(p, _)| **p);
+        for (path, d) in sidecars {
+            let Some(doc) = &d.sidecar else { continue };
+            match plan.entry(child_path(path, sidecar::DIRECTORY_SIDECAR)) {
+                std::collections::btree_map::Entry::Occupied(taken) => {
+                    let level = if prev.is_none() {
+                        log::Level::Info
+                    } else {
+                        log::Level::Debug
+                    };
+                    log::log!(
+                        level,
+                        "no sidecar of directory /{path}: {} is taken",
+                        taken.key()
+                    );
+                }
+                std::collections::btree_map::Entry::Vacant(v) => {
+                    v.insert(Planned::Doc(doc.clone()));
+                }
+            }
+        }
+
+        let no_xattrs: Xattrs = Arc::from(Vec::new());
+        let mut nodes: HashMap<String, Node> = HashMap::with_capacity(plan.len());
+        let mut children: HashMap<&str, Vec<(String, Kind)>> = HashMap::new();
+        for (path, planned) in &plan {
+            if path != root && under(path, root) {
+                children
+                    .entry(parent_of(path))
+                    .or_default()
+                    .push((name_of(path).to_string(), planned.kind()));
+            }
+            let (content, xattrs) = match planned {
+                Planned::Dir => (
+                    Content::Dir(Vec::new()),
+                    with_attrs
+                        .get(path.as_str())
+                        .map_or_else(|| no_xattrs.clone(), |d| d.xattrs.clone()),
+                ),
+                Planned::Raw(t) => (
+                    Content::Array {
+                        array: t.array.clone(),
+                        header: Arc::from(Vec::new()),
+                    },
+                    t.xattrs.clone(),
+                ),
+                Planned::Npy(t) => (
+                    Content::Array {
+                        array: t.array.clone(),
+                        header: t.npy.clone().expect("planned only with a header"),
+                    },
+                    t.xattrs.clone(),
+                ),
+                Planned::Doc(bytes) => (Content::Bytes(bytes.clone()), no_xattrs.clone()),
+            };
+            nodes.insert(
+                path.clone(),
+                Node {
+                    content,
+                    xattrs,
+                    mtime: now,
+                },
+            );
+        }
+        for (dir, mut list) in children {
+            list.sort();
+            if let Some(node) = nodes.get_mut(dir) {
+                node.content = Content::Dir(list);
+            }
+        }
+        if let Some(prev) = prev {
+            for (path, node) in nodes.iter_mut() {
+                if let Some(old) = prev.nodes.get(path)
+                    && old.content.same_as(&node.content)
+                {
+                    node.mtime = old.mtime;
+                }
+            }
+        }
+        // Saturating: two arrays near 2^64 bytes each are legal input.
+        let total_bytes = nodes
+            .values()
+            .map(Node::size)
+            .fold(0u64, u64::saturating_add);
+        Tree {
+            root: root.to_string(),
+            nodes,
+            arrays,
+            directories,
+            total_bytes,
+        }
+    }
+
+    /// The node at `path`.
+    pub fn node(&self, path: &str) -> Option<&Node> {
+        self.nodes.get(path)
+    }
+
+    /// Every node's path and kind, sorted by path.
+    pub fn paths(&self) -> Vec<(&str, Kind)> {
+        let mut out: Vec<(&str, Kind)> = self
+            .nodes
+            .iter()
+            .map(|(p, n)| (p.as_str(), n.kind()))
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+/// What the kernel must be told when `new` replaces `old` (one dataset's
+/// trees): the paths (with their kind in `old`) that went away or changed
+/// kind, whose directory entries must go, and the nodes that stay but whose
+/// bytes, size or listing changed, whose attributes and pages must go.
+pub(super) fn diff<'a>(old: &'a Tree, new: &'a Tree) -> (Vec<(&'a str, Kind)>, Vec<(&'a str, Kind)>) {
+    let mut gone: Vec<(&str, Kind)> = old
+        .nodes
+        .iter()
+        .filter(|(path, n)| new.nodes.get(*path).is_none_or(|m| m.kind() != n.kind()))
+        .map(|(p, n)| (p.as_str(), n.kind()))
+        .collect();
+    gone.sort();
+    let mut changed: Vec<(&str, Kind)> = new
+        .nodes
+        .iter()
+        .filter(|(path, n)| {
+            old.nodes
+                .get(*path)
+                .is_some_and(|o| o.kind() == n.kind() && !o.content.same_as(&n.content))
+        })
+        .map(|(p, n)| (p.as_str(), n.kind()))
+        .collect();
+    changed.sort();
+    (gone, changed)
+}
