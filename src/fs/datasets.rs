@@ -30,6 +30,7 @@
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 use lru::LruCache;
@@ -38,8 +39,8 @@ use parking_lot::{Mutex, RwLock};
 use super::tree::{DirDoc, Tracked, Tree, usable_entries};
 use super::{FsConfig, FsError, FsResult};
 use crate::engine::array::ChangeStamp;
-use crate::formats::dataset::archive::{Archive, Found};
 use crate::formats::dataset::Dataset;
+use crate::formats::dataset::archive::{Archive, Found};
 
 /// Datasets opened at once by default (`--max-open-datasets`): a small
 /// netCDF file's tree is a few KiB, a Zarr store's with its chunk index a
@@ -57,6 +58,20 @@ pub(super) enum Datasets {
 pub(super) struct Lazy {
     pub archive: Archive,
     open: Mutex<LruCache<String, Arc<Tree>>>,
+    /// Opens that succeeded, failed, and datasets closed to make room.
+    opens: AtomicU64,
+    failures: AtomicU64,
+    evictions: AtomicU64,
+}
+
+/// What `.slabfs/stats` shows of an archive's datasets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LazyStats {
+    pub open: usize,
+    pub max_open: usize,
+    pub opens: u64,
+    pub failures: u64,
+    pub evictions: u64,
 }
 
 impl Lazy {
@@ -65,6 +80,20 @@ impl Lazy {
         Lazy {
             archive,
             open: Mutex::new(LruCache::new(cap)),
+            opens: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }
+    }
+
+    pub fn stats(&self) -> LazyStats {
+        let open = self.open.lock();
+        LazyStats {
+            open: open.len(),
+            max_open: open.cap().get(),
+            opens: self.opens.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
         }
     }
 
@@ -120,6 +149,9 @@ impl Lazy {
             }
             r
         });
+        if opened.is_err() {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
         let Some(ds) = opened.map_err(|e| FsError::Dataset {
             path: unit.to_string(),
             source: Box::new(e),
@@ -132,7 +164,11 @@ impl Lazy {
         if let Some(t) = open.get(unit) {
             return Ok(Some(t.clone())); // opened meanwhile: one tree
         }
-        open.put(unit.to_string(), tree.clone());
+        self.opens.fetch_add(1, Ordering::Relaxed);
+        if let Some((evicted, _)) = open.push(unit.to_string(), tree.clone()) {
+            log::debug!("closed /{evicted} to make room for /{unit}");
+            self.evictions.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(Some(tree))
     }
 

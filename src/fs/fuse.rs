@@ -314,7 +314,8 @@ impl Filesystem for FuseFs {
     ) {
         let what = || format!("{} offset {offset}", self.core.path(ino.0));
         let listed = call("readdir", &what, || {
-            self.core.readdir(ino.0, fh.0, offset, &mut DirReply(&mut reply))
+            self.core
+                .readdir(ino.0, fh.0, offset, &mut DirReply(&mut reply))
         });
         match listed {
             Ok(()) => reply.ok(),

@@ -93,7 +93,7 @@
 //! [`FsError::Read`], carrying the path, offset, size and the library error
 //! (which names the chunk file).
 
-mod datasets;
+pub mod datasets;
 pub mod error;
 pub mod fuse;
 pub mod inodes;
@@ -114,7 +114,6 @@ use std::time::{Instant, SystemTime};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::dtype::Endian;
 use crate::engine::array::ArraySource;
 use crate::engine::cache::{ChunkCache, SharedBytes};
 use crate::engine::read::{cached_at, read_at, read_shared_at};
@@ -124,7 +123,8 @@ use crate::formats::dataset::{Dataset, Entry};
 pub use datasets::DEFAULT_MAX_OPEN;
 use datasets::Datasets;
 use inodes::Inodes;
-use tree::{Content, Node, Tree, Xattrs, child_path, name_of, parent_of};
+use tree::{Content, NAME_MAX, Node, Tree, Xattrs, child_path, name_of, parent_of};
+pub use tree::{FsConfig, Kind};
 
 pub use error::{FsError, FsResult};
 pub use stats::Stats;
@@ -156,36 +156,9 @@ pub const ROOT_INO: u64 = 1;
 /// instead of 4 KiB at a time.
 pub const BLKSIZE: u32 = 128 * 1024;
 
-/// Longest name `statfs` reports (the usual NAME_MAX).
-const NAME_MAX: u32 = 255;
-
 /// The hidden control directory at the root, and its stats file.
 pub const CONTROL_DIR: &str = ".slabfs";
 pub const STATS_FILE: &str = "stats";
-
-/// How the core presents the dataset.
-#[derive(Debug, Clone)]
-pub struct FsConfig {
-    /// Byte order of every array file (and of the typestrs in sidecars,
-    /// headers and xattrs).
-    pub byte_order: Endian,
-    /// Owner of every node.
-    pub uid: u32,
-    pub gid: u32,
-    /// Which files each array shows.
-    pub views: Views,
-    /// Take every array's [`ChangeStamp`] when it enters the tree, as live
-    /// refresh needs (a stamp must predate anything cached from the array).
-    /// Costs a walk of the source's files at mount, so it is off when the
-    /// mount does not refresh.
-    pub track_changes: bool,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    Directory,
-    File,
-}
 
 /// What `stat` shows for a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -643,9 +616,7 @@ impl SlabFs {
         let r = (|| {
             let dir = self.resolve(parent, true)?;
             let dir_path = place_path(&dir);
-            let not_found = || {
-                FsError::NotFound(child_path(&dir_path, &name.to_string_lossy()))
-            };
+            let not_found = || FsError::NotFound(child_path(&dir_path, &name.to_string_lossy()));
             // Every name in the tree is UTF-8: anything else is absent.
             let name = name.to_str().ok_or_else(not_found)?;
             if name == CONTROL_DIR && parent == ROOT_INO && self.has_control() {
@@ -721,7 +692,13 @@ impl SlabFs {
             _ => {
                 let ino = self.inodes.remember(&rel, Kind::Directory, Some(&rel));
                 Ok(match lazy.get(&rel) {
-                    Some(tree) => self.attr(ino, &Place::Node { tree, path: Arc::from(rel) }),
+                    Some(tree) => self.attr(
+                        ino,
+                        &Place::Node {
+                            tree,
+                            path: Arc::from(rel),
+                        },
+                    ),
                     None => self.dir_attr(ino),
                 })
             }
@@ -899,7 +876,9 @@ impl SlabFs {
         let r = (|| {
             let place = self.resolve(ino, true)?;
             let is_dir = match &place {
-                Place::Node { tree, path } => tree.node(path).expect("resolved").kind() == Kind::Directory,
+                Place::Node { tree, path } => {
+                    tree.node(path).expect("resolved").kind() == Kind::Directory
+                }
                 Place::StatsFile => false,
                 _ => true,
             };
@@ -913,8 +892,7 @@ impl SlabFs {
             }
             if let Place::StatsFile = place {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-                let doc: Arc<[u8]> = self.stats.render(self.cache.as_deref()).into();
-                self.snapshots.lock().insert(fh, doc);
+                self.snapshots.lock().insert(fh, self.stats_doc());
                 return Ok(Opened {
                     fh,
                     direct_io: true,
@@ -927,6 +905,30 @@ impl SlabFs {
             })
         })();
         self.counted(r)
+    }
+
+    /// The stats document ([`stats`]), with the archive's datasets.
+    pub fn stats_json(&self) -> serde_json::Value {
+        let mut doc = self.stats.to_json(self.cache.as_deref());
+        if let Datasets::Archive(lazy) = &self.datasets {
+            let s = lazy.stats();
+            doc["datasets"] = serde_json::json!({
+                "open": s.open,
+                "max_open": s.max_open,
+                "opens": s.opens,
+                "failures": s.failures,
+                "evictions": s.evictions,
+            });
+        }
+        doc["inodes"] = serde_json::json!(self.inodes.len());
+        doc
+    }
+
+    fn stats_doc(&self) -> Arc<[u8]> {
+        let mut out =
+            serde_json::to_vec_pretty(&self.stats_json()).expect("stats always serialize");
+        out.push(b'\n');
+        out.into()
     }
 
     /// The kernel closed handle `fh` (its last reference).
@@ -1014,8 +1016,7 @@ impl SlabFs {
                 Place::Node { tree, path } => (tree, path),
                 Place::StatsFile => {
                     let snapshot = self.snapshots.lock().get(&fh).cloned();
-                    let doc =
-                        snapshot.unwrap_or_else(|| self.stats.render(self.cache.as_deref()).into());
+                    let doc = snapshot.unwrap_or_else(|| self.stats_doc());
                     return Ok(ReadData::Owned(slice_at(&doc, offset, size)));
                 }
                 _ => return Err(FsError::IsDir(place_path(&place))),
@@ -1188,11 +1189,12 @@ pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::formats::dataset::Directory;
     use crate::dtype::DataType;
+    use crate::dtype::Endian;
     use crate::engine::array::ArrayMeta;
     use crate::engine::index::Region;
     use crate::error::{Error, Result};
+    use crate::formats::dataset::Directory;
 
     /// A 1-D uint16 array whose element i is i (native order); reads of
     /// elements at or past `bad_from` fail like a corrupt chunk.

@@ -100,9 +100,9 @@ use std::sync::mpsc::{RecvTimeoutError, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::watch::{self, Seen};
 use super::datasets::Datasets;
 use super::tree::{self, DirDoc, Tracked, Tree, name_of, parent_of, usable_entries};
+use super::watch::{self, Seen};
 use super::{Kind, SlabFs};
 use crate::engine::array::{ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
@@ -213,8 +213,9 @@ impl SlabFs {
         let mut changes = Changes::default();
         let mut failed = 0;
         let now = SystemTime::now();
+        let all = units.contains("");
         for (unit, old) in lazy.opened() {
-            if !under_any(&unit, &units) {
+            if !all && !under_any(&unit, &units) {
                 continue;
             }
             let opened = match lazy.archive.find(&unit).filter(|f| f.is_dataset()) {
@@ -241,12 +242,8 @@ impl SlabFs {
                 }
                 Err(e) => {
                     self.stats.record_refresh_failure();
-                    log::warn!(
-                        "refresh could not re-open /{unit}: {e}; it stays shown as it was"
-                    );
-                    changes
-                        .kept
-                        .extend(old.arrays.keys().cloned());
+                    log::warn!("refresh could not re-open /{unit}: {e}; it stays shown as it was");
+                    changes.kept.extend(old.arrays.keys().cloned());
                     continue;
                 }
             };
@@ -272,17 +269,13 @@ impl SlabFs {
             }
             if lazy.peek(unit).is_none() {
                 for (ino, known) in self.inodes.in_unit(unit) {
-                    failed += count_failed(
-                        &format!("inode {ino} ({})", known.path),
-                        inval.inode(ino),
-                    );
+                    failed +=
+                        count_failed(&format!("inode {ino} ({})", known.path), inval.inode(ino));
                 }
             }
             if let Some(parent) = self.inodes.held(parent_of(unit), Kind::Directory) {
-                failed += count_failed(
-                    &format!("entry {unit}"),
-                    inval.entry(parent, name_of(unit)),
-                );
+                failed +=
+                    count_failed(&format!("entry {unit}"), inval.entry(parent, name_of(unit)));
             }
         }
         for list in [
@@ -417,7 +410,8 @@ impl SlabFs {
                 continue; // never looked up: no dentry to drop
             }
             if let Some(parent) = self.inodes.held(parent_of(path), Kind::Directory) {
-                failed += count_failed(&format!("entry {path}"), inval.entry(parent, name_of(path)));
+                failed +=
+                    count_failed(&format!("entry {path}"), inval.entry(parent, name_of(path)));
             }
         }
         // Nodes that stay but whose bytes, size or listing changed.
@@ -929,7 +923,11 @@ impl Pass<'_> {
             // References and aggregations read fragments anywhere: the
             // open ones are compared on every pass (their stamps cover
             // their fragments).
-            units.extend(fs.open_units().into_iter().filter(|u| kerchunk::has_json_extension(name_of(u))));
+            units.extend(
+                fs.open_units()
+                    .into_iter()
+                    .filter(|u| kerchunk::has_json_extension(name_of(u))),
+            );
             let changes = fs.refresh_archive(&units, self.inval);
             return self.done(&changes, started);
         }

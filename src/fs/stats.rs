@@ -15,6 +15,9 @@
 //!   "buffers": {"bytes": 50331648, "cap": 67108864, "hits": 51002, "misses": 31},
 //!   "refresh": {"interval_seconds": 5, "runs": 720, "changes": 14, "failures": 0,
 //!               "walks": 2, "watching": true, "watched_directories": 41},
+//!   "datasets": {"open": 1000, "max_open": 1000, "opens": 5210, "failures": 1,
+//!                "evictions": 4210},
+//!   "inodes": 3120,
 //!   "remote": {"s3://bucket": {"requests": {"GET": 12, "ranged_GET": 1204, "LIST": 3,
 //!                                           "HEAD": 9, "other": 0},
 //!                              "bytes": 1263534080, "retries": 9, "errors": 9,
@@ -49,6 +52,13 @@
 //!   re-loaded only what the watcher saw change), `watching` whether
 //!   changes are watched (inotify) rather than found by periodic walks, and
 //!   `watched_directories` how many directories are watched.
+//! - `datasets` (a mount of a directory, whose datasets open when used:
+//!   [`crate::fs::datasets`]): datasets open now and the most kept open
+//!   (`--max-open-datasets`), opens since mount, opens that failed (the
+//!   dataset's requests got EIO), and datasets closed to make room (each
+//!   costs an open again at its next use).
+//! - `inodes`: the nodes the kernel holds (looked up and not forgotten):
+//!   what the daemon keeps a path for ([`crate::fs::inodes`]).
 //! - `remote` (only when the mount reads URLs): per source store, the HTTP
 //!   requests sent by kind, bytes fetched, retries, failed attempts, `304`
 //!   answers, stalls (attempts abandoned after `--stall-timeout` without a

@@ -11,9 +11,37 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::{FsConfig, Kind, NAME_MAX, sidecar, views};
+use super::{sidecar, views};
+use crate::dtype::Endian;
 use crate::engine::array::{ArraySource, ChangeStamp};
 use crate::formats::dataset::{Directory, Entry};
+
+/// Longest name `statfs` reports (the usual NAME_MAX).
+pub(super) const NAME_MAX: u32 = 255;
+
+/// How the core presents the dataset.
+#[derive(Debug, Clone)]
+pub struct FsConfig {
+    /// Byte order of every array file (and of the typestrs in sidecars,
+    /// headers and xattrs).
+    pub byte_order: Endian,
+    /// Owner of every node.
+    pub uid: u32,
+    pub gid: u32,
+    /// Which files each array shows.
+    pub views: views::Views,
+    /// Take every array's [`ChangeStamp`] when it enters the tree, as live
+    /// refresh needs (a stamp must predate anything cached from the array).
+    /// Costs a walk of the source's files at mount, so it is off when the
+    /// mount does not refresh.
+    pub track_changes: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Directory,
+    File,
+}
 
 pub(super) type Xattrs = Arc<[(&'static str, Vec<u8>)]>;
 
@@ -212,7 +240,10 @@ pub(super) fn name_of(path: &str) -> &str {
 /// The arrays of `entries` the tree can hold, by path: clean paths only,
 /// the first of two arrays at one path. `loud` logs what is left out at
 /// warn (at mount) rather than debug (every refresh repeats it).
-pub(super) fn usable_entries(entries: &[Entry], loud: bool) -> BTreeMap<String, Arc<dyn ArraySource>> {
+pub(super) fn usable_entries(
+    entries: &[Entry],
+    loud: bool,
+) -> BTreeMap<String, Arc<dyn ArraySource>> {
     let level = if loud {
         log::Level::Warn
     } else {
@@ -239,7 +270,9 @@ pub(super) fn usable_entries(entries: &[Entry], loud: bool) -> BTreeMap<String, 
 pub(super) fn under(path: &str, root: &str) -> bool {
     root.is_empty()
         || path == root
-        || (path.len() > root.len() && path.starts_with(root) && path.as_bytes()[root.len()] == b'/')
+        || (path.len() > root.len()
+            && path.starts_with(root)
+            && path.as_bytes()[root.len()] == b'/')
 }
 
 impl Tree {
@@ -484,7 +517,10 @@ impl Tree {
 /// trees): the paths (with their kind in `old`) that went away or changed
 /// kind, whose directory entries must go, and the nodes that stay but whose
 /// bytes, size or listing changed, whose attributes and pages must go.
-pub(super) fn diff<'a>(old: &'a Tree, new: &'a Tree) -> (Vec<(&'a str, Kind)>, Vec<(&'a str, Kind)>) {
+pub(super) fn diff<'a>(
+    old: &'a Tree,
+    new: &'a Tree,
+) -> (Vec<(&'a str, Kind)>, Vec<(&'a str, Kind)>) {
     let mut gone: Vec<(&str, Kind)> = old
         .nodes
         .iter()

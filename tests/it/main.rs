@@ -27,6 +27,7 @@ mod hdf5;
 mod hdf5_plugins;
 mod kerchunk;
 mod layers;
+mod lazy;
 mod mount;
 mod mount_live;
 mod nca;
