@@ -401,7 +401,7 @@ impl SlabFs {
     /// dataset's trees), of what it holds; returns how many notifications
     /// failed.
     fn invalidate(&self, old: &Tree, new: &Tree, inval: &dyn Invalidate) -> usize {
-        let (gone, changed) = tree::diff(old, new);
+        let tree::Diff { gone, changed } = tree::diff(old, new);
         let mut failed = 0;
         // Names that went away, or changed kind: forget the dentry so the
         // next lookup asks us.
@@ -1149,7 +1149,7 @@ mod tests {
     use crate::error::{Error, Result};
     use crate::formats::dataset::Entry;
     use crate::fs::tests::{config, lookup_path, names, read_all};
-    use crate::fs::{FsError, Views};
+    use crate::fs::Views;
     use parking_lot::Mutex;
     use std::ffi::OsStr;
 
@@ -1356,7 +1356,6 @@ mod tests {
         .with_cache(cache.clone());
         let keep = ino(&fs, "keep");
         let (old, old_x) = (ino(&fs, "old"), ino(&fs, "old/x"));
-        let max_ino = fs.paths().iter().map(|p| p.0).max().unwrap();
         cache_chunk(&cache, 2);
         let rec = Recorder::default();
         let changes = fs.refresh(

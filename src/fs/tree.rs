@@ -513,14 +513,18 @@ impl Tree {
     }
 }
 
-/// What the kernel must be told when `new` replaces `old` (one dataset's
-/// trees): the paths (with their kind in `old`) that went away or changed
-/// kind, whose directory entries must go, and the nodes that stay but whose
-/// bytes, size or listing changed, whose attributes and pages must go.
-pub(super) fn diff<'a>(
-    old: &'a Tree,
-    new: &'a Tree,
-) -> (Vec<(&'a str, Kind)>, Vec<(&'a str, Kind)>) {
+/// What the kernel must be told when one dataset's tree replaces another.
+pub(super) struct Diff<'a> {
+    /// Paths (with their kind in the old tree) that went away or changed
+    /// kind: their directory entries must go.
+    pub gone: Vec<(&'a str, Kind)>,
+    /// Nodes that stay but whose bytes, size or listing changed: their
+    /// attributes and pages must go.
+    pub changed: Vec<(&'a str, Kind)>,
+}
+
+/// [`Diff`] of `new` replacing `old`, each list sorted.
+pub(super) fn diff<'a>(old: &'a Tree, new: &'a Tree) -> Diff<'a> {
     let mut gone: Vec<(&str, Kind)> = old
         .nodes
         .iter()
@@ -539,5 +543,5 @@ pub(super) fn diff<'a>(
         .map(|(p, n)| (p.as_str(), n.kind()))
         .collect();
     changed.sort();
-    (gone, changed)
+    Diff { gone, changed }
 }

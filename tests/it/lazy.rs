@@ -71,10 +71,10 @@ fn datasets_open_when_used_and_at_most_max_open_stay_open() {
     assert!(doc["datasets"]["open"].as_u64().unwrap() <= 3, "{doc}");
     assert!(doc["datasets"]["evictions"].as_u64().unwrap() >= 9, "{doc}");
     // Evicted and opened again: the same numbers, the same bytes.
-    for i in 0..3 {
+    for (i, &was) in first.iter().enumerate() {
         let path = m.path(&format!("{}/v", rel(i)));
         assert_eq!(std::fs::read(&path).unwrap(), nc_bytes(i as f32));
-        assert_eq!(ino(&path), first[i], "{}", rel(i));
+        assert_eq!(ino(&path), was, "{}", rel(i));
     }
     m.stop();
 }
