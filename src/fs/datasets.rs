@@ -118,22 +118,19 @@ impl Lazy {
     }
 
     /// The tree of the dataset at `unit`, opened if it is not (`found`:
-    /// what the archive says it is, when the caller knows). `Ok(None)`:
-    /// there is no dataset at `unit` (gone, or a JSON file that holds no
+    /// what the archive says it is). `Ok(None)`: there is no dataset at
+    /// `unit` (a plain directory, or a JSON file that holds no
     /// references).
     pub fn open(
         &self,
         unit: &str,
-        found: Option<Found>,
+        found: Found,
         config: &FsConfig,
         now: SystemTime,
     ) -> FsResult<Option<Arc<Tree>>> {
         if let Some(t) = self.get(unit) {
             return Ok(Some(t));
         }
-        let Some(found) = found.or_else(|| self.archive.find(unit)) else {
-            return Ok(None);
-        };
         if !found.is_dataset() {
             return Ok(None);
         }

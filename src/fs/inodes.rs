@@ -22,7 +22,7 @@
 //! the kernel looked up first: only then is a number not the same on every
 //! mount. The root is always [`ROOT_INO`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -55,16 +55,35 @@ pub struct Known {
     /// The mount path of the dataset the node belongs to, `None` for a
     /// directory of the archive or the control files.
     pub unit: Option<Arc<str>>,
-    lookups: u64,
+    lookups: u32,
 }
 
 #[derive(Default)]
 struct Table {
     by_ino: HashMap<u64, Known>,
-    by_path: HashMap<(Arc<str>, Kind), u64>,
+    /// Numbers by path, one map per kind (looked up by `&str`, without
+    /// building a key).
+    dirs: HashMap<Arc<str>, u64>,
+    files: HashMap<Arc<str>, u64>,
     /// The numbers held inside each dataset, so a dataset that changed
     /// while it was not open can have exactly its nodes invalidated.
-    by_unit: HashMap<Arc<str>, HashSet<u64>>,
+    by_unit: HashMap<Arc<str>, Vec<u64>>,
+}
+
+impl Table {
+    fn by_path(&self, kind: Kind) -> &HashMap<Arc<str>, u64> {
+        match kind {
+            Kind::Directory => &self.dirs,
+            Kind::File => &self.files,
+        }
+    }
+
+    fn by_path_mut(&mut self, kind: Kind) -> &mut HashMap<Arc<str>, u64> {
+        match kind {
+            Kind::Directory => &mut self.dirs,
+            Kind::File => &mut self.files,
+        }
+    }
 }
 
 /// The nodes the kernel holds, by number. See the module docs.
@@ -81,7 +100,7 @@ impl Inodes {
             return ROOT_INO;
         }
         let t = self.table.lock();
-        if let Some(&ino) = t.by_path.get(&(Arc::from(path), kind)) {
+        if let Some(&ino) = t.by_path(kind).get(path) {
             return ino;
         }
         (0..)
@@ -93,15 +112,19 @@ impl Inodes {
     /// A `lookup` of `path` is answered: its number, the kernel's count
     /// raised by one.
     pub fn remember(&self, path: &str, kind: Kind, unit: Option<&str>) -> u64 {
+        self.remember_new(path, kind, unit).0
+    }
+
+    /// [`Inodes::remember`], and whether the kernel did not hold the node.
+    pub fn remember_new(&self, path: &str, kind: Kind, unit: Option<&str>) -> (u64, bool) {
         if path.is_empty() {
-            return ROOT_INO;
+            return (ROOT_INO, false);
         }
         let mut t = self.table.lock();
-        let key: (Arc<str>, Kind) = (Arc::from(path), kind);
-        if let Some(&ino) = t.by_path.get(&key) {
+        if let Some(&ino) = t.by_path(kind).get(path) {
             let known = t.by_ino.get_mut(&ino).expect("tables agree");
-            known.lookups += 1;
-            return ino;
+            known.lookups = known.lookups.saturating_add(1);
+            return (ino, false);
         }
         let (ino, k) = (0..)
             .map(|k| (probe(path, kind, k), k))
@@ -110,21 +133,33 @@ impl Inodes {
         if k > 0 {
             log::info!("inode numbers: /{path} collides with another path; it takes number {ino}");
         }
-        let unit: Option<Arc<str>> = unit.map(Arc::from);
+        let path: Arc<str> = Arc::from(path);
+        let unit: Option<Arc<str>> = unit.map(|u| {
+            // One allocation for a dataset's root and its unit.
+            let u: Arc<str> = if *u == *path {
+                path.clone()
+            } else {
+                Arc::from(u)
+            };
+            match t.by_unit.get_key_value(&*u) {
+                Some((shared, _)) => shared.clone(),
+                None => u,
+            }
+        });
         if let Some(u) = &unit {
-            t.by_unit.entry(u.clone()).or_default().insert(ino);
+            t.by_unit.entry(u.clone()).or_default().push(ino);
         }
-        t.by_path.insert(key.clone(), ino);
+        t.by_path_mut(kind).insert(path.clone(), ino);
         t.by_ino.insert(
             ino,
             Known {
-                path: key.0,
+                path,
                 kind,
                 unit,
                 lookups: 1,
             },
         );
-        ino
+        (ino, true)
     }
 
     /// The kernel dropped `n` references to `ino`.
@@ -133,17 +168,17 @@ impl Inodes {
         let Some(known) = t.by_ino.get_mut(&ino) else {
             return;
         };
-        known.lookups = known.lookups.saturating_sub(n);
+        known.lookups = known.lookups.saturating_sub(n.min(u32::MAX as u64) as u32);
         if known.lookups > 0 {
             return;
         }
         let known = t.by_ino.remove(&ino).expect("present");
-        t.by_path.remove(&(known.path, known.kind));
+        t.by_path_mut(known.kind).remove(&known.path);
         if let Some(u) = known.unit
-            && let Some(set) = t.by_unit.get_mut(&u)
+            && let Some(held) = t.by_unit.get_mut(&u)
         {
-            set.remove(&ino);
-            if set.is_empty() {
+            held.retain(|&i| i != ino);
+            if held.is_empty() {
                 t.by_unit.remove(&u);
             }
         }
@@ -159,18 +194,14 @@ impl Inodes {
         if path.is_empty() {
             return Some(ROOT_INO);
         }
-        self.table
-            .lock()
-            .by_path
-            .get(&(Arc::from(path), kind))
-            .copied()
+        self.table.lock().by_path(kind).get(path).copied()
     }
 
     /// The nodes the kernel holds inside the dataset at `unit`.
     pub fn in_unit(&self, unit: &str) -> Vec<(u64, Known)> {
         let t = self.table.lock();
-        t.by_unit.get(unit).map_or_else(Vec::new, |set| {
-            set.iter()
+        t.by_unit.get(unit).map_or_else(Vec::new, |held| {
+            held.iter()
                 .filter_map(|ino| t.by_ino.get(ino).map(|k| (*ino, k.clone())))
                 .collect()
         })
@@ -232,7 +263,7 @@ mod tests {
         {
             let mut tab = t.table.lock();
             let k = tab.by_ino.remove(&a).unwrap();
-            tab.by_path.insert((k.path.clone(), k.kind), b_ino);
+            tab.files.insert(k.path.clone(), b_ino);
             tab.by_ino.insert(b_ino, k);
         }
         let b = t.remember("b", Kind::File, None);

@@ -280,6 +280,10 @@ pub struct SlabFs {
     /// The remote state the mount reads URLs through (its refresh asks
     /// the source's objects again through it); `None`: no URL.
     remote: Option<crate::storage::remote::Remote>,
+    /// Where an archive says which directories it began to use, for the
+    /// refresh thread to watch ([`watch::Seen::Touched`]); `None`: no
+    /// refresh watches this mount.
+    touched: Mutex<Option<std::sync::mpsc::SyncSender<watch::Seen>>>,
 }
 
 impl SlabFs {
@@ -336,6 +340,29 @@ impl SlabFs {
             readahead: Readahead::new(0),
             waiting: None,
             remote: None,
+            touched: Mutex::new(None),
+        }
+    }
+
+    /// Tell `tx` (the refresh thread's events) which directories of an
+    /// archive the mount begins to use, so that only they are watched.
+    pub fn report_touched(&self, tx: std::sync::mpsc::SyncSender<watch::Seen>) {
+        *self.touched.lock() = Some(tx);
+    }
+
+    /// The archive's directory `rel` (with what is under it: `tree`) is
+    /// in use: watch it. Never waits (a FUSE thread calls it): a full
+    /// queue drops the request, and the directory is not watched (its
+    /// open datasets are still compared at every `--rescan`).
+    fn touch(&self, rel: &str, tree: bool) {
+        let Datasets::Archive(lazy) = &self.datasets else {
+            return;
+        };
+        if let Some(tx) = &*self.touched.lock() {
+            let dir = lazy.archive.source().join(rel);
+            if tx.try_send(watch::Seen::Touched { dir, tree }).is_err() {
+                log::debug!("not watching /{rel}: the refresh thread's queue is full");
+            }
         }
     }
 
@@ -485,12 +512,42 @@ impl SlabFs {
         }
     }
 
+    /// The tree of the archive's dataset at `unit` (found as `found`, if
+    /// the caller knows), opened if it is not; a Zarr store opened is
+    /// watched whole from now on (its chunks live in directories of
+    /// their own).
+    fn open_unit(
+        &self,
+        lazy: &datasets::Lazy,
+        unit: &str,
+        found: Option<Found>,
+    ) -> FsResult<Option<Arc<Tree>>> {
+        if let Some(t) = lazy.get(unit) {
+            return Ok(Some(t));
+        }
+        let found = found.or_else(|| lazy.archive.find(unit));
+        let Some(found) = found else { return Ok(None) };
+        let tree = lazy.open(unit, found, &self.config, SystemTime::now())?;
+        if tree.is_some() && matches!(found, Found::Store { .. }) {
+            self.touch(unit, true);
+        }
+        Ok(tree)
+    }
+
+    /// Whether the archive's dataset at `unit` is open.
+    pub fn is_open(&self, unit: &str) -> bool {
+        match &self.datasets {
+            Datasets::Whole(_) => true,
+            Datasets::Archive(lazy) => lazy.peek(unit).is_some(),
+        }
+    }
+
     /// The tree of the dataset at `unit`, opened if needed.
     fn unit_tree(&self, unit: &str) -> FsResult<Arc<Tree>> {
         match &self.datasets {
             Datasets::Whole(t) => Ok(t.read().clone()),
-            Datasets::Archive(lazy) => lazy
-                .open(unit, None, &self.config, SystemTime::now())?
+            Datasets::Archive(lazy) => self
+                .open_unit(lazy, unit, None)?
                 .ok_or_else(|| FsError::NotFound(unit.to_string())),
         }
     }
@@ -678,13 +735,16 @@ impl SlabFs {
         };
         Some(match found {
             Found::Directory => {
-                let ino = self.inodes.remember(&rel, Kind::Directory, None);
+                let (ino, new) = self.inodes.remember_new(&rel, Kind::Directory, None);
+                if new {
+                    self.touch(&rel, false);
+                }
                 Ok(self.dir_attr(ino))
             }
             // One file: its size needs the open.
             Found::Store { array: true } => self.lookup_in_unit(lazy, &rel, &rel),
             // A dataset only if it holds references: opened to know.
-            Found::Json => match lazy.open(&rel, Some(found), &self.config, SystemTime::now()) {
+            Found::Json => match self.open_unit(lazy, &rel, Some(found)) {
                 Ok(None) => return None,
                 Ok(Some(_)) => self.lookup_in_unit(lazy, &rel, &rel),
                 Err(e) => Err(e),
@@ -707,8 +767,8 @@ impl SlabFs {
 
     /// A lookup of the node `path` of the dataset at `unit`, opened.
     fn lookup_in_unit(&self, lazy: &datasets::Lazy, unit: &str, path: &str) -> FsResult<Attr> {
-        let tree = lazy
-            .open(unit, None, &self.config, SystemTime::now())?
+        let tree = self
+            .open_unit(lazy, unit, None)?
             .ok_or_else(|| FsError::NotFound(path.to_string()))?;
         let kind = tree
             .node(path)
@@ -764,9 +824,7 @@ impl SlabFs {
                         Found::Store { array: true } | Found::Json => {
                             // Only its tree says: the array and its views
                             // beside it, or whether it is references.
-                            let now = SystemTime::now();
-                            let Ok(Some(tree)) = lazy.open(&rel, Some(*f), &self.config, now)
-                            else {
+                            let Ok(Some(tree)) = self.open_unit(lazy, &rel, Some(*f)) else {
                                 // A dataset that fails: shown, failing
                                 // inside (as every other one).
                                 if *f != Found::Json {

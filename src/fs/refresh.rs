@@ -725,10 +725,23 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
             .collect::<Vec<_>>(),
     );
     let mut watcher = None;
+    // An archive watches the directories it uses (as it begins to use
+    // them: `Seen::Touched`), not the whole tree.
+    let archive = pass.fs.is_archive();
+    let watch_source = |w: &mut watch::Watcher| {
+        if archive {
+            w.watch_dir(source, &roots)
+        } else {
+            w.watch_tree(source, &roots, 0)
+        }
+    };
     if cfg.watch && source.is_dir() {
         let started = Instant::now();
+        if archive {
+            pass.fs.report_touched(ch.tx.clone());
+        }
         let watched = watch::Watcher::new(ch.tx.clone(), ch.lost.clone(), cfg.max_watches)
-            .and_then(|mut w| w.watch_tree(source, &roots, 0).map(|()| w));
+            .and_then(|mut w| watch_source(&mut w).map(|()| w));
         match watched {
             Ok(w) => {
                 log::info!(
@@ -780,7 +793,14 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
                         let depth = path
                             .strip_prefix(source)
                             .map_or(0, |r| r.components().count());
-                        if dir && let Err(why) = w.watch_tree(&path, &roots, depth) {
+                        // A new directory of an archive is watched once it
+                        // is used, unless it is in an open Zarr store.
+                        let wanted =
+                            !archive || unit_of(source, &path).is_some_and(|u| pass.fs.is_open(&u));
+                        if dir
+                            && wanted
+                            && let Err(why) = w.watch_tree(&path, &roots, depth)
+                        {
                             not_watching(source, &why, cfg.every);
                             watcher = None;
                             walk_due = true;
@@ -796,6 +816,25 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
                     if watcher.take().is_some() {
                         not_watching(source, &watch::Unwatchable(why), cfg.every);
                         walk_due = true;
+                    }
+                }
+                Ok(Seen::Touched { dir, tree }) => {
+                    if let Some(w) = &mut watcher {
+                        let depth = dir
+                            .strip_prefix(source)
+                            .map_or(0, |r| r.components().count());
+                        let watched = if tree {
+                            w.watch_tree(&dir, &roots, depth)
+                        } else {
+                            w.watch_dir(&dir, &roots)
+                        };
+                        if let Err(why) = watched {
+                            not_watching(source, &why, cfg.every);
+                            watcher = None;
+                            walk_due = true;
+                        } else {
+                            pass.fs.stats().set_watching(Some(w.len()));
+                        }
                     }
                 }
                 Ok(Seen::Wake) | Err(RecvTimeoutError::Timeout) => {}
@@ -814,7 +853,7 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
             pass.guarded(|p| p.walk());
             if let Some(w) = &mut watcher {
                 // Directories whose creation was lost with the events.
-                if let Err(why) = w.watch_tree(source, &roots, 0) {
+                if let Err(why) = watch_source(w) {
                     not_watching(source, &why, cfg.every);
                     watcher = None;
                 }
@@ -1148,8 +1187,8 @@ mod tests {
     use crate::engine::index::Region;
     use crate::error::{Error, Result};
     use crate::formats::dataset::Entry;
-    use crate::fs::tests::{config, lookup_path, names, read_all};
     use crate::fs::Views;
+    use crate::fs::tests::{config, lookup_path, names, read_all};
     use parking_lot::Mutex;
     use std::ffi::OsStr;
 

@@ -43,9 +43,9 @@ use notify::{EventKind, RecursiveMode, Watcher as _};
 
 use crate::storage::local::confine::Roots;
 
-/// Directories deeper than this are not watched (the dataset walk does not
-/// enter them either: symlink loops).
-pub const MAX_DEPTH: usize = 32;
+/// Directories deeper than this are not watched: the dataset walk's own
+/// bound (it does not enter them either: symlink loops).
+pub use crate::formats::dataset::MAX_DEPTH;
 
 /// Events queued between notify's thread and the refresh thread. Beyond
 /// it, events are dropped and one full walk replaces them: a bound on
@@ -76,6 +76,10 @@ pub enum Seen {
     Failed(String),
     /// Nothing seen: the refresh thread is asked to look at its stop flag.
     Wake,
+    /// A mount of an archive began to use the directory `dir` (the kernel
+    /// looked it up, or a Zarr store in it was opened: `tree`, watch what
+    /// is under it too): watch it from now on.
+    Touched { dir: PathBuf, tree: bool },
 }
 
 /// Why a source cannot be watched (all of it).
@@ -169,6 +173,21 @@ impl Watcher {
         roots: &Roots,
         depth: usize,
     ) -> Result<(), Unwatchable> {
+        self.watch_from(dir, roots, depth, true)
+    }
+
+    /// Watch the directory `dir` alone (not what is under it).
+    pub fn watch_dir(&mut self, dir: &Path, roots: &Roots) -> Result<(), Unwatchable> {
+        self.watch_from(dir, roots, MAX_DEPTH, false)
+    }
+
+    fn watch_from(
+        &mut self,
+        dir: &Path,
+        roots: &Roots,
+        depth: usize,
+        below: bool,
+    ) -> Result<(), Unwatchable> {
         let mut todo = vec![(dir.to_path_buf(), depth)];
         while let Some((dir, depth)) = todo.pop() {
             if !self.watched.contains(&dir) {
@@ -198,7 +217,7 @@ impl Watcher {
                     },
                 }
             }
-            if depth >= MAX_DEPTH {
+            if depth >= MAX_DEPTH || !below {
                 continue;
             }
             let Ok(entries) = std::fs::read_dir(&dir) else {

@@ -161,3 +161,34 @@ fn a_dataset_changed_while_closed_shows_its_new_bytes() {
     drop(held);
     m.stop();
 }
+
+/// Only the directories in use are watched (issue 26: watching every
+/// directory at mount walked the whole archive): the source, then each
+/// directory as the kernel looks it up, and a Zarr store whole once open.
+#[test]
+fn only_directories_in_use_are_watched() {
+    let (_src, root) = archive(4);
+    for d in ["d2/sub", "d3"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    let m = Mount::start(&root, &[]);
+    let watched = || {
+        stats(&m)["refresh"]["watched_directories"]
+            .as_u64()
+            .unwrap()
+    };
+    wait_for(&m, "watching", WATCH_DEADLINE, || {
+        stats(&m)["refresh"]["watching"] == true
+    });
+    assert_eq!(watched(), 1, "the source only");
+    assert_eq!(std::fs::read(m.path("d0/f00.nc/v")).unwrap(), nc_bytes(0.0));
+    wait_for(&m, "d0 watched", WATCH_DEADLINE, || watched() == 2);
+    // A change in it is seen by the watcher: no walk needed.
+    write_nc(&[(root.join("d0/f00.nc"), 4.0)]);
+    wait_for(&m, "change in a watched directory", WATCH_DEADLINE, || {
+        std::fs::read(m.path("d0/f00.nc/v")).unwrap() == nc_bytes(4.0)
+    });
+    assert_eq!(stats(&m)["refresh"]["walks"], 1, "the catch-up walk only");
+    assert_eq!(watched(), 2, "d1, d2, d3 untouched");
+    m.stop();
+}
