@@ -81,8 +81,6 @@ use crate::storage::{Files, Network};
 pub mod archive;
 mod remote;
 
-pub use remote::ZARR_KEYS;
-
 /// One array of a dataset and its path in the mount.
 #[derive(Clone)]
 pub struct Entry {

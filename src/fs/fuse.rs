@@ -35,7 +35,7 @@ use fuser::{
 };
 
 use super::error::{FsError, FsResult, chain};
-use super::refresh::Invalidate;
+use super::reconcile::Invalidate;
 use super::{Attr, DirSink, Kind, SlabFs, XattrReply};
 
 /// How long the kernel may cache names and attributes. A refresh that

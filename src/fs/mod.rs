@@ -15,7 +15,8 @@
 //!
 //! The tree mirrors [`crate::formats::dataset::open`]: each entry's path components
 //! become directories and the array is a file at its path, exactly the
-//! paths `slabfs ls` prints. Beside each array `NAME`, depending on
+//! paths `slabfs ls` prints (in an archive, a plain directory shows even
+//! when no dataset is under it: knowing would mean walking it). Beside each array `NAME`, depending on
 //! [`Views`] (`--views`, default `raw,json`):
 //!
 //! - `NAME` (raw): the flat row-major bytes;
@@ -58,28 +59,36 @@
 //! through instead of clamping them at the size, so `cat` and
 //! `json.load(open(...))` read the whole document. It cannot be `mmap`ed.
 //!
+//! # Datasets open when used
+//!
+//! A mount of one dataset (a file, a Zarr store, a URL) or of arrays given
+//! directly holds one tree. A mount of a directory is an archive
+//! ([`datasets`]): its directories are listed from the disk when read and
+//! each dataset is opened on first use, at most `--max-open-datasets` kept
+//! open, so the mount is ready at once and holds what is used, whatever
+//! the archive's size. In an archive, a directory of the archive and a
+//! dataset that is a directory report a link count of 1 ("not counted":
+//! counting means listing or opening); a dataset that fails to open is
+//! listed, and what is inside it fails with EIO; `statfs` counts the open
+//! datasets.
+//!
 //! # Inodes
 //!
-//! At mount, all paths (directories, arrays, views, `.slabfs`) are sorted
-//! bytewise and numbered in that order, the root being 1
-//! (`FUSE_ROOT_ID`). The same source therefore gets the same inode numbers
-//! on every mount, which tools that remember `(st_dev, st_ino)` (rsync,
-//! tar, backup indexers) rely on.
+//! A node's number is a hash of its path and kind ([`inodes`]): the same
+//! on every mount and across evictions and refreshes, whatever was opened
+//! first. The daemon keeps a path only for the numbers the kernel holds
+//! (looked up, not yet forgotten), with the kernel's count. A removed
+//! path that the kernel still holds answers ENOENT; created again, it
+//! has its number back.
 //!
-//! When a refresh ([`refresh`]) swaps in a new tree, a path that still
-//! exists with the same kind (file or directory) keeps its inode number,
-//! so open files and the kernel's cached dentries stay valid; a new path
-//! (or one whose kind changed) gets a number never used before in this
-//! mount. A removed path's number is never reused, so a stale handle gets
-//! ENOENT rather than another file's bytes.
+//! # Trees are swapped, never edited
 //!
-//! # The tree is swapped, never edited
-//!
-//! The nodes live in an immutable [`Tree`] behind an `RwLock<Arc<Tree>>`.
-//! Every request clones the `Arc` (the lock is held for that clone only)
-//! and works on that snapshot without further locking; a refresh builds a
-//! complete new tree and swaps the pointer. A request that started before
-//! a swap finishes on the old tree, a consistent view of the past.
+//! Each dataset's nodes live in an immutable [`tree::Tree`], shared as an
+//! `Arc`. A request clones the `Arc` of the tree it needs (the lock is
+//! held for that clone only) and works on that snapshot without further
+//! locking; a refresh builds a complete new tree of the dataset and swaps
+//! the pointer. A request that started before a swap finishes on the old
+//! tree, a consistent view of the past.
 //!
 //! # Semantics
 //!
@@ -98,6 +107,7 @@ pub mod error;
 pub mod fuse;
 pub mod inodes;
 pub mod mount;
+pub mod reconcile;
 pub mod refresh;
 pub mod sidecar;
 pub mod stats;
@@ -821,6 +831,20 @@ impl SlabFs {
                     let unit = Some(Arc::from(rel.as_str()));
                     match f {
                         Found::Directory => out.push((name.clone(), Kind::Directory, None)),
+                        // A single-array store: the array file and its
+                        // views, known by name (the ENVI header only if
+                        // ENVI can describe the array: that needs it open).
+                        Found::Store { array: true } if !self.config.views.hdr => {
+                            let v = self.config.views;
+                            let shown = [(v.raw, ""), (v.json, ".json"), (v.npy, ".npy")];
+                            for (on, ext) in shown {
+                                let n = format!("{name}{ext}");
+                                let free = ext.is_empty() || !names.contains(n.as_str());
+                                if on && free && n.len() <= NAME_MAX as usize {
+                                    views.push((n, Kind::File, unit.clone()));
+                                }
+                            }
+                        }
                         Found::Store { array: true } | Found::Json => {
                             // Only its tree says: the array and its views
                             // beside it, or whether it is references.

@@ -1,60 +1,7 @@
-//! Live refresh: the mount follows sources that change under it.
-//!
-//! Operators keep mounts alive for months while writers append time steps,
-//! rewrite chunks and add datasets. A thread finds what changed (see
-//! "Finding changes" below), loads it again, and hands the result to
-//! [`SlabFs::refresh`] (a whole source) or [`SlabFs::refresh_under`] (the
-//! datasets at some mount paths only), which:
-//!
-//! 1. **Compares** each array path with the tree it serves. An array is
-//!    *unchanged* when its metadata ([`crate::engine::array::ArrayMeta`]: shape,
-//!    dtype, fill value, attributes...) is equal and its data
-//!    [`ChangeStamp`] is the same (for Zarr: a hash of the name, length,
-//!    mtime, ctime and inode of every file under the array's prefix, see
-//!    [`crate::storage::Store::change_stamp`]). An unchanged array keeps its
-//!    existing source object, so its decoded chunks in the cache stay
-//!    valid and nothing is invalidated. A changed array takes the freshly
-//!    opened source (a new cache identity). Paths that appear are added,
-//!    paths that vanish are removed.
-//! 2. **Swaps** in a new [`Tree`] built from that registry. Paths that keep
-//!    their kind keep their inode number, so open file descriptors and the
-//!    kernel's dentries stay valid; new paths get fresh numbers.
-//! 3. **Invalidates** the kernel's caches through [`Invalidate`] (in the
-//!    mount, fuser's `Notifier`): the attributes and pages of every inode
-//!    whose content changed (a changed array file, its views and
-//!    sidecar, a directory whose listing changed), and the directory entry
-//!    of every removed or re-kinded name. The swap happens first, so a
-//!    request arriving after an invalidation is answered from the new
-//!    tree; a read already in flight holds its page locked, and the
-//!    kernel's invalidation waits for it and then drops that page too, so
-//!    no stale page survives in the page cache or in a `mmap`.
-//! 4. **Forgets** the replaced sources' chunks in the cache
-//!    ([`crate::engine::cache::ChunkCache::forget_source`]) after the
-//!    invalidations, once reads that started on the old tree are done.
-//!
-//! A chunk rewritten in place while it is read is handled a level below:
-//! the store re-reads a file whose identity changed during the read (see
-//! [`crate::storage::local::fs_store`]), so a read never mixes two versions of one chunk.
-//!
-//! # Failures
-//!
-//! A source that cannot be re-opened at all (unreadable, mid-rewrite
-//! metadata) keeps serving the previous tree, with a warning when the
-//! reason changes. An array missing from a re-open that *reported
-//! failures* is kept as it was when its metadata file still exists (a
-//! `stat`; a HEAD for a URL source): its
-//! dataset failed to open this time (a half-written `zarr.json`), which is
-//! no reason to make its files vanish under running programs. It is
-//! dropped once a re-open succeeds without it or its metadata file is gone.
-//!
-//! # What the kernel sees
-//!
-//! - A grown array: `stat` shows the new size as soon as the refresh ran
-//!   (attributes invalidated); an open file descriptor reads the new bytes.
-//! - A rewritten chunk: the new values on the next read through any
-//!   descriptor, `mmap` included (pages invalidated).
-//! - A removed array: ENOENT on lookup; a descriptor still open on it gets
-//!   ENOENT on read (its inode is gone; NFS-style "stale" semantics).
+//! Live refresh: the mount follows sources that change under it. This
+//! module schedules: it finds what changed and loads it again; comparing
+//! the load with what the mount serves, swapping trees and telling the
+//! kernel is [`super::reconcile`]'s.
 //!
 //! # Finding changes
 //!
@@ -91,375 +38,26 @@
 //!   systems, too many directories, the kernel's watch limit: one warning,
 //!   then periodic walks, as before watching existed).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, SyncSender};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use super::datasets::Datasets;
-use super::tree::{self, DirDoc, Tracked, Tree, name_of, parent_of, usable_entries};
+use super::SlabFs;
+use super::reconcile::under_any;
+pub use super::reconcile::{Changes, Invalidate};
+use super::tree::{Tree, name_of};
 use super::watch::{self, Seen};
-use super::{Kind, SlabFs};
-use crate::engine::array::{ArraySource, ChangeStamp};
 use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
+use crate::formats::dataset::archive::unit_of;
 use crate::formats::dataset::{self, Dataset};
 use crate::formats::kerchunk;
 use crate::storage::local::confine::Roots;
 use crate::storage::remote::{self, Remote};
-
-/// What a refresh tells the kernel. The mount passes fuser's `Notifier`
-/// (see [`super::fuse`]); tests record the calls.
-pub trait Invalidate: Send + Sync {
-    /// Drop the cached attributes and all cached pages of `ino`.
-    fn inode(&self, ino: u64) -> io::Result<()>;
-    /// Drop the cached directory entry `name` of directory `parent`.
-    fn entry(&self, parent: u64, name: &str) -> io::Result<()>;
-}
-
-/// What one refresh found, by array path (sorted).
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Changes {
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
-    pub changed: Vec<String>,
-    /// Missing from the re-open, but kept: their dataset failed to open.
-    pub kept: Vec<String>,
-    /// Directories whose attributes appeared, changed or went away.
-    pub attributes: Vec<String>,
-    /// Invalidations the kernel refused (other than "not cached").
-    pub failed_invalidations: usize,
-}
-
-impl Changes {
-    /// Nothing was added, removed or changed.
-    pub fn is_empty(&self) -> bool {
-        self.added.is_empty()
-            && self.removed.is_empty()
-            && self.changed.is_empty()
-            && self.attributes.is_empty()
-    }
-
-    /// Paths added, removed or changed.
-    pub fn count(&self) -> usize {
-        self.added.len() + self.removed.len() + self.changed.len() + self.attributes.len()
-    }
-}
-
-/// Whether an array with metadata and stamp `new` is the one `old` serves.
-fn unchanged(old: &Tracked, new: &dyn ArraySource, stamp: &ChangeStamp) -> bool {
-    let same_data = match (old.stamp.data, stamp.data) {
-        (Some(a), Some(b)) => a == b,
-        // Could not look this time (a transient error): trust the old.
-        (_, None) => true,
-        // Could not look before, can now: we cannot know what was cached.
-        (None, Some(_)) => false,
-    };
-    same_data && old.array.meta() == new.meta()
-}
-
-impl SlabFs {
-    /// Bring the tree of a mount of one dataset in step with `ds`, a fresh
-    /// `dataset::open` of the source, telling the kernel what changed
-    /// through `inval`. See the module docs. (An archive's datasets are
-    /// refreshed by [`SlabFs::refresh_archive`].)
-    pub fn refresh(&self, ds: &Dataset, inval: &dyn Invalidate) -> Changes {
-        self.apply(None, ds, inval)
-    }
-
-    /// [`SlabFs::refresh`] of part of the tree: `ds` is a fresh load of
-    /// the mount paths `units` only ([`dataset::open_entry`] of each), and
-    /// replaces what the tree has at and under them; every other array
-    /// stays as it is, without being looked at.
-    pub fn refresh_under(&self, units: &[String], ds: &Dataset, inval: &dyn Invalidate) -> Changes {
-        self.apply(Some(units), ds, inval)
-    }
-
-    fn apply(&self, units: Option<&[String]>, ds: &Dataset, inval: &dyn Invalidate) -> Changes {
-        let _one_at_a_time = self.refresh_lock.lock();
-        let Datasets::Whole(whole) = &self.datasets else {
-            log::debug!("refresh of a whole dataset asked of an archive: ignored");
-            return Changes::default();
-        };
-        let old = whole.read().clone();
-        let units: Option<BTreeSet<&str>> = units.map(|u| u.iter().map(String::as_str).collect());
-        let (mut changes, new, stale) = self.reconcile(&old, units.as_ref(), ds);
-        if let Some(new) = new {
-            let new = Arc::new(new);
-            *whole.write() = new.clone();
-            changes.failed_invalidations = self.invalidate(&old, &new, inval);
-            self.forget_stale(&stale);
-        }
-        changes
-    }
-
-    /// Bring the archive's datasets at or under the mount paths `units`
-    /// (datasets or plain directories the watcher saw change; `""`: all)
-    /// in step with the disk: each one open is opened again and compared
-    /// with the tree it serves, which the new one replaces; one not open
-    /// costs nothing but telling the kernel to forget what it holds of it
-    /// (its entry in its directory, the attributes and pages of its nodes),
-    /// so that its next use opens it as it is now.
-    pub fn refresh_archive(&self, units: &BTreeSet<String>, inval: &dyn Invalidate) -> Changes {
-        let _one_at_a_time = self.refresh_lock.lock();
-        let Datasets::Archive(lazy) = &self.datasets else {
-            log::debug!("refresh of an archive asked of a whole dataset: ignored");
-            return Changes::default();
-        };
-        let units: BTreeSet<&str> = units.iter().map(String::as_str).collect();
-        let mut changes = Changes::default();
-        let mut failed = 0;
-        let now = SystemTime::now();
-        let all = units.contains("");
-        for (unit, old) in lazy.opened() {
-            if !all && !under_any(&unit, &units) {
-                continue;
-            }
-            let opened = match lazy.archive.find(&unit).filter(|f| f.is_dataset()) {
-                None => Ok(None),
-                Some(found) => crate::logging::loading(|| lazy.archive.open(&unit, found)),
-            };
-            let ds = match opened {
-                Ok(Some(ds)) => ds,
-                // Gone (or no dataset any more): everything it showed goes.
-                Ok(None) => {
-                    lazy.close(&unit);
-                    changes.removed.extend(old.arrays.keys().cloned());
-                    let empty = Tree::build(
-                        &unit,
-                        BTreeMap::new(),
-                        BTreeMap::new(),
-                        &self.config,
-                        None,
-                        now,
-                    );
-                    failed += self.invalidate(&old, &empty, inval);
-                    self.forget_stale(&old.arrays.values().map(|t| t.stamp).collect::<Vec<_>>());
-                    continue;
-                }
-                Err(e) => {
-                    self.stats.record_refresh_failure();
-                    log::warn!("refresh could not re-open /{unit}: {e}; it stays shown as it was");
-                    changes.kept.extend(old.arrays.keys().cloned());
-                    continue;
-                }
-            };
-            let (mut c, new, stale) = self.reconcile(&old, None, &ds);
-            if let Some(new) = new {
-                let new = Arc::new(new);
-                if lazy.replace(&unit, &old, new.clone()) {
-                    failed += self.invalidate(&old, &new, inval);
-                    self.forget_stale(&stale);
-                }
-            }
-            changes.added.append(&mut c.added);
-            changes.removed.append(&mut c.removed);
-            changes.changed.append(&mut c.changed);
-            changes.kept.append(&mut c.kept);
-            changes.attributes.append(&mut c.attributes);
-        }
-        // What the kernel holds of the datasets that are not open, and the
-        // names themselves (added, removed, or changed what they are).
-        for unit in &units {
-            if unit.is_empty() {
-                continue;
-            }
-            if lazy.peek(unit).is_none() {
-                for (ino, known) in self.inodes.in_unit(unit) {
-                    failed +=
-                        count_failed(&format!("inode {ino} ({})", known.path), inval.inode(ino));
-                }
-            }
-            if let Some(parent) = self.inodes.held(parent_of(unit), Kind::Directory) {
-                failed +=
-                    count_failed(&format!("entry {unit}"), inval.entry(parent, name_of(unit)));
-            }
-        }
-        for list in [
-            &mut changes.added,
-            &mut changes.removed,
-            &mut changes.changed,
-            &mut changes.kept,
-            &mut changes.attributes,
-        ] {
-            list.sort();
-        }
-        changes.failed_invalidations = failed;
-        changes
-    }
-
-    /// What re-loading gave (`ds`) against the tree `old` serves: the
-    /// changes, the tree to serve instead (`None`: nothing changed) and
-    /// the stamps of the sources it no longer serves. With `units`, `ds`
-    /// covers those mount paths only and the rest of `old` stays.
-    fn reconcile(
-        &self,
-        old: &Tree,
-        units: Option<&BTreeSet<&str>>,
-        ds: &Dataset,
-    ) -> (Changes, Option<Tree>, Vec<ChangeStamp>) {
-        let in_scope = |path: &str| match units {
-            None => true,
-            Some(units) => under_any(path, units),
-        };
-        let mut changes = Changes::default();
-        let mut stale: Vec<ChangeStamp> = Vec::new();
-        let mut arrays: BTreeMap<String, Tracked> = BTreeMap::new();
-        for (path, array) in usable_entries(&ds.entries, false) {
-            if !in_scope(&path) {
-                log::debug!("refresh: {path} is outside the re-loaded paths; ignored");
-                continue;
-            }
-            let stamp = array.change_stamp();
-            let tracked = match old.arrays.get(&path) {
-                Some(t) if unchanged(t, array.as_ref(), &stamp) => t.clone(),
-                Some(t) => {
-                    changes.changed.push(path.clone());
-                    stale.push(t.stamp);
-                    Tracked::new(&path, array, stamp, &self.config)
-                }
-                None => {
-                    changes.added.push(path.clone());
-                    Tracked::new(&path, array, stamp, &self.config)
-                }
-            };
-            arrays.insert(path, tracked);
-        }
-        for (path, t) in &old.arrays {
-            if arrays.contains_key(path) {
-                continue;
-            }
-            if !in_scope(path) {
-                arrays.insert(path.clone(), t.clone());
-            } else if !ds.skipped.is_empty() && source_exists(&t.array.meta().source, self.remote())
-            {
-                changes.kept.push(path.clone());
-                arrays.insert(path.clone(), t.clone());
-            } else {
-                changes.removed.push(path.clone());
-                stale.push(t.stamp);
-            }
-        }
-        // Directories' attributes: the same rules, compared by value.
-        let mut directories: BTreeMap<String, Arc<DirDoc>> = BTreeMap::new();
-        for (path, d) in &ds.directories {
-            if !in_scope(path) {
-                continue;
-            }
-            let doc = match old.directories.get(path) {
-                Some(o) if o.dir == *d => o.clone(),
-                _ => {
-                    changes.attributes.push(path.clone());
-                    DirDoc::new(path, d.clone(), &self.config)
-                }
-            };
-            directories.insert(path.clone(), doc);
-        }
-        for (path, o) in &old.directories {
-            if directories.contains_key(path) {
-                continue;
-            }
-            // Outside the re-loaded paths, or its file failed to open
-            // this time and still exists: kept as it was.
-            if !in_scope(path)
-                || (!ds.skipped.is_empty() && source_exists(&o.dir.source, self.remote()))
-            {
-                directories.insert(path.clone(), o.clone());
-            } else {
-                changes.attributes.push(path.clone());
-            }
-        }
-        changes.attributes.sort();
-        if changes.is_empty() {
-            return (changes, None, stale);
-        }
-        let new = Tree::build(
-            &old.root,
-            arrays,
-            directories,
-            &self.config,
-            Some(old),
-            SystemTime::now(),
-        );
-        (changes, Some(new), stale)
-    }
-
-    /// Drop the cached chunks of sources a refresh replaced (after the
-    /// kernel was told, once reads that started on the old tree are done).
-    fn forget_stale(&self, stale: &[ChangeStamp]) {
-        if let Some(cache) = &self.cache {
-            for id in stale.iter().filter_map(|s| s.cache_id) {
-                cache.forget_source(id);
-            }
-        }
-    }
-
-    /// Tell the kernel what differs between `old` and `new` (one
-    /// dataset's trees), of what it holds; returns how many notifications
-    /// failed.
-    fn invalidate(&self, old: &Tree, new: &Tree, inval: &dyn Invalidate) -> usize {
-        let tree::Diff { gone, changed } = tree::diff(old, new);
-        let mut failed = 0;
-        // Names that went away, or changed kind: forget the dentry so the
-        // next lookup asks us.
-        for (path, kind) in gone {
-            if self.inodes.held(path, kind).is_none() {
-                continue; // never looked up: no dentry to drop
-            }
-            if let Some(parent) = self.inodes.held(parent_of(path), Kind::Directory) {
-                failed +=
-                    count_failed(&format!("entry {path}"), inval.entry(parent, name_of(path)));
-            }
-        }
-        // Nodes that stay but whose bytes, size or listing changed.
-        for (path, kind) in changed {
-            if let Some(ino) = self.inodes.held(path, kind) {
-                let what = if path.is_empty() { "/" } else { path };
-                failed += count_failed(&format!("inode {ino} ({what})"), inval.inode(ino));
-            }
-        }
-        failed
-    }
-}
-
-/// 1 if the notification `what` failed for another reason than the kernel
-/// not holding it (ENOENT), else 0; logged at debug.
-fn count_failed(what: &str, r: io::Result<()>) -> usize {
-    match r {
-        Ok(()) => 0,
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => 0,
-        Err(e) => {
-            log::debug!("invalidating {what}: {e}");
-            1
-        }
-    }
-}
-
-/// Whether the metadata file or object an array was read from (its
-/// [`crate::engine::array::ArrayMeta::source`]) still exists: a `stat`
-/// on disk, a HEAD for a URL. A HEAD that fails (a server down, a timeout)
-/// answers "yes": not knowing is no reason to make files vanish under
-/// running programs; the next pass asks again.
-fn source_exists(source: &str, remote: Option<&Remote>) -> bool {
-    if !remote::is_url(source) {
-        return Path::new(source).exists();
-    }
-    // A URL with no remote state to ask through: not knowing.
-    let Some(remote) = remote else { return true };
-    let exists = remote::Location::parse(source)
-        .and_then(|loc| remote.connect(&loc))
-        .and_then(|r| remote::RemoteStore::new(r).exists(""));
-    match exists {
-        Ok(e) => e,
-        Err(e) => {
-            log::debug!("refresh: whether {source} still exists: {e}; assuming it does");
-            true
-        }
-    }
-}
 
 /// What a URL source holds, hashed, for a refresh to tell whether it
 /// changed: the key, size, ETag and time of every object under its prefix
@@ -467,7 +65,7 @@ fn source_exists(source: &str, remote: Option<&Remote>) -> bool {
 /// [`crate::storage::Store::change_stamp`]) and, when the URL names
 /// one object, its version (a HEAD, and a second one when it exists). A
 /// source that cannot be listed and is no object (an HTTP Zarr store):
-/// the versions of its root metadata keys ([`dataset::ZARR_KEYS`]), asked
+/// the versions of its root metadata keys ([`crate::formats::zarr::STORE_KEYS`]), asked
 /// with conditional GETs against the ETags in `seen` (a `304` each while
 /// unchanged). `None` when that cannot be told (not a URL; a failed
 /// request): the caller walks.
@@ -500,7 +98,7 @@ fn remote_stamp(
             }
         };
         let keys = match (listed, object) {
-            (None, None) => Some(store.versions(&dataset::ZARR_KEYS, seen)?),
+            (None, None) => Some(store.versions(&crate::formats::zarr::STORE_KEYS, seen)?),
             _ => None,
         };
         Ok(match (listed, object, keys) {
@@ -517,19 +115,6 @@ fn remote_stamp(
         log::debug!("refresh of {source}: cannot tell whether it changed: {e}");
         None
     })
-}
-
-fn under_any(path: &str, units: &BTreeSet<&str>) -> bool {
-    let mut p = path;
-    loop {
-        if units.contains(p) {
-            return true;
-        }
-        match p.rsplit_once('/') {
-            Some((parent, _)) => p = parent,
-            None => return false,
-        }
-    }
 }
 
 /// At most this many paths per list in the refresh log line.
@@ -1082,43 +667,6 @@ fn names(msg: &str, dir: &str) -> bool {
     })
 }
 
-/// Zarr metadata keys: a directory gains or loses its being a store with
-/// them.
-const ZARR_METADATA: [&str; 5] = ["zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"];
-
-/// The mount path whose re-load covers a change at `path` (absolute, under
-/// the directory `source`), the way the dataset walk would meet it: the
-/// outermost Zarr store above it, or the file or directory itself. A Zarr
-/// metadata key outside any store re-loads its whole directory (which may
-/// have become, or stopped being, a store). `Some("")`: the source itself;
-/// `None`: nothing the walk looks at (a hidden name, too deep, not UTF-8,
-/// outside the source).
-fn unit_of(source: &Path, path: &Path) -> Option<String> {
-    let rel = path.strip_prefix(source).ok()?;
-    let comps: Vec<&str> = rel
-        .components()
-        .map(|c| c.as_os_str().to_str())
-        .collect::<Option<_>>()?;
-    let mut prefix = String::new();
-    for (i, c) in comps.iter().enumerate() {
-        if i + 1 == comps.len() && ZARR_METADATA.contains(c) {
-            return Some(prefix);
-        }
-        if c.starts_with('.') || i > watch::MAX_DEPTH {
-            return None;
-        }
-        if !prefix.is_empty() {
-            prefix.push('/');
-        }
-        prefix.push_str(c);
-        let here = source.join(&prefix);
-        if !here.is_dir() || crate::formats::zarr::is_store(&here) {
-            return Some(prefix);
-        }
-    }
-    Some(prefix)
-}
-
 /// The mount paths of the reference files in `tree` (NCA descriptors,
 /// kerchunk references: `*.json` files, each a directory of its arrays in
 /// the mount). Their fragments may be anywhere under the roots, so every
@@ -1183,6 +731,7 @@ mod tests {
     use super::*;
     use crate::dtype::DataType;
     use crate::engine::array::ArrayMeta;
+    use crate::engine::array::{ArraySource, ChangeStamp};
     use crate::engine::cache::ChunkKey;
     use crate::engine::index::Region;
     use crate::error::{Error, Result};
@@ -1421,7 +970,10 @@ mod tests {
         assert_eq!(ino(&fs, "keep"), keep);
         // New paths get the numbers of their paths.
         let y = ino(&fs, "new/y");
-        assert_eq!(y, super::super::inodes::ino_of("new/y", Kind::File));
+        assert_eq!(
+            y,
+            super::super::inodes::ino_of("new/y", crate::fs::Kind::File)
+        );
         assert_eq!(fs.read(y, 0, 0, 10).unwrap(), vec![3u8; 4]);
         // A removed node the kernel still holds is gone (a stale handle:
         // ENOENT).

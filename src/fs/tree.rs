@@ -545,3 +545,140 @@ pub(super) fn diff<'a>(old: &'a Tree, new: &'a Tree) -> Diff<'a> {
     changed.sort();
     Diff { gone, changed }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::dtype::{DataType, Endian};
+    use crate::engine::array::ArrayMeta;
+    use crate::engine::index::Region;
+
+    struct Zeros(ArrayMeta);
+
+    impl ArraySource for Zeros {
+        fn meta(&self) -> &ArrayMeta {
+            &self.0
+        }
+        fn read_region(&self, _: &Region, out: &mut [u8]) -> crate::error::Result<()> {
+            out.fill(0);
+            Ok(())
+        }
+    }
+
+    fn config() -> FsConfig {
+        FsConfig {
+            byte_order: Endian::Little,
+            uid: 0,
+            gid: 0,
+            views: views::Views::default(),
+            track_changes: false,
+        }
+    }
+
+    fn tracked(path: &str, n: u64) -> Tracked {
+        let meta = ArrayMeta::new(path, vec![n], DataType::UInt8, vec![0]).unwrap();
+        Tracked::new(
+            path,
+            Arc::new(Zeros(meta)),
+            ChangeStamp::default(),
+            &config(),
+        )
+    }
+
+    /// Array paths under `root` from a small alphabet, so that paths meet
+    /// (an array at a directory's path, a name taken by a view).
+    fn arrays(root: &'static str) -> impl Strategy<Value = BTreeMap<String, u64>> {
+        let comp = prop::sample::select(vec!["a", "b", "a.json", "c.npy"]);
+        let path = prop::collection::vec(comp, 1..4).prop_map(move |c| {
+            let rel = c.join("/");
+            if root.is_empty() {
+                rel
+            } else {
+                format!("{root}/{rel}")
+            }
+        });
+        prop::collection::btree_map(path, 1..4u64, 0..8)
+    }
+
+    /// Every node but the root is listed once in its parent, with its
+    /// kind, and every listed child is a node.
+    fn check_links(t: &Tree) {
+        for (path, node) in &t.nodes {
+            if path != &t.root && under(path, &t.root) {
+                let Some(Node {
+                    content: Content::Dir(children),
+                    ..
+                }) = t.nodes.get(parent_of(path))
+                else {
+                    panic!("{path}: no parent directory");
+                };
+                let n = children
+                    .iter()
+                    .filter(|(c, k)| c == name_of(path) && *k == node.kind())
+                    .count();
+                assert_eq!(n, 1, "{path} in its parent");
+            }
+            if let Content::Dir(children) = &node.content {
+                for (c, k) in children {
+                    let child = child_path(path, c);
+                    assert_eq!(t.nodes.get(&child).map(Node::kind), Some(*k), "{child}");
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn trees_link_up_and_diffs_are_exact(
+            root in prop::sample::select(vec!["", "runs/x.nc"]),
+            old in arrays("runs/x.nc"),
+            new in arrays("runs/x.nc"),
+            keep in prop::collection::vec(any::<bool>(), 8),
+        ) {
+            let t0 = SystemTime::UNIX_EPOCH;
+            let t1 = t0 + Duration::from_secs(1);
+            let first: BTreeMap<String, Tracked> =
+                old.iter().map(|(p, &n)| (p.clone(), tracked(p, n))).collect();
+            let a = Tree::build(root, first.clone(), BTreeMap::new(), &config(), None, t0);
+            check_links(&a);
+            // Arrays in both keep their source (unchanged) or not.
+            let second: BTreeMap<String, Tracked> = new
+                .iter()
+                .enumerate()
+                .map(|(i, (p, &n))| match first.get(p) {
+                    Some(t) if keep[i % keep.len()] => (p.clone(), t.clone()),
+                    _ => (p.clone(), tracked(p, n)),
+                })
+                .collect();
+            let b = Tree::build(root, second, BTreeMap::new(), &config(), Some(&a), t1);
+            check_links(&b);
+            let same = diff(&a, &a);
+            prop_assert!(same.gone.is_empty() && same.changed.is_empty());
+            let d = diff(&a, &b);
+            let gone: BTreeSet<(&str, Kind)> = d.gone.iter().copied().collect();
+            let changed: BTreeSet<(&str, Kind)> = d.changed.iter().copied().collect();
+            for (path, n) in &a.nodes {
+                let key = (path.as_str(), n.kind());
+                match b.nodes.get(path) {
+                    Some(m) if m.kind() == n.kind() => {
+                        prop_assert!(!gone.contains(&key), "{path} kept but gone");
+                        let differs = !n.content.same_as(&m.content);
+                        prop_assert_eq!(changed.contains(&key), differs, "{}", path);
+                        // An unchanged node keeps its time; a changed one is new.
+                        prop_assert_eq!(m.mtime, if differs { t1 } else { n.mtime });
+                    }
+                    _ => prop_assert!(gone.contains(&key), "{path} went but not gone"),
+                }
+            }
+            for (path, kind) in &d.changed {
+                prop_assert!(a.nodes.contains_key(*path) && b.nodes.contains_key(*path));
+                prop_assert_eq!(b.nodes[*path].kind(), *kind);
+            }
+        }
+    }
+}

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::common::mount::Mount;
-use crate::mount_live::{WATCH_DEADLINE, nc_bytes, stats, wait_for, write_nc};
+use crate::mount_live::{WATCH_DEADLINE, nc_bytes, py, stats, wait_for, write_nc};
 
 /// `n` netCDF files `d{k}/f{i}.nc` (two directories), value `i`.
 fn archive(n: usize) -> (tempfile::TempDir, PathBuf) {
@@ -190,5 +190,44 @@ fn only_directories_in_use_are_watched() {
     });
     assert_eq!(stats(&m)["refresh"]["walks"], 1, "the catch-up walk only");
     assert_eq!(watched(), 2, "d1, d2, d3 untouched");
+    m.stop();
+}
+
+/// A single-array Zarr store is one file in the mount: listing its
+/// directory names it and its sidecar without opening it (`find` of an
+/// archive of such stores reads directories only); its size opens it.
+#[test]
+fn single_array_stores_are_listed_without_opening_them() {
+    let src = tempfile::tempdir().unwrap();
+    let root = src.path().canonicalize().unwrap();
+    std::fs::create_dir(root.join("d")).unwrap();
+    let store = root.join("d/a.zarr");
+    let out = py(
+        "import sys, zarr, numpy as np\n\
+         a = zarr.open_array(sys.argv[1], mode='w', shape=(6,), chunks=(4,), dtype='<i2', zarr_format=2)\n\
+         a[:] = np.arange(6, dtype='<i2') * 3\n\
+         sys.stdout.write(a[:].tobytes().hex())",
+        &[store.as_os_str()],
+    );
+    let want: Vec<u8> = (0..out.len() / 2)
+        .map(|i| u8::from_str_radix(&out[2 * i..2 * i + 2], 16).unwrap())
+        .collect();
+    let m = Mount::start(&root, &[]);
+    let mut names: Vec<String> = std::fs::read_dir(m.path("d"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a.zarr", "a.zarr.json"]);
+    let found = Command::new("find")
+        .arg(m.path(""))
+        .args(["-type", "f"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&found.stdout).contains("d/a.zarr.json"));
+    assert_eq!(datasets(&m, "opens"), 0, "listing opened the store");
+    assert_eq!(std::fs::metadata(m.path("d/a.zarr")).unwrap().len(), 12);
+    assert_eq!(std::fs::read(m.path("d/a.zarr")).unwrap(), want);
+    assert_eq!(datasets(&m, "opens"), 1);
     m.stop();
 }

@@ -41,7 +41,7 @@ fn python() -> PathBuf {
 }
 
 /// Run `script` with `args` (sys.argv[1:]); its stdout.
-fn py(script: &str, args: &[&OsStr]) -> String {
+pub(crate) fn py(script: &str, args: &[&OsStr]) -> String {
     let out = Command::new(python())
         .arg("-c")
         .arg(script)

@@ -240,3 +240,36 @@ impl Archive {
         Ok(Some(ds))
     }
 }
+
+/// The mount path whose re-load covers a change at `path` (absolute, under
+/// the directory `source`), the way the dataset walk would meet it: the
+/// outermost Zarr store above it, or the file or directory itself. A Zarr
+/// metadata key outside any store re-loads its whole directory (which may
+/// have become, or stopped being, a store). `Some("")`: the source itself;
+/// `None`: nothing the walk looks at (a hidden name, too deep, not UTF-8,
+/// outside the source).
+pub fn unit_of(source: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(source).ok()?;
+    let comps: Vec<&str> = rel
+        .components()
+        .map(|c| c.as_os_str().to_str())
+        .collect::<Option<_>>()?;
+    let mut prefix = String::new();
+    for (i, c) in comps.iter().enumerate() {
+        if i + 1 == comps.len() && zarr::METADATA_KEYS.contains(c) {
+            return Some(prefix);
+        }
+        if c.starts_with('.') || i > MAX_DEPTH {
+            return None;
+        }
+        if !prefix.is_empty() {
+            prefix.push('/');
+        }
+        prefix.push_str(c);
+        let here = source.join(&prefix);
+        if !here.is_dir() || zarr::is_store(&here) {
+            return Some(prefix);
+        }
+    }
+    Some(prefix)
+}

@@ -38,9 +38,7 @@ use crate::formats::{Options, kerchunk, nca, zarr};
 use crate::storage::location::{Location, url_of};
 use crate::storage::{ByteRange, Network, Store, UrlFiles};
 
-/// The keys whose presence makes a prefix a Zarr store (the refresh of
-/// an HTTP store, which cannot be listed, asks whether they changed).
-pub const ZARR_KEYS: [&str; 4] = ["zarr.json", ".zmetadata", ".zgroup", ".zarray"];
+use crate::formats::zarr::STORE_KEYS as ZARR_KEYS;
 
 /// Open the dataset(s) at the URL `url`; `allow_outside` URLs are further
 /// locations references may read (local paths are ignored: a remote

@@ -50,10 +50,16 @@ const MAX_DEPTH: usize = 64;
 
 /// Whether `dir` is the root of a Zarr store (v2 or v3).
 pub fn is_store(dir: &Path) -> bool {
-    [".zgroup", ".zarray", ".zmetadata", "zarr.json"]
-        .iter()
-        .any(|f| dir.join(f).is_file())
+    STORE_KEYS.iter().any(|f| dir.join(f).is_file())
 }
+
+/// The keys whose presence at its root makes a directory or a prefix a
+/// Zarr store, in the order [`open_store`] reads them.
+pub const STORE_KEYS: [&str; 4] = ["zarr.json", ".zmetadata", ".zgroup", ".zarray"];
+
+/// Every metadata key of a store: with them a directory gains or loses
+/// its being a store, or a node its attributes.
+pub const METADATA_KEYS: [&str; 5] = ["zarr.json", ".zmetadata", ".zgroup", ".zarray", ".zattrs"];
 
 /// Whether the directory `dir` is a store ([`is_store`]) and, if it is,
 /// whether its root is an array (`.zarray`, or a `zarr.json` whose
