@@ -456,23 +456,43 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
     }
     match cli.command {
         Command::Ls { source, common } => {
-            let ds = open_source(&source, &common)?;
+            // Printed as each dataset is found: an archive of any size in
+            // bounded memory.
+            let network = slabfs::storage::remote::Remote::new(common.remote.config());
             let mut out = std::io::stdout().lock();
-            for e in &ds.entries {
-                let m = e.array.meta();
-                writeln!(
-                    out,
-                    "{}\t{}\t{:?}\t{}",
-                    e.path,
-                    m.dtype.numpy_typestr(Endian::NATIVE),
-                    m.shape,
-                    m.nbytes()
-                )?;
+            let mut failed: Option<std::io::Error> = None;
+            let mut print = |ds: dataset::Dataset| {
+                for e in &ds.entries {
+                    let m = e.array.meta();
+                    let line = writeln!(
+                        out,
+                        "{}\t{}\t{:?}\t{}",
+                        e.path,
+                        m.dtype.numpy_typestr(Endian::NATIVE),
+                        m.shape,
+                        m.nbytes()
+                    );
+                    if let Err(e) = line {
+                        failed = Some(e);
+                        return std::ops::ControlFlow::Break(());
+                    }
+                }
+                for s in &ds.skipped {
+                    eprintln!("slabfs: skipped: {s}");
+                }
+                std::ops::ControlFlow::Continue(())
+            };
+            dataset::for_each_in(
+                &source,
+                cache(&common),
+                &common.allow_outside,
+                Some(std::sync::Arc::new(network)),
+                &mut print,
+            )?;
+            match failed {
+                Some(e) => Err(e.into()),
+                None => Ok(()),
             }
-            for s in &ds.skipped {
-                eprintln!("slabfs: skipped: {s}");
-            }
-            Ok(())
         }
         Command::Cat {
             source,

@@ -63,6 +63,7 @@
 //!   skipped, naming it and why; the rest of the file mounts.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -298,6 +299,86 @@ fn open_files(
     }
     ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(ds)
+}
+
+/// [`open_in`], one dataset at a time: `each` is given every dataset
+/// found (its entries sorted, what it skipped) in the order of their
+/// paths, and nothing is kept, so `slabfs ls` of an archive of any size
+/// prints as it goes in bounded memory; `each` returning `Break` ends the
+/// walk (the reader went away). A SOURCE that is not a plain local
+/// directory is one call with all of it.
+pub fn for_each_in(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    network: Option<Arc<dyn Network>>,
+    each: &mut dyn FnMut(Dataset) -> ControlFlow<()>,
+) -> Result<()> {
+    let plain_dir = url_of(source).is_none() && source.is_dir() && !zarr::is_store(source);
+    if !plain_dir {
+        let _ = each(open_in(source, cache, allow_outside, network)?);
+        return Ok(());
+    }
+    let roots = Roots::new(allowed_roots(source, allow_outside));
+    let opts = local_options(
+        source,
+        cache,
+        allow_outside,
+        local::confined(roots.clone()),
+        network.as_deref(),
+    )?;
+    walk_each(source, "", &opts, &roots, 0, each).map(|_| ())
+}
+
+/// [`walk`], handing each dataset to `each` as it is found. Entries are
+/// visited in the order their paths sort in: a container (a directory, a
+/// dataset file) by its name and a `/`, a single-array store (one file)
+/// by its name, so that `a.nc/v` comes before `a/b.nc/v` as in a sorted
+/// list of paths.
+fn walk_each(
+    dir: &Path,
+    prefix: &str,
+    opts: &Options,
+    roots: &Roots,
+    depth: usize,
+    each: &mut dyn FnMut(Dataset) -> ControlFlow<()>,
+) -> Result<ControlFlow<()>> {
+    let io_err = |e| Error::Io {
+        path: dir.display().to_string(),
+        source: e,
+    };
+    let mut names: Vec<(String, String)> = std::fs::read_dir(dir)
+        .map_err(io_err)?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| !n.starts_with('.'))
+        .map(|n| {
+            let leaf = zarr::store_root(&dir.join(&n)) == Some(true);
+            (if leaf { n.clone() } else { format!("{n}/") }, n)
+        })
+        .collect();
+    names.sort();
+    for (_, name) in names {
+        let path = dir.join(&name);
+        let plain = path.is_dir() && !zarr::is_store(&path) && roots.check(&path).is_ok();
+        if plain {
+            if depth < MAX_DEPTH
+                && walk_each(&path, &join(prefix, &name), opts, roots, depth + 1, each)?.is_break()
+            {
+                return Ok(ControlFlow::Break(()));
+            }
+            continue;
+        }
+        let mut part = Dataset::default();
+        add_named(&mut part, dir, &name, prefix, opts, roots, depth)?;
+        if !part.entries.is_empty() || !part.skipped.is_empty() || !part.directories.is_empty() {
+            part.entries.sort_by(|a, b| a.path.cmp(&b.path));
+            if each(part).is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+    }
+    Ok(ControlFlow::Continue(()))
 }
 
 /// What [`open_with_roots`] of the directory `source` finds at the entry
