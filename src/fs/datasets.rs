@@ -48,16 +48,23 @@ use crate::formats::dataset::archive::{Archive, Found};
 /// of them.
 pub const DEFAULT_MAX_OPEN: usize = 1000;
 
+/// Most `*.json` files remembered as holding no references.
+const NOT_REFERENCES: usize = 4096;
+
 /// The mount's trees. See the module docs.
 pub(super) enum Datasets {
     Whole(RwLock<Arc<Tree>>),
-    Archive(Lazy),
+    Archive(Box<Lazy>),
 }
 
 /// An archive's datasets, opened on demand.
 pub(super) struct Lazy {
     pub archive: Archive,
     open: Mutex<LruCache<String, Arc<Tree>>>,
+    /// `*.json` files found to hold no references, with their modification
+    /// time and length then: not read again at each listing while those
+    /// stay the same.
+    not_references: Mutex<LruCache<String, (SystemTime, u64)>>,
     /// Opens that succeeded, failed, and datasets closed to make room.
     opens: AtomicU64,
     failures: AtomicU64,
@@ -80,6 +87,9 @@ impl Lazy {
         Lazy {
             archive,
             open: Mutex::new(LruCache::new(cap)),
+            not_references: Mutex::new(LruCache::new(
+                NonZeroUsize::new(NOT_REFERENCES).expect("not zero"),
+            )),
             opens: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
@@ -134,6 +144,14 @@ impl Lazy {
         if !found.is_dataset() {
             return Ok(None);
         }
+        let json_stamp = (found == Found::Json)
+            .then(|| self.archive.stamp(unit))
+            .flatten();
+        if let Some(stamp) = json_stamp
+            && self.not_references.lock().get(unit) == Some(&stamp)
+        {
+            return Ok(None);
+        }
         let opened = crate::logging::loading(|| {
             let r = self.archive.open(unit, found);
             if let Err(e) = &r {
@@ -154,9 +172,15 @@ impl Lazy {
             source: Box::new(e),
         })?
         else {
+            if let Some(stamp) = json_stamp {
+                self.not_references.lock().put(unit.to_string(), stamp);
+            }
             return Ok(None);
         };
-        let tree = Arc::new(tree_of(unit, &ds, config, None, now));
+        // Its nodes' time: the dataset's own on disk (the same at every
+        // open, as `stat` of a file is), until a refresh sees a change.
+        let mtime = self.archive.stamp(unit).map_or(now, |(m, _)| m);
+        let tree = Arc::new(tree_of(unit, &ds, config, None, mtime));
         let mut open = self.open.lock();
         if let Some(t) = open.get(unit) {
             return Ok(Some(t.clone())); // opened meanwhile: one tree
@@ -215,4 +239,135 @@ pub(super) fn tree_of(
         })
         .collect();
     Tree::build(unit, arrays, directories, config, prev, now)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use parking_lot::Mutex as PlMutex;
+
+    use super::super::tests::{config, lookup_path, names, read_all};
+    use super::super::{Kind, SlabFs, Views};
+    use super::*;
+    use crate::engine::cache::ChunkCache;
+    use crate::fs::reconcile::Invalidate;
+
+    /// The inodes a refresh invalidated (entries are not recorded).
+    #[derive(Default)]
+    struct Inodes(PlMutex<Vec<u64>>);
+
+    impl Invalidate for Inodes {
+        fn inode(&self, ino: u64) -> std::io::Result<()> {
+            self.0.lock().push(ino);
+            Ok(())
+        }
+        fn entry(&self, _: u64, _: &str) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// A Zarr v2 array of `values` (uint8, one uncompressed chunk) at
+    /// `dir`: the layout zarr-python writes, by hand (the bytes are the
+    /// test's own).
+    fn array_store(dir: &Path, values: &[u8]) {
+        std::fs::create_dir_all(dir).unwrap();
+        let zarray = serde_json::json!({
+            "zarr_format": 2, "shape": [values.len()], "chunks": [values.len()],
+            "dtype": "|u1", "compressor": null, "fill_value": 0, "filters": null,
+            "order": "C"
+        });
+        std::fs::write(dir.join(".zarray"), zarray.to_string()).unwrap();
+        std::fs::write(dir.join("0"), values).unwrap();
+    }
+
+    fn archive_fs(root: &Path, max_open: usize) -> SlabFs {
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let archive = Archive::new(root, cache, &[], None).unwrap();
+        SlabFs::of_archive(archive, max_open, config(Views::default()))
+    }
+
+    /// Regression (review of issue 26): a full pass invalidated nothing of
+    /// the datasets closed to make room, so pages the kernel kept of one
+    /// that changed meanwhile stayed (on file systems that cannot be
+    /// watched, the pass is the only way a change is found).
+    #[test]
+    fn a_full_pass_reaches_the_datasets_closed_to_make_room() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        array_store(&root.join("s1"), &[1, 2]);
+        array_store(&root.join("s2"), &[3, 4]);
+        let fs = archive_fs(&root, 1);
+        assert_eq!(read_all(&fs, "s1"), [1, 2]);
+        let s1 = lookup_path(&fs, "s1").unwrap().ino;
+        assert_eq!(read_all(&fs, "s2"), [3, 4]); // closes s1
+        assert!(!fs.is_open("s1"));
+        let rec = Inodes::default();
+        fs.refresh_archive(&[String::new()].into(), &rec);
+        assert!(rec.0.lock().contains(&s1), "{:?}", rec.0.lock());
+        // And under a changed directory: every dataset in it.
+        let rec = Inodes::default();
+        fs.refresh_archive(&["s1".to_string()].into(), &rec);
+        assert!(rec.0.lock().contains(&s1));
+    }
+
+    /// Regression (review of issue 26): a directory the kernel held as a
+    /// plain directory stayed one after it became a Zarr group.
+    #[test]
+    fn a_directory_that_becomes_a_store_is_served_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("g")).unwrap();
+        let fs = archive_fs(&root, 10);
+        let g = lookup_path(&fs, "g").unwrap().ino;
+        assert!(names(&fs, "g").is_empty());
+        std::fs::write(root.join("g/.zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+        std::fs::write(root.join("g/.zattrs"), r#"{"title": "t"}"#).unwrap();
+        array_store(&root.join("g/a"), &[7]);
+        fs.refresh_archive(&["g".to_string()].into(), &Inodes::default());
+        assert_eq!(lookup_path(&fs, "g").unwrap().ino, g);
+        // The group's sidecar: only the store's tree has it.
+        assert_eq!(names(&fs, "g"), [".json", "a", "a.json"]);
+        assert_eq!(read_all(&fs, "g/a"), [7]);
+        assert!(fs.is_open("g") && !fs.is_open("g/a"));
+    }
+
+    /// Regression (review of issue 26): a dataset open since before it
+    /// changed what it is (a single-array store that became a group) was
+    /// answered from its old tree: a file under a directory's number.
+    #[test]
+    fn a_dataset_that_changed_kind_is_opened_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        array_store(&root.join("s"), &[1]);
+        let fs = archive_fs(&root, 10);
+        assert_eq!(read_all(&fs, "s"), [1]);
+        std::fs::remove_file(root.join("s/.zarray")).unwrap();
+        std::fs::remove_file(root.join("s/0")).unwrap();
+        std::fs::write(root.join("s/.zgroup"), r#"{"zarr_format": 2}"#).unwrap();
+        array_store(&root.join("s/x"), &[2]);
+        let s = lookup_path(&fs, "s").unwrap();
+        assert_eq!(s.kind, Kind::Directory);
+        assert_eq!(names(&fs, "s"), ["x", "x.json"]);
+        assert_eq!(read_all(&fs, "s/x"), [2]);
+    }
+
+    /// Regression (review of issue 26): a `*.json` that holds no references
+    /// hid the sidecar of the single-array store beside it (the eager tree
+    /// shows the sidecar), and was read again at every listing.
+    #[test]
+    fn a_json_file_that_is_no_references_hides_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        array_store(&root.join("x"), &[5, 6]);
+        std::fs::write(root.join("x.json"), r#"{"not": "references"}"#).unwrap();
+        let fs = archive_fs(&root, 10);
+        assert_eq!(names(&fs, ""), [".slabfs", "x", "x.json"]);
+        let side: serde_json::Value = serde_json::from_slice(&read_all(&fs, "x.json")).unwrap();
+        assert_eq!(side["shape"], serde_json::json!([2]));
+        let Datasets::Archive(lazy) = &fs.datasets else {
+            unreachable!()
+        };
+        assert!(lazy.not_references.lock().contains("x.json"));
+    }
 }

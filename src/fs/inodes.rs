@@ -22,7 +22,7 @@
 //! the kernel looked up first: only then is a number not the same on every
 //! mount. The root is always [`ROOT_INO`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -66,11 +66,22 @@ struct Table {
     dirs: HashMap<Arc<str>, u64>,
     files: HashMap<Arc<str>, u64>,
     /// The numbers held inside each dataset, so a dataset that changed
-    /// while it was not open can have exactly its nodes invalidated.
-    by_unit: HashMap<Arc<str>, Vec<u64>>,
+    /// while it was not open can have exactly its nodes invalidated
+    /// (sorted by path: the datasets under a directory are a range).
+    by_unit: BTreeMap<Arc<str>, HashSet<u64>>,
 }
 
 impl Table {
+    /// `ino` is no longer held inside the dataset at `unit`.
+    fn unhold(&mut self, unit: &str, ino: u64) {
+        if let Some(held) = self.by_unit.get_mut(unit) {
+            held.remove(&ino);
+            if held.is_empty() {
+                self.by_unit.remove(unit);
+            }
+        }
+    }
+
     fn by_path(&self, kind: Kind) -> &HashMap<Arc<str>, u64> {
         match kind {
             Kind::Directory => &self.dirs,
@@ -112,19 +123,26 @@ impl Inodes {
     /// A `lookup` of `path` is answered: its number, the kernel's count
     /// raised by one.
     pub fn remember(&self, path: &str, kind: Kind, unit: Option<&str>) -> u64 {
-        self.remember_new(path, kind, unit).0
-    }
-
-    /// [`Inodes::remember`], and whether the kernel did not hold the node.
-    pub fn remember_new(&self, path: &str, kind: Kind, unit: Option<&str>) -> (u64, bool) {
         if path.is_empty() {
-            return (ROOT_INO, false);
+            return ROOT_INO;
         }
         let mut t = self.table.lock();
         if let Some(&ino) = t.by_path(kind).get(path) {
             let known = t.by_ino.get_mut(&ino).expect("tables agree");
             known.lookups = known.lookups.saturating_add(1);
-            return (ino, false);
+            // The path may belong to another dataset now (a directory
+            // that became a Zarr store, or stopped being one).
+            if known.unit.as_deref() != unit {
+                let old = std::mem::replace(&mut known.unit, unit.map(Arc::from));
+                let new = known.unit.clone();
+                if let Some(o) = old {
+                    t.unhold(&o, ino);
+                }
+                if let Some(n) = new {
+                    t.by_unit.entry(n).or_default().insert(ino);
+                }
+            }
+            return ino;
         }
         let (ino, k) = (0..)
             .map(|k| (probe(path, kind, k), k))
@@ -147,7 +165,7 @@ impl Inodes {
             }
         });
         if let Some(u) = &unit {
-            t.by_unit.entry(u.clone()).or_default().push(ino);
+            t.by_unit.entry(u.clone()).or_default().insert(ino);
         }
         t.by_path_mut(kind).insert(path.clone(), ino);
         t.by_ino.insert(
@@ -159,7 +177,7 @@ impl Inodes {
                 lookups: 1,
             },
         );
-        (ino, true)
+        ino
     }
 
     /// The kernel dropped `n` references to `ino`.
@@ -174,13 +192,8 @@ impl Inodes {
         }
         let known = t.by_ino.remove(&ino).expect("present");
         t.by_path_mut(known.kind).remove(&known.path);
-        if let Some(u) = known.unit
-            && let Some(held) = t.by_unit.get_mut(&u)
-        {
-            held.retain(|&i| i != ino);
-            if held.is_empty() {
-                t.by_unit.remove(&u);
-            }
+        if let Some(u) = known.unit {
+            t.unhold(&u, ino);
         }
     }
 
@@ -197,14 +210,22 @@ impl Inodes {
         self.table.lock().by_path(kind).get(path).copied()
     }
 
-    /// The nodes the kernel holds inside the dataset at `unit`.
-    pub fn in_unit(&self, unit: &str) -> Vec<(u64, Known)> {
+    /// The nodes the kernel holds inside the datasets at or under `unit`
+    /// (`""`: every dataset), with the dataset each is in.
+    pub fn in_units_under(&self, unit: &str) -> Vec<(u64, Known)> {
         let t = self.table.lock();
-        t.by_unit.get(unit).map_or_else(Vec::new, |held| {
-            held.iter()
-                .filter_map(|ino| t.by_ino.get(ino).map(|k| (*ino, k.clone())))
-                .collect()
-        })
+        let under = |u: &str| {
+            unit.is_empty()
+                || u == unit
+                || (u.len() > unit.len() && u.starts_with(unit) && u.as_bytes()[unit.len()] == b'/')
+        };
+        t.by_unit
+            .range::<str, _>((std::ops::Bound::Included(unit), std::ops::Bound::Unbounded))
+            .take_while(|(u, _)| u.starts_with(unit))
+            .filter(|(u, _)| under(u))
+            .flat_map(|(_, held)| held.iter())
+            .filter_map(|ino| t.by_ino.get(ino).map(|k| (*ino, k.clone())))
+            .collect()
     }
 
     /// How many nodes the kernel holds (the root not counted).
@@ -243,12 +264,14 @@ mod tests {
         let ino = t.remember("a.nc", Kind::Directory, Some("a.nc"));
         assert_eq!(ino, ino_of("a.nc", Kind::Directory));
         assert_eq!(t.remember("a.nc", Kind::Directory, Some("a.nc")), ino);
-        assert_eq!(t.in_unit("a.nc").len(), 1);
+        assert_eq!(t.in_units_under("a.nc").len(), 1);
+        assert_eq!(t.in_units_under("").len(), 1);
+        assert!(t.in_units_under("a").is_empty());
         t.forget(ino, 1);
         assert_eq!(t.get(ino).unwrap().path.as_ref(), "a.nc");
         t.forget(ino, 1);
         assert!(t.get(ino).is_none());
-        assert!(t.in_unit("a.nc").is_empty());
+        assert!(t.in_units_under("a.nc").is_empty());
         assert!(t.is_empty());
         assert_eq!(t.remember("", Kind::Directory, None), ROOT_INO);
         assert!(t.is_empty());

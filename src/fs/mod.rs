@@ -332,7 +332,7 @@ impl SlabFs {
     /// first use and at most `max_open` kept open ([`datasets`]).
     pub fn of_archive(archive: Archive, max_open: usize, config: FsConfig) -> SlabFs {
         let lazy = datasets::Lazy::new(archive, max_open);
-        SlabFs::with(Datasets::Archive(lazy), config, SystemTime::now())
+        SlabFs::with(Datasets::Archive(Box::new(lazy)), config, SystemTime::now())
     }
 
     fn with(datasets: Datasets, config: FsConfig, mounted: SystemTime) -> SlabFs {
@@ -621,6 +621,15 @@ impl SlabFs {
         }
     }
 
+    /// The modification time on disk of the archive's entry `rel` (the
+    /// mount time when it cannot be read).
+    fn disk_mtime(&self, rel: &str) -> SystemTime {
+        match &self.datasets {
+            Datasets::Archive(lazy) => lazy.archive.stamp(rel).map_or(self.mounted, |(m, _)| m),
+            Datasets::Whole(_) => self.mounted,
+        }
+    }
+
     fn attr(&self, ino: u64, place: &Place) -> Attr {
         let (node, tree) = match place {
             Place::Node { tree, path } => (tree.node(path).expect("resolved"), tree),
@@ -637,7 +646,12 @@ impl SlabFs {
                     ..self.dir_attr(ino)
                 };
             }
-            Place::Listed(_) | Place::Closed(_) => return self.dir_attr(ino),
+            Place::Listed(path) | Place::Closed(path) => {
+                return Attr {
+                    mtime: self.disk_mtime(path),
+                    ..self.dir_attr(ino)
+                };
+            }
         };
         let size = node.size();
         let (perm, nlink) = match &node.content {
@@ -734,31 +748,48 @@ impl SlabFs {
             return None;
         };
         let rel = child_path(dir, name);
-        let Some(found) = lazy.archive.find(&rel) else {
-            // A view beside a single-array store (`a.zarr.json`).
+        // A view beside a single-array store (`a.zarr.json`), where no
+        // dataset has the name.
+        let view = || {
             let (stem, _) = name.rsplit_once('.')?;
             let unit = child_path(dir, stem);
             if lazy.archive.find(&unit) != Some(Found::Store { array: true }) {
                 return None;
             }
-            return Some(self.lookup_in_unit(lazy, &unit, &rel));
+            Some(self.lookup_in_unit(lazy, &unit, &rel))
         };
+        let found = match lazy.archive.find(&rel) {
+            None => return view(),
+            // A dataset only if it holds references: opened to know.
+            Some(Found::Json) => match self.open_unit(lazy, &rel, Some(Found::Json)) {
+                Ok(None) => return view(),
+                Ok(Some(_)) => return Some(self.lookup_in_unit(lazy, &rel, &rel)),
+                Err(e) => return Some(Err(e)),
+            },
+            Some(found) => found,
+        };
+        // A dataset open since before it changed what it is (a directory
+        // that became a single-array store, or a group): opened again.
+        let kind = match found {
+            Found::Store { array: true } => Kind::File,
+            _ => Kind::Directory,
+        };
+        if let Some(tree) = lazy.get(&rel)
+            && tree.node(&rel).map(Node::kind) != Some(kind)
+        {
+            lazy.close(&rel);
+        }
         Some(match found {
             Found::Directory => {
-                let (ino, new) = self.inodes.remember_new(&rel, Kind::Directory, None);
-                if new {
-                    self.touch(&rel, false);
-                }
-                Ok(self.dir_attr(ino))
+                let ino = self.inodes.remember(&rel, Kind::Directory, None);
+                // Every time: the directory may have been removed and
+                // created again while the kernel held it (the refresh
+                // thread ignores a directory already watched).
+                self.touch(&rel, false);
+                Ok(self.attr(ino, &Place::Listed(Arc::from(rel))))
             }
             // One file: its size needs the open.
             Found::Store { array: true } => self.lookup_in_unit(lazy, &rel, &rel),
-            // A dataset only if it holds references: opened to know.
-            Found::Json => match self.open_unit(lazy, &rel, Some(found)) {
-                Ok(None) => return None,
-                Ok(Some(_)) => self.lookup_in_unit(lazy, &rel, &rel),
-                Err(e) => Err(e),
-            },
             _ => {
                 let ino = self.inodes.remember(&rel, Kind::Directory, Some(&rel));
                 Ok(match lazy.get(&rel) {
@@ -769,7 +800,7 @@ impl SlabFs {
                             path: Arc::from(rel),
                         },
                     ),
-                    None => self.dir_attr(ino),
+                    None => self.attr(ino, &Place::Closed(Arc::from(rel))),
                 })
             }
         })
@@ -820,11 +851,21 @@ impl SlabFs {
                 let Datasets::Archive(lazy) = &self.datasets else {
                     unreachable!("listed only in an archive")
                 };
-                let found = lazy.archive.list(dir).map_err(|e| FsError::List {
-                    path: dir.to_string(),
-                    source: Box::new(e),
+                let found = lazy.archive.list(dir).map_err(|e| match &e {
+                    // Removed while the kernel held it: gone, not broken.
+                    crate::error::Error::Io { source, .. }
+                        if source.kind() == std::io::ErrorKind::NotFound =>
+                    {
+                        FsError::NotFound(dir.to_string())
+                    }
+                    _ => FsError::List {
+                        path: dir.to_string(),
+                        source: Box::new(e),
+                    },
                 })?;
-                let names: HashSet<&str> = found.iter().map(|(n, _)| n.as_str()).collect();
+                // Datasets and directories first, then the views beside
+                // single-array stores where no listed entry has the name
+                // (as the eager tree places them).
                 let mut views: Vec<(String, Kind, Option<Arc<str>>)> = Vec::new();
                 for (name, f) in &found {
                     let rel = child_path(dir, name);
@@ -836,11 +877,12 @@ impl SlabFs {
                         // ENVI can describe the array: that needs it open).
                         Found::Store { array: true } if !self.config.views.hdr => {
                             let v = self.config.views;
-                            let shown = [(v.raw, ""), (v.json, ".json"), (v.npy, ".npy")];
-                            for (on, ext) in shown {
+                            if v.raw {
+                                out.push((name.clone(), Kind::File, unit.clone()));
+                            }
+                            for (on, ext) in [(v.json, ".json"), (v.npy, ".npy")] {
                                 let n = format!("{name}{ext}");
-                                let free = ext.is_empty() || !names.contains(n.as_str());
-                                if on && free && n.len() <= NAME_MAX as usize {
+                                if on && n.len() <= NAME_MAX as usize {
                                     views.push((n, Kind::File, unit.clone()));
                                 }
                             }
@@ -848,26 +890,38 @@ impl SlabFs {
                         Found::Store { array: true } | Found::Json => {
                             // Only its tree says: the array and its views
                             // beside it, or whether it is references.
-                            let Ok(Some(tree)) = self.open_unit(lazy, &rel, Some(*f)) else {
-                                // A dataset that fails: shown, failing
-                                // inside (as every other one).
-                                if *f != Found::Json {
-                                    out.push((name.clone(), Kind::File, unit));
-                                }
-                                continue;
-                            };
-                            for (p, kind) in tree.paths() {
-                                if parent_of(p) == dir.as_ref() {
-                                    let n = name_of(p);
-                                    if n == name || !names.contains(n) {
-                                        views.push((n.to_string(), kind, unit.clone()));
+                            match self.open_unit(lazy, &rel, Some(*f)) {
+                                Ok(Some(tree)) => {
+                                    for (p, kind) in tree.paths() {
+                                        if parent_of(p) == dir.as_ref() {
+                                            let entry =
+                                                (name_of(p).to_string(), kind, unit.clone());
+                                            if p == rel {
+                                                out.push(entry)
+                                            } else {
+                                                views.push(entry)
+                                            }
+                                        }
                                     }
+                                }
+                                // No references: no dataset, not listed.
+                                Ok(None) => {}
+                                // A dataset that fails: listed, failing
+                                // inside (as every other one).
+                                Err(_) => {
+                                    let kind = match f {
+                                        Found::Json => Kind::Directory,
+                                        _ => Kind::File,
+                                    };
+                                    out.push((name.clone(), kind, unit));
                                 }
                             }
                         }
                         _ => out.push((name.clone(), Kind::Directory, unit)),
                     }
                 }
+                let names: HashSet<String> = out.iter().map(|(n, _, _)| n.clone()).collect();
+                views.retain(|(n, _, _)| !names.contains(n));
                 out.extend(views);
                 out.sort_by(|a, b| a.0.cmp(&b.0));
                 out.dedup_by(|a, b| a.0 == b.0);

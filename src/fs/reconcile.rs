@@ -220,8 +220,12 @@ impl SlabFs {
                 let new = Arc::new(new);
                 if lazy.replace(&unit, &old, new.clone()) {
                     failed += self.invalidate(&old, &new, inval);
-                    self.forget_stale(&stale);
+                } else {
+                    // Closed (or opened again) by a request meanwhile: what
+                    // the kernel holds of it may be of the old version.
+                    failed += self.invalidate_held(&unit, |_| true, inval);
                 }
+                self.forget_stale(&stale);
             }
             changes.added.append(&mut c.added);
             changes.removed.append(&mut c.removed);
@@ -231,15 +235,15 @@ impl SlabFs {
         }
         // What the kernel holds of the datasets that are not open, and the
         // names themselves (added, removed, or changed what they are).
+        // A dataset closed to make room may have changed since (on disk, a
+        // directory moved in): its nodes the kernel holds are invalidated,
+        // for a changed path, a changed directory (every dataset under it)
+        // and a full pass (`""`: all of them, which is what a mount that
+        // cannot watch pays at each walk).
         for unit in &units {
+            failed += self.invalidate_held(unit, |u| lazy.peek(u).is_none(), inval);
             if unit.is_empty() {
                 continue;
-            }
-            if lazy.peek(unit).is_none() {
-                for (ino, known) in self.inodes.in_unit(unit) {
-                    failed +=
-                        count_failed(&format!("inode {ino} ({})", known.path), inval.inode(ino));
-                }
             }
             if let Some(parent) = self.inodes.held(parent_of(unit), Kind::Directory) {
                 failed +=
@@ -353,6 +357,24 @@ impl SlabFs {
             SystemTime::now(),
         );
         (changes, Some(new), stale)
+    }
+
+    /// Invalidate the attributes and pages of every node the kernel holds
+    /// in the datasets at or under `unit` for which `closed` holds;
+    /// returns how many notifications failed.
+    fn invalidate_held(
+        &self,
+        unit: &str,
+        closed: impl Fn(&str) -> bool,
+        inval: &dyn Invalidate,
+    ) -> usize {
+        let mut failed = 0;
+        for (ino, known) in self.inodes.in_units_under(unit) {
+            if known.unit.as_deref().is_some_and(&closed) {
+                failed += count_failed(&format!("inode {ino} ({})", known.path), inval.inode(ino));
+            }
+        }
+        failed
     }
 
     /// Drop the cached chunks of sources a refresh replaced (after the

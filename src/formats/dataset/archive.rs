@@ -87,6 +87,13 @@ impl Archive {
         &self.source
     }
 
+    /// The modification time and length of the entry `rel`, to tell
+    /// whether it changed since it was looked at.
+    pub fn stamp(&self, rel: &str) -> Option<(std::time::SystemTime, u64)> {
+        let m = std::fs::metadata(self.path(rel)).ok()?;
+        Some((m.modified().ok()?, m.len()))
+    }
+
     fn path(&self, rel: &str) -> PathBuf {
         if rel.is_empty() {
             self.source.clone()
