@@ -97,7 +97,10 @@
 //! before asking. Files are 0444 and directories 0555, owned by the
 //! configured uid/gid; `st_size` is exact (elements x item size, plus the
 //! header for `.npy`), `st_blocks` is the size in 512-byte units; `st_mtime`
-//! is the mount time, or the time a refresh last saw the node change. Reads
+//! is the mount time, or the time a refresh last saw the node change; in
+//! an archive, a directory's and a dataset's nodes' time is the
+//! directory's or the dataset's own on disk (the same at every open)
+//! until a refresh sees a change. Reads
 //! are clamped at EOF by [`crate::engine::read::read_at`]; a failed read is
 //! [`FsError::Read`], carrying the path, offset, size and the library error
 //! (which names the chunk file).
