@@ -22,7 +22,7 @@
 //! the kernel looked up first: only then is a number not the same on every
 //! mount. The root is always [`ROOT_INO`].
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -68,18 +68,25 @@ struct Table {
     /// The numbers held inside each dataset, so a dataset that changed
     /// while it was not open can have exactly its nodes invalidated
     /// (sorted by path: the datasets under a directory are a range).
-    by_unit: BTreeMap<Arc<str>, HashSet<u64>>,
+    /// One entry per node (a set per dataset would cost more than the
+    /// node itself: most datasets have one or two held).
+    by_unit: BTreeSet<(Arc<str>, u64)>,
 }
 
 impl Table {
     /// `ino` is no longer held inside the dataset at `unit`.
-    fn unhold(&mut self, unit: &str, ino: u64) {
-        if let Some(held) = self.by_unit.get_mut(unit) {
-            held.remove(&ino);
-            if held.is_empty() {
-                self.by_unit.remove(unit);
-            }
-        }
+    fn unhold(&mut self, unit: &Arc<str>, ino: u64) {
+        self.by_unit.remove(&(unit.clone(), ino));
+    }
+
+    /// `unit` as an `Arc` some entry already holds, if one does.
+    fn shared_unit(&self, unit: &str) -> Option<Arc<str>> {
+        let from: (Arc<str>, u64) = (Arc::from(unit), 0);
+        self.by_unit
+            .range(from..)
+            .next()
+            .filter(|(u, _)| **u == *unit)
+            .map(|(u, _)| u.clone())
     }
 
     fn by_path(&self, kind: Kind) -> &HashMap<Arc<str>, u64> {
@@ -139,7 +146,7 @@ impl Inodes {
                     t.unhold(&o, ino);
                 }
                 if let Some(n) = new {
-                    t.by_unit.entry(n).or_default().insert(ino);
+                    t.by_unit.insert((n, ino));
                 }
             }
             return ino;
@@ -159,13 +166,10 @@ impl Inodes {
             } else {
                 Arc::from(u)
             };
-            match t.by_unit.get_key_value(&*u) {
-                Some((shared, _)) => shared.clone(),
-                None => u,
-            }
+            t.shared_unit(&u).unwrap_or(u)
         });
         if let Some(u) = &unit {
-            t.by_unit.entry(u.clone()).or_default().insert(ino);
+            t.by_unit.insert((u.clone(), ino));
         }
         t.by_path_mut(kind).insert(path.clone(), ino);
         t.by_ino.insert(
@@ -219,12 +223,12 @@ impl Inodes {
                 || u == unit
                 || (u.len() > unit.len() && u.starts_with(unit) && u.as_bytes()[unit.len()] == b'/')
         };
+        let from: (Arc<str>, u64) = (Arc::from(unit), 0);
         t.by_unit
-            .range::<str, _>((std::ops::Bound::Included(unit), std::ops::Bound::Unbounded))
+            .range(from..)
             .take_while(|(u, _)| u.starts_with(unit))
             .filter(|(u, _)| under(u))
-            .flat_map(|(_, held)| held.iter())
-            .filter_map(|ino| t.by_ino.get(ino).map(|k| (*ino, k.clone())))
+            .filter_map(|(_, ino)| t.by_ino.get(ino).map(|k| (*ino, k.clone())))
             .collect()
     }
 
