@@ -37,6 +37,12 @@ byte layout with NumPy so 100,000 files take seconds. Then, for each
      daemon's CPU meanwhile;
   6. `fusermount3 -u MNT`, and the daemon must exit 0.
 
+--s3 serves the same archive from a local S3 server (s3s-fs, built once
+by scripts/bench_remote.py into its --scratch directory; the archive is
+hard-linked into the server's bucket `bench`, so the files are the same)
+and mounts `s3://bench/KIND-N` through it; a file added is a file written
+into the server's directory, i.e. a new object.
+
 --kind zarr makes N single-array Zarr v2 stores instead (a directory with
 `.zarray` and one chunk file each): they hold no descriptor open, so they
 reach 100,000 datasets under any descriptor limit, and each is one
@@ -166,9 +172,14 @@ def run_one(binary: str, data: str, mnt: str, n: int, args: argparse.Namespace) 
         except (ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 
+    source = data
+    extra = list(args.extra)
+    if args.server is not None:
+        source = f"s3://{args.bucket}/{os.path.basename(data)}"
+        extra += ["--endpoint-url", args.server.endpoint]
     t0 = time.monotonic()
     p = subprocess.Popen(
-        [binary, "mount", data, mnt, *args.extra],
+        [binary, "mount", source, mnt, *extra],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=log,
@@ -327,22 +338,54 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=5.0, help="seconds after the listing")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--nofile", type=int, default=200_000)
+    ap.add_argument("--s3", action="store_true",
+                    help="serve the archive from a local S3 server (s3s-fs) and mount its URL")
+    ap.add_argument("--scratch", type=str, default=os.path.join("/tmp", "slabfs-bench-s3"),
+                    help="where bench_remote.py builds s3s-fs (and the server's root goes)")
     ap.add_argument("extra", nargs="*", help="extra `slabfs mount` arguments (after --)")
     args = ap.parse_args()
+    args.server = None
+    args.bucket = "bench"
+    if args.s3:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import bench_remote
+        from pathlib import Path
+
+        binary = bench_remote.build_s3s_fs(Path(args.scratch))
+        root = Path(args.scratch) / "archive-root"
+        (root / args.bucket).mkdir(parents=True, exist_ok=True)
+        os.environ.update(AWS_ACCESS_KEY_ID=bench_remote.KEY_ID,
+                          AWS_SECRET_ACCESS_KEY=bench_remote.SECRET, AWS_REGION="us-east-1")
+        for v in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+            os.environ.pop(v, None)
+        args.s3_root = root
+        args.s3_binary = binary
     binaries = [b.split("=", 1) for b in (args.binary or ["after=target/release/slabfs"])]
     os.makedirs(args.data_dir, exist_ok=True)
     results = []
     for n in args.files:
         data = os.path.join(args.data_dir, f"{args.kind}-{n}")
         make_archive(data, n, args.kind)
+        if args.s3:
+            # The same files, hard-linked into the server's bucket.
+            served = os.path.join(args.s3_root, args.bucket, f"{args.kind}-{n}")
+            if not os.path.exists(served):
+                subprocess.run(["cp", "-al", data, served], check=True)
+            data = served
+            if args.server is None:
+                from pathlib import Path
+                args.server = bench_remote.Server(args.s3_binary, Path(args.s3_root), Path(sys.executable))
         for label, binary in binaries:
             r = run_one(os.path.abspath(binary), data, os.path.join(args.data_dir, "mnt"), n, args)
             r["label"] = label
             results.append(r)
             print(json.dumps(r), file=sys.stderr)
-    with open(os.path.join(args.data_dir, f"results-{args.kind}.json"), "w") as f:
+    if args.server is not None:
+        args.server.stop()
+    where = "s3-" if args.s3 else ""
+    with open(os.path.join(args.data_dir, f"results-{where}{args.kind}.json"), "w") as f:
         json.dump(results, f, indent=1)
-    print(f"{args.kind}, {' '.join(args.extra) or 'default flags'}:\n")
+    print(f"{args.kind}{' in S3 (s3s-fs)' if args.s3 else ''}, {' '.join(args.extra) or 'default flags'}:\n")
     print(
         "| datasets | binary | mount to full listing (s) | first pass done (s) "
         "| idle CPU (% of a core) | passes while idle | RSS (MiB) | peak RSS (MiB) | watching |"

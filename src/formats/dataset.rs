@@ -82,6 +82,43 @@ use crate::storage::{Files, Network};
 pub mod archive;
 mod remote;
 
+/// What the walk makes of one directory entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// A plain directory: walked for datasets.
+    Directory,
+    /// A Zarr store; `array`: its root is an array (the store shows as
+    /// one file), else a group (a directory).
+    Store { array: bool },
+    /// A file with a netCDF or HDF5 extension.
+    File,
+    /// An NCA descriptor (`*.nca.json`).
+    Descriptor,
+    /// Another `*.json` file: kerchunk references, or no dataset at all
+    /// (only reading it tells).
+    Json,
+}
+
+impl Found {
+    /// Whether the entry is a dataset of its own (opened as a whole).
+    pub fn is_dataset(self) -> bool {
+        self != Found::Directory
+    }
+}
+
+/// Where an archive's listings, lookups and opens go: a directory on
+/// disk ([`Local`]) or a bucket prefix (`super::remote`).
+pub(crate) trait Backend: Send + Sync {
+    fn source(&self) -> &Path;
+    fn stamp(&self, _rel: &str) -> Option<(std::time::SystemTime, u64)> {
+        None
+    }
+    fn find(&self, rel: &str) -> Option<Found>;
+    fn list(&self, rel: &str) -> Result<Vec<(String, Found)>>;
+    fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>>;
+    fn forget_listings(&self) {}
+}
+
 /// One array of a dataset and its path in the mount.
 #[derive(Clone)]
 pub struct Entry {
@@ -299,6 +336,27 @@ fn open_files(
     }
     ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(ds)
+}
+
+/// The archive `source` is, when it is a directory of datasets: a plain
+/// local directory, or a listable bucket prefix that is neither one store
+/// nor one object; `None` for one dataset (open it with [`open_in`]).
+pub fn archive_of(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    network: Option<Arc<dyn Network>>,
+) -> Result<Option<archive::Archive>> {
+    if let Some(url) = url_of(source) {
+        return Ok(
+            remote::archive(url, cache, allow_outside, network.as_deref())?
+                .map(|r| archive::Archive::with(Box::new(r))),
+        );
+    }
+    if source.is_dir() && !zarr::is_store(source) {
+        return archive::Archive::new(source, cache, allow_outside, network).map(Some);
+    }
+    Ok(None)
 }
 
 /// [`open_in`], one dataset at a time: `each` is given every dataset

@@ -40,7 +40,8 @@ use super::tree::{DirDoc, Tracked, Tree, usable_entries};
 use super::{FsConfig, FsError, FsResult};
 use crate::engine::array::ChangeStamp;
 use crate::formats::dataset::Dataset;
-use crate::formats::dataset::archive::{Archive, Found};
+use crate::formats::dataset::Found;
+use crate::formats::dataset::archive::Archive;
 
 /// Datasets opened at once by default (`--max-open-datasets`): a small
 /// netCDF file's tree is a few KiB, a Zarr store's with its chunk index a

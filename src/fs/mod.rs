@@ -131,7 +131,8 @@ use crate::engine::array::ArraySource;
 use crate::engine::cache::{ChunkCache, SharedBytes};
 use crate::engine::read::{cached_at, read_at, read_shared_at};
 use crate::engine::readahead::{DEFAULT_MAX_WINDOW, Readahead};
-use crate::formats::dataset::archive::{Archive, Found};
+use crate::formats::dataset::Found;
+use crate::formats::dataset::archive::Archive;
 use crate::formats::dataset::{Dataset, Entry};
 pub use datasets::DEFAULT_MAX_OPEN;
 use datasets::Datasets;
@@ -505,6 +506,14 @@ impl SlabFs {
                 None,
                 self.mounted,
             )),
+        }
+    }
+
+    /// Forget an archive's listings kept for a moment (a bucket's): a
+    /// refresh saw the source change.
+    pub fn forget_listings(&self) {
+        if let Datasets::Archive(lazy) = &self.datasets {
+            lazy.archive.forget_listings();
         }
     }
 

@@ -252,14 +252,13 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     let network: Arc<dyn crate::storage::Network> = Arc::new(cfg.remote.clone());
     // A directory of datasets: each opened on first use (ready at once,
     // whatever its size). One dataset (a file, a store, a URL): loaded now.
-    let lazy = source.is_dir() && !crate::formats::zarr::is_store(&source);
-    let (core, shown, skipped) = if lazy {
-        let archive = dataset::archive::Archive::new(
-            &source,
-            cache.clone(),
-            &cfg.allow_outside,
-            Some(network),
-        )?;
+    let archive = dataset::archive_of(
+        &source,
+        cache.clone(),
+        &cfg.allow_outside,
+        Some(network.clone()),
+    )?;
+    let (core, shown, skipped) = if let Some(archive) = archive {
         let core = SlabFs::of_archive(archive, cfg.max_open_datasets, fs_config);
         let shown = format!("the datasets of {} as they are used", source.display());
         (core, shown, Vec::new())

@@ -476,13 +476,6 @@ impl Pass<'_> {
     fn walk(&mut self) {
         let started = Instant::now();
         let (fs, source) = (self.fs, self.source);
-        if fs.is_archive() {
-            // Its directories are read from the disk when listed: only
-            // the datasets open now have anything to compare.
-            fs.stats().record_full_walk();
-            let changes = fs.refresh_archive(&BTreeSet::from([String::new()]), self.inval);
-            return self.done(&changes, started);
-        }
         // A URL source: one listing says whether anything changed, which
         // costs far fewer requests than re-opening every dataset.
         let stamp = source
@@ -493,6 +486,17 @@ impl Pass<'_> {
             log::debug!("refresh of {}: unchanged", source.display());
             fs.stats().record_refresh(0);
             return;
+        }
+        if fs.is_archive() {
+            // Its directories are listed when read: only the datasets
+            // open now have anything to compare, and what the kernel
+            // keeps of the closed ones is dropped.
+            self.quiet = stamp;
+            self.walked = Instant::now();
+            fs.stats().record_full_walk();
+            fs.forget_listings();
+            let changes = fs.refresh_archive(&BTreeSet::from([String::new()]), self.inval);
+            return self.done(&changes, started);
         }
         self.quiet = None;
         self.walked = Instant::now();

@@ -1522,12 +1522,13 @@ fn an_idle_refresh_costs_one_list_per_pass() {
         "s3.upload_file({:?}, '{BUCKET}', 'nc3/added.nc')",
         data.display().to_string()
     ));
+    // Listed at once (a bucket prefix is an archive whose directories are
+    // listed when read), and the next pass sees the change and walks.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !m.path("added.nc/fixed_i1").exists() {
+    while !m.path("added.nc/fixed_i1").exists() || mount_stats(&m)["refresh"]["walks"] != 2 {
         assert!(Instant::now() < deadline, "not seen:\n{}", m.log());
         std::thread::sleep(Duration::from_millis(200));
     }
-    assert_eq!(mount_stats(&m)["refresh"]["walks"], 2);
     m.stop();
 }
 
@@ -3594,4 +3595,68 @@ fn storage_conformance_of_remote_stores_and_files() {
         ..Limits::default()
     };
     conformance::check_files("HTTP", &files, Path::new(&url), limits);
+}
+
+/// A bucket prefix of datasets mounts lazily (issue 26): listing it is
+/// one delimiter LIST per level, nothing is fetched of a dataset until
+/// something inside it is read, and then only that dataset's; the bytes
+/// are the same as on disk. A walk of the whole mount shows every array
+/// the eager listing (`slabfs ls`) names.
+#[test]
+fn a_bucket_prefix_mounts_lazily_one_listing_per_level() {
+    let _g = serial();
+    let s3 = fixture_server();
+    let endpoint = s3.endpoint();
+    let m = common::mount::Mount::start(
+        Path::new(&format!("s3://{BUCKET}/nc3")),
+        &["--endpoint-url", &endpoint, "--refresh", "0"],
+    );
+    let stats = || -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(m.path(".slabfs/stats")).unwrap()).unwrap()
+    };
+    let requests = |kind: &str| -> u64 {
+        let doc = stats();
+        doc["remote"]
+            .as_object()
+            .map(|stores| {
+                stores
+                    .values()
+                    .map(|s| s["requests"][kind].as_u64().unwrap_or(0))
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let out = Command::new("ls")
+        .arg("-l")
+        .arg(m.path(""))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let names = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(names.contains("classic_types.nc"), "{names}");
+    assert_eq!(stats()["datasets"]["opens"], 0, "ls -l opened a dataset");
+    let gets = requests("GET") + requests("ranged_GET");
+    assert_eq!(gets, 0, "nothing of a dataset fetched by a listing");
+    assert!(requests("LIST") <= 2, "{}", stats());
+    let cases = netcdf3_cases();
+    let (path, bytes) = cases
+        .iter()
+        .find(|(p, _)| p.starts_with("classic_types.nc/"))
+        .unwrap();
+    assert!(read_direct(&m.path(path)).unwrap() == *bytes, "{path}");
+    assert_eq!(stats()["datasets"]["opens"], 1);
+    // Every array the eager listing names is there, with its size.
+    let ls = slabfs(&[
+        "ls",
+        "--endpoint-url",
+        &endpoint,
+        &format!("s3://{BUCKET}/nc3"),
+    ]);
+    for line in String::from_utf8_lossy(&ls.stdout).lines() {
+        let mut f = line.split('\t');
+        let (p, size) = (f.next().unwrap(), f.nth(2).unwrap());
+        let md = std::fs::metadata(m.path(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
+        assert_eq!(md.len().to_string(), size, "{p}");
+    }
+    m.stop();
 }

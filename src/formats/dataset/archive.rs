@@ -11,13 +11,19 @@
 //! metadata, and opens one dataset on demand ([`Archive::open`]): the
 //! mount's lazy tree is built on it, and its datasets are exactly the
 //! ones the walk would find, at the same mount paths.
+//!
+//! A bucket prefix holding a directory of datasets is an archive too
+//! ([`super::remote::RemoteArchive`]): a directory is one delimiter
+//! listing of its prefix, kept a moment so the lookups that follow a
+//! listing do not list again; a sub-prefix's kind (plain, Zarr store,
+//! single-array store) is its own listing's (and a `zarr.json`'s GET).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::{
-    Dataset, MAX_DEPTH, add_descriptor, add_file, add_references, add_store, allowed_roots,
-    has_dataset_extension, local_options,
+    Backend, Dataset, Found, MAX_DEPTH, add_descriptor, add_file, add_references, add_store,
+    allowed_roots, has_dataset_extension, local_options,
 };
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
@@ -26,35 +32,10 @@ use crate::storage::Network;
 use crate::storage::local;
 use crate::storage::local::confine::Roots;
 
-/// What the walk makes of one directory entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Found {
-    /// A plain directory: walked for datasets.
-    Directory,
-    /// A Zarr store; `array`: its root is an array (the store shows as
-    /// one file), else a group (a directory).
-    Store { array: bool },
-    /// A file with a netCDF or HDF5 extension.
-    File,
-    /// An NCA descriptor (`*.nca.json`).
-    Descriptor,
-    /// Another `*.json` file: kerchunk references, or no dataset at all
-    /// (only reading it tells).
-    Json,
-}
-
-impl Found {
-    /// Whether the entry is a dataset of its own (opened as a whole).
-    pub fn is_dataset(self) -> bool {
-        self != Found::Directory
-    }
-}
-
-/// A directory SOURCE and how its datasets open. See the module docs.
+/// A directory SOURCE, or a bucket prefix, and how its datasets open. See
+/// the module docs.
 pub struct Archive {
-    source: PathBuf,
-    opts: Options,
-    roots: Roots,
+    inner: Box<dyn Backend>,
 }
 
 impl Archive {
@@ -67,6 +48,69 @@ impl Archive {
         allow_outside: &[PathBuf],
         network: Option<Arc<dyn Network>>,
     ) -> Result<Archive> {
+        Local::new(source, cache, allow_outside, network).map(|l| Archive::with(Box::new(l)))
+    }
+
+    pub(super) fn with(inner: Box<dyn Backend>) -> Archive {
+        Archive { inner }
+    }
+
+    /// The directory the archive is (a bucket prefix: its URL).
+    pub fn source(&self) -> &Path {
+        self.inner.source()
+    }
+
+    /// The modification time and length of the entry `rel`, to tell
+    /// whether it changed since it was looked at (`None` in a bucket).
+    pub fn stamp(&self, rel: &str) -> Option<(std::time::SystemTime, u64)> {
+        self.inner.stamp(rel)
+    }
+
+    /// What the walk makes of the entry `rel` (a `/`-separated path under
+    /// the source whose parent is a plain directory the walk enters):
+    /// `None` when it does not look at it (a hidden or unknown name, gone,
+    /// too deep, a special file, a symlink leading outside the roots).
+    pub fn find(&self, rel: &str) -> Option<Found> {
+        self.inner.find(rel)
+    }
+
+    /// The entries of the plain directory `rel` ("" the source) the walk
+    /// looks at, sorted by name. An error: the directory cannot be read.
+    pub fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
+        self.inner.list(rel)
+    }
+
+    /// Open the dataset `rel` found as `found`, its arrays and directories
+    /// at their mount paths (under `rel`). `Ok(None)`: a JSON file that
+    /// holds no references (no dataset, not shown).
+    pub fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
+        self.inner.open(rel, found)
+    }
+
+    /// Forget what was listed: the next look at a directory asks again (a
+    /// refresh saw the source change).
+    pub fn forget_listings(&self) {
+        self.inner.forget_listings();
+    }
+}
+
+/// A directory on disk.
+struct Local {
+    source: PathBuf,
+    opts: Options,
+    roots: Roots,
+}
+
+impl Local {
+    /// The archive of the directory `source`: its datasets open with the
+    /// cache, roots and `--allow-outside` locations [`super::open_in`]
+    /// would use (URL roots connected now, so a bad one fails at mount).
+    fn new(
+        source: &Path,
+        cache: Arc<ChunkCache>,
+        allow_outside: &[PathBuf],
+        network: Option<Arc<dyn Network>>,
+    ) -> Result<Local> {
         let roots = Roots::new(allowed_roots(source, allow_outside));
         let opts = local_options(
             source,
@@ -75,21 +119,16 @@ impl Archive {
             local::confined(roots.clone()),
             network.as_deref(),
         )?;
-        Ok(Archive {
+        Ok(Local {
             source: source.to_path_buf(),
             opts,
             roots,
         })
     }
 
-    /// The directory the archive is.
-    pub fn source(&self) -> &Path {
-        &self.source
-    }
-
     /// The modification time and length of the entry `rel`, to tell
     /// whether it changed since it was looked at.
-    pub fn stamp(&self, rel: &str) -> Option<(std::time::SystemTime, u64)> {
+    fn stamp(&self, rel: &str) -> Option<(std::time::SystemTime, u64)> {
         let m = std::fs::metadata(self.path(rel)).ok()?;
         Some((m.modified().ok()?, m.len()))
     }
@@ -106,7 +145,7 @@ impl Archive {
     /// the source whose parent is a plain directory the walk enters):
     /// `None` when it does not look at it (a hidden or unknown name, gone,
     /// too deep, a special file, a symlink leading outside the roots).
-    pub fn find(&self, rel: &str) -> Option<Found> {
+    fn find(&self, rel: &str) -> Option<Found> {
         let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
         let depth = rel.matches('/').count();
         if rel.is_empty() || depth > MAX_DEPTH || rel.split('/').any(|c| c.starts_with('.')) {
@@ -125,7 +164,7 @@ impl Archive {
 
     /// The entries of the plain directory `rel` ("" the source) the walk
     /// looks at, sorted by name. An error: the directory cannot be read.
-    pub fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
+    fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
         let dir = self.path(rel);
         let depth = if rel.is_empty() {
             0
@@ -216,7 +255,7 @@ impl Archive {
     /// Open the dataset `rel` found as `found`, its arrays and directories
     /// at their mount paths (under `rel`). `Ok(None)`: a JSON file that
     /// holds no references (no dataset, not shown).
-    pub fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
+    fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
         let path = self.path(rel);
         let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
         let mut ds = Dataset::default();
@@ -245,6 +284,24 @@ impl Archive {
         }
         ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(Some(ds))
+    }
+}
+
+impl Backend for Local {
+    fn source(&self) -> &Path {
+        &self.source
+    }
+    fn stamp(&self, rel: &str) -> Option<(std::time::SystemTime, u64)> {
+        Local::stamp(self, rel)
+    }
+    fn find(&self, rel: &str) -> Option<Found> {
+        Local::find(self, rel)
+    }
+    fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
+        Local::list(self, rel)
+    }
+    fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
+        Local::open(self, rel, found)
     }
 }
 

@@ -31,7 +31,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{Dataset, GroupSource, MAX_DEPTH, has_dataset_extension, push_hierarchy};
+use super::{
+    Backend, Dataset, Found, GroupSource, MAX_DEPTH, has_dataset_extension, push_hierarchy,
+};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, kerchunk, nca, zarr};
@@ -226,5 +228,228 @@ fn walk(
             log::debug!("skipping dataset {}: {e}", dir.display());
             ds.skipped.push(e);
         }
+    }
+}
+
+/// How long a prefix's listing is used again before it is asked anew: the
+/// kernel's `lookup`s of the names a `readdir` returned, and a listing's
+/// own classification of its sub-prefixes, come within it.
+const LISTING_TTL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Most listings kept (each the names of one prefix).
+const LISTINGS: usize = 64;
+
+type Listing = Arc<Vec<(String, bool)>>;
+
+/// A bucket prefix holding a directory of datasets, read lazily
+/// ([`super::archive`]): each level is one delimiter listing (kept
+/// [`LISTING_TTL`]), a sub-prefix is classified (plain, Zarr store, a
+/// store whose root is an array) by its own listing, and a dataset is
+/// opened only when asked for, the way [`open`]'s walk opens it.
+pub(crate) struct RemoteArchive {
+    root: Location,
+    shown: PathBuf,
+    files: Arc<dyn UrlFiles>,
+    opts: Options,
+    listings: parking_lot::Mutex<lru::LruCache<String, (std::time::Instant, Listing)>>,
+}
+
+/// The archive of the URL `url` when it is a listable prefix holding a
+/// directory of datasets (not one store, not one object); `None`
+/// otherwise (open it whole with [`open`]).
+pub(super) fn archive(
+    url: &str,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    network: Option<&dyn Network>,
+) -> Result<Option<RemoteArchive>> {
+    let network = super::need_network(network, url)?;
+    let root = Location::parse(url)?;
+    if !root.scheme().lists() {
+        return Ok(None);
+    }
+    let mut roots = vec![root.clone()];
+    for r in allow_outside {
+        if let Some(s) = url_of(r) {
+            roots.push(Location::parse(s)?);
+        }
+    }
+    let files = network.files(roots)?;
+    let store = files.store_at(&root).map_err(|source| Error::Io {
+        path: root.display(),
+        source,
+    })?;
+    let listing = store.list_dir("")?;
+    if listing.is_empty() || is_store(&listing) {
+        return Ok(None);
+    }
+    let opts = Options {
+        roots: Vec::new(),
+        remote: Some(files.clone()),
+        cache,
+        files: files.clone() as Arc<dyn crate::storage::Files>,
+    };
+    let a = RemoteArchive {
+        shown: PathBuf::from(root.display()),
+        root,
+        files,
+        opts,
+        listings: parking_lot::Mutex::new(lru::LruCache::new(
+            std::num::NonZeroUsize::new(LISTINGS).expect("not zero"),
+        )),
+    };
+    a.listings.lock().put(
+        String::new(),
+        (std::time::Instant::now(), Arc::new(listing)),
+    );
+    Ok(Some(a))
+}
+
+impl RemoteArchive {
+    fn location(&self, rel: &str) -> Result<Location> {
+        self.root.child(rel)
+    }
+
+    /// The names under the prefix `rel`, with whether each is a prefix.
+    fn listing(&self, rel: &str) -> Result<Listing> {
+        if let Some((at, l)) = self.listings.lock().get(rel)
+            && at.elapsed() < LISTING_TTL
+        {
+            return Ok(l.clone());
+        }
+        let loc = self.location(rel)?;
+        let store = self.files.store_at(&loc).map_err(|source| Error::Io {
+            path: loc.display(),
+            source,
+        })?;
+        let l: Listing = Arc::new(store.list_dir("")?);
+        self.listings
+            .lock()
+            .put(rel.to_string(), (std::time::Instant::now(), l.clone()));
+        Ok(l)
+    }
+
+    /// What the walk makes of `name` (a prefix: `is_dir`) in the prefix
+    /// `dir`, `depth` levels below the source.
+    fn classify(&self, dir: &str, name: &str, is_dir: bool, depth: usize) -> Option<Found> {
+        if name.starts_with('.') {
+            return None;
+        }
+        let rel = super::join(dir, name);
+        if is_dir {
+            // A prefix that cannot be listed now is shown as a directory:
+            // listing it says why.
+            let Ok(sub) = self.listing(&rel) else {
+                return (depth < MAX_DEPTH).then_some(Found::Directory);
+            };
+            if is_store(&sub) {
+                return Some(Found::Store {
+                    array: self.root_is_array(&rel, &sub),
+                });
+            }
+            return (depth < MAX_DEPTH).then_some(Found::Directory);
+        }
+        if nca::is_descriptor(Path::new(name)) {
+            Some(Found::Descriptor)
+        } else if has_dataset_extension(name) {
+            Some(Found::File)
+        } else if kerchunk::has_json_extension(name) {
+            Some(Found::Json)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the store at `rel` (listed as `sub`) has an array at its
+    /// root: `.zarray`, or a `zarr.json` whose `node_type` is `array` (one
+    /// GET).
+    fn root_is_array(&self, rel: &str, sub: &[(String, bool)]) -> bool {
+        let has = |k: &str| sub.iter().any(|(n, d)| !d && n == k);
+        if has("zarr.json") {
+            let doc = self.location(rel).ok().and_then(|loc| {
+                let store = self.files.store_at(&loc).ok()?;
+                let bytes = store.get("zarr.json", 1 << 20).ok()??;
+                serde_json::from_slice::<serde_json::Value>(&bytes).ok()
+            });
+            return doc.is_some_and(|d| d["node_type"] == "array");
+        }
+        has(".zarray")
+    }
+}
+
+impl Backend for RemoteArchive {
+    fn source(&self) -> &Path {
+        &self.shown
+    }
+
+    fn forget_listings(&self) {
+        self.listings.lock().clear();
+    }
+
+    fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
+        let depth = if rel.is_empty() {
+            0
+        } else {
+            rel.matches('/').count() + 1
+        };
+        let mut out: Vec<(String, Found)> = self
+            .listing(rel)?
+            .iter()
+            .filter_map(|(name, is_dir)| {
+                self.classify(rel, name, *is_dir, depth)
+                    .map(|f| (name.clone(), f))
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out.dedup_by(|a, b| a.0 == b.0);
+        Ok(out)
+    }
+
+    fn find(&self, rel: &str) -> Option<Found> {
+        let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        let depth = rel.matches('/').count();
+        if rel.is_empty() || depth > MAX_DEPTH || rel.split('/').any(|c| c.starts_with('.')) {
+            return None;
+        }
+        let listing = self.listing(dir).ok()?;
+        // A name both an object and a prefix: the prefix, as listed.
+        let is_dir = listing
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, d)| *d)
+            .max()?;
+        self.classify(dir, name, is_dir, depth)
+    }
+
+    fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
+        let loc = self.location(rel)?;
+        let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
+        let shown = PathBuf::from(loc.display());
+        let mut ds = Dataset::default();
+        match found {
+            Found::Directory => {
+                return Err(Error::metadata(
+                    loc.display(),
+                    "a plain prefix, not a dataset",
+                ));
+            }
+            Found::Store { .. } => {
+                let store = self.files.store_at(&loc).map_err(|source| Error::Io {
+                    path: loc.display(),
+                    source,
+                })?;
+                let h = zarr::open_store(store, self.opts.cache.clone())?;
+                push_hierarchy(&mut ds, h, rel, name, &loc.display(), GroupSource::Nested);
+            }
+            Found::Descriptor => super::add_descriptor(&mut ds, &shown, rel, &self.opts)?,
+            Found::File => add_object(&mut ds, &loc, rel, &self.opts)?,
+            Found::Json => {
+                if !super::add_references(&mut ds, &shown, rel, &self.opts)? {
+                    return Ok(None);
+                }
+            }
+        }
+        ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(Some(ds))
     }
 }
