@@ -63,7 +63,8 @@ use crate::storage::remote::{self, Remote};
 /// changed: the key, size, ETag and time of every object under its prefix
 /// (one recursive LIST per 1,000 objects,
 /// [`crate::storage::Store::change_stamp`]) and, when the URL names
-/// one object, its version (a HEAD, and a second one when it exists). A
+/// one object and is not mounted as a `prefix` of datasets, its version
+/// (a HEAD, and a second one when it exists). A
 /// source that cannot be listed and is no object (an HTTP Zarr store):
 /// the versions of its root metadata keys ([`crate::formats::zarr::STORE_KEYS`]), asked
 /// with conditional GETs against the ETags in `seen` (a `304` each while
@@ -73,6 +74,7 @@ fn remote_stamp(
     source: &str,
     remote: Option<&Remote>,
     seen: &mut HashMap<String, String>,
+    prefix: bool,
 ) -> Option<u64> {
     use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -84,8 +86,9 @@ fn remote_stamp(
         let at = remote.connect(&loc)?;
         let store = remote::RemoteStore::new(at.clone());
         let listed = store.change_stamp("")?;
-        // The bucket's root is no object (a HEAD of it asks the bucket).
-        let named = loc.name().is_some();
+        // The bucket's root is no object (a HEAD of it asks the bucket);
+        // nor is a prefix mounted as an archive (its listing is all).
+        let named = loc.name().is_some() && !prefix;
         let object = match named.then(|| remote::RemoteFile::open(at)) {
             None => None,
             Some(Ok(f)) => Some(f.stamp()),
@@ -480,7 +483,7 @@ impl Pass<'_> {
         // costs far fewer requests than re-opening every dataset.
         let stamp = source
             .to_str()
-            .and_then(|s| remote_stamp(s, fs.remote(), &mut self.etags));
+            .and_then(|s| remote_stamp(s, fs.remote(), &mut self.etags, fs.is_archive()));
         let rescan_due = self.rescan.is_some_and(|r| self.walked.elapsed() >= r);
         if stamp.is_some() && stamp == self.quiet && !rescan_due {
             log::debug!("refresh of {}: unchanged", source.display());

@@ -269,9 +269,11 @@ pub(super) fn archive(
         return Ok(None);
     }
     let mut roots = vec![root.clone()];
+    let mut local = Vec::new();
     for r in allow_outside {
-        if let Some(s) = url_of(r) {
-            roots.push(Location::parse(s)?);
+        match url_of(r) {
+            Some(s) => roots.push(Location::parse(s)?),
+            None => local.push(r),
         }
     }
     let files = network.files(roots)?;
@@ -282,6 +284,13 @@ pub(super) fn archive(
     let listing = store.list_dir("")?;
     if listing.is_empty() || is_store(&listing) {
         return Ok(None);
+    }
+    for r in local {
+        log::warn!(
+            "--allow-outside {}: a local path, ignored for the remote source {}",
+            r.display(),
+            root.display()
+        );
     }
     let opts = Options {
         roots: Vec::new(),
