@@ -237,7 +237,7 @@ fn walk(
 const LISTING_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Most listings kept (each the names of one prefix).
-const LISTINGS: usize = 64;
+const LISTINGS: usize = 256;
 
 type Listing = Arc<Vec<(String, bool)>>;
 
