@@ -372,7 +372,17 @@ pub fn for_each_in(
     network: Option<Arc<dyn Network>>,
     each: &mut dyn FnMut(Dataset) -> ControlFlow<()>,
 ) -> Result<()> {
-    let plain_dir = url_of(source).is_none() && source.is_dir() && !zarr::is_store(source);
+    if let Some(url) = url_of(source) {
+        // A prefix of datasets: level by level, as the mount lists it.
+        return match remote::archive(url, cache.clone(), allow_outside, network.as_deref())? {
+            Some(a) => archive_each(&a, "", each).map(|_| ()),
+            None => {
+                let _ = each(open_in(source, cache, allow_outside, network)?);
+                Ok(())
+            }
+        };
+    }
+    let plain_dir = source.is_dir() && !zarr::is_store(source);
     if !plain_dir {
         let _ = each(open_in(source, cache, allow_outside, network)?);
         return Ok(());
@@ -386,6 +396,46 @@ pub fn for_each_in(
         network.as_deref(),
     )?;
     walk_each(source, "", &opts, &roots, 0, each).map(|_| ())
+}
+
+/// [`walk_each`] over an archive's backend (a bucket prefix): its levels
+/// as listed, in the order of their paths; a dataset that fails to open
+/// is handed on as skipped.
+fn archive_each(
+    a: &dyn Backend,
+    dir: &str,
+    each: &mut dyn FnMut(Dataset) -> ControlFlow<()>,
+) -> Result<ControlFlow<()>> {
+    let mut found: Vec<(String, String, Found)> = a
+        .list(dir)?
+        .into_iter()
+        .map(|(n, f)| {
+            let key = match f {
+                Found::Store { array: true } => n.clone(),
+                _ => format!("{n}/"),
+            };
+            (key, n, f)
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, name, f) in found {
+        let rel = join(dir, &name);
+        let flow = match f {
+            Found::Directory => archive_each(a, &rel, each)?,
+            _ => match a.open(&rel, f) {
+                Ok(Some(ds)) => each(ds),
+                Ok(None) => ControlFlow::Continue(()),
+                Err(e) => each(Dataset {
+                    skipped: vec![e],
+                    ..Dataset::default()
+                }),
+            },
+        };
+        if flow.is_break() {
+            return Ok(flow);
+        }
+    }
+    Ok(ControlFlow::Continue(()))
 }
 
 /// [`walk`], handing each dataset to `each` as it is found. Entries are
