@@ -643,8 +643,9 @@ impl SlabFs {
     }
 
     fn attr(&self, ino: u64, place: &Place) -> Attr {
-        let (node, tree) = match place {
-            Place::Node { tree, path } => (tree.node(path).expect("resolved"), tree),
+        let node = match place {
+            // `resolve` checked the node is in this very tree.
+            Place::Node { tree, path } => tree.node(path).expect("resolved"),
             Place::StatsFile => {
                 return Attr {
                     kind: Kind::File,
@@ -680,7 +681,6 @@ impl SlabFs {
             }
             _ => (0o444, 1),
         };
-        let _ = tree;
         Attr {
             ino,
             kind: node.kind(),
@@ -804,7 +804,12 @@ impl SlabFs {
             Found::Store { array: true } => self.lookup_in_unit(lazy, &rel, &rel),
             _ => {
                 let ino = self.inodes.remember(&rel, Kind::Directory, Some(&rel));
-                Ok(match lazy.get(&rel) {
+                // The tree open now, if its root is this directory (a
+                // refresh may have swapped it since the check above).
+                let open = lazy
+                    .get(&rel)
+                    .filter(|t| t.node(&rel).map(Node::kind) == Some(Kind::Directory));
+                Ok(match open {
                     Some(tree) => self.attr(
                         ino,
                         &Place::Node {
