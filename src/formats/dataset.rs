@@ -288,6 +288,20 @@ fn local_options(
     Ok(opts)
 }
 
+/// The roots of the local SOURCE `source` and the options its datasets
+/// open with ([`local_options`]), every file read confined to the roots.
+fn confined_options(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    network: Option<&dyn Network>,
+) -> Result<(Options, Roots)> {
+    let roots = Roots::new(allowed_roots(source, allow_outside));
+    let files = local::confined(roots.clone());
+    let opts = local_options(source, cache, allow_outside, files, network)?;
+    Ok((opts, roots))
+}
+
 /// [`open_with_roots`], reading every data file and store through `files`
 /// (the daemon's is confined to the roots; tests pass one that injects
 /// faults). The walk of a directory SOURCE is confined to the roots
@@ -387,14 +401,7 @@ pub fn for_each_in(
         let _ = each(open_in(source, cache, allow_outside, network)?);
         return Ok(());
     }
-    let roots = Roots::new(allowed_roots(source, allow_outside));
-    let opts = local_options(
-        source,
-        cache,
-        allow_outside,
-        local::confined(roots.clone()),
-        network.as_deref(),
-    )?;
+    let (opts, roots) = confined_options(source, cache, allow_outside, network.as_deref())?;
     walk_each(source, "", &opts, &roots, 0, each).map(|_| ())
 }
 
@@ -512,14 +519,7 @@ pub fn open_entry(
     if hidden || depth > MAX_DEPTH || std::fs::symlink_metadata(dir.join(name)).is_err() {
         return Ok(ds);
     }
-    let roots = Roots::new(allowed_roots(source, allow_outside));
-    let opts = local_options(
-        source,
-        cache,
-        allow_outside,
-        local::confined(roots.clone()),
-        network.as_deref(),
-    )?;
+    let (opts, roots) = confined_options(source, cache, allow_outside, network.as_deref())?;
     add_named(&mut ds, &dir, name, parent, &opts, &roots, depth)?;
     ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(ds)
@@ -631,6 +631,48 @@ fn has_dataset_extension(name: &str) -> bool {
                 .chain(HDF5_EXTENSIONS)
                 .any(|e| ext.eq_ignore_ascii_case(e))
     })
+}
+
+/// What a regular file named `name` is to the walk, by its name alone:
+/// an NCA descriptor, a netCDF or HDF5 file, a `*.json` that may hold
+/// references; `None`: not looked at.
+fn found_by_name(name: &str) -> Option<Found> {
+    if nca::is_descriptor(Path::new(name)) {
+        Some(Found::Descriptor)
+    } else if has_dataset_extension(name) {
+        Some(Found::File)
+    } else if kerchunk::has_json_extension(name) {
+        Some(Found::Json)
+    } else {
+        None
+    }
+}
+
+/// Add the dataset `found` at the local `path` (named `name`) under the
+/// mount path `rel`. `Ok(false)`: a JSON file holding no references (no
+/// dataset); a file that is no netCDF file despite its name is an error.
+fn add_found(
+    ds: &mut Dataset,
+    path: &Path,
+    rel: &str,
+    name: &str,
+    found: Found,
+    opts: &Options,
+) -> Result<bool> {
+    match found {
+        Found::Directory => Err(Error::metadata(
+            path.display().to_string(),
+            "a plain directory, not a dataset",
+        )),
+        Found::Store { .. } => add_store(ds, path, rel, name, opts).map(|()| true),
+        Found::File if add_file(ds, path, rel, opts)? => Ok(true),
+        Found::File => Err(Error::metadata(
+            path.display().to_string(),
+            "not a netCDF file (no CDF or HDF5 magic number)",
+        )),
+        Found::Descriptor => add_descriptor(ds, path, rel, opts).map(|()| true),
+        Found::Json => add_references(ds, path, rel, opts),
+    }
 }
 
 /// Add the arrays of the dataset file `file` under the mount path `prefix`
@@ -748,11 +790,8 @@ fn add_named(
     } else {
         format!("{prefix}/{name}")
     };
-    let candidate = path.is_dir()
-        || has_dataset_extension(name)
-        || kerchunk::has_json_extension(name)
-        || nca::is_descriptor(&path);
-    if !candidate {
+    let by_name = found_by_name(name);
+    if !path.is_dir() && by_name.is_none() {
         return Ok(()); // not a dataset by its name: not looked at
     }
     // A symlink may lead anywhere: only what resolves under the roots
@@ -769,34 +808,17 @@ fn add_named(
         return Ok(());
     }
     if !path.is_dir() {
-        if path.is_file() && nca::is_descriptor(&path) {
-            if let Err(e) = add_descriptor(ds, &path, &rel, opts) {
-                log::debug!("skipping dataset {}: {e}", path.display());
-                ds.skipped.push(e);
-            }
-        } else if path.is_file() && has_dataset_extension(name) {
-            match add_file(ds, &path, &rel, opts) {
-                Ok(true) => {}
-                Ok(false) => ds.skipped.push(Error::metadata(
-                    path.display().to_string(),
-                    "not a netCDF file (no CDF or HDF5 magic number)",
-                )),
-                Err(e) => {
-                    log::debug!("skipping dataset {}: {e}", path.display());
-                    ds.skipped.push(e);
-                }
-            }
-        } else if path.is_file() && kerchunk::has_json_extension(name) {
-            // Ok(false): some other JSON document, not a dataset.
-            if let Err(e) = add_references(ds, &path, &rel, opts) {
-                log::debug!("skipping dataset {}: {e}", path.display());
-                ds.skipped.push(e);
-            }
+        if let Some(found) = by_name.filter(|_| path.is_file())
+            && let Err(e) = add_found(ds, &path, &rel, name, found, opts)
+        {
+            log::debug!("skipping dataset {}: {e}", path.display());
+            ds.skipped.push(e);
         }
         return Ok(());
     }
     if zarr::is_store(&path) {
-        if let Err(e) = add_store(ds, &path, &rel, name, opts) {
+        let store = Found::Store { array: false };
+        if let Err(e) = add_found(ds, &path, &rel, name, store, opts) {
             log::debug!("skipping dataset {}: {e}", path.display());
             ds.skipped.push(e);
         }

@@ -218,16 +218,11 @@ impl Inodes {
     /// (`""`: every dataset), with the dataset each is in.
     pub fn in_units_under(&self, unit: &str) -> Vec<(u64, Known)> {
         let t = self.table.lock();
-        let under = |u: &str| {
-            unit.is_empty()
-                || u == unit
-                || (u.len() > unit.len() && u.starts_with(unit) && u.as_bytes()[unit.len()] == b'/')
-        };
         let from: (Arc<str>, u64) = (Arc::from(unit), 0);
         t.by_unit
             .range(from..)
             .take_while(|(u, _)| u.starts_with(unit))
-            .filter(|(u, _)| under(u))
+            .filter(|(u, _)| super::tree::under(u, unit))
             .filter_map(|(_, ino)| t.by_ino.get(ino).map(|k| (*ino, k.clone())))
             .collect()
     }

@@ -718,13 +718,9 @@ impl SlabFs {
             }
             match &dir {
                 Place::Node { tree, path } => {
-                    let Some(Node {
-                        content: Content::Dir(children),
-                        ..
-                    }) = tree.node(path)
-                    else {
-                        return Err(FsError::NotDir(path.to_string()));
-                    };
+                    let children = tree
+                        .children(path)
+                        .ok_or_else(|| FsError::NotDir(path.to_string()))?;
                     let i = children
                         .binary_search_by(|(n, _)| n.as_str().cmp(name))
                         .map_err(|_| not_found())?;
@@ -768,14 +764,14 @@ impl SlabFs {
             if lazy.archive.find(&unit) != Some(Found::Store { array: true }) {
                 return None;
             }
-            Some(self.lookup_in_unit(lazy, &unit, &rel))
+            Some(self.lookup_in_unit(lazy, &unit, Found::Store { array: true }, &rel))
         };
         let found = match lazy.archive.find(&rel) {
             None => return view(),
             // A dataset only if it holds references: opened to know.
             Some(Found::Json) => match self.open_unit(lazy, &rel, Some(Found::Json)) {
                 Ok(None) => return view(),
-                Ok(Some(_)) => return Some(self.lookup_in_unit(lazy, &rel, &rel)),
+                Ok(Some(_)) => return Some(self.lookup_in_unit(lazy, &rel, Found::Json, &rel)),
                 Err(e) => return Some(Err(e)),
             },
             Some(found) => found,
@@ -801,7 +797,7 @@ impl SlabFs {
                 Ok(self.attr(ino, &Place::Listed(Arc::from(rel))))
             }
             // One file: its size needs the open.
-            Found::Store { array: true } => self.lookup_in_unit(lazy, &rel, &rel),
+            Found::Store { array: true } => self.lookup_in_unit(lazy, &rel, found, &rel),
             _ => {
                 let ino = self.inodes.remember(&rel, Kind::Directory, Some(&rel));
                 // The tree open now, if its root is this directory (a
@@ -823,10 +819,17 @@ impl SlabFs {
         })
     }
 
-    /// A lookup of the node `path` of the dataset at `unit`, opened.
-    fn lookup_in_unit(&self, lazy: &datasets::Lazy, unit: &str, path: &str) -> FsResult<Attr> {
+    /// A lookup of the node `path` of the dataset at `unit` (found as
+    /// `found`), opened.
+    fn lookup_in_unit(
+        &self,
+        lazy: &datasets::Lazy,
+        unit: &str,
+        found: Found,
+        path: &str,
+    ) -> FsResult<Attr> {
         let tree = self
-            .open_unit(lazy, unit, None)?
+            .open_unit(lazy, unit, Some(found))?
             .ok_or_else(|| FsError::NotFound(path.to_string()))?;
         let kind = tree
             .node(path)
@@ -847,13 +850,9 @@ impl SlabFs {
         let mut out: Vec<(String, Kind, Option<Arc<str>>)> = Vec::new();
         match place {
             Place::Node { tree, path } => {
-                let Some(Node {
-                    content: Content::Dir(children),
-                    ..
-                }) = tree.node(path)
-                else {
-                    return Err(FsError::NotDir(path.to_string()));
-                };
+                let children = tree
+                    .children(path)
+                    .ok_or_else(|| FsError::NotDir(path.to_string()))?;
                 let unit: Arc<str> = Arc::from(tree.root.as_str());
                 out.extend(
                     children
@@ -998,9 +997,9 @@ impl SlabFs {
         let r = (|| {
             let place = self.resolve(ino, true)?;
             match &place {
-                Place::Node { tree, path } => match tree.node(path).map(|n| &n.content) {
-                    Some(Content::Dir(_)) => Ok(OpenedDir { fh: 0, cache: true }),
-                    _ => Err(FsError::NotDir(path.to_string())),
+                Place::Node { tree, path } => match tree.children(path) {
+                    Some(_) => Ok(OpenedDir { fh: 0, cache: true }),
+                    None => Err(FsError::NotDir(path.to_string())),
                 },
                 Place::ControlDir => Ok(OpenedDir { fh: 0, cache: true }),
                 Place::Listed(_) => {

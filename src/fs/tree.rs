@@ -501,6 +501,15 @@ impl Tree {
         self.nodes.get(path)
     }
 
+    /// The children (name, kind) of the directory at `path`, by name;
+    /// `None` when no directory is there.
+    pub fn children(&self, path: &str) -> Option<&[(String, Kind)]> {
+        match &self.nodes.get(path)?.content {
+            Content::Dir(children) => Some(children),
+            _ => None,
+        }
+    }
+
     /// Every node's path and kind, sorted by path.
     pub fn paths(&self) -> Vec<(&str, Kind)> {
         let mut out: Vec<(&str, Kind)> = self
@@ -610,13 +619,9 @@ mod tests {
     fn check_links(t: &Tree) {
         for (path, node) in &t.nodes {
             if path != &t.root && under(path, &t.root) {
-                let Some(Node {
-                    content: Content::Dir(children),
-                    ..
-                }) = t.nodes.get(parent_of(path))
-                else {
-                    panic!("{path}: no parent directory");
-                };
+                let children = t
+                    .children(parent_of(path))
+                    .unwrap_or_else(|| panic!("{path}: no parent directory"));
                 let n = children
                     .iter()
                     .filter(|(c, k)| c == name_of(path) && *k == node.kind())

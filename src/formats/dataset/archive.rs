@@ -21,15 +21,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{
-    Backend, Dataset, Found, MAX_DEPTH, add_descriptor, add_file, add_references, add_store,
-    allowed_roots, has_dataset_extension, local_options,
-};
+use super::{Backend, Dataset, Found, MAX_DEPTH, add_found, confined_options, found_by_name};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::{Options, kerchunk, nca, zarr};
+use crate::formats::{Options, zarr};
 use crate::storage::Network;
-use crate::storage::local;
 use crate::storage::local::confine::Roots;
 
 /// A directory SOURCE, or a bucket prefix, and how its datasets open. See
@@ -111,26 +107,12 @@ impl Local {
         allow_outside: &[PathBuf],
         network: Option<Arc<dyn Network>>,
     ) -> Result<Local> {
-        let roots = Roots::new(allowed_roots(source, allow_outside));
-        let opts = local_options(
-            source,
-            cache,
-            allow_outside,
-            local::confined(roots.clone()),
-            network.as_deref(),
-        )?;
+        let (opts, roots) = confined_options(source, cache, allow_outside, network.as_deref())?;
         Ok(Local {
             source: source.to_path_buf(),
             opts,
             roots,
         })
-    }
-
-    /// The modification time and length of the entry `rel`, to tell
-    /// whether it changed since it was looked at.
-    fn stamp(&self, rel: &str) -> Option<(std::time::SystemTime, u64)> {
-        let m = std::fs::metadata(self.path(rel)).ok()?;
-        Some((m.modified().ok()?, m.len()))
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -139,6 +121,58 @@ impl Local {
         } else {
             self.source.join(rel)
         }
+    }
+
+    /// The walk's rule for the entry `name` at `path`, `depth` directories
+    /// below the source, of (followed) type `kind`.
+    fn classify(
+        &self,
+        path: &Path,
+        name: &str,
+        depth: usize,
+        kind: std::fs::FileType,
+    ) -> Option<Found> {
+        if kind.is_dir() {
+            return match zarr::store_root(path) {
+                Some(array) => Some(Found::Store { array }),
+                None if depth < MAX_DEPTH => Some(Found::Directory),
+                None => None,
+            };
+        }
+        if !kind.is_file() {
+            return None;
+        }
+        found_by_name(name)
+    }
+
+    /// A symlink that resolves outside the roots (or to a special file):
+    /// not an entry of this mount. Logged at debug; `slabfs ls` says it.
+    fn outside(&self, path: &Path) -> bool {
+        match self.roots.check(path) {
+            Ok(_) => false,
+            Err(real) => {
+                log::debug!(
+                    "not shown: {} resolves to {}, outside the allowed roots ({})",
+                    path.display(),
+                    real.display(),
+                    self.roots.describe()
+                );
+                true
+            }
+        }
+    }
+}
+
+impl Backend for Local {
+    fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// The modification time and length of the entry `rel`, to tell
+    /// whether it changed since it was looked at.
+    fn stamp(&self, rel: &str) -> Option<(std::time::SystemTime, u64)> {
+        let m = std::fs::metadata(self.path(rel)).ok()?;
+        Some((m.modified().ok()?, m.len()))
     }
 
     /// What the walk makes of the entry `rel` (a `/`-separated path under
@@ -205,103 +239,17 @@ impl Local {
         Ok(out)
     }
 
-    /// The walk's rule for the entry `name` at `path`, `depth` directories
-    /// below the source, of (followed) type `kind`.
-    fn classify(
-        &self,
-        path: &Path,
-        name: &str,
-        depth: usize,
-        kind: std::fs::FileType,
-    ) -> Option<Found> {
-        if kind.is_dir() {
-            return match zarr::store_root(path) {
-                Some(array) => Some(Found::Store { array }),
-                None if depth < MAX_DEPTH => Some(Found::Directory),
-                None => None,
-            };
-        }
-        if !kind.is_file() {
-            return None;
-        }
-        if nca::is_descriptor(path) {
-            Some(Found::Descriptor)
-        } else if has_dataset_extension(name) {
-            Some(Found::File)
-        } else if kerchunk::has_json_extension(name) {
-            Some(Found::Json)
-        } else {
-            None
-        }
-    }
-
-    /// A symlink that resolves outside the roots (or to a special file):
-    /// not an entry of this mount. Logged at debug; `slabfs ls` says it.
-    fn outside(&self, path: &Path) -> bool {
-        match self.roots.check(path) {
-            Ok(_) => false,
-            Err(real) => {
-                log::debug!(
-                    "not shown: {} resolves to {}, outside the allowed roots ({})",
-                    path.display(),
-                    real.display(),
-                    self.roots.describe()
-                );
-                true
-            }
-        }
-    }
-
     /// Open the dataset `rel` found as `found`, its arrays and directories
     /// at their mount paths (under `rel`). `Ok(None)`: a JSON file that
     /// holds no references (no dataset, not shown).
     fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
-        let path = self.path(rel);
         let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
         let mut ds = Dataset::default();
-        match found {
-            Found::Directory => {
-                return Err(Error::metadata(
-                    path.display().to_string(),
-                    "a plain directory, not a dataset",
-                ));
-            }
-            Found::Store { .. } => add_store(&mut ds, &path, rel, name, &self.opts)?,
-            Found::File => {
-                if !add_file(&mut ds, &path, rel, &self.opts)? {
-                    return Err(Error::metadata(
-                        path.display().to_string(),
-                        "not a netCDF file (no CDF or HDF5 magic number)",
-                    ));
-                }
-            }
-            Found::Descriptor => add_descriptor(&mut ds, &path, rel, &self.opts)?,
-            Found::Json => {
-                if !add_references(&mut ds, &path, rel, &self.opts)? {
-                    return Ok(None);
-                }
-            }
+        if !add_found(&mut ds, &self.path(rel), rel, name, found, &self.opts)? {
+            return Ok(None);
         }
         ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(Some(ds))
-    }
-}
-
-impl Backend for Local {
-    fn source(&self) -> &Path {
-        &self.source
-    }
-    fn stamp(&self, rel: &str) -> Option<(std::time::SystemTime, u64)> {
-        Local::stamp(self, rel)
-    }
-    fn find(&self, rel: &str) -> Option<Found> {
-        Local::find(self, rel)
-    }
-    fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
-        Local::list(self, rel)
-    }
-    fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
-        Local::open(self, rel, found)
     }
 }
 

@@ -31,12 +31,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::{
-    Backend, Dataset, Found, GroupSource, MAX_DEPTH, has_dataset_extension, push_hierarchy,
-};
+use super::{Backend, Dataset, Found, GroupSource, MAX_DEPTH, push_hierarchy};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::{Options, kerchunk, nca, zarr};
+use crate::formats::{Options, nca, zarr};
 use crate::storage::location::{Location, url_of};
 use crate::storage::{ByteRange, Network, Store, UrlFiles};
 
@@ -213,15 +211,18 @@ fn walk(
                     walk(ds, files, &loc, sub, &rel, opts, depth + 1);
                 }
                 Ok(())
-            } else if nca::is_descriptor(Path::new(&name)) {
-                super::add_descriptor(ds, Path::new(&loc.display()), &rel, opts)
-            } else if has_dataset_extension(&name) {
-                add_object(ds, &loc, &rel, opts)
-            } else if kerchunk::has_json_extension(&name) {
-                // Ok(false): some other JSON document, not a dataset.
-                super::add_references(ds, Path::new(&loc.display()), &rel, opts).map(|_| ())
             } else {
-                Ok(())
+                match super::found_by_name(&name) {
+                    Some(Found::Descriptor) => {
+                        super::add_descriptor(ds, Path::new(&loc.display()), &rel, opts)
+                    }
+                    Some(Found::File) => add_object(ds, &loc, &rel, opts),
+                    // Ok(false): some other JSON document, not a dataset.
+                    Some(Found::Json) => {
+                        super::add_references(ds, Path::new(&loc.display()), &rel, opts).map(|_| ())
+                    }
+                    _ => Ok(()),
+                }
             }
         });
         if let Err(e) = result {
@@ -358,15 +359,7 @@ impl RemoteArchive {
             }
             return (depth < MAX_DEPTH).then_some(Found::Directory);
         }
-        if nca::is_descriptor(Path::new(name)) {
-            Some(Found::Descriptor)
-        } else if has_dataset_extension(name) {
-            Some(Found::File)
-        } else if kerchunk::has_json_extension(name) {
-            Some(Found::Json)
-        } else {
-            None
-        }
+        super::found_by_name(name)
     }
 
     /// Whether the store at `rel` (listed as `sub`) has an array at its
