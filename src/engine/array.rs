@@ -101,6 +101,10 @@ pub struct ChangeStamp {
     /// Changes whenever any of the source's files changes; `None` when the
     /// source cannot tell (then only a metadata change counts as a change).
     pub data: Option<u64>,
+    /// The stamp covers files other than the one the array was opened
+    /// from (an aggregation's fragments, a virtual dataset's sources): the
+    /// version of that one file does not tell whether the array changed.
+    pub elsewhere: bool,
 }
 
 pub trait ArraySource: Send + Sync {

@@ -117,6 +117,9 @@ pub(crate) trait Backend: Send + Sync {
     fn list(&self, rel: &str) -> Result<Vec<(String, Found)>>;
     fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>>;
     fn forget_listings(&self) {}
+    fn version(&self, _rel: &str, _found: Found) -> Option<u64> {
+        None
+    }
 }
 
 /// One array of a dataset and its path in the mount.

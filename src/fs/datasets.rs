@@ -28,6 +28,7 @@
 //! tree stored wins and the other is dropped, so every request afterwards
 //! sees one tree.
 
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -61,7 +62,11 @@ pub(super) enum Datasets {
 /// An archive's datasets, opened on demand.
 pub(super) struct Lazy {
     pub archive: Archive,
-    open: Mutex<LruCache<String, Arc<Tree>>>,
+    open: Mutex<LruCache<String, Opened>>,
+    /// The versions ([`Archive::version`]) of datasets closed to make
+    /// room, for a refresh to tell whether what the kernel still holds of
+    /// them changed; pruned by [`Lazy::keep_closed`] to those it holds.
+    closed: Mutex<HashMap<String, u64>>,
     /// `*.json` files found to hold no references, with their modification
     /// time and length then: not read again at each listing while those
     /// stay the same.
@@ -70,6 +75,13 @@ pub(super) struct Lazy {
     opens: AtomicU64,
     failures: AtomicU64,
     evictions: AtomicU64,
+}
+
+/// An open dataset: its tree, and its version when it was opened
+/// ([`Archive::version`], `None` when not told).
+struct Opened {
+    tree: Arc<Tree>,
+    version: Option<u64>,
 }
 
 /// What `.slabfs/stats` shows of an archive's datasets.
@@ -88,6 +100,7 @@ impl Lazy {
         Lazy {
             archive,
             open: Mutex::new(LruCache::new(cap)),
+            closed: Mutex::new(HashMap::new()),
             not_references: Mutex::new(LruCache::new(
                 NonZeroUsize::new(NOT_REFERENCES).expect("not zero"),
             )),
@@ -110,22 +123,45 @@ impl Lazy {
 
     /// The tree of the dataset at `unit` if it is open (marked used).
     pub fn get(&self, unit: &str) -> Option<Arc<Tree>> {
-        self.open.lock().get(unit).cloned()
+        self.open.lock().get(unit).map(|o| o.tree.clone())
     }
 
     /// The tree of the dataset at `unit` if it is open, without marking
     /// it used (a refresh looking is no use).
     pub fn peek(&self, unit: &str) -> Option<Arc<Tree>> {
-        self.open.lock().peek(unit).cloned()
+        self.open.lock().peek(unit).map(|o| o.tree.clone())
     }
 
-    /// The datasets open now, by mount path.
-    pub fn opened(&self) -> Vec<(String, Arc<Tree>)> {
+    /// The datasets open now, by mount path, with their versions.
+    pub fn opened(&self) -> Vec<(String, Arc<Tree>, Option<u64>)> {
         self.open
             .lock()
             .iter()
-            .map(|(u, t)| (u.clone(), t.clone()))
+            .map(|(u, o)| (u.clone(), o.tree.clone(), o.version))
             .collect()
+    }
+
+    /// The version of the dataset at `unit` when it was closed to make
+    /// room, if told.
+    pub fn closed_version(&self, unit: &str) -> Option<u64> {
+        self.closed.lock().get(unit).copied()
+    }
+
+    /// Whether any closed dataset's version is kept.
+    pub fn any_closed(&self) -> bool {
+        !self.closed.lock().is_empty()
+    }
+
+    /// Forget the closed datasets' versions but those `keep` says (the
+    /// kernel still holds something of them), each kept one `now`'s when
+    /// it says.
+    pub fn keep_closed(&self, keep: impl Fn(&str) -> bool, now: impl Fn(&str) -> Option<u64>) {
+        self.closed.lock().retain(|u, v| {
+            if let Some(n) = now(u) {
+                *v = n;
+            }
+            keep(u)
+        });
     }
 
     /// The tree of the dataset at `unit`, opened if it is not (`found`:
@@ -153,6 +189,12 @@ impl Lazy {
         {
             return Ok(None);
         }
+        // Taken before the open: a change meanwhile makes the next
+        // refresh open it again, never one missed.
+        let version = config
+            .track_changes
+            .then(|| self.archive.version(unit, found))
+            .flatten();
         let opened = crate::logging::loading(|| {
             let r = self.archive.open(unit, found);
             if let Err(e) = &r {
@@ -182,25 +224,45 @@ impl Lazy {
         // open, as `stat` of a file is), until a refresh sees a change.
         let mtime = self.archive.stamp(unit).map_or(now, |(m, _)| m);
         let tree = Arc::new(tree_of(unit, &ds, config, None, mtime));
+        let version = told_by(version, &tree).filter(|_| ds.skipped.is_empty());
         let mut open = self.open.lock();
-        if let Some(t) = open.get(unit) {
-            return Ok(Some(t.clone())); // opened meanwhile: one tree
+        if let Some(o) = open.get(unit) {
+            return Ok(Some(o.tree.clone())); // opened meanwhile: one tree
         }
         self.opens.fetch_add(1, Ordering::Relaxed);
-        if let Some((evicted, _)) = open.push(unit.to_string(), tree.clone()) {
+        let mut closed = self.closed.lock();
+        closed.remove(unit);
+        let pushed = open.push(
+            unit.to_string(),
+            Opened {
+                tree: tree.clone(),
+                version,
+            },
+        );
+        if let Some((evicted, o)) = pushed {
             log::debug!("closed /{evicted} to make room for /{unit}");
             self.evictions.fetch_add(1, Ordering::Relaxed);
+            if let Some(v) = o.version {
+                closed.insert(evicted, v);
+            }
         }
         Ok(Some(tree))
     }
 
-    /// Put `new` in place of `old` as the tree of `unit`, if `old` is
-    /// still the one open (a refresh; not if it was evicted meanwhile).
-    pub fn replace(&self, unit: &str, old: &Arc<Tree>, new: Arc<Tree>) -> bool {
+    /// Put `new` (of version `version`) in place of `old` as the tree of
+    /// `unit`, if `old` is still the one open (a refresh; not if it was
+    /// evicted meanwhile).
+    pub fn replace(
+        &self,
+        unit: &str,
+        old: &Arc<Tree>,
+        new: Arc<Tree>,
+        version: Option<u64>,
+    ) -> bool {
         let mut open = self.open.lock();
         match open.peek_mut(unit) {
-            Some(t) if Arc::ptr_eq(t, old) => {
-                *t = new;
+            Some(o) if Arc::ptr_eq(&o.tree, old) => {
+                *o = Opened { tree: new, version };
                 true
             }
             _ => false,
@@ -210,7 +272,15 @@ impl Lazy {
     /// Close the dataset at `unit` (a refresh found it gone).
     pub fn close(&self, unit: &str) {
         self.open.lock().pop(unit);
+        self.closed.lock().remove(unit);
     }
+}
+
+/// `version` if it tells whether the dataset whose tree is `tree`
+/// changed: not when an array reads other files (an aggregation, a
+/// virtual dataset), whose changes its dataset's version does not show.
+pub(super) fn told_by(version: Option<u64>, tree: &Tree) -> Option<u64> {
+    version.filter(|_| !tree.arrays.values().any(|t| t.stamp.elsewhere))
 }
 
 /// The tree of the dataset `ds` at mount path `unit` (a first open when
@@ -298,18 +368,81 @@ mod tests {
         let root = dir.path().canonicalize().unwrap();
         array_store(&root.join("s1"), &[1, 2]);
         array_store(&root.join("s2"), &[3, 4]);
+        array_store(&root.join("s3"), &[5, 6]);
         let fs = archive_fs(&root, 1);
         assert_eq!(read_all(&fs, "s1"), [1, 2]);
         let s1 = lookup_path(&fs, "s1").unwrap().ino;
         assert_eq!(read_all(&fs, "s2"), [3, 4]); // closes s1
-        assert!(!fs.is_open("s1"));
+        let s2 = lookup_path(&fs, "s2").unwrap().ino;
+        assert_eq!(read_all(&fs, "s3"), [5, 6]); // closes s2
+        assert!(!fs.is_open("s1") && !fs.is_open("s2"));
+        // s1 changes while it is closed: a full pass tells the kernel;
+        // s2, unchanged since it was closed, is left alone.
+        std::fs::write(root.join("s1/0"), [7, 8, 9]).unwrap();
         let rec = Inodes::default();
         fs.refresh_archive(&[String::new()].into(), &rec);
         assert!(rec.0.lock().contains(&s1), "{:?}", rec.0.lock());
-        // And under a changed directory: every dataset in it.
+        assert!(!rec.0.lock().contains(&s2), "{:?}", rec.0.lock());
+        // Told once: the next pass finds s1 as it was then.
+        let rec = Inodes::default();
+        fs.refresh_archive(&[String::new()].into(), &rec);
+        assert!(rec.0.lock().is_empty(), "{:?}", rec.0.lock());
+        // And under a changed directory: every changed dataset in it.
+        std::fs::write(root.join("s1/0"), [1, 1]).unwrap();
         let rec = Inodes::default();
         fs.refresh_archive(&["s1".to_string()].into(), &rec);
         assert!(rec.0.lock().contains(&s1));
+        assert_eq!(read_all(&fs, "s1"), [1, 1]);
+    }
+
+    /// A refresh pass opens again only the open datasets whose version
+    /// changed: an unchanged one keeps its tree (the same object), a
+    /// rewritten one shows its new bytes.
+    #[test]
+    fn a_pass_opens_only_the_changed_open_datasets() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        array_store(&root.join("s1"), &[1, 2]);
+        array_store(&root.join("s2"), &[3, 4]);
+        let fs = archive_fs(&root, 10);
+        assert_eq!(read_all(&fs, "s1"), [1, 2]);
+        assert_eq!(read_all(&fs, "s2"), [3, 4]);
+        let Datasets::Archive(lazy) = &fs.datasets else {
+            unreachable!()
+        };
+        let before = lazy.peek("s1").unwrap();
+        std::fs::write(root.join("s2/0"), [9, 9]).unwrap();
+        let rec = Inodes::default();
+        let changes = fs.refresh_archive(&[String::new()].into(), &rec);
+        assert_eq!(changes.changed, ["s2"], "{changes:?}");
+        assert_eq!(changes.reopened, 1, "{changes:?}");
+        assert!(Arc::ptr_eq(&before, &lazy.peek("s1").unwrap()));
+        assert_eq!(read_all(&fs, "s2"), [9, 9]);
+        // Nothing changed: nothing opened.
+        let changes = fs.refresh_archive(&[String::new()].into(), &rec);
+        assert_eq!(changes.reopened, 0, "{changes:?}");
+    }
+
+    /// A netCDF file holding an aggregation variable (CF-1.13, written by
+    /// cf-python): its own version does not show a fragment's change, so
+    /// a pass opens it again every time (its change stamp covers the
+    /// fragments).
+    #[test]
+    fn a_file_aggregating_others_is_opened_again_at_every_pass() {
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nca/cf313");
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("frag")).unwrap();
+        for f in ["plain.nc", "frag/q_0.nc", "frag/q_1.nc"] {
+            std::fs::copy(fixtures.join(f), root.join(f)).unwrap();
+        }
+        let expected = std::fs::read(fixtures.join("expected/plain.bin")).unwrap();
+        let fs = archive_fs(&root, 10);
+        assert_eq!(read_all(&fs, "plain.nc/q"), expected);
+        let rec = Inodes::default();
+        let changes = fs.refresh_archive(&[String::new()].into(), &rec);
+        assert_eq!(changes.reopened, 1, "{changes:?}");
+        assert!(changes.changed.is_empty(), "{changes:?}");
     }
 
     /// Regression (review of issue 26): a directory the kernel held as a

@@ -441,7 +441,7 @@ impl SlabFs {
     fn trees(&self) -> Vec<Arc<Tree>> {
         match &self.datasets {
             Datasets::Whole(t) => vec![t.read().clone()],
-            Datasets::Archive(lazy) => lazy.opened().into_iter().map(|(_, t)| t).collect(),
+            Datasets::Archive(lazy) => lazy.opened().into_iter().map(|(_, t, _)| t).collect(),
         }
     }
 
@@ -521,7 +521,7 @@ impl SlabFs {
     pub fn open_units(&self) -> Vec<String> {
         match &self.datasets {
             Datasets::Whole(_) => Vec::new(),
-            Datasets::Archive(lazy) => lazy.opened().into_iter().map(|(u, _)| u).collect(),
+            Datasets::Archive(lazy) => lazy.opened().into_iter().map(|(u, _, _)| u).collect(),
         }
     }
 

@@ -100,6 +100,9 @@ pub struct Changes {
     pub attributes: Vec<String>,
     /// Invalidations the kernel refused (other than "not cached").
     pub failed_invalidations: usize,
+    /// Open datasets of an archive opened again to compare (those whose
+    /// version did not say they were unchanged).
+    pub reopened: usize,
 }
 
 impl Changes {
@@ -182,11 +185,18 @@ impl SlabFs {
         let mut failed = 0;
         let now = SystemTime::now();
         let all = units.contains("");
-        for (unit, old) in lazy.opened() {
+        for (unit, old, version) in lazy.opened() {
             if !all && !under_any(&unit, &units) {
                 continue;
             }
-            let opened = match lazy.archive.find(&unit).filter(|f| f.is_dataset()) {
+            let found = lazy.archive.find(&unit).filter(|f| f.is_dataset());
+            // Its version, told without opening it: the same, nothing to do.
+            let now_version = found.and_then(|f| lazy.archive.version(&unit, f));
+            if version.is_some() && now_version == version {
+                continue;
+            }
+            changes.reopened += 1;
+            let opened = match found {
                 None => Ok(None),
                 Some(found) => crate::logging::loading(|| lazy.archive.open(&unit, found)),
             };
@@ -216,9 +226,16 @@ impl SlabFs {
                 }
             };
             let (mut c, new, stale) = self.reconcile(&old, None, &ds);
+            let new = new.map(Arc::new);
+            // The version taken before this open goes with the tree served
+            // (an unchanged one too: the next pass need not open it), not
+            // when something failed (tried again at the next pass).
+            let served = new.clone().unwrap_or(old.clone());
+            let version =
+                super::datasets::told_by(now_version, &served).filter(|_| ds.skipped.is_empty());
+            let swapped = lazy.replace(&unit, &old, served, version);
             if let Some(new) = new {
-                let new = Arc::new(new);
-                if lazy.replace(&unit, &old, new.clone()) {
+                if swapped {
                     failed += self.invalidate(&old, &new, inval);
                 } else {
                     // Closed (or opened again) by a request meanwhile: what
@@ -238,10 +255,12 @@ impl SlabFs {
         // A dataset closed to make room may have changed since (on disk, a
         // directory moved in): its nodes the kernel holds are invalidated,
         // for a changed path, a changed directory (every dataset under it)
-        // and a full pass (`""`: all of them, which is what a mount that
-        // cannot watch pays at each walk).
+        // and a full pass (`""`: all of them), unless its version when it
+        // was closed is its version now.
+        let closed_changed = self.closed_changed(lazy, &units);
         for unit in &units {
-            failed += self.invalidate_held(unit, |u| lazy.peek(u).is_none(), inval);
+            failed +=
+                self.invalidate_held(unit, |u| lazy.peek(u).is_none() && closed_changed(u), inval);
             if unit.is_empty() {
                 continue;
             }
@@ -357,6 +376,56 @@ impl SlabFs {
             SystemTime::now(),
         );
         (changes, Some(new), stale)
+    }
+
+    /// Whether a dataset at or under `units` that is not open may have
+    /// changed since the kernel took what it holds of it: unless it was
+    /// closed to make room with a version
+    /// ([`super::datasets::Lazy::closed_version`]) that is still its
+    /// version now (asked once per such dataset the kernel holds
+    /// something of). A changed one is invalidated by the caller, so its
+    /// version now is kept for the next pass; the versions of datasets
+    /// the kernel holds nothing of any more are forgotten.
+    fn closed_changed<'a>(
+        &self,
+        lazy: &super::datasets::Lazy,
+        units: &BTreeSet<&'a str>,
+    ) -> impl Fn(&str) -> bool + use<'a> {
+        let mut same: BTreeSet<Arc<str>> = BTreeSet::new();
+        if lazy.any_closed() {
+            let mut held: BTreeSet<Arc<str>> = BTreeSet::new();
+            for unit in units {
+                held.extend(
+                    self.inodes
+                        .in_units_under(unit)
+                        .into_iter()
+                        .filter_map(|(_, k)| k.unit),
+                );
+            }
+            let mut now = BTreeMap::new();
+            for unit in held {
+                let Some(then) = lazy.closed_version(&unit) else {
+                    continue;
+                };
+                let Some(v) = lazy
+                    .archive
+                    .find(&unit)
+                    .filter(|f| f.is_dataset())
+                    .and_then(|f| lazy.archive.version(&unit, f))
+                else {
+                    continue;
+                };
+                if v == then {
+                    same.insert(unit.clone());
+                }
+                now.insert(unit, v);
+            }
+            lazy.keep_closed(
+                |u| !under_any(u, units) || now.contains_key(u),
+                |u| now.get(u).copied(),
+            );
+        }
+        move |u: &str| !same.contains(u)
     }
 
     /// Invalidate the attributes and pages of every node the kernel holds

@@ -63,8 +63,7 @@ use crate::storage::remote::{self, Remote};
 /// changed: the key, size, ETag and time of every object under its prefix
 /// (one recursive LIST per 1,000 objects,
 /// [`crate::storage::Store::change_stamp`]) and, when the URL names
-/// one object and is not mounted as a `prefix` of datasets, its version
-/// (a HEAD, and a second one when it exists). A
+/// one object, its version (a HEAD, and a second one when it exists). A
 /// source that cannot be listed and is no object (an HTTP Zarr store):
 /// the versions of its root metadata keys ([`crate::formats::zarr::STORE_KEYS`]), asked
 /// with conditional GETs against the ETags in `seen` (a `304` each while
@@ -74,7 +73,6 @@ fn remote_stamp(
     source: &str,
     remote: Option<&Remote>,
     seen: &mut HashMap<String, String>,
-    prefix: bool,
 ) -> Option<u64> {
     use std::hash::{DefaultHasher, Hash, Hasher};
 
@@ -86,9 +84,8 @@ fn remote_stamp(
         let at = remote.connect(&loc)?;
         let store = remote::RemoteStore::new(at.clone());
         let listed = store.change_stamp("")?;
-        // The bucket's root is no object (a HEAD of it asks the bucket);
-        // nor is a prefix mounted as an archive (its listing is all).
-        let named = loc.name().is_some() && !prefix;
+        // The bucket's root is no object (a HEAD of it asks the bucket).
+        let named = loc.name().is_some();
         let object = match named.then(|| remote::RemoteFile::open(at)) {
             None => None,
             Some(Ok(f)) => Some(f.stamp()),
@@ -479,27 +476,28 @@ impl Pass<'_> {
     fn walk(&mut self) {
         let started = Instant::now();
         let (fs, source) = (self.fs, self.source);
-        // A URL source: one listing says whether anything changed, which
-        // costs far fewer requests than re-opening every dataset.
-        let stamp = source
-            .to_str()
-            .and_then(|s| remote_stamp(s, fs.remote(), &mut self.etags, fs.is_archive()));
-        let rescan_due = self.rescan.is_some_and(|r| self.walked.elapsed() >= r);
-        if stamp.is_some() && stamp == self.quiet && !rescan_due {
-            log::debug!("refresh of {}: unchanged", source.display());
-            fs.stats().record_refresh(0);
-            return;
-        }
         if fs.is_archive() {
             // Its directories are listed when read: only the datasets
-            // open now have anything to compare, and what the kernel
-            // keeps of the closed ones is dropped.
-            self.quiet = stamp;
+            // open now, and those the kernel holds something of, have
+            // anything to compare, each by its own version (in a bucket:
+            // its prefix's listing, a store's own), never the whole
+            // archive's.
             self.walked = Instant::now();
             fs.stats().record_full_walk();
             fs.forget_listings();
             let changes = fs.refresh_archive(&BTreeSet::from([String::new()]), self.inval);
             return self.done(&changes, started);
+        }
+        // A URL source: one listing says whether anything changed, which
+        // costs far fewer requests than re-opening every dataset.
+        let stamp = source
+            .to_str()
+            .and_then(|s| remote_stamp(s, fs.remote(), &mut self.etags));
+        let rescan_due = self.rescan.is_some_and(|r| self.walked.elapsed() >= r);
+        if stamp.is_some() && stamp == self.quiet && !rescan_due {
+            log::debug!("refresh of {}: unchanged", source.display());
+            fs.stats().record_refresh(0);
+            return;
         }
         self.quiet = None;
         self.walked = Instant::now();
@@ -765,6 +763,7 @@ mod tests {
             ChangeStamp {
                 cache_id: Some(self.id),
                 data: self.stamp,
+                elsewhere: false,
             }
         }
         fn read_region(&self, _: &Region, out: &mut [u8]) -> Result<()> {

@@ -289,6 +289,33 @@ pub trait Store: Send + Sync + Debug {
         let _ = prefix;
         Ok(None)
     }
+
+    /// [`Store::list_dir`] with each object's version as the same
+    /// listing tells it (a hash of its size, ETag and modification time),
+    /// for a refresh to tell a changed object without asking for it; a
+    /// store whose listing cannot tell says `None` (the default).
+    fn list_dir_versions(&self, dir: &str) -> Result<Vec<Listed>> {
+        Ok(self
+            .list_dir(dir)?
+            .into_iter()
+            .map(|(name, is_dir)| Listed {
+                name,
+                is_dir,
+                version: None,
+            })
+            .collect())
+    }
+}
+
+/// One name of a directory listing ([`Store::list_dir_versions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub name: String,
+    /// A prefix (directory), not an object.
+    pub is_dir: bool,
+    /// An object's version, `None` for a prefix or when the store cannot
+    /// tell. Comparable only with versions of the same store and key.
+    pub version: Option<u64>,
 }
 
 impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
@@ -325,6 +352,9 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn change_stamp(&self, prefix: &str) -> Result<Option<u64>> {
         (**self).change_stamp(prefix)
+    }
+    fn list_dir_versions(&self, dir: &str) -> Result<Vec<Listed>> {
+        (**self).list_dir_versions(dir)
     }
 }
 

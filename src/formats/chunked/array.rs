@@ -438,6 +438,7 @@ impl ArraySource for ChunkedArray {
         crate::engine::array::ChangeStamp {
             cache_id: Some(self.id),
             data,
+            elsewhere: false,
         }
     }
 

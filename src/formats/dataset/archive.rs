@@ -25,8 +25,9 @@ use super::{Backend, Dataset, Found, MAX_DEPTH, add_found, confined_options, fou
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, zarr};
-use crate::storage::Network;
 use crate::storage::local::confine::Roots;
+use crate::storage::local::fs_store::FsStore;
+use crate::storage::{Network, Store};
 
 /// A directory SOURCE, or a bucket prefix, and how its datasets open. See
 /// the module docs.
@@ -87,6 +88,16 @@ impl Archive {
     /// refresh saw the source change).
     pub fn forget_listings(&self) {
         self.inner.forget_listings();
+    }
+
+    /// A number that changes when the dataset `rel` (found as `found`)
+    /// changes, told without opening it: a refresh compares it with the
+    /// one taken before the dataset was opened and skips an unchanged
+    /// dataset. `None` when that cannot be told cheaply (references and
+    /// aggregations, whose fragments are elsewhere): the refresh opens it
+    /// again and compares.
+    pub fn version(&self, rel: &str, found: Found) -> Option<u64> {
+        self.inner.version(rel, found)
     }
 }
 
@@ -173,6 +184,24 @@ impl Backend for Local {
     fn stamp(&self, rel: &str) -> Option<(std::time::SystemTime, u64)> {
         let m = std::fs::metadata(self.path(rel)).ok()?;
         Some((m.modified().ok()?, m.len()))
+    }
+
+    /// A file's identity, size and times (one `stat`); a store's, the
+    /// stamp of every file in it (a walk, [`Store::change_stamp`]).
+    fn version(&self, rel: &str, found: Found) -> Option<u64> {
+        use std::hash::{DefaultHasher, Hash, Hasher};
+        use std::os::unix::fs::MetadataExt;
+        match found {
+            Found::File => {
+                let m = std::fs::metadata(self.path(rel)).ok()?;
+                let mut h = DefaultHasher::new();
+                (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()).hash(&mut h);
+                (m.ctime(), m.ctime_nsec()).hash(&mut h);
+                Some(h.finish())
+            }
+            Found::Store { .. } => FsStore::new(self.path(rel)).change_stamp("").ok().flatten(),
+            Found::Directory | Found::Descriptor | Found::Json => None,
+        }
     }
 
     /// What the walk makes of the entry `rel` (a `/`-separated path under

@@ -36,7 +36,7 @@ use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::{Options, nca, zarr};
 use crate::storage::location::{Location, url_of};
-use crate::storage::{ByteRange, Network, Store, UrlFiles};
+use crate::storage::{ByteRange, Listed, Network, Store, UrlFiles};
 
 use crate::formats::zarr::STORE_KEYS as ZARR_KEYS;
 
@@ -133,6 +133,13 @@ fn is_store(listing: &[(String, bool)]) -> bool {
     listing
         .iter()
         .any(|(n, is_dir)| !is_dir && ZARR_KEYS.contains(&n.as_str()))
+}
+
+/// [`is_store`] of a listing with versions.
+fn holds_store(listing: &[Listed]) -> bool {
+    listing
+        .iter()
+        .any(|l| !l.is_dir && ZARR_KEYS.contains(&l.name.as_str()))
 }
 
 /// Whether a store that cannot list has Zarr metadata at its root (a
@@ -240,7 +247,7 @@ const LISTING_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 /// Most listings kept (each the names of one prefix).
 const LISTINGS: usize = 256;
 
-type Listing = Arc<Vec<(String, bool)>>;
+type Listing = Arc<Vec<Listed>>;
 
 /// A bucket prefix holding a directory of datasets, read lazily
 /// ([`super::archive`]): each level is one delimiter listing (kept
@@ -282,8 +289,8 @@ pub(super) fn archive(
         path: root.display(),
         source,
     })?;
-    let listing = store.list_dir("")?;
-    if listing.is_empty() || is_store(&listing) {
+    let listing = store.list_dir_versions("")?;
+    if listing.is_empty() || holds_store(&listing) {
         return Ok(None);
     }
     for r in local {
@@ -332,7 +339,7 @@ impl RemoteArchive {
             path: loc.display(),
             source,
         })?;
-        let l: Listing = Arc::new(store.list_dir("")?);
+        let l: Listing = Arc::new(store.list_dir_versions("")?);
         self.listings
             .lock()
             .put(rel.to_string(), (std::time::Instant::now(), l.clone()));
@@ -352,7 +359,7 @@ impl RemoteArchive {
             let Ok(sub) = self.listing(&rel) else {
                 return (depth < MAX_DEPTH).then_some(Found::Directory);
             };
-            if is_store(&sub) {
+            if holds_store(&sub) {
                 return Some(Found::Store {
                     array: self.root_is_array(&rel, &sub),
                 });
@@ -365,8 +372,8 @@ impl RemoteArchive {
     /// Whether the store at `rel` (listed as `sub`) has an array at its
     /// root: `.zarray`, or a `zarr.json` whose `node_type` is `array` (one
     /// GET).
-    fn root_is_array(&self, rel: &str, sub: &[(String, bool)]) -> bool {
-        let has = |k: &str| sub.iter().any(|(n, d)| !d && n == k);
+    fn root_is_array(&self, rel: &str, sub: &[Listed]) -> bool {
+        let has = |k: &str| sub.iter().any(|l| !l.is_dir && l.name == k);
         if has("zarr.json") {
             let doc = self.location(rel).ok().and_then(|loc| {
                 let store = self.files.store_at(&loc).ok()?;
@@ -397,9 +404,9 @@ impl Backend for RemoteArchive {
         let mut out: Vec<(String, Found)> = self
             .listing(rel)?
             .iter()
-            .filter_map(|(name, is_dir)| {
-                self.classify(rel, name, *is_dir, depth)
-                    .map(|f| (name.clone(), f))
+            .filter_map(|l| {
+                self.classify(rel, &l.name, l.is_dir, depth)
+                    .map(|f| (l.name.clone(), f))
             })
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -417,10 +424,33 @@ impl Backend for RemoteArchive {
         // A name both an object and a prefix: the prefix, as listed.
         let is_dir = listing
             .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, d)| *d)
+            .filter(|l| l.name == name)
+            .map(|l| l.is_dir)
             .max()?;
         self.classify(dir, name, is_dir, depth)
+    }
+
+    /// An object's version from its prefix's listing (shared by every
+    /// dataset of that prefix: one listing per directory in use); a
+    /// store's, one recursive listing of its prefix. References and
+    /// aggregations read other objects: `None` (re-opened each time).
+    fn version(&self, rel: &str, found: Found) -> Option<u64> {
+        match found {
+            Found::Store { .. } => {
+                let loc = self.location(rel).ok()?;
+                let store = self.files.store_at(&loc).ok()?;
+                store.change_stamp("").ok().flatten()
+            }
+            Found::File => {
+                let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+                let listing = self.listing(dir).ok()?;
+                listing
+                    .iter()
+                    .find(|l| !l.is_dir && l.name == name)
+                    .and_then(|l| l.version)
+            }
+            Found::Directory | Found::Descriptor | Found::Json => None,
+        }
     }
 
     fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {

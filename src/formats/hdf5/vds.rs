@@ -1666,6 +1666,7 @@ impl ArraySource for Vds {
         ChangeStamp {
             cache_id: None,
             data: known.map(|()| h.finish()),
+            elsewhere: true,
         }
     }
 

@@ -248,6 +248,7 @@ impl ArraySource for Aggregation {
         ChangeStamp {
             cache_id: None,
             data: known.map(|()| h.finish()),
+            elsewhere: true,
         }
     }
 

@@ -111,6 +111,7 @@ impl ArraySource for RawArray {
                 .file
                 .stamp()
                 .or_else(|| super::file_stamp(Path::new(&self.path))),
+            elsewhere: false,
         }
     }
 

@@ -201,6 +201,7 @@ impl ArraySource for Netcdf3Array {
         ChangeStamp {
             cache_id: self.shared.blocks.as_ref().map(ChunkedArray::cache_id),
             data,
+            elsewhere: false,
         }
     }
 

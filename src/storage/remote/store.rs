@@ -35,7 +35,7 @@ use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectSt
 
 use super::{Config, Connection, Remote, State, redact};
 use crate::error::{Error, Result};
-use crate::storage::contract::{ByteRange, Files, ReadAt, Store, UrlFiles};
+use crate::storage::contract::{ByteRange, Files, Listed, ReadAt, Store, UrlFiles};
 use crate::storage::location::Location;
 
 /// The io error for a failed request on `loc`, its message cleared of
@@ -596,6 +596,16 @@ impl Store for RemoteStore {
 
     /// One delimiter listing (paginated by the store) of the prefix.
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
+        Ok(self
+            .list_dir_versions(dir)?
+            .into_iter()
+            .map(|l| (l.name, l.is_dir))
+            .collect())
+    }
+
+    /// The same listing, each object with a hash of its size, ETag and
+    /// modification time.
+    fn list_dir_versions(&self, dir: &str) -> Result<Vec<Listed>> {
         let loc = self.remote.location.child(dir)?;
         if !loc.scheme().lists() {
             return Err(Error::Io {
@@ -621,19 +631,26 @@ impl Store for RemoteStore {
                 .await
             })
             .map_err(with_path(&loc))?;
-        let mut out: Vec<(String, bool)> = listed
+        let mut out: Vec<Listed> = listed
             .common_prefixes
             .iter()
-            .filter_map(|p| p.filename().map(|n| (n.to_string(), true)))
-            .chain(
-                listed
-                    .objects
-                    .iter()
-                    .filter_map(|o| o.location.filename().map(|n| (n.to_string(), false))),
-            )
+            .filter_map(|p| {
+                p.filename().map(|n| Listed {
+                    name: n.to_string(),
+                    is_dir: true,
+                    version: None,
+                })
+            })
+            .chain(listed.objects.iter().filter_map(|o| {
+                o.location.filename().map(|n| Listed {
+                    name: n.to_string(),
+                    is_dir: false,
+                    version: Some(object_version(o)),
+                })
+            }))
             .collect();
-        out.sort();
-        out.dedup();
+        out.sort_by(|a, b| (&a.name, a.is_dir).cmp(&(&b.name, b.is_dir)));
+        out.dedup_by(|a, b| a.name == b.name && a.is_dir == b.is_dir);
         Ok(out)
     }
 
@@ -665,12 +682,7 @@ impl Store for RemoteStore {
                     let mut list = store.list(p);
                     while let Some(m) = list.next().await {
                         let m = m.map_err(io_error)?;
-                        out.push((
-                            m.location.to_string(),
-                            m.size,
-                            m.e_tag,
-                            m.last_modified.timestamp_nanos_opt(),
-                        ));
+                        out.push((m.location.to_string(), object_version(&m)));
                     }
                     Ok(out)
                 })
@@ -682,6 +694,14 @@ impl Store for RemoteStore {
         objects.hash(&mut h);
         Ok(Some(h.finish()))
     }
+}
+
+/// A hash of what a listing says of one object's version: its size, ETag
+/// and modification time.
+fn object_version(m: &object_store::ObjectMeta) -> u64 {
+    let mut h = DefaultHasher::new();
+    (m.size, &m.e_tag, m.last_modified.timestamp_nanos_opt()).hash(&mut h);
+    h.finish()
 }
 
 /// The version of an object a [`RemoteFile`] reads.
