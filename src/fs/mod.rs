@@ -63,7 +63,8 @@
 //!
 //! A mount of one dataset (a file, a Zarr store, a URL) or of arrays given
 //! directly holds one tree. A mount of a directory is an archive
-//! ([`datasets`]): its directories are listed from the disk when read and
+//! ([`datasets`] keeps its open datasets, [`archive`] answers lookups and
+//! listings in its directories): its directories are listed from the disk when read and
 //! each dataset is opened on first use, at most `--max-open-datasets` kept
 //! open, so the mount is ready at once and holds what is used, whatever
 //! the archive's size. In an archive, a directory of the archive and a
@@ -105,6 +106,7 @@
 //! [`FsError::Read`], carrying the path, offset, size and the library error
 //! (which names the chunk file).
 
+mod archive;
 pub mod datasets;
 pub mod error;
 pub mod fuse;
@@ -119,7 +121,7 @@ pub mod views;
 pub mod waiting;
 pub mod watch;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -131,13 +133,12 @@ use crate::engine::array::ArraySource;
 use crate::engine::cache::{ChunkCache, SharedBytes};
 use crate::engine::read::{cached_at, read_at, read_shared_at};
 use crate::engine::readahead::{DEFAULT_MAX_WINDOW, Readahead};
-use crate::formats::dataset::Found;
 use crate::formats::dataset::archive::Archive;
 use crate::formats::dataset::{Dataset, Entry};
 pub use datasets::DEFAULT_MAX_OPEN;
 use datasets::Datasets;
 use inodes::Inodes;
-use tree::{Content, NAME_MAX, Node, Tree, Xattrs, child_path, name_of, parent_of};
+use tree::{Content, NAME_MAX, Node, Tree, Xattrs, child_path, parent_of};
 pub use tree::{FsConfig, Kind};
 
 pub use error::{FsError, FsResult};
@@ -258,9 +259,12 @@ fn place_path(place: &Place) -> String {
     }
 }
 
-/// The entries of one directory listing: name, kind, and (for a listing
-/// of an archive) the dataset each belongs to.
-type Listing = Arc<Vec<(String, Kind, Option<Arc<str>>)>>;
+/// One entry of a directory listing: name, kind, and (for a listing of
+/// an archive) the dataset it belongs to.
+type Listed = (String, Kind, Option<Arc<str>>);
+
+/// The entries of one directory listing.
+type Listing = Arc<Vec<Listed>>;
 
 /// The mounted filesystem. Every method takes `&self` and requests run on
 /// any number of threads: each works on a snapshot of the trees it needs
@@ -534,28 +538,6 @@ impl SlabFs {
         }
     }
 
-    /// The tree of the archive's dataset at `unit` (found as `found`, if
-    /// the caller knows), opened if it is not; a Zarr store opened is
-    /// watched whole from now on (its chunks live in directories of
-    /// their own).
-    fn open_unit(
-        &self,
-        lazy: &datasets::Lazy,
-        unit: &str,
-        found: Option<Found>,
-    ) -> FsResult<Option<Arc<Tree>>> {
-        if let Some(t) = lazy.get(unit) {
-            return Ok(Some(t));
-        }
-        let found = found.or_else(|| lazy.archive.find(unit));
-        let Some(found) = found else { return Ok(None) };
-        let tree = lazy.open(unit, found, &self.config, SystemTime::now())?;
-        if tree.is_some() && matches!(found, Found::Store { .. }) {
-            self.touch(unit, true);
-        }
-        Ok(tree)
-    }
-
     /// Whether the archive's dataset at `unit` is open.
     pub fn is_open(&self, unit: &str) -> bool {
         match &self.datasets {
@@ -749,105 +731,9 @@ impl SlabFs {
         self.counted(r)
     }
 
-    /// A lookup of `name` in the archive's directory `dir`: `None` when
-    /// it is not there.
-    fn lookup_listed(&self, dir: &str, name: &str) -> Option<FsResult<Attr>> {
-        let Datasets::Archive(lazy) = &self.datasets else {
-            return None;
-        };
-        let rel = child_path(dir, name);
-        // A view beside a single-array store (`a.zarr.json`), where no
-        // dataset has the name.
-        let view = || {
-            let (stem, _) = name.rsplit_once('.')?;
-            let unit = child_path(dir, stem);
-            if lazy.archive.find(&unit) != Some(Found::Store { array: true }) {
-                return None;
-            }
-            Some(self.lookup_in_unit(lazy, &unit, Found::Store { array: true }, &rel))
-        };
-        let found = match lazy.archive.find(&rel) {
-            None => return view(),
-            // A dataset only if it holds references: opened to know.
-            Some(Found::Json) => match self.open_unit(lazy, &rel, Some(Found::Json)) {
-                Ok(None) => return view(),
-                Ok(Some(_)) => return Some(self.lookup_in_unit(lazy, &rel, Found::Json, &rel)),
-                Err(e) => return Some(Err(e)),
-            },
-            Some(found) => found,
-        };
-        // A dataset open since before it changed what it is (a directory
-        // that became a single-array store, or a group): opened again.
-        let kind = match found {
-            Found::Store { array: true } => Kind::File,
-            _ => Kind::Directory,
-        };
-        if let Some(tree) = lazy.get(&rel)
-            && tree.node(&rel).map(Node::kind) != Some(kind)
-        {
-            lazy.close(&rel);
-        }
-        Some(match found {
-            Found::Directory => {
-                let ino = self.inodes.remember(&rel, Kind::Directory, None);
-                // Every time: the directory may have been removed and
-                // created again while the kernel held it (the refresh
-                // thread ignores a directory already watched).
-                self.touch(&rel, false);
-                Ok(self.attr(ino, &Place::Listed(Arc::from(rel))))
-            }
-            // One file: its size needs the open.
-            Found::Store { array: true } => self.lookup_in_unit(lazy, &rel, found, &rel),
-            _ => {
-                let ino = self.inodes.remember(&rel, Kind::Directory, Some(&rel));
-                // The tree open now, if its root is this directory (a
-                // refresh may have swapped it since the check above).
-                let open = lazy
-                    .get(&rel)
-                    .filter(|t| t.node(&rel).map(Node::kind) == Some(Kind::Directory));
-                Ok(match open {
-                    Some(tree) => self.attr(
-                        ino,
-                        &Place::Node {
-                            tree,
-                            path: Arc::from(rel),
-                        },
-                    ),
-                    None => self.attr(ino, &Place::Closed(Arc::from(rel))),
-                })
-            }
-        })
-    }
-
-    /// A lookup of the node `path` of the dataset at `unit` (found as
-    /// `found`), opened.
-    fn lookup_in_unit(
-        &self,
-        lazy: &datasets::Lazy,
-        unit: &str,
-        found: Found,
-        path: &str,
-    ) -> FsResult<Attr> {
-        let tree = self
-            .open_unit(lazy, unit, Some(found))?
-            .ok_or_else(|| FsError::NotFound(path.to_string()))?;
-        let kind = tree
-            .node(path)
-            .ok_or_else(|| FsError::NotFound(path.to_string()))?
-            .kind();
-        let ino = self.inodes.remember(path, kind, Some(unit));
-        Ok(self.attr(
-            ino,
-            &Place::Node {
-                tree,
-                path: Arc::from(path),
-            },
-        ))
-    }
-
     /// The entries of directory `place` (without `.` and `..`).
     fn listing(&self, place: &Place) -> FsResult<Listing> {
-        let mut out: Vec<(String, Kind, Option<Arc<str>>)> = Vec::new();
+        let mut out: Vec<Listed> = Vec::new();
         match place {
             Place::Node { tree, path } => {
                 let children = tree
@@ -867,83 +753,7 @@ impl SlabFs {
                 let Datasets::Archive(lazy) = &self.datasets else {
                     unreachable!("listed only in an archive")
                 };
-                let found = lazy.archive.list(dir).map_err(|e| match &e {
-                    // Removed while the kernel held it: gone, not broken.
-                    crate::error::Error::Io { source, .. }
-                        if source.kind() == std::io::ErrorKind::NotFound =>
-                    {
-                        FsError::NotFound(dir.to_string())
-                    }
-                    _ => FsError::List {
-                        path: dir.to_string(),
-                        source: Box::new(e),
-                    },
-                })?;
-                // Datasets and directories first, then the views beside
-                // single-array stores where no listed entry has the name
-                // (as the eager tree places them).
-                let mut views: Vec<(String, Kind, Option<Arc<str>>)> = Vec::new();
-                for (name, f) in &found {
-                    let rel = child_path(dir, name);
-                    let unit = Some(Arc::from(rel.as_str()));
-                    match f {
-                        Found::Directory => out.push((name.clone(), Kind::Directory, None)),
-                        // A single-array store: the array file and its
-                        // views, known by name (the ENVI header only if
-                        // ENVI can describe the array: that needs it open).
-                        Found::Store { array: true } if !self.config.views.hdr => {
-                            let v = self.config.views;
-                            if v.raw {
-                                out.push((name.clone(), Kind::File, unit.clone()));
-                            }
-                            for (on, ext) in [(v.json, ".json"), (v.npy, ".npy")] {
-                                let n = format!("{name}{ext}");
-                                if on && n.len() <= NAME_MAX as usize {
-                                    views.push((n, Kind::File, unit.clone()));
-                                }
-                            }
-                        }
-                        Found::Store { array: true } | Found::Json => {
-                            // Only its tree says: the array and its views
-                            // beside it, or whether it is references.
-                            match self.open_unit(lazy, &rel, Some(*f)) {
-                                Ok(Some(tree)) => {
-                                    for (p, kind) in tree.paths() {
-                                        if parent_of(p) == dir.as_ref() {
-                                            let entry =
-                                                (name_of(p).to_string(), kind, unit.clone());
-                                            if p == rel {
-                                                out.push(entry)
-                                            } else {
-                                                views.push(entry)
-                                            }
-                                        }
-                                    }
-                                }
-                                // No references: no dataset, not listed.
-                                Ok(None) => {}
-                                // A dataset that fails: listed, failing
-                                // inside (as every other one).
-                                Err(_) => {
-                                    let kind = match f {
-                                        Found::Json => Kind::Directory,
-                                        _ => Kind::File,
-                                    };
-                                    out.push((name.clone(), kind, unit));
-                                }
-                            }
-                        }
-                        _ => out.push((name.clone(), Kind::Directory, unit)),
-                    }
-                }
-                let names: HashSet<String> = out.iter().map(|(n, _, _)| n.clone()).collect();
-                views.retain(|(n, _, _)| !names.contains(n));
-                out.extend(views);
-                out.sort_by(|a, b| a.0.cmp(&b.0));
-                out.dedup_by(|a, b| a.0 == b.0);
-                if dir.is_empty() {
-                    push_sorted(&mut out, CONTROL_DIR, Kind::Directory);
-                }
+                out = self.archive_listing(lazy, dir)?;
             }
             Place::ControlDir => out.push((STATS_FILE.to_string(), Kind::File, None)),
             Place::StatsFile => return Err(FsError::NotDir(place_path(place))),
