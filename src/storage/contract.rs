@@ -290,12 +290,13 @@ pub trait Store: Send + Sync + Debug {
         Ok(None)
     }
 
-    /// [`Store::list_dir`] with each object's version as the same
-    /// listing tells it (a hash of its size, ETag and modification time),
-    /// for a refresh to tell a changed object without asking for it; a
-    /// store whose listing cannot tell says `None` (the default).
+    /// [`Store::list_dir`] sorted by name (then objects before
+    /// prefixes), with each object's version as the same listing tells it
+    /// (a hash of its size, ETag and modification time), for a refresh to
+    /// tell a changed object without asking for it; a store whose listing
+    /// cannot tell says `None` (the default).
     fn list_dir_versions(&self, dir: &str) -> Result<Vec<Listed>> {
-        Ok(self
+        let mut out: Vec<Listed> = self
             .list_dir(dir)?
             .into_iter()
             .map(|(name, is_dir)| Listed {
@@ -303,7 +304,9 @@ pub trait Store: Send + Sync + Debug {
                 is_dir,
                 version: None,
             })
-            .collect())
+            .collect();
+        out.sort_by(|a, b| (&a.name, a.is_dir).cmp(&(&b.name, b.is_dir)));
+        Ok(out)
     }
 }
 

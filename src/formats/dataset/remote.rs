@@ -135,6 +135,15 @@ fn is_store(listing: &[(String, bool)]) -> bool {
         .any(|(n, is_dir)| !is_dir && ZARR_KEYS.contains(&n.as_str()))
 }
 
+/// The entries of `listing` (sorted by name, as a store lists) named
+/// `name`: an object, a prefix, or both. A binary search: a refresh asks
+/// after every dataset in use of a directory of thousands.
+fn named<'a>(listing: &'a [Listed], name: &str) -> &'a [Listed] {
+    let from = listing.partition_point(|l| l.name.as_str() < name);
+    let to = from + listing[from..].partition_point(|l| l.name == name);
+    &listing[from..to]
+}
+
 /// [`is_store`] of a listing with versions.
 fn holds_store(listing: &[Listed]) -> bool {
     listing
@@ -422,11 +431,7 @@ impl Backend for RemoteArchive {
         }
         let listing = self.listing(dir).ok()?;
         // A name both an object and a prefix: the prefix, as listed.
-        let is_dir = listing
-            .iter()
-            .filter(|l| l.name == name)
-            .map(|l| l.is_dir)
-            .max()?;
+        let is_dir = named(&listing, name).iter().map(|l| l.is_dir).max()?;
         self.classify(dir, name, is_dir, depth)
     }
 
@@ -444,9 +449,9 @@ impl Backend for RemoteArchive {
             Found::File => {
                 let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
                 let listing = self.listing(dir).ok()?;
-                listing
+                named(&listing, name)
                     .iter()
-                    .find(|l| !l.is_dir && l.name == name)
+                    .find(|l| !l.is_dir)
                     .and_then(|l| l.version)
             }
             Found::Directory | Found::Descriptor | Found::Json => None,
