@@ -499,35 +499,6 @@ fn walk_each(
     Ok(ControlFlow::Continue(()))
 }
 
-/// What [`open_with_roots`] of the directory `source` finds at the entry
-/// `rel` alone (a `/`-separated path relative to `source`, which is also
-/// its mount path): a dataset, everything under a plain directory, or
-/// nothing when the path is gone, hidden, too deep or no dataset by its
-/// name. The live refresh re-loads only what changed with it; the result
-/// is exactly the part of a whole walk under `rel` as long as no directory
-/// above `rel` is a Zarr store (the caller picks the store itself then).
-pub fn open_entry(
-    source: &Path,
-    rel: &str,
-    cache: Arc<ChunkCache>,
-    allow_outside: &[PathBuf],
-    network: Option<Arc<dyn Network>>,
-) -> Result<Dataset> {
-    let mut ds = Dataset::default();
-    let (parent, name) = rel.rsplit_once('/').unwrap_or(("", rel));
-    let depth = rel.matches('/').count();
-    let hidden = rel.split('/').any(|c| c.is_empty() || c.starts_with('.'));
-    let dir = source.join(parent);
-    // symlink_metadata: a dangling symlink is still an entry of the walk.
-    if hidden || depth > MAX_DEPTH || std::fs::symlink_metadata(dir.join(name)).is_err() {
-        return Ok(ds);
-    }
-    let (opts, roots) = confined_options(source, cache, allow_outside, network.as_deref())?;
-    add_named(&mut ds, &dir, name, parent, &opts, &roots, depth)?;
-    ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(ds)
-}
-
 /// Add the arrays of the store at `dir`, under the mount path `prefix`. A
 /// store whose root is an array appears as one file named `root_name`.
 fn add_store(

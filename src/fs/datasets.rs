@@ -387,6 +387,15 @@ mod tests {
         let rec = Inodes::default();
         fs.refresh_archive(&[String::new()].into(), &rec);
         assert!(rec.0.lock().is_empty(), "{:?}", rec.0.lock());
+        // Looked up, never read (no pages kept): nothing to drop, its
+        // attributes expire by themselves.
+        array_store(&root.join("s4"), &[1]);
+        let s4 = lookup_path(&fs, "s4").unwrap().ino;
+        assert_eq!(read_all(&fs, "s2"), [3, 4]); // closes s4
+        std::fs::write(root.join("s4/0"), [2]).unwrap();
+        let rec = Inodes::default();
+        fs.refresh_archive(&[String::new()].into(), &rec);
+        assert!(!rec.0.lock().contains(&s4), "{:?}", rec.0.lock());
         // And under a changed directory: every changed dataset in it.
         std::fs::write(root.join("s1/0"), [1, 1]).unwrap();
         let rec = Inodes::default();

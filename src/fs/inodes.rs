@@ -55,6 +55,11 @@ pub struct Known {
     /// The mount path of the dataset the node belongs to, `None` for a
     /// directory of the archive or the control files.
     pub unit: Option<Arc<str>>,
+    /// The kernel may keep content of it, beyond attributes that expire:
+    /// a file's pages (opened with `FOPEN_KEEP_CACHE`) or a directory's
+    /// listing (`FOPEN_CACHE_DIR`). What a refresh must drop when it
+    /// changed.
+    pub cached: bool,
     lookups: u32,
 }
 
@@ -178,6 +183,7 @@ impl Inodes {
                 path,
                 kind,
                 unit,
+                cached: false,
                 lookups: 1,
             },
         );
@@ -199,6 +205,29 @@ impl Inodes {
         if let Some(u) = known.unit {
             t.unhold(&u, ino);
         }
+    }
+
+    /// `ino` was opened so that the kernel may keep its content
+    /// ([`Known::cached`]).
+    pub fn mark_cached(&self, ino: u64) {
+        if let Some(k) = self.table.lock().by_ino.get_mut(&ino) {
+            k.cached = true;
+        }
+    }
+
+    /// The datasets at or under `unit` of which the kernel may keep
+    /// content ([`Known::cached`]).
+    pub fn cached_units_under(&self, unit: &str) -> BTreeSet<Arc<str>> {
+        let t = self.table.lock();
+        let from: (Arc<str>, u64) = (Arc::from(unit), 0);
+        t.by_unit
+            .range(from..)
+            .take_while(|(u, _)| u.starts_with(unit))
+            .filter(|(u, ino)| {
+                super::tree::under(u, unit) && t.by_ino.get(ino).is_some_and(|k| k.cached)
+            })
+            .map(|(u, _)| u.clone())
+            .collect()
     }
 
     /// What the kernel holds under `ino`.

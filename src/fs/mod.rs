@@ -499,6 +499,7 @@ impl SlabFs {
     }
 
     /// The tree of a mount of one dataset (empty for an archive).
+    #[cfg(test)]
     fn whole_tree(&self) -> Arc<Tree> {
         match &self.datasets {
             Datasets::Whole(t) => t.read().clone(),
@@ -808,7 +809,10 @@ impl SlabFs {
             let place = self.resolve(ino, true)?;
             match &place {
                 Place::Node { tree, path } => match tree.children(path) {
-                    Some(_) => Ok(OpenedDir { fh: 0, cache: true }),
+                    Some(_) => {
+                        self.inodes.mark_cached(ino);
+                        Ok(OpenedDir { fh: 0, cache: true })
+                    }
                     None => Err(FsError::NotDir(path.to_string())),
                 },
                 Place::ControlDir => Ok(OpenedDir { fh: 0, cache: true }),
@@ -860,6 +864,8 @@ impl SlabFs {
                     direct_io: true,
                 });
             }
+            // Its pages may be kept by the kernel from now on.
+            self.inodes.mark_cached(ino);
             // Each open is its own readahead stream.
             Ok(Opened {
                 fh: self.next_fh.fetch_add(1, Ordering::Relaxed),

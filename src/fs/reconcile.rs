@@ -138,26 +138,13 @@ impl SlabFs {
     /// through `inval`. See the module docs. (An archive's datasets are
     /// refreshed by [`SlabFs::refresh_archive`].)
     pub fn refresh(&self, ds: &Dataset, inval: &dyn Invalidate) -> Changes {
-        self.apply(None, ds, inval)
-    }
-
-    /// [`SlabFs::refresh`] of part of the tree: `ds` is a fresh load of
-    /// the mount paths `units` only ([`dataset::open_entry`] of each), and
-    /// replaces what the tree has at and under them; every other array
-    /// stays as it is, without being looked at.
-    pub fn refresh_under(&self, units: &[String], ds: &Dataset, inval: &dyn Invalidate) -> Changes {
-        self.apply(Some(units), ds, inval)
-    }
-
-    fn apply(&self, units: Option<&[String]>, ds: &Dataset, inval: &dyn Invalidate) -> Changes {
         let _one_at_a_time = self.refresh_lock.lock();
         let Datasets::Whole(whole) = &self.datasets else {
             log::debug!("refresh of a whole dataset asked of an archive: ignored");
             return Changes::default();
         };
         let old = whole.read().clone();
-        let units: Option<BTreeSet<&str>> = units.map(|u| u.iter().map(String::as_str).collect());
-        let (mut changes, new, stale) = self.reconcile(&old, units.as_ref(), ds);
+        let (mut changes, new, stale) = self.reconcile(&old, ds);
         if let Some(new) = new {
             let new = Arc::new(new);
             *whole.write() = new.clone();
@@ -225,7 +212,7 @@ impl SlabFs {
                     continue;
                 }
             };
-            let (mut c, new, stale) = self.reconcile(&old, None, &ds);
+            let (mut c, new, stale) = self.reconcile(&old, &ds);
             let new = new.map(Arc::new);
             // The version taken before this open goes with the tree served
             // (an unchanged one too: the next pass need not open it), not
@@ -255,12 +242,16 @@ impl SlabFs {
         // A dataset closed to make room may have changed since (on disk, a
         // directory moved in): its nodes the kernel holds are invalidated,
         // for a changed path, a changed directory (every dataset under it)
-        // and a full pass (`""`: all of them), unless its version when it
-        // was closed is its version now.
-        let closed_changed = self.closed_changed(lazy, &units);
+        // and a full pass (`""`: those the kernel may keep content of,
+        // unless its version when it was closed is its version now).
+        // A full pass does not know what changed: it asks.
+        let changed = units.contains("").then(|| self.closed_changed(lazy));
         for unit in &units {
-            failed +=
-                self.invalidate_held(unit, |u| lazy.peek(u).is_none() && closed_changed(u), inval);
+            failed += self.invalidate_held(
+                unit,
+                |u| lazy.peek(u).is_none() && changed.as_ref().is_none_or(|c| c(u)),
+                inval,
+            );
             if unit.is_empty() {
                 continue;
             }
@@ -286,24 +277,11 @@ impl SlabFs {
     /// changes, the tree to serve instead (`None`: nothing changed) and
     /// the stamps of the sources it no longer serves. With `units`, `ds`
     /// covers those mount paths only and the rest of `old` stays.
-    fn reconcile(
-        &self,
-        old: &Tree,
-        units: Option<&BTreeSet<&str>>,
-        ds: &Dataset,
-    ) -> (Changes, Option<Tree>, Vec<ChangeStamp>) {
-        let in_scope = |path: &str| match units {
-            None => true,
-            Some(units) => under_any(path, units),
-        };
+    fn reconcile(&self, old: &Tree, ds: &Dataset) -> (Changes, Option<Tree>, Vec<ChangeStamp>) {
         let mut changes = Changes::default();
         let mut stale: Vec<ChangeStamp> = Vec::new();
         let mut arrays: BTreeMap<String, Tracked> = BTreeMap::new();
         for (path, array) in usable_entries(&ds.entries, false) {
-            if !in_scope(&path) {
-                log::debug!("refresh: {path} is outside the re-loaded paths; ignored");
-                continue;
-            }
             let stamp = array.change_stamp();
             let tracked = match old.arrays.get(&path) {
                 Some(t) if unchanged(t, array.as_ref(), &stamp) => t.clone(),
@@ -323,10 +301,7 @@ impl SlabFs {
             if arrays.contains_key(path) {
                 continue;
             }
-            if !in_scope(path) {
-                arrays.insert(path.clone(), t.clone());
-            } else if !ds.skipped.is_empty() && source_exists(&t.array.meta().source, self.remote())
-            {
+            if !ds.skipped.is_empty() && source_exists(&t.array.meta().source, self.remote()) {
                 changes.kept.push(path.clone());
                 arrays.insert(path.clone(), t.clone());
             } else {
@@ -337,9 +312,6 @@ impl SlabFs {
         // Directories' attributes: the same rules, compared by value.
         let mut directories: BTreeMap<String, Arc<DirDoc>> = BTreeMap::new();
         for (path, d) in &ds.directories {
-            if !in_scope(path) {
-                continue;
-            }
             let doc = match old.directories.get(path) {
                 Some(o) if o.dir == *d => o.clone(),
                 _ => {
@@ -353,11 +325,9 @@ impl SlabFs {
             if directories.contains_key(path) {
                 continue;
             }
-            // Outside the re-loaded paths, or its file failed to open
-            // this time and still exists: kept as it was.
-            if !in_scope(path)
-                || (!ds.skipped.is_empty() && source_exists(&o.dir.source, self.remote()))
-            {
+            // Its file failed to open this time and still exists: kept as
+            // it was.
+            if !ds.skipped.is_empty() && source_exists(&o.dir.source, self.remote()) {
                 directories.insert(path.clone(), o.clone());
             } else {
                 changes.attributes.push(path.clone());
@@ -378,54 +348,39 @@ impl SlabFs {
         (changes, Some(new), stale)
     }
 
-    /// Whether a dataset at or under `units` that is not open may have
-    /// changed since the kernel took what it holds of it: unless it was
-    /// closed to make room with a version
-    /// ([`super::datasets::Lazy::closed_version`]) that is still its
-    /// version now (asked once per such dataset the kernel holds
-    /// something of). A changed one is invalidated by the caller, so its
-    /// version now is kept for the next pass; the versions of datasets
-    /// the kernel holds nothing of any more are forgotten.
-    fn closed_changed<'a>(
-        &self,
-        lazy: &super::datasets::Lazy,
-        units: &BTreeSet<&'a str>,
-    ) -> impl Fn(&str) -> bool + use<'a> {
+    /// Which datasets that are not open a full pass tells the kernel
+    /// about: those it may keep content of ([`super::inodes::Known::cached`]:
+    /// pages of a file read, a listing; attributes and names expire by
+    /// themselves and are asked again, of a fresh open), unless closed to
+    /// make room with a version ([`super::datasets::Lazy::closed_version`])
+    /// that is still its version now. A changed one's version now is kept
+    /// for the next pass (the caller tells the kernel); the versions of
+    /// the others are forgotten.
+    fn closed_changed(&self, lazy: &super::datasets::Lazy) -> impl Fn(&str) -> bool + use<> {
+        let cached = self.inodes.cached_units_under("");
         let mut same: BTreeSet<Arc<str>> = BTreeSet::new();
+        let mut now = BTreeMap::new();
         if lazy.any_closed() {
-            let mut held: BTreeSet<Arc<str>> = BTreeSet::new();
-            for unit in units {
-                held.extend(
-                    self.inodes
-                        .in_units_under(unit)
-                        .into_iter()
-                        .filter_map(|(_, k)| k.unit),
-                );
-            }
-            let mut now = BTreeMap::new();
-            for unit in held {
-                let Some(then) = lazy.closed_version(&unit) else {
+            for unit in &cached {
+                let Some(then) = lazy.closed_version(unit) else {
                     continue;
                 };
                 let Some(v) = lazy
                     .archive
-                    .find(&unit)
+                    .find(unit)
                     .filter(|f| f.is_dataset())
-                    .and_then(|f| lazy.archive.version(&unit, f))
+                    .and_then(|f| lazy.archive.version(unit, f))
                 else {
                     continue;
                 };
                 if v == then {
                     same.insert(unit.clone());
                 }
-                now.insert(unit, v);
+                now.insert(unit.clone(), v);
             }
-            lazy.keep_closed(
-                |u| !under_any(u, units) || now.contains_key(u),
-                |u| now.get(u).copied(),
-            );
         }
-        move |u: &str| !same.contains(u)
+        lazy.keep_closed(|u| now.contains_key(u), |u| now.get(u).copied());
+        move |u: &str| cached.contains(u) && !same.contains(u)
     }
 
     /// Invalidate the attributes and pages of every node the kernel holds
