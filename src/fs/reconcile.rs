@@ -162,6 +162,23 @@ impl SlabFs {
     /// (its entry in its directory, the attributes and pages of its nodes),
     /// so that its next use opens it as it is now.
     pub fn refresh_archive(&self, units: &BTreeSet<String>, inval: &dyn Invalidate) -> Changes {
+        self.archive_pass(units, inval, true)
+    }
+
+    /// The open datasets at or under `units` compared with their versions
+    /// now (and opened again if changed), nothing else: a directory just
+    /// watched, whose open datasets may have changed between their open
+    /// and the watch.
+    pub fn recheck_open(&self, units: &BTreeSet<String>, inval: &dyn Invalidate) -> Changes {
+        self.archive_pass(units, inval, false)
+    }
+
+    fn archive_pass(
+        &self,
+        units: &BTreeSet<String>,
+        inval: &dyn Invalidate,
+        closed_too: bool,
+    ) -> Changes {
         let _one_at_a_time = self.refresh_lock.lock();
         let Datasets::Archive(lazy) = &self.datasets else {
             log::debug!("refresh of an archive asked of a whole dataset: ignored");
@@ -246,7 +263,7 @@ impl SlabFs {
         // unless its version when it was closed is its version now).
         // A full pass does not know what changed: it asks.
         let changed = units.contains("").then(|| self.closed_changed(lazy));
-        for unit in &units {
+        for unit in units.iter().filter(|_| closed_too) {
             failed += self.invalidate_held(
                 unit,
                 |u| lazy.peek(u).is_none() && changed.as_ref().is_none_or(|c| c(u)),

@@ -359,6 +359,7 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
     };
     let mut next_walk = Instant::now() + period(watcher.is_some());
     let mut dirty: BTreeSet<PathBuf> = BTreeSet::new();
+    let mut recheck: BTreeSet<String> = BTreeSet::new();
     let mut dirty_since: Option<Instant> = None;
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -414,6 +415,7 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
                         let depth = dir
                             .strip_prefix(source)
                             .map_or(0, |r| r.components().count());
+                        let before = w.len();
                         let watched = if tree {
                             w.watch_tree(&dir, &roots, depth)
                         } else {
@@ -425,6 +427,15 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
                             walk_due = true;
                         } else {
                             pass.fs.stats().set_watching(Some(w.len()));
+                            // Newly watched: what changed in it between
+                            // the request that used it and now was not
+                            // seen. Its open datasets are checked.
+                            if w.len() > before
+                                && let Some(u) = unit_of(source, &dir)
+                            {
+                                recheck.insert(u);
+                                dirty_since.get_or_insert_with(Instant::now);
+                            }
                         }
                     }
                 }
@@ -455,12 +466,19 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
             }
             walk_due = false;
             dirty.clear();
+            recheck.clear();
             dirty_since = None;
             next_walk = Instant::now() + period(watcher.is_some());
         } else if dirty_since.is_some_and(|t| now >= t + SETTLE) {
             let paths = std::mem::take(&mut dirty);
+            let units = std::mem::take(&mut recheck);
             dirty_since = None;
-            pass.guarded(|p| p.reload(&paths));
+            if !units.is_empty() {
+                pass.guarded(|p| p.recheck(&units));
+            }
+            if !paths.is_empty() {
+                pass.guarded(|p| p.reload(&paths));
+            }
             if let Some(w) = &watcher {
                 pass.fs.stats().set_watching(Some(w.len()));
             }
@@ -539,6 +557,16 @@ impl Pass<'_> {
         }
         self.warned = now;
         self.done(&changes, started);
+    }
+
+    /// The open datasets at or under `units` (directories just watched)
+    /// compared with their versions now.
+    fn recheck(&mut self, units: &BTreeSet<String>) {
+        let started = Instant::now();
+        let changes = self.fs.recheck_open(units, self.inval);
+        if !changes.is_empty() {
+            self.done(&changes, started);
+        }
     }
 
     /// A partial pass: re-load the datasets at or around `paths` (absolute
