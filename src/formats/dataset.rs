@@ -72,7 +72,7 @@ use serde_json::{Map, Value};
 use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::{Options, hdf5, kerchunk, nca, netcdf, packed, zarr};
+use crate::formats::{Options, hdf5, icechunk, kerchunk, nca, netcdf, packed, zarr};
 use crate::storage::local;
 use crate::storage::local::confine::Roots;
 use crate::storage::location::{Location, url_of};
@@ -332,7 +332,7 @@ fn open_files(
     })?;
     let opts = local_options(source, cache, allow_outside, files, network)?;
     let mut ds = Dataset::default();
-    if meta.is_dir() && zarr::is_store(source) {
+    if meta.is_dir() && is_store_dir(source) {
         let name = source
             .canonicalize()
             .ok()
@@ -370,7 +370,7 @@ pub fn archive_of(
                 .map(|r| archive::Archive::with(Box::new(r))),
         );
     }
-    if source.is_dir() && !zarr::is_store(source) {
+    if source.is_dir() && !is_store_dir(source) {
         return archive::Archive::new(source, cache, allow_outside, network).map(Some);
     }
     Ok(None)
@@ -399,7 +399,7 @@ pub fn for_each_in(
             }
         };
     }
-    let plain_dir = source.is_dir() && !zarr::is_store(source);
+    let plain_dir = source.is_dir() && !is_store_dir(source);
     if !plain_dir {
         let _ = each(open_in(source, cache, allow_outside, network)?);
         return Ok(());
@@ -478,7 +478,7 @@ fn walk_each(
     names.sort();
     for (_, name) in names {
         let path = dir.join(&name);
-        let plain = path.is_dir() && !zarr::is_store(&path) && roots.check(&path).is_ok();
+        let plain = path.is_dir() && !is_store_dir(&path) && roots.check(&path).is_ok();
         if plain {
             if depth < MAX_DEPTH
                 && walk_each(&path, &join(prefix, &name), opts, roots, depth + 1, each)?.is_break()
@@ -499,6 +499,12 @@ fn walk_each(
     Ok(ControlFlow::Continue(()))
 }
 
+/// Whether the directory `dir` holds one Zarr hierarchy: a Zarr store,
+/// or an Icechunk repository (read as the store of its snapshot).
+pub fn is_store_dir(dir: &Path) -> bool {
+    zarr::is_store(dir) || icechunk::is_repository(dir)
+}
+
 /// Add the arrays of the store at `dir`, under the mount path `prefix`. A
 /// store whose root is an array appears as one file named `root_name`.
 fn add_store(
@@ -508,7 +514,12 @@ fn add_store(
     root_name: &str,
     opts: &Options,
 ) -> Result<()> {
-    let h = zarr::open_store(opts.files.store(dir), opts.cache.clone())?;
+    let store: Arc<dyn crate::storage::Store> = if icechunk::is_repository(dir) {
+        Arc::new(icechunk::IcechunkStore::open(dir, None, opts)?)
+    } else {
+        opts.files.store(dir)
+    };
+    let h = zarr::open_store(store, opts.cache.clone())?;
     let source = dir.display().to_string();
     push_hierarchy(ds, h, prefix, root_name, &source, GroupSource::Nested);
     Ok(())
@@ -790,7 +801,7 @@ fn add_named(
         }
         return Ok(());
     }
-    if zarr::is_store(&path) {
+    if is_store_dir(&path) {
         let store = Found::Store { array: false };
         if let Err(e) = add_found(ds, &path, &rel, name, store, opts) {
             log::debug!("skipping dataset {}: {e}", path.display());

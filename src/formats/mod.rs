@@ -53,6 +53,7 @@ use crate::storage::{Files, UrlFiles};
 pub mod chunked;
 pub mod dataset;
 pub mod hdf5;
+pub mod icechunk;
 pub mod kerchunk;
 pub mod nca;
 pub mod netcdf;

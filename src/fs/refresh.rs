@@ -575,7 +575,7 @@ impl Pass<'_> {
         let started = Instant::now();
         let (fs, source) = (self.fs, self.source);
         let mut units: BTreeSet<String> = paths.iter().filter_map(|p| unit_of(source, p)).collect();
-        if units.contains("") || crate::formats::zarr::is_store(source) {
+        if units.contains("") || dataset::is_store_dir(source) {
             // The source itself changed, or it is one dataset.
             return self.walk();
         }

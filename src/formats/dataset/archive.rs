@@ -24,7 +24,7 @@ use std::sync::Arc;
 use super::{Backend, Dataset, Found, MAX_DEPTH, add_found, confined_options, found_by_name};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::{Options, zarr};
+use crate::formats::{Options, icechunk, zarr};
 use crate::storage::local::confine::Roots;
 use crate::storage::local::fs_store::FsStore;
 use crate::storage::{Network, Store};
@@ -144,7 +144,8 @@ impl Local {
         kind: std::fs::FileType,
     ) -> Option<Found> {
         if kind.is_dir() {
-            return match zarr::store_root(path) {
+            let repository = || icechunk::is_repository(path).then_some(false);
+            return match zarr::store_root(path).or_else(repository) {
                 Some(array) => Some(Found::Store { array }),
                 None if depth < MAX_DEPTH => Some(Found::Directory),
                 None => None,
@@ -308,7 +309,7 @@ pub fn unit_of(source: &Path, path: &Path) -> Option<String> {
         }
         prefix.push_str(c);
         let here = source.join(&prefix);
-        if !here.is_dir() || zarr::is_store(&here) {
+        if !here.is_dir() || super::is_store_dir(&here) {
             return Some(prefix);
         }
     }

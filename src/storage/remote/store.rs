@@ -130,7 +130,18 @@ async fn collect(
     limit: u64,
     progress: &super::hedge::Progress,
 ) -> io::Result<std::result::Result<Vec<u8>, u64>> {
-    let GetResultPayload::Stream(mut stream) = payload;
+    // Only a local file system store answers with a file, and slabfs
+    // reads local files itself (object_store's `fs` feature is on for the
+    // icechunk crate's local storage, not for slabfs's stores).
+    let mut stream = match payload {
+        GetResultPayload::Stream(s) => s,
+        GetResultPayload::File(..) => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a local file answered through an object store",
+            ));
+        }
+    };
     let mut buf = Vec::with_capacity(expect);
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(io_error)?;
