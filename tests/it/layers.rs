@@ -5,7 +5,7 @@
 //! ```text
 //! cli      src/main.rs, src/cli.rs, src/cli/
 //! fs       src/fs/
-//! formats  src/formats/          (inside: dataset > nca > netcdf > packed, kerchunk > zarr, netcdf3, hdf5 > chunked)
+//! formats  src/formats/          (inside: dataset > nca > netcdf > packed, kerchunk, icechunk > zarr, netcdf3, hdf5 > chunked)
 //! engine   src/engine/    codec  src/codec/    (peers: neither imports the other)
 //! storage  src/storage/
 //! base     src/error.rs, src/dtype.rs, src/logging.rs, src/histogram.rs
@@ -85,8 +85,9 @@ fn format_rank(module: &str) -> Option<u32> {
         "chunked" => 0,
         // Peers: none imports another.
         "zarr" | "netcdf3" | "hdf5" => 1,
-        // kerchunk opens its references as a Zarr store.
-        "packed" | "kerchunk" => 2,
+        // kerchunk opens its references as a Zarr store, icechunk a
+        // repository's snapshot (both are stores the Zarr reader opens).
+        "packed" | "kerchunk" | "icechunk" => 2,
         "netcdf" => 3,
         "nca" => 4,
         "dataset" => 5,

@@ -25,6 +25,7 @@ mod faults;
 mod fuzz_regressions;
 mod hdf5;
 mod hdf5_plugins;
+mod icechunk;
 mod kerchunk;
 mod layers;
 mod lazy;

@@ -1,0 +1,191 @@
+//! Icechunk repositories through slabfs, against what zarr-python reads
+//! through icechunk-python (tests/fixtures/icechunk/generate.py): the
+//! committed spec-1 repository of native, inline and missing chunks, and a
+//! repository of virtual references into netCDF-4 and netCDF-3 files
+//! (written by netCDF4-python, referenced by VirtualiZarr) generated into a
+//! temporary directory (its references are absolute `file://` URLs).
+//! Every array byte for byte through the library, whole and in
+//! pseudo-random ranges, and through a real mount; virtual chunks outside
+//! slabfs's roots or whose file changed since the reference was written
+//! fail with a message naming the file.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use slabfs::engine::cache::ChunkCache;
+use slabfs::formats::dataset::{self, Dataset};
+
+use crate::common;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/icechunk")
+}
+
+fn cache() -> Arc<ChunkCache> {
+    Arc::new(ChunkCache::new(1 << 20))
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The arrays zarr-python read at `reference`, by path without the `/`.
+fn expected(doc: &Value, reference: &str) -> Vec<(String, String)> {
+    doc["read"][reference]
+        .as_object()
+        .unwrap_or_else(|| panic!("{reference} not in expected.json"))
+        .iter()
+        .map(|(p, a)| {
+            let sha = a["sha256"].as_str().unwrap().to_string();
+            (p.trim_start_matches('/').to_string(), sha)
+        })
+        .collect()
+}
+
+/// Every array of `ds` read whole equals zarr-python's (by sha256), and
+/// `ds` holds no other array.
+fn check_all(ds: &Dataset, want: &[(String, String)]) {
+    let mut got: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
+    got.sort();
+    let mut names: Vec<&str> = want.iter().map(|(p, _)| p.as_str()).collect();
+    names.sort();
+    assert_eq!(got, names, "the arrays zarr-python lists");
+    for (path, sha) in want {
+        let e = ds.entries.iter().find(|e| e.path == *path).unwrap();
+        let a = e.array.as_ref();
+        let size = a.meta().num_elements() * a.meta().item_size() as u64;
+        let mut whole = vec![0u8; size as usize];
+        slabfs::engine::read::read_at(a, 0, &mut whole, slabfs::dtype::Endian::Little)
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(sha256(&whole), *sha, "{path}");
+        common::check_ranges(a, &whole, 0x1ce, 20).unwrap_or_else(|e| panic!("{path}: {e}"));
+    }
+}
+
+fn doc(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap()
+}
+
+/// The committed repository written by icechunk-python 1.x (spec 1) at
+/// the tip of `main`: native chunks (zstd, blosc), inline ones, chunks
+/// never written (the fill value), an array grown twice, nested groups.
+#[test]
+fn a_native_repository_reads_as_zarr_python_reads_it() {
+    let dir = fixtures();
+    let expected_doc = doc(&dir);
+    assert_eq!(expected_doc["spec_version"], 1);
+    let ds = dataset::open(&dir.join("native"), cache()).unwrap();
+    assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
+    check_all(&ds, &expected(&expected_doc, "main"));
+    // The root group's and a nested group's attributes.
+    assert_eq!(
+        ds.directories[""].attributes["title"],
+        "slabfs icechunk fixture"
+    );
+    assert_eq!(ds.directories["nested/deeper"].attributes["level"], 2);
+}
+
+/// A repository of virtual references, written now into `dir`.
+fn virtual_repository(dir: &Path) -> Value {
+    let out = Command::new(common::python())
+        .arg("-W")
+        .arg("ignore")
+        .arg(fixtures().join("generate.py"))
+        .arg("virtual")
+        .arg(dir)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    doc(dir)
+}
+
+/// Virtual references into netCDF-4 (chunked with shuffle and zlib, and
+/// contiguous) and netCDF-3 (records) files: read where slabfs's roots
+/// admit the files (`--allow-outside`), refused otherwise with a message
+/// naming the file; a reference whose file changed since it was written
+/// (its last-modified checksum) is refused, never read.
+#[test]
+fn virtual_references_read_where_admitted_and_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let expected_doc = virtual_repository(&dir);
+    let repo = dir.join("virtual");
+    let src = dir.join("src");
+    let ds = dataset::open_with_roots(&repo, cache(), std::slice::from_ref(&src)).unwrap();
+    // `stale` is the reference that must fail: not in zarr-python's list.
+    let want = expected(&expected_doc, "main");
+    let mut with_stale = want.clone();
+    with_stale.push(("stale".to_string(), String::new()));
+    let names = |ds: &Dataset| {
+        let mut v: Vec<String> = ds.entries.iter().map(|e| e.path.clone()).collect();
+        v.sort();
+        v
+    };
+    let mut all: Vec<String> = with_stale.iter().map(|(p, _)| p.clone()).collect();
+    all.sort();
+    assert_eq!(names(&ds), all);
+    let plain = Dataset {
+        entries: ds
+            .entries
+            .iter()
+            .filter(|e| e.path != "stale")
+            .cloned()
+            .collect(),
+        ..Dataset::default()
+    };
+    check_all(&plain, &want);
+    let read = |ds: &Dataset, path: &str| {
+        let e = ds.entries.iter().find(|e| e.path == path).unwrap();
+        let mut buf = vec![0u8; 16];
+        slabfs::engine::read::read_at(e.array.as_ref(), 0, &mut buf, slabfs::dtype::Endian::Little)
+            .map(|_| buf)
+    };
+    let stale = read(&ds, "stale").unwrap_err().to_string();
+    assert!(stale.contains("sample4.nc"), "{stale}");
+    assert!(
+        stale.contains("changed since the reference was written"),
+        "{stale}"
+    );
+    // Without --allow-outside the files are outside the roots.
+    let confined = dataset::open(&repo, cache()).unwrap();
+    let outside = read(&confined, "nc4/tas").unwrap_err().to_string();
+    assert!(outside.contains("sample4.nc"), "{outside}");
+    assert!(
+        outside.contains("outside the allowed locations"),
+        "{outside}"
+    );
+    // The file rewritten after the references were written: its ETag
+    // (inode, time, size) no longer matches.
+    let nc4 = src.join("sample4.nc");
+    let bytes = std::fs::read(&nc4).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    std::fs::write(&nc4, &bytes).unwrap();
+    let fresh = dataset::open_with_roots(&repo, cache(), std::slice::from_ref(&src)).unwrap();
+    let etag = read(&fresh, "etag_elev").unwrap_err().to_string();
+    assert!(etag.contains("ETag"), "{etag}");
+}
+
+/// A real mount of the committed repository: `cat` of every array equals
+/// zarr-python's bytes.
+#[test]
+fn a_mounted_repository_serves_the_same_bytes() {
+    let dir = fixtures();
+    let want = expected(&doc(&dir), "main");
+    let m = common::mount::Mount::start(&dir.join("native"), &[]);
+    for (path, sha) in &want {
+        let bytes = std::fs::read(m.path(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(sha256(&bytes), *sha, "{path}");
+    }
+    m.stop();
+}
