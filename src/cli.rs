@@ -293,6 +293,7 @@ impl MountArgs {
             max_open_datasets: self.max_open_datasets,
             read_ahead_kb: self.read_ahead_kb,
             allow_outside: self.common.allow_outside.clone(),
+            reference: self.common.reference.clone(),
             remote: slabfs::storage::remote::Remote::new(self.common.remote.config()),
         }
     }
@@ -308,6 +309,10 @@ pub struct Common {
     /// (by default only files under SOURCE); repeatable.
     #[arg(long, value_name = "PATH")]
     pub allow_outside: Vec<PathBuf>,
+    /// The version of an Icechunk repository SOURCE to serve: a branch, a
+    /// tag or a snapshot id [default: the tip of main] (docs/ICECHUNK.md).
+    #[arg(long = "ref", value_name = "BRANCH|TAG|SNAPSHOT")]
+    pub reference: Option<String>,
     /// Data files (netCDF-3 files, blocked archives, raw fragments) kept
     /// open at once; the others are opened again when read [default: half
     /// the open-file limit, which slabfs raises to the hard limit, at most
@@ -341,12 +346,13 @@ impl Common {
 /// The datasets of `source` for `ls` and `cat`, URLs reached through a
 /// remote state of their own, made from the remote options.
 fn open_source(source: &std::path::Path, common: &Common) -> slabfs::Result<dataset::Dataset> {
-    let network = slabfs::storage::remote::Remote::new(common.remote.config());
-    dataset::open_in(
+    let network = std::sync::Arc::new(slabfs::storage::remote::Remote::new(common.remote.config()));
+    dataset::open_version(
         source,
+        common.reference.as_deref(),
         cache(common),
         &common.allow_outside,
-        Some(std::sync::Arc::new(network)),
+        Some(network),
     )
 }
 
@@ -482,13 +488,18 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
                 }
                 std::ops::ControlFlow::Continue(())
             };
-            dataset::for_each_in(
-                &source,
-                cache(&common),
-                &common.allow_outside,
-                Some(std::sync::Arc::new(network)),
-                &mut print,
-            )?;
+            match &common.reference {
+                Some(_) => {
+                    let _ = print(open_source(&source, &common)?);
+                }
+                None => dataset::for_each_in(
+                    &source,
+                    cache(&common),
+                    &common.allow_outside,
+                    Some(std::sync::Arc::new(network)),
+                    &mut print,
+                )?,
+            }
             match failed {
                 Some(e) => Err(e.into()),
                 None => Ok(()),

@@ -216,7 +216,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                         return Err(format!(
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
                              cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
-                             max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, \
+                             max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, ref=, \
                              endpoint_url=, no_sign_request, max_requests=, request_timeout=, stall_timeout=, \
                              retries=, hdf5_plugins, hdf5_plugin_path=, log_level=, log_file=; \
                              -s ignores unknown ones)"
@@ -313,6 +313,7 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
             .common
             .allow_outside
             .extend(split_roots(need()?).into_iter().map(Into::into)),
+        "ref" => a.common.reference = Some(need()?.to_string()),
         "endpoint_url" => a.common.remote.endpoint_url = Some(need()?.to_string()),
         "no_sign_request" if value.is_none() => a.common.remote.no_sign_request = true,
         "max_requests" => {
@@ -369,6 +370,14 @@ mod tests {
             ["/data", "s3://other/p", "gs://g"].map(std::path::PathBuf::from)
         );
         assert!(parse(&os(&["s", "m", "-o", "ro,max_requests=0"])).is_err());
+    }
+
+    #[test]
+    fn icechunk_ref_option() {
+        let inv = parse_ok(&["/srv/repo", "/mnt/x", "-o", "ro,ref=v1"]);
+        assert_eq!(inv.args.common.reference.as_deref(), Some("v1"));
+        let inv = parse_ok(&["/srv/repo", "/mnt/x", "-o", "ro"]);
+        assert_eq!(inv.args.common.reference, None);
     }
 
     fn parse_ok(args: &[&str]) -> Invocation {

@@ -224,6 +224,54 @@ pub fn open_in(
     )
 }
 
+/// [`open_in`], or [`open_repository`] at `reference` when one is given.
+pub fn open_version(
+    source: &Path,
+    reference: Option<&str>,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    network: Option<Arc<dyn Network>>,
+) -> Result<Dataset> {
+    match reference {
+        Some(r) => open_repository(source, r, cache, allow_outside, network),
+        None => open_in(source, cache, allow_outside, network),
+    }
+}
+
+/// [`open_in`] of an Icechunk repository at `reference` (a branch, a tag
+/// or a snapshot id; `--ref`) instead of the tip of `main`. An error when
+/// `source` is no repository (only a repository has versions).
+pub fn open_repository(
+    source: &Path,
+    reference: &str,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    network: Option<Arc<dyn Network>>,
+) -> Result<Dataset> {
+    if !icechunk::is_source(source) {
+        return Err(Error::metadata(
+            source.display().to_string(),
+            format!(
+                "--ref {reference}: a branch, tag or snapshot of an Icechunk repository, and \
+                 this is no local Icechunk repository"
+            ),
+        ));
+    }
+    let roots = Roots::new(allowed_roots(source, allow_outside));
+    let opts = local_options(
+        source,
+        cache,
+        allow_outside,
+        local::confined(roots),
+        network.as_deref(),
+    )?;
+    let mut ds = Dataset::default();
+    let name = root_name(source);
+    add_hierarchy(&mut ds, source, "", &name, &opts, Some(reference))?;
+    ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(ds)
+}
+
 /// The network `network`, or the error of a URL read without one.
 fn need_network<'a>(network: Option<&'a dyn Network>, url: &str) -> Result<&'a dyn Network> {
     network.ok_or_else(|| Error::Io {
@@ -333,12 +381,7 @@ fn open_files(
     let opts = local_options(source, cache, allow_outside, files, network)?;
     let mut ds = Dataset::default();
     if meta.is_dir() && is_store_dir(source) {
-        let name = source
-            .canonicalize()
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "array".to_string());
-        add_store(&mut ds, source, "", &name, &opts)?;
+        add_store(&mut ds, source, "", &root_name(source), &opts)?;
     } else if meta.is_dir() {
         let roots = Roots::new(opts.roots.clone());
         walk(&mut ds, source, "", &opts, &roots, 0)?;
@@ -514,8 +557,30 @@ fn add_store(
     root_name: &str,
     opts: &Options,
 ) -> Result<()> {
+    add_hierarchy(ds, dir, prefix, root_name, opts, None)
+}
+
+/// The name a store's root array takes when the store is SOURCE.
+fn root_name(source: &Path) -> String {
+    source
+        .canonicalize()
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "array".to_string())
+}
+
+/// [`add_store`], an Icechunk repository at `reference` (`None`: the tip
+/// of `main`).
+fn add_hierarchy(
+    ds: &mut Dataset,
+    dir: &Path,
+    prefix: &str,
+    root_name: &str,
+    opts: &Options,
+    reference: Option<&str>,
+) -> Result<()> {
     let store: Arc<dyn crate::storage::Store> = if icechunk::is_repository(dir) {
-        Arc::new(icechunk::IcechunkStore::open(dir, None, opts)?)
+        Arc::new(icechunk::IcechunkStore::open(dir, reference, opts)?)
     } else {
         opts.files.store(dir)
     };

@@ -92,6 +92,9 @@ pub struct MountConfig {
     /// Directories outside SOURCE that aggregations and references may
     /// read files from (`--allow-outside`).
     pub allow_outside: Vec<PathBuf>,
+    /// The version of an Icechunk repository SOURCE (`--ref`); `None`:
+    /// the tip of `main`.
+    pub reference: Option<String>,
     /// How URLs are reached (the CLI's remote options): the mount's whole
     /// remote state, its limits and counters.
     pub remote: crate::storage::remote::Remote,
@@ -252,12 +255,16 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     let network: Arc<dyn crate::storage::Network> = Arc::new(cfg.remote.clone());
     // A directory of datasets: each opened on first use (ready at once,
     // whatever its size). One dataset (a file, a store, a URL): loaded now.
-    let archive = dataset::archive_of(
-        &source,
-        cache.clone(),
-        &cfg.allow_outside,
-        Some(network.clone()),
-    )?;
+    // A version of a repository (`--ref`) is one dataset.
+    let archive = match cfg.reference {
+        Some(_) => None,
+        None => dataset::archive_of(
+            &source,
+            cache.clone(),
+            &cfg.allow_outside,
+            Some(network.clone()),
+        )?,
+    };
     let (core, shown, skipped) = if let Some(archive) = archive {
         let core = SlabFs::of_archive(archive, cfg.max_open_datasets, fs_config);
         let shown = format!("the datasets of {} as they are used", source.display());
@@ -265,7 +272,13 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     } else {
         // A load: its log lines are not repeated by the refreshes that follow.
         let ds = crate::logging::loading(|| {
-            dataset::open_in(&source, cache.clone(), &cfg.allow_outside, Some(network))
+            dataset::open_version(
+                &source,
+                cfg.reference.as_deref(),
+                cache.clone(),
+                &cfg.allow_outside,
+                Some(network),
+            )
         })?;
         for s in &ds.skipped {
             log::warn!("not shown: {s}");
@@ -348,6 +361,7 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
                 watch: cfg.watch,
                 rescan: cfg.rescan,
                 max_watches: cfg.max_watches,
+                reference: cfg.reference.clone(),
             },
             notifier,
             skipped,

@@ -169,6 +169,9 @@ pub struct RefreshConfig {
     /// Most directories watched (`--max-watches`); `None` = half of
     /// `fs.inotify.max_user_watches`.
     pub max_watches: Option<usize>,
+    /// The version of an Icechunk repository SOURCE served (`--ref`): a
+    /// walk opens that one again (a branch: its tip now).
+    pub reference: Option<String>,
 }
 
 impl RefreshConfig {
@@ -180,6 +183,7 @@ impl RefreshConfig {
             watch: false,
             rescan: None,
             max_watches: None,
+            reference: None,
         }
     }
 }
@@ -248,6 +252,7 @@ pub fn spawn(
                     fs: &fs,
                     source: &source,
                     allow_outside: &allow_outside,
+                    reference: cfg.reference.clone(),
                     cache: &cache,
                     inval: inval.as_ref(),
                     warned: known_skipped.into_iter().collect(),
@@ -271,6 +276,8 @@ struct Pass<'a> {
     fs: &'a SlabFs,
     source: &'a Path,
     allow_outside: &'a [PathBuf],
+    /// `--ref` of a repository SOURCE.
+    reference: Option<String>,
     cache: &'a Arc<ChunkCache>,
     inval: &'a dyn Invalidate,
     /// The failure messages already logged, so a persistent failure is
@@ -529,7 +536,13 @@ impl Pass<'_> {
         // What the loaders log is logged once an hour, not every pass
         // (crate::logging).
         let opened = crate::logging::loading(|| {
-            dataset::open_in(source, self.cache.clone(), self.allow_outside, fs.network())
+            dataset::open_version(
+                source,
+                self.reference.as_deref(),
+                self.cache.clone(),
+                self.allow_outside,
+                fs.network(),
+            )
         });
         let ds = match opened {
             Ok(ds) => ds,
@@ -1235,6 +1248,7 @@ mod tests {
                 watch: true,
                 rescan: None,
                 max_watches: None,
+                reference: None,
             },
             Box::new(Recorder::default()),
             Vec::new(),
@@ -1309,6 +1323,7 @@ mod tests {
                 watch: true,
                 rescan: None,
                 max_watches: None,
+                reference: None,
             },
             Box::new(Shared(rec.clone())),
             Vec::new(),

@@ -176,8 +176,8 @@ fn virtual_references_read_where_admitted_and_unchanged() {
     assert!(etag.contains("ETag"), "{etag}");
 }
 
-/// A real mount of the committed repository: `cat` of every array equals
-/// zarr-python's bytes.
+/// A real mount of the committed repository, at main and at `--ref dev`:
+/// every array's bytes equal zarr-python's.
 #[test]
 fn a_mounted_repository_serves_the_same_bytes() {
     let dir = fixtures();
@@ -187,5 +187,70 @@ fn a_mounted_repository_serves_the_same_bytes() {
         let bytes = std::fs::read(m.path(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
         assert_eq!(sha256(&bytes), *sha, "{path}");
     }
+    assert!(!m.path("devonly").exists(), "a group of branch dev only");
     m.stop();
+    // Another branch, by `--ref`.
+    let want = expected(&doc(&dir), "dev");
+    let m = common::mount::Mount::start(&dir.join("native"), &["--ref", "dev"]);
+    for (path, sha) in &want {
+        let bytes = std::fs::read(m.path(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(sha256(&bytes), *sha, "{path}");
+    }
+    assert!(m.path("devonly/x").exists());
+    m.stop();
+}
+
+/// `--ref`: every version zarr-python read (a branch, another branch that
+/// diverged, a tag, a snapshot id) through the library, one of them
+/// through `slabfs cat --ref`; `--ref` of no such name, or of a SOURCE
+/// that is no repository, is an error naming it.
+#[test]
+fn every_version_reads_as_zarr_python_reads_it() {
+    let dir = fixtures();
+    let expected_doc = doc(&dir);
+    let repo = dir.join("native");
+    let refs: Vec<String> = expected_doc["read"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(refs.len(), 4, "{refs:?}");
+    for r in &refs {
+        let ds = dataset::open_repository(&repo, r, cache(), &[], None)
+            .unwrap_or_else(|e| panic!("{r}: {e}"));
+        check_all(&ds, &expected(&expected_doc, r));
+    }
+    // The CLI: the tag's `series` (1,000 values there, 1,300 at main).
+    let (path, sha) = expected(&expected_doc, "v1")
+        .into_iter()
+        .find(|(p, _)| p == "series")
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_slabfs"))
+        .args(["cat", "--ref", "v1"])
+        .arg(&repo)
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout.len(), 4000);
+    assert_eq!(sha256(&out.stdout), sha);
+    let err = dataset::open_repository(&repo, "no-such-ref", cache(), &[], None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("no-such-ref") && err.contains("native"),
+        "{err}"
+    );
+    let plain = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr");
+    let err = dataset::open_repository(&plain, "main", cache(), &[], None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("no local Icechunk repository"), "{err}");
 }
