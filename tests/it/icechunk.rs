@@ -254,3 +254,31 @@ fn every_version_reads_as_zarr_python_reads_it() {
         .to_string();
     assert!(err.contains("no local Icechunk repository"), "{err}");
 }
+
+/// The spec-2 format (one `repo` object instead of `refs/`), written by the
+/// icechunk crate (tests/fixtures/icechunk/gen-spec2: icechunk-python 2.x,
+/// which writes it, needs Python 3.12): every version equals the values
+/// its generator wrote (and read back through icechunk's own store).
+#[test]
+fn a_spec2_repository_reads_as_written() {
+    let dir = fixtures().join("spec2");
+    let expected_doc = doc(&dir);
+    assert_eq!(expected_doc["spec_version"], 2);
+    let repo = dir.join("repo");
+    assert!(repo.join("repo").is_file() && !repo.join("refs").exists());
+    let refs: Vec<String> = expected_doc["read"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(refs.len(), 4, "{refs:?}");
+    for r in &refs {
+        let ds = dataset::open_repository(&repo, r, cache(), &[], None)
+            .unwrap_or_else(|e| panic!("{r}: {e}"));
+        check_all(&ds, &expected(&expected_doc, r));
+    }
+    // Without --ref: main.
+    let ds = dataset::open(&repo, cache()).unwrap();
+    check_all(&ds, &expected(&expected_doc, "main"));
+}
