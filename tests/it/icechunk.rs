@@ -188,6 +188,10 @@ fn a_mounted_repository_serves_the_same_bytes() {
         assert_eq!(sha256(&bytes), *sha, "{path}");
     }
     assert!(!m.path("devonly").exists(), "a group of branch dev only");
+    // The sidecar names the snapshot served.
+    let main_tip = doc(&dir)["branches"]["main"].as_str().unwrap().to_string();
+    let sidecar = std::fs::read_to_string(m.path("temp.json")).unwrap();
+    assert!(sidecar.contains(&format!("Icechunk snapshot {main_tip}")), "{sidecar}");
     m.stop();
     // Another branch, by `--ref`.
     let want = expected(&doc(&dir), "dev");
