@@ -191,7 +191,10 @@ fn a_mounted_repository_serves_the_same_bytes() {
     // The sidecar names the snapshot served.
     let main_tip = doc(&dir)["branches"]["main"].as_str().unwrap().to_string();
     let sidecar = std::fs::read_to_string(m.path("temp.json")).unwrap();
-    assert!(sidecar.contains(&format!("Icechunk snapshot {main_tip}")), "{sidecar}");
+    assert!(
+        sidecar.contains(&format!("Icechunk snapshot {main_tip}")),
+        "{sidecar}"
+    );
     m.stop();
     // Another branch, by `--ref`.
     let want = expected(&doc(&dir), "dev");
@@ -285,4 +288,66 @@ fn a_spec2_repository_reads_as_written() {
     // Without --ref: main.
     let ds = dataset::open(&repo, cache()).unwrap();
     check_all(&ds, &expected(&expected_doc, "main"));
+}
+
+/// Copy the directory `from` to `to` (files and subdirectories).
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// Broken repositories fail with messages naming them, never panic: every
+/// snapshot truncated (the repository does not open: an error naming its
+/// directory), a native chunk object missing (that chunk's reads fail,
+/// naming the object; the other arrays read).
+#[test]
+fn broken_repositories_fail_naming_what_is_broken() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("broken");
+    copy_dir(&fixtures().join("native"), &repo);
+    let want = expected(&doc(&fixtures()), "main");
+    // A chunk object gone.
+    let ds = dataset::open(&repo, cache()).unwrap();
+    let chunks: Vec<PathBuf> = std::fs::read_dir(repo.join("chunks"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    for c in &chunks {
+        std::fs::remove_file(c).unwrap();
+    }
+    let e = ds.entries.iter().find(|e| e.path == "big").unwrap();
+    let mut buf = vec![0u8; 64];
+    let err =
+        slabfs::engine::read::read_at(e.array.as_ref(), 0, &mut buf, slabfs::dtype::Endian::Little)
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("chunks/") && err.contains("missing"), "{err}");
+    // `tiny` is inline: it still reads.
+    let (_, tiny_sha) = want.iter().find(|(p, _)| p == "tiny").unwrap();
+    let t = ds.entries.iter().find(|e| e.path == "tiny").unwrap();
+    let mut whole = vec![0u8; 40];
+    slabfs::engine::read::read_at(
+        t.array.as_ref(),
+        0,
+        &mut whole,
+        slabfs::dtype::Endian::Little,
+    )
+    .unwrap();
+    assert_eq!(sha256(&whole), *tiny_sha);
+    // Every snapshot truncated: no open, an error naming the repository.
+    for s in std::fs::read_dir(repo.join("snapshots")).unwrap() {
+        let p = s.unwrap().path();
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+    }
+    let err = dataset::open(&repo, cache()).err().unwrap().to_string();
+    assert!(err.contains("broken") && err.contains("Icechunk"), "{err}");
 }
