@@ -351,3 +351,25 @@ fn broken_repositories_fail_naming_what_is_broken() {
     let err = dataset::open(&repo, cache()).err().unwrap().to_string();
     assert!(err.contains("broken") && err.contains("Icechunk"), "{err}");
 }
+
+/// A repository inside a directory of datasets is one of them (a
+/// directory, opened when used) at the tip of `main`.
+#[test]
+fn a_repository_in_an_archive_is_a_dataset() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    copy_dir(&fixtures().join("native"), &root.join("runs/repo"));
+    let want = expected(&doc(&fixtures()), "main");
+    let m = common::mount::Mount::start(&root, &[]);
+    let names: Vec<String> = std::fs::read_dir(m.path("runs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["repo"]);
+    for (path, sha) in &want {
+        let bytes = std::fs::read(m.path(&format!("runs/repo/{path}")))
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(sha256(&bytes), *sha, "{path}");
+    }
+    m.stop();
+}
