@@ -373,3 +373,56 @@ fn a_repository_in_an_archive_is_a_dataset() {
     }
     m.stop();
 }
+
+/// A new commit on the branch a mount follows shows without a remount
+/// (icechunk-python appends to `series` and commits); a mount of a tag
+/// does not change.
+#[test]
+fn a_new_commit_shows_in_a_mount_of_its_branch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().canonicalize().unwrap().join("repo");
+    copy_dir(&fixtures().join("native"), &repo);
+    let main = common::mount::Mount::start(&repo, &["--refresh", "1"]);
+    let tag = common::mount::Mount::start(&repo, &["--refresh", "1", "--ref", "v1"]);
+    let len = |m: &common::mount::Mount| std::fs::metadata(m.path("series")).unwrap().len();
+    assert_eq!((len(&main), len(&tag)), (1300 * 4, 1000 * 4));
+    let script = format!(
+        "import icechunk as ic, zarr, numpy as np\n\
+         repo = ic.Repository.open(ic.local_filesystem_storage({:?}))\n\
+         s = repo.writable_session('main')\n\
+         g = zarr.open_group(store=s.store)\n\
+         g['series'].append(np.full(100, 7.0, dtype='float32'))\n\
+         s.commit('grow to 1400')\n",
+        repo.display().to_string()
+    );
+    let out = Command::new(common::python())
+        .args(["-W", "ignore", "-c", &script])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while len(&main) != 1400 * 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not seen:\n{}",
+            main.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let bytes = std::fs::read(main.path("series")).unwrap();
+    assert!(
+        bytes[1300 * 4..]
+            .chunks(4)
+            .all(|c| c == 7.0f32.to_le_bytes())
+    );
+    // Two more passes: the tag's mount is as it was.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(len(&tag), 1000 * 4);
+    main.stop();
+    tag.stop();
+}
