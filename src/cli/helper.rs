@@ -35,6 +35,7 @@
 //! options), `refresh=SECONDS`, `watch=inotify|walk`, `rescan=SECONDS`,
 //! `max_watches=N`, `max_open_datasets=N`, `uid=N`, `gid=N`, `threads=N`,
 //! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`,
+//! `ref=BRANCH|TAG|SNAPSHOT` (an Icechunk repository's version),
 //! for URL sources `endpoint_url=URL`, `no_sign_request`, `max_requests=N`,
 //! `request_timeout=SECONDS`, `stall_timeout=SECONDS`, `retries=N`, `hdf5_plugins`,
 //! `hdf5_plugin_path=DIR[:DIR...]` (only with `hdf5_plugins`), and

@@ -426,3 +426,102 @@ fn a_new_commit_shows_in_a_mount_of_its_branch() {
     main.stop();
     tag.stop();
 }
+
+/// Review of issue 27's first part: what a repository holds cannot reach
+/// outside the roots or past a caller's limit, and only a repository is
+/// taken for one.
+#[test]
+fn a_repository_is_confined_and_recognised_by_its_signature() {
+    use slabfs::formats::icechunk::{IcechunkStore, is_repository};
+    use slabfs::storage::Store;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let repo = root.join("repo");
+    copy_dir(&fixtures().join("native"), &repo);
+    let opts = slabfs::formats::Options::new(vec![repo.clone()], cache());
+    // A caller's limit holds before anything is read.
+    let store = IcechunkStore::open(&repo, None, &opts).unwrap();
+    let err = store.get("big/c/0/0", 100).unwrap_err();
+    assert!(
+        matches!(err, slabfs::error::Error::TooLarge { .. }),
+        "{err}"
+    );
+    assert_eq!(
+        store.get("big/c/0/0", 1 << 20).unwrap().unwrap().len(),
+        4096
+    );
+    // A chunk object replaced by a symlink leading outside the roots is
+    // refused, never read.
+    let secret = root.join("secret");
+    std::fs::write(&secret, vec![0x5au8; 4096]).unwrap();
+    for e in std::fs::read_dir(repo.join("chunks")).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(&secret, &p).unwrap();
+    }
+    let ds = dataset::open(&repo, cache()).unwrap();
+    let e = ds.entries.iter().find(|e| e.path == "big").unwrap();
+    let mut buf = vec![0u8; 4096];
+    let r =
+        slabfs::engine::read::read_at(e.array.as_ref(), 0, &mut buf, slabfs::dtype::Endian::Little);
+    assert!(r.is_err(), "read through a symlink outside the roots");
+    // Only a repository is one: a directory with `refs/` and `snapshots/`
+    // (here holding a Zarr store) is a directory of datasets.
+    let plain = root.join("plain");
+    std::fs::create_dir_all(plain.join("refs")).unwrap();
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr/v3/blosc.zarr"),
+        &plain.join("snapshots/t.zarr"),
+    );
+    assert!(!is_repository(&plain));
+    assert!(is_repository(&repo));
+}
+
+/// A virtual reference to a file whose name needs percent-encoding in a
+/// URL (a space): read as icechunk-python reads it.
+#[test]
+fn a_virtual_reference_to_an_encoded_file_name_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let expected_doc = virtual_repository(&dir);
+    let src = dir.join("src");
+    std::fs::copy(src.join("sample4.nc"), src.join("with space.nc")).unwrap();
+    let prefix = expected_doc["container_prefix"].as_str().unwrap();
+    let script = format!(
+        "import icechunk as ic, zarr, h5py, os\n\
+         from zarr.codecs import BytesCodec\n\
+         prefix = {prefix:?}\n\
+         creds = ic.containers_credentials({{prefix: None}})\n\
+         repo = ic.Repository.open(ic.local_filesystem_storage({repo:?}), authorize_virtual_chunk_access=creds)\n\
+         s = repo.writable_session('main')\n\
+         root = zarr.open_group(store=s.store)\n\
+         root.create_array('spaced', shape=(18, 24), chunks=(18, 24), dtype='int16', compressors=None, fill_value=0, serializer=BytesCodec(endian='little'))\n\
+         f = h5py.File({nc:?}, 'r')\n\
+         off, ln = f['elev'].id.get_offset(), f['elev'].id.get_storage_size()\n\
+         s.store.set_virtual_ref('spaced/c/0/0', prefix + 'with space.nc', offset=off, length=ln)\n\
+         s.commit('spaced')\n\
+         print(repo.readonly_session('main').store)\n",
+        repo = dir.join("virtual").display().to_string(),
+        nc = src.join("with space.nc").display().to_string(),
+    );
+    let out = Command::new(common::python())
+        .args(["-W", "ignore", "-c", &script])
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ds = dataset::open_with_roots(&dir.join("virtual"), cache(), std::slice::from_ref(&src))
+        .unwrap();
+    let read = |path: &str| {
+        let e = ds.entries.iter().find(|e| e.path == path).unwrap();
+        let mut buf = vec![0u8; 18 * 24 * 2];
+        slabfs::engine::read::read_at(e.array.as_ref(), 0, &mut buf, slabfs::dtype::Endian::Little)
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        buf
+    };
+    assert_eq!(read("spaced"), read("nc4/elev"));
+}

@@ -49,15 +49,20 @@ use icechunk::session::Session;
 
 use crate::error::{Error, Result};
 use crate::formats::Options;
-use crate::storage::local::FsStore;
 use crate::storage::location::url_of;
 use crate::storage::scope::Scope;
 use crate::storage::{ByteRange, Store};
 
-/// Whether the directory `dir` holds an Icechunk repository: its
-/// `snapshots/` and either `refs/` (spec 1) or the `repo` object (spec 2).
+/// The id of every repository's first snapshot (its creation), in both
+/// spec versions: Icechunk's signature, so that a directory that happens
+/// to hold `refs/` and `snapshots/` is not taken for a repository.
+const FIRST_SNAPSHOT: &str = "1CECHNKREP0F1RSTCMT0";
+
+/// Whether the directory `dir` holds an Icechunk repository: its first
+/// snapshot, and either `refs/` (spec 1) or the `repo` object (spec 2).
 pub fn is_repository(dir: &Path) -> bool {
-    dir.join("snapshots").is_dir() && (dir.join("refs").is_dir() || dir.join("repo").is_file())
+    dir.join("snapshots").join(FIRST_SNAPSHOT).is_file()
+        && (dir.join("refs").is_dir() || dir.join("repo").is_file())
 }
 
 /// The runtime the crate's calls run on: one for the process, one worker
@@ -74,6 +79,23 @@ fn runtime() -> &'static tokio::runtime::Runtime {
             .build()
             .expect("a tokio runtime")
     })
+}
+
+/// The crate's caches, bounded: its defaults keep up to 15 million chunk
+/// references and 500,000 nodes per open repository (gigabytes for a
+/// large virtual store, times the repositories open at once). Layered on
+/// the repository's own configuration.
+fn bounded_caches() -> icechunk::RepositoryConfig {
+    icechunk::RepositoryConfig {
+        caching: Some(icechunk::config::CachingConfig {
+            num_snapshot_nodes: Some(50_000),
+            num_chunk_refs: Some(500_000),
+            num_transaction_changes: Some(0),
+            num_bytes_attributes: Some(1 << 20),
+            num_bytes_chunks: Some(0),
+        }),
+        ..Default::default()
+    }
 }
 
 /// What `reference` names: a branch, else a tag, else a snapshot id.
@@ -102,12 +124,12 @@ pub struct IcechunkStore {
     snapshot: String,
     /// By path in the hierarchy, without the leading `/` (`""`: the root).
     nodes: BTreeMap<String, Node>,
-    /// The repository's directory: where native chunks are.
-    objects: FsStore,
+    /// The repository's directory (confined like every store): where
+    /// native chunks are.
+    objects: Arc<dyn Store>,
     /// The virtual chunk containers' URL prefixes.
     containers: Vec<String>,
     scope: Arc<Scope>,
-    files: Arc<dyn crate::storage::Files>,
 }
 
 impl std::fmt::Debug for IcechunkStore {
@@ -133,6 +155,7 @@ impl IcechunkStore {
                 .await
                 .map_err(|e| fail("cannot open its storage", &e))?;
             let repo = icechunk::Repository::open(storage)
+                .config(bounded_caches())
                 .execute()
                 .await
                 .map_err(|e| fail("cannot open it", &e))?;
@@ -177,10 +200,9 @@ impl IcechunkStore {
             session,
             snapshot,
             nodes,
-            objects: FsStore::new(dir),
+            objects: opts.files.store(dir),
             containers,
             scope: opts.scope_for(dir),
-            files: opts.files.clone(),
         })
     }
 
@@ -229,12 +251,27 @@ impl IcechunkStore {
     }
 
     /// The bytes of the chunk `idx` of `array` (`key` for messages).
-    fn chunk(&self, key: &str, array: &str, idx: Vec<u32>) -> Result<Option<Vec<u8>>> {
+    fn chunk(&self, key: &str, array: &str, idx: Vec<u32>, limit: u64) -> Result<Option<Vec<u8>>> {
         let path = icechunk::format::Path::try_from(format!("/{array}").as_str())
             .map_err(|e| self.error(key, e))?;
         let payload = runtime()
             .block_on(self.session.get_chunk_ref(&path, &ChunkIndices(idx)))
             .map_err(|e| self.error(key, e))?;
+        // Nothing read beyond the caller's limit (a reference's length is
+        // bounded only by its file's).
+        let length = match &payload {
+            Some(ChunkPayload::Inline(b)) => b.len() as u64,
+            Some(ChunkPayload::Ref(r)) => r.length,
+            Some(ChunkPayload::Virtual(v)) => v.length,
+            _ => 0,
+        };
+        if length > limit {
+            return Err(Error::TooLarge {
+                path: self.describe(key),
+                size: length,
+                limit,
+            });
+        }
         match payload {
             None => Ok(None),
             Some(ChunkPayload::Inline(bytes)) => Ok(Some(bytes.to_vec())),
@@ -266,7 +303,10 @@ impl IcechunkStore {
 
     /// `len` bytes at `offset` of the file `url` names, if both the
     /// repository's containers and slabfs's roots admit it, and if it is
-    /// the version `checksum` says.
+    /// the version `checksum` says. The file is checked as it is opened
+    /// (a symlink or FIFO swapped in is refused), the checksum and range
+    /// against the open file, and the read is retried when the file
+    /// changed during it: never bytes of another version.
     fn read_virtual(
         &self,
         key: &str,
@@ -276,58 +316,74 @@ impl IcechunkStore {
         checksum: Option<&Checksum>,
     ) -> Result<Vec<u8>> {
         let refuse = |why: String| self.error(key, format!("virtual chunk in {url}: {why}"));
-        if !self.containers.iter().any(|p| url.starts_with(p.as_str())) {
+        let parsed = url::Url::parse(url).map_err(|e| refuse(format!("not a URL: {e}")))?;
+        let contained = self.containers.iter().any(|p| {
+            url::Url::parse(p).is_ok_and(|c| {
+                c.scheme() == parsed.scheme()
+                    && c.host() == parsed.host()
+                    && parsed.path().starts_with(c.path().trim_end_matches('/'))
+                    && parsed.path()[c.path().trim_end_matches('/').len()..].starts_with('/')
+            })
+        });
+        if !contained {
             return Err(refuse(
                 "no virtual chunk container of the repository holds it".into(),
             ));
         }
-        let Some(path) = url.strip_prefix("file://") else {
+        if parsed.scheme() != "file" {
             return Err(refuse(
                 "only file:// locations are read yet (object-store locations: a later release)"
                     .into(),
             ));
-        };
-        let path = PathBuf::from(path);
-        let real = self.scope.check(&path).map_err(|r| {
+        }
+        if !matches!(parsed.host_str(), None | Some("") | Some("localhost")) {
+            return Err(refuse("a file URL of another host".into()));
+        }
+        let path = parsed
+            .to_file_path()
+            .map_err(|()| refuse("not a local file path".into()))?;
+        let real = self.scope.local().check(&path).map_err(|real| {
             refuse(format!(
-                "outside the allowed locations ({}): {r:?}",
-                self.scope.describe()
+                "outside the allowed locations ({}): it resolves to {}",
+                self.scope.describe(),
+                real.display()
             ))
         })?;
-        let meta = std::fs::metadata(&real).map_err(|e| refuse(e.to_string()))?;
-        match checksum {
-            None => {}
-            Some(Checksum::LastModified(secs)) if meta.mtime() > i64::from(secs.0) => {
-                return Err(refuse(format!(
-                    "changed since the reference was written (modified at {} s, the \
-                     reference is of {} s)",
-                    meta.mtime(),
-                    secs.0
-                )));
-            }
-            Some(Checksum::LastModified(_)) => {}
-            Some(Checksum::ETag(tag)) => {
-                let now = local_etag(&meta);
-                if tag.0.trim_matches('"') != now {
-                    return Err(refuse(format!(
-                        "changed since the reference was written (ETag {now}, the reference \
-                         has {})",
-                        tag.0
-                    )));
+        let verify = |meta: &std::fs::Metadata| -> std::result::Result<(), String> {
+            match checksum {
+                Some(Checksum::LastModified(secs)) => {
+                    let modified = meta.mtime() as f64 + meta.mtime_nsec() as f64 * 1e-9;
+                    if modified > f64::from(secs.0) {
+                        return Err(format!(
+                            "changed since the reference was written (modified at {} s, the \
+                             reference is of {} s)",
+                            meta.mtime(),
+                            secs.0
+                        ));
+                    }
                 }
+                Some(Checksum::ETag(tag)) => {
+                    let now = local_etag(meta);
+                    if tag.0.trim_matches('"') != now {
+                        return Err(format!(
+                            "changed since the reference was written (ETag {now}, the \
+                             reference has {})",
+                            tag.0
+                        ));
+                    }
+                }
+                None => {}
             }
-        }
-        if offset.checked_add(len).is_none_or(|end| end > meta.len()) {
-            return Err(refuse(format!(
-                "bytes {offset}..+{len} lie past its end ({} bytes)",
-                meta.len()
-            )));
-        }
-        let file = self.files.open(&real).map_err(|e| refuse(e.to_string()))?;
-        let mut buf = vec![0u8; len as usize];
-        file.read_exact_at(&mut buf, offset)
-            .map_err(|e| refuse(e.to_string()))?;
-        Ok(buf)
+            if offset.checked_add(len).is_none_or(|end| end > meta.len()) {
+                return Err(format!(
+                    "bytes {offset}..+{len} lie past its end ({} bytes)",
+                    meta.len()
+                ));
+            }
+            Ok(())
+        };
+        crate::storage::local::read_verified(self.scope.local(), &real, offset, len, &verify)
+            .map_err(|e| refuse(e.to_string()))
     }
 }
 
@@ -352,16 +408,7 @@ impl Store for IcechunkStore {
         let Some((array, idx)) = self.chunk_of(key) else {
             return Ok(None);
         };
-        let v = self.chunk(key, &array, idx)?;
-        if let Some(v) = &v
-            && v.len() as u64 > limit
-        {
-            return Err(self.error(
-                key,
-                format!("{} bytes, more than the {limit} allowed", v.len()),
-            ));
-        }
-        Ok(v)
+        self.chunk(key, &array, idx, limit)
     }
 
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {

@@ -56,6 +56,42 @@ pub const TORN_READ_RETRIES: usize = 3;
 /// chunk key nesting).
 const MAX_STAMP_DEPTH: usize = 64;
 
+/// `len` bytes at `offset` of the file `real` (a path `roots` admitted),
+/// once `verify` accepted the metadata of the file as opened: it is
+/// opened checked ([`descriptors::open_checked`]: a symlink or FIFO
+/// swapped in since is refused, never read or waited on), verified and
+/// read, and read again when its identity changed during the read
+/// ([`TORN_READ_RETRIES`]): the bytes are of the version `verify` saw. A
+/// refusal of `verify` is an error at once (with its message).
+pub fn read_verified(
+    roots: &Roots,
+    real: &Path,
+    offset: u64,
+    len: u64,
+    verify: &dyn Fn(&Metadata) -> std::result::Result<(), String>,
+) -> io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    for attempt in 1..=TORN_READ_RETRIES + 1 {
+        let file = descriptors::open_checked(roots, real)?;
+        let before = file.metadata()?;
+        verify(&before).map_err(io::Error::other)?;
+        let mut buf = vec![0u8; len as usize];
+        file.read_exact_at(&mut buf, offset)?;
+        let after = file.metadata()?;
+        if file_identity(&before) == file_identity(&after) {
+            return Ok(buf);
+        }
+        log::debug!(
+            "{}: changed while being read (attempt {attempt}), reading again",
+            real.display()
+        );
+    }
+    Err(io::Error::other(format!(
+        "the file changed while being read, {} times in a row",
+        TORN_READ_RETRIES + 1
+    )))
+}
+
 /// The identity of a file's contents as far as `stat` can tell: equal
 /// before and after a read means the read saw one version (also used by
 /// the kerchunk store for the local files its references read).
