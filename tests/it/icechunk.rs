@@ -68,6 +68,49 @@ fn check_all(ds: &Dataset, want: &[(String, String)]) {
     }
 }
 
+/// Run the test venv's Python (icechunk-python, zarr-python, VirtualiZarr,
+/// netCDF4-python) with `args`; panics with its stderr if it fails.
+fn python(args: &[&std::ffi::OsStr]) {
+    let out = Command::new(common::python())
+        .args(["-W", "ignore"])
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The first `len` bytes of the array `path` of `ds`, little-endian.
+fn read_head(ds: &Dataset, path: &str, len: usize) -> slabfs::Result<Vec<u8>> {
+    let e = ds.entries.iter().find(|e| e.path == path).unwrap();
+    let mut buf = vec![0u8; len];
+    slabfs::engine::read::read_at(e.array.as_ref(), 0, &mut buf, slabfs::dtype::Endian::Little)
+        .map(|_| buf)
+}
+
+/// Every version `expected.json` of `dir` lists (four) read through `--ref`
+/// as its writer read it.
+fn check_every_version(dir: &Path, repo: &Path) -> Value {
+    let expected_doc = doc(dir);
+    let refs: Vec<String> = expected_doc["read"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(refs.len(), 4, "{refs:?}");
+    for r in &refs {
+        let ds = dataset::open_repository(repo, r, cache(), &[], None)
+            .unwrap_or_else(|e| panic!("{r}: {e}"));
+        check_all(&ds, &expected(&expected_doc, r));
+    }
+    expected_doc
+}
+
 fn doc(dir: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap()
 }
@@ -93,20 +136,8 @@ fn a_native_repository_reads_as_zarr_python_reads_it() {
 
 /// A repository of virtual references, written now into `dir`.
 fn virtual_repository(dir: &Path) -> Value {
-    let out = Command::new(common::python())
-        .arg("-W")
-        .arg("ignore")
-        .arg(fixtures().join("generate.py"))
-        .arg("virtual")
-        .arg(dir)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let generate = fixtures().join("generate.py");
+    python(&[generate.as_os_str(), "virtual".as_ref(), dir.as_os_str()]);
     doc(dir)
 }
 
@@ -145,12 +176,7 @@ fn virtual_references_read_where_admitted_and_unchanged() {
         ..Dataset::default()
     };
     check_all(&plain, &want);
-    let read = |ds: &Dataset, path: &str| {
-        let e = ds.entries.iter().find(|e| e.path == path).unwrap();
-        let mut buf = vec![0u8; 16];
-        slabfs::engine::read::read_at(e.array.as_ref(), 0, &mut buf, slabfs::dtype::Endian::Little)
-            .map(|_| buf)
-    };
+    let read = |ds: &Dataset, path: &str| read_head(ds, path, 16);
     let stale = read(&ds, "stale").unwrap_err().to_string();
     assert!(stale.contains("sample4.nc"), "{stale}");
     assert!(
@@ -214,20 +240,8 @@ fn a_mounted_repository_serves_the_same_bytes() {
 #[test]
 fn every_version_reads_as_zarr_python_reads_it() {
     let dir = fixtures();
-    let expected_doc = doc(&dir);
     let repo = dir.join("native");
-    let refs: Vec<String> = expected_doc["read"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .cloned()
-        .collect();
-    assert_eq!(refs.len(), 4, "{refs:?}");
-    for r in &refs {
-        let ds = dataset::open_repository(&repo, r, cache(), &[], None)
-            .unwrap_or_else(|e| panic!("{r}: {e}"));
-        check_all(&ds, &expected(&expected_doc, r));
-    }
+    let expected_doc = check_every_version(&dir, &repo);
     // The CLI: the tag's `series` (1,000 values there, 1,300 at main).
     let (path, sha) = expected(&expected_doc, "v1")
         .into_iter()
@@ -269,39 +283,13 @@ fn every_version_reads_as_zarr_python_reads_it() {
 #[test]
 fn a_spec2_repository_reads_as_written() {
     let dir = fixtures().join("spec2");
-    let expected_doc = doc(&dir);
-    assert_eq!(expected_doc["spec_version"], 2);
+    assert_eq!(doc(&dir)["spec_version"], 2);
     let repo = dir.join("repo");
     assert!(repo.join("repo").is_file() && !repo.join("refs").exists());
-    let refs: Vec<String> = expected_doc["read"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .cloned()
-        .collect();
-    assert_eq!(refs.len(), 4, "{refs:?}");
-    for r in &refs {
-        let ds = dataset::open_repository(&repo, r, cache(), &[], None)
-            .unwrap_or_else(|e| panic!("{r}: {e}"));
-        check_all(&ds, &expected(&expected_doc, r));
-    }
+    let expected_doc = check_every_version(&dir, &repo);
     // Without --ref: main.
     let ds = dataset::open(&repo, cache()).unwrap();
     check_all(&ds, &expected(&expected_doc, "main"));
-}
-
-/// Copy the directory `from` to `to` (files and subdirectories).
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
 }
 
 /// Broken repositories fail with messages naming them, never panic: every
@@ -312,7 +300,7 @@ fn copy_dir(from: &Path, to: &Path) {
 fn broken_repositories_fail_naming_what_is_broken() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().join("broken");
-    copy_dir(&fixtures().join("native"), &repo);
+    common::mount::copy_tree(&fixtures().join("native"), &repo);
     let want = expected(&doc(&fixtures()), "main");
     // A chunk object gone.
     let ds = dataset::open(&repo, cache()).unwrap();
@@ -323,25 +311,11 @@ fn broken_repositories_fail_naming_what_is_broken() {
     for c in &chunks {
         std::fs::remove_file(c).unwrap();
     }
-    let e = ds.entries.iter().find(|e| e.path == "big").unwrap();
-    let mut buf = vec![0u8; 64];
-    let err =
-        slabfs::engine::read::read_at(e.array.as_ref(), 0, &mut buf, slabfs::dtype::Endian::Little)
-            .unwrap_err()
-            .to_string();
+    let err = read_head(&ds, "big", 64).unwrap_err().to_string();
     assert!(err.contains("chunks/") && err.contains("missing"), "{err}");
     // `tiny` is inline: it still reads.
     let (_, tiny_sha) = want.iter().find(|(p, _)| p == "tiny").unwrap();
-    let t = ds.entries.iter().find(|e| e.path == "tiny").unwrap();
-    let mut whole = vec![0u8; 40];
-    slabfs::engine::read::read_at(
-        t.array.as_ref(),
-        0,
-        &mut whole,
-        slabfs::dtype::Endian::Little,
-    )
-    .unwrap();
-    assert_eq!(sha256(&whole), *tiny_sha);
+    assert_eq!(sha256(&read_head(&ds, "tiny", 40).unwrap()), *tiny_sha);
     // Every snapshot truncated: no open, an error naming the repository.
     for s in std::fs::read_dir(repo.join("snapshots")).unwrap() {
         let p = s.unwrap().path();
@@ -358,7 +332,7 @@ fn broken_repositories_fail_naming_what_is_broken() {
 fn a_repository_in_an_archive_is_a_dataset() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
-    copy_dir(&fixtures().join("native"), &root.join("runs/repo"));
+    common::mount::copy_tree(&fixtures().join("native"), &root.join("runs/repo"));
     let want = expected(&doc(&fixtures()), "main");
     let m = common::mount::Mount::start(&root, &[]);
     let names: Vec<String> = std::fs::read_dir(m.path("runs"))
@@ -381,7 +355,7 @@ fn a_repository_in_an_archive_is_a_dataset() {
 fn a_new_commit_shows_in_a_mount_of_its_branch() {
     let tmp = tempfile::tempdir().unwrap();
     let repo = tmp.path().canonicalize().unwrap().join("repo");
-    copy_dir(&fixtures().join("native"), &repo);
+    common::mount::copy_tree(&fixtures().join("native"), &repo);
     let main = common::mount::Mount::start(&repo, &["--refresh", "1"]);
     let tag = common::mount::Mount::start(&repo, &["--refresh", "1", "--ref", "v1"]);
     let len = |m: &common::mount::Mount| std::fs::metadata(m.path("series")).unwrap().len();
@@ -395,16 +369,7 @@ fn a_new_commit_shows_in_a_mount_of_its_branch() {
          s.commit('grow to 1400')\n",
         repo.display().to_string()
     );
-    let out = Command::new(common::python())
-        .args(["-W", "ignore", "-c", &script])
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python(&["-c".as_ref(), script.as_ref()]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while len(&main) != 1400 * 4 {
         assert!(
@@ -437,7 +402,7 @@ fn a_repository_is_confined_and_recognised_by_its_signature() {
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
     let repo = root.join("repo");
-    copy_dir(&fixtures().join("native"), &repo);
+    common::mount::copy_tree(&fixtures().join("native"), &repo);
     let opts = slabfs::formats::Options::new(vec![repo.clone()], cache());
     // A caller's limit holds before anything is read.
     let store = IcechunkStore::open(&repo, None, &opts).unwrap();
@@ -460,16 +425,13 @@ fn a_repository_is_confined_and_recognised_by_its_signature() {
         std::os::unix::fs::symlink(&secret, &p).unwrap();
     }
     let ds = dataset::open(&repo, cache()).unwrap();
-    let e = ds.entries.iter().find(|e| e.path == "big").unwrap();
-    let mut buf = vec![0u8; 4096];
-    let r =
-        slabfs::engine::read::read_at(e.array.as_ref(), 0, &mut buf, slabfs::dtype::Endian::Little);
+    let r = read_head(&ds, "big", 4096);
     assert!(r.is_err(), "read through a symlink outside the roots");
     // Only a repository is one: a directory with `refs/` and `snapshots/`
     // (here holding a Zarr store) is a directory of datasets.
     let plain = root.join("plain");
     std::fs::create_dir_all(plain.join("refs")).unwrap();
-    copy_dir(
+    common::mount::copy_tree(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr/v3/blosc.zarr"),
         &plain.join("snapshots/t.zarr"),
     );
@@ -504,24 +466,10 @@ fn a_virtual_reference_to_an_encoded_file_name_reads() {
         repo = dir.join("virtual").display().to_string(),
         nc = src.join("with space.nc").display().to_string(),
     );
-    let out = Command::new(common::python())
-        .args(["-W", "ignore", "-c", &script])
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python(&["-c".as_ref(), script.as_ref()]);
     let ds = dataset::open_with_roots(&dir.join("virtual"), cache(), std::slice::from_ref(&src))
         .unwrap();
-    let read = |path: &str| {
-        let e = ds.entries.iter().find(|e| e.path == path).unwrap();
-        let mut buf = vec![0u8; 18 * 24 * 2];
-        slabfs::engine::read::read_at(e.array.as_ref(), 0, &mut buf, slabfs::dtype::Endian::Little)
-            .unwrap_or_else(|e| panic!("{path}: {e}"));
-        buf
-    };
+    let read =
+        |path: &str| read_head(&ds, path, 18 * 24 * 2).unwrap_or_else(|e| panic!("{path}: {e}"));
     assert_eq!(read("spaced"), read("nc4/elev"));
 }

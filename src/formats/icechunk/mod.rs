@@ -214,20 +214,15 @@ impl IcechunkStore {
     /// The array and chunk indices a chunk key names (`a/c/0/1`, `c.0.1`
     /// with the `.` separator, `a/c` for a scalar), if any.
     fn chunk_of(&self, key: &str) -> Option<(String, Vec<u32>)> {
-        // The longest array path the key is under.
-        let (array, rest) = self
-            .nodes
-            .iter()
-            .filter(|(_, n)| n.array)
-            .filter_map(|(p, _)| {
-                let rest = if p.is_empty() {
-                    Some(key)
-                } else {
-                    key.strip_prefix(p.as_str())?.strip_prefix('/')
-                };
-                rest.map(|r| (p.clone(), r))
-            })
-            .max_by_key(|(p, _)| p.len())?;
+        // The longest array path the key is under: a lookup per `/` of
+        // the key (this runs for every chunk fetched), then the root.
+        let is_array = |p: &str| self.nodes.get(p).is_some_and(|n| n.array);
+        let (array, rest) = key
+            .rmatch_indices('/')
+            .map(|(i, _)| (&key[..i], &key[i + 1..]))
+            .find(|(p, _)| is_array(p))
+            .or_else(|| is_array("").then_some(("", key)))?;
+        let array = array.to_string();
         let coords = rest.strip_prefix('c')?;
         if coords.is_empty() {
             return Some((array, Vec::new()));
@@ -349,7 +344,7 @@ impl IcechunkStore {
                 real.display()
             ))
         })?;
-        let verify = |meta: &std::fs::Metadata| -> std::result::Result<(), String> {
+        let pick = |meta: &std::fs::Metadata| -> std::result::Result<(u64, u64), String> {
             match checksum {
                 Some(Checksum::LastModified(secs)) => {
                     let modified = meta.mtime() as f64 + meta.mtime_nsec() as f64 * 1e-9;
@@ -380,10 +375,10 @@ impl IcechunkStore {
                     meta.len()
                 ));
             }
-            Ok(())
+            Ok((offset, offset + len))
         };
-        crate::storage::local::read_verified(self.scope.local(), &real, offset, len, &verify)
-            .map_err(|e| refuse(e.to_string()))
+        crate::storage::local::read_verified(self.scope.local(), &real, pick, |e| e.to_string())
+            .map_err(refuse)
     }
 }
 

@@ -36,9 +36,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::{self, Read};
+use std::io;
 use std::ops::Bound;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -46,7 +45,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::storage::ReadAt;
-use crate::storage::local::{TORN_READ_RETRIES, descriptors, file_identity};
+use crate::storage::local::{file_identity, read_verified};
 use crate::storage::location::url_of;
 use crate::storage::scope::Scope;
 use crate::storage::{ByteRange, Store};
@@ -244,37 +243,10 @@ impl RefStore {
                 source: Arc::new(e),
             })
         };
-        for attempt in 1..=TORN_READ_RETRIES + 1 {
-            // Checks again what it opens: a symlink or FIFO swapped in
-            // since the check above is refused, never read or waited on.
-            let file = descriptors::open_checked(roots, &real).map_err(io_err)?;
-            let before = file.metadata().map_err(io_err)?;
-            let (start, end) = pick(before.len())?;
-            let mut buf = vec![0u8; (end - start) as usize];
-            if start == 0 && end == before.len() {
-                // A whole file: read to its end, so a file that grew
-                // since the stat is caught by the identity check.
-                buf.clear();
-                (&file)
-                    .take(end.saturating_add(1))
-                    .read_to_end(&mut buf)
-                    .map_err(io_err)?;
-            } else {
-                FileExt::read_exact_at(&file, &mut buf, start).map_err(io_err)?;
-            }
-            let after = file.metadata().map_err(io_err)?;
-            if file_identity(&before) == file_identity(&after) && buf.len() as u64 == end - start {
-                return Ok(buf);
-            }
-            log::debug!(
-                "{}: changed while being read (attempt {attempt}), reading again",
-                t.path.display()
-            );
-        }
-        Err(io_err(io::Error::other(format!(
-            "the file changed while being read, {} times in a row",
-            TORN_READ_RETRIES + 1
-        ))))
+        // Checks again what it opens (a symlink or FIFO swapped in since
+        // the check above is refused, never read or waited on), and reads
+        // again a file that changed while it was read.
+        read_verified(roots, &real, |m| pick(m.len()), io_err)
     }
 
     /// `[start, end)` of a file of `size` bytes, or the past-the-end error.

@@ -56,29 +56,38 @@ pub const TORN_READ_RETRIES: usize = 3;
 /// chunk key nesting).
 const MAX_STAMP_DEPTH: usize = 64;
 
-/// `len` bytes at `offset` of the file `real` (a path `roots` admitted),
-/// once `verify` accepted the metadata of the file as opened: it is
-/// opened checked ([`descriptors::open_checked`]: a symlink or FIFO
-/// swapped in since is refused, never read or waited on), verified and
-/// read, and read again when its identity changed during the read
-/// ([`TORN_READ_RETRIES`]): the bytes are of the version `verify` saw. A
-/// refusal of `verify` is an error at once (with its message).
-pub fn read_verified(
+/// The bytes `[start, end)` of the file `real` (a path `roots` admitted)
+/// that `pick` chooses from the metadata of the file as opened (and may
+/// refuse: a checksum, a range past its end): it is opened checked
+/// ([`descriptors::open_checked`]: a symlink or FIFO swapped in since is
+/// refused, never read or waited on), and read again when its identity
+/// changed during the read ([`TORN_READ_RETRIES`]), so the bytes are of
+/// the version `pick` saw. The whole file is read to its end, so a file
+/// that grew is caught too. `io_err` says an I/O error in the caller's
+/// terms.
+pub fn read_verified<E>(
     roots: &Roots,
     real: &Path,
-    offset: u64,
-    len: u64,
-    verify: &dyn Fn(&Metadata) -> std::result::Result<(), String>,
-) -> io::Result<Vec<u8>> {
+    pick: impl Fn(&Metadata) -> std::result::Result<(u64, u64), E>,
+    io_err: impl Fn(io::Error) -> E,
+) -> std::result::Result<Vec<u8>, E> {
     use std::os::unix::fs::FileExt;
     for attempt in 1..=TORN_READ_RETRIES + 1 {
-        let file = descriptors::open_checked(roots, real)?;
-        let before = file.metadata()?;
-        verify(&before).map_err(io::Error::other)?;
-        let mut buf = vec![0u8; len as usize];
-        file.read_exact_at(&mut buf, offset)?;
-        let after = file.metadata()?;
-        if file_identity(&before) == file_identity(&after) {
+        let file = descriptors::open_checked(roots, real).map_err(&io_err)?;
+        let before = file.metadata().map_err(&io_err)?;
+        let (start, end) = pick(&before)?;
+        let mut buf = vec![0u8; (end - start) as usize];
+        if start == 0 && end == before.len() {
+            buf.clear();
+            (&file)
+                .take(end.saturating_add(1))
+                .read_to_end(&mut buf)
+                .map_err(&io_err)?;
+        } else {
+            file.read_exact_at(&mut buf, start).map_err(&io_err)?;
+        }
+        let after = file.metadata().map_err(&io_err)?;
+        if file_identity(&before) == file_identity(&after) && buf.len() as u64 == end - start {
             return Ok(buf);
         }
         log::debug!(
@@ -86,10 +95,10 @@ pub fn read_verified(
             real.display()
         );
     }
-    Err(io::Error::other(format!(
+    Err(io_err(io::Error::other(format!(
         "the file changed while being read, {} times in a row",
         TORN_READ_RETRIES + 1
-    )))
+    ))))
 }
 
 /// The identity of a file's contents as far as `stat` can tell: equal
