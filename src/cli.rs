@@ -294,6 +294,7 @@ impl MountArgs {
             read_ahead_kb: self.read_ahead_kb,
             allow_outside: self.common.allow_outside.clone(),
             reference: self.common.reference.clone(),
+            all_refs: self.common.all_refs,
             remote: slabfs::storage::remote::Remote::new(self.common.remote.config()),
         }
     }
@@ -313,6 +314,11 @@ pub struct Common {
     /// tag or a snapshot id [default: the tip of main] (docs/ICECHUNK.md).
     #[arg(long = "ref", value_name = "BRANCH|TAG|SNAPSHOT")]
     pub reference: Option<String>,
+    /// Every version of an Icechunk repository SOURCE at once (mount, ls):
+    /// directories branches/NAME, tags/NAME and snapshots/ID, each opened
+    /// when first used (docs/ICECHUNK.md).
+    #[arg(long, conflicts_with = "reference")]
+    pub all_refs: bool,
     /// Data files (netCDF-3 files, blocked archives, raw fragments) kept
     /// open at once; the others are opened again when read [default: half
     /// the open-file limit, which slabfs raises to the hard limit, at most
@@ -354,6 +360,23 @@ fn open_source(source: &std::path::Path, common: &Common) -> slabfs::Result<data
         &common.allow_outside,
         Some(network),
     )
+}
+
+/// `cat --all-refs`: the version of the repository `source` the path
+/// `array` is in (`branches/NAME/...`, `tags/NAME/...`,
+/// `snapshots/ID/...`), alone.
+fn open_version_of(
+    source: &std::path::Path,
+    array: &str,
+    common: &Common,
+) -> slabfs::Result<dataset::Dataset> {
+    let network = std::sync::Arc::new(slabfs::storage::remote::Remote::new(common.remote.config()));
+    let versions =
+        dataset::refs_archive(source, cache(common), &common.allow_outside, Some(network))?;
+    let unit = array.splitn(3, '/').take(2).collect::<Vec<_>>().join("/");
+    let not_found = || slabfs::Error::NotFound(format!("{}: {array}", source.display()));
+    let found = versions.find(&unit).ok_or_else(not_found)?;
+    versions.open(&unit, found)?.ok_or_else(not_found)
 }
 
 /// Set the process-wide settings every command reading datasets shares.
@@ -489,6 +512,13 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
                 std::ops::ControlFlow::Continue(())
             };
             match &common.reference {
+                _ if common.all_refs => dataset::for_each_version(
+                    &source,
+                    cache(&common),
+                    &common.allow_outside,
+                    Some(std::sync::Arc::new(network)),
+                    &mut print,
+                )?,
                 Some(_) => {
                     let _ = print(open_source(&source, &common)?);
                 }
@@ -512,7 +542,10 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
             length,
             common,
         } => {
-            let ds = open_source(&source, &common)?;
+            let ds = match common.all_refs {
+                true => open_version_of(&source, &array, &common)?,
+                false => open_source(&source, &common)?,
+            };
             let entry = ds
                 .get(&array)
                 .ok_or_else(|| slabfs::Error::NotFound(format!("{}: {array}", source.display())))?;

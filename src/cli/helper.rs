@@ -315,6 +315,7 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
             .allow_outside
             .extend(split_roots(need()?).into_iter().map(Into::into)),
         "ref" => a.common.reference = Some(need()?.to_string()),
+        "all_refs" if value.is_none() => a.common.all_refs = true,
         "endpoint_url" => a.common.remote.endpoint_url = Some(need()?.to_string()),
         "no_sign_request" if value.is_none() => a.common.remote.no_sign_request = true,
         "max_requests" => {

@@ -80,6 +80,7 @@ use crate::storage::scope::WithUrls;
 use crate::storage::{Files, Network};
 
 pub mod archive;
+mod refs;
 mod remote;
 
 /// What the walk makes of one directory entry.
@@ -90,6 +91,10 @@ pub enum Found {
     /// A Zarr store; `array`: its root is an array (the store shows as
     /// one file), else a group (a directory).
     Store { array: bool },
+    /// An Icechunk repository (a directory or prefix): the Zarr hierarchy
+    /// of its snapshot, a directory; its version is its head's
+    /// ([`icechunk::head_version`]), not every object's.
+    Repository,
     /// A file with a netCDF or HDF5 extension.
     File,
     /// An NCA descriptor (`*.nca.json`).
@@ -212,7 +217,7 @@ pub fn open_in(
 ) -> Result<Dataset> {
     // A URL (s3://, gs://, az://, http(s)://...) is read from its server.
     if let Some(url) = url_of(source) {
-        return remote::open(url, cache, allow_outside, network.as_deref());
+        return remote::open(url, None, cache, allow_outside, network.as_deref());
     }
     let roots = Roots::new(allowed_roots(source, allow_outside));
     open_files(
@@ -248,6 +253,10 @@ pub fn open_repository(
     allow_outside: &[PathBuf],
     network: Option<Arc<dyn Network>>,
 ) -> Result<Dataset> {
+    if let Some(url) = url_of(source) {
+        let network = network.as_deref();
+        return remote::open(url, Some(reference), cache, allow_outside, network);
+    }
     if !icechunk::is_source(source) {
         return Err(Error::metadata(
             source.display().to_string(),
@@ -396,6 +405,45 @@ fn open_files(
     }
     ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(ds)
+}
+
+/// Every version of the Icechunk repository `source` (a directory or a
+/// URL) as a directory of datasets (`--all-refs`, [`refs`]): its
+/// branches, tags and snapshots, each opened when first used.
+pub fn refs_archive(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    network: Option<Arc<dyn Network>>,
+) -> Result<archive::Archive> {
+    let opts = match url_of(source) {
+        Some(url) => remote::options(url, cache, allow_outside, network.as_deref())?,
+        None if icechunk::is_source(source) => {
+            confined_options(source, cache, allow_outside, network.as_deref())?.0
+        }
+        None => {
+            return Err(Error::metadata(
+                source.display().to_string(),
+                "--all-refs: the versions of an Icechunk repository, and this is no local \
+                 Icechunk repository",
+            ));
+        }
+    };
+    let refs = refs::Refs::new(source, opts)?;
+    Ok(archive::Archive::with(Box::new(refs)))
+}
+
+/// [`for_each_in`] of every version of the repository `source`
+/// ([`refs_archive`]): `slabfs ls --all-refs`.
+pub fn for_each_version(
+    source: &Path,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    network: Option<Arc<dyn Network>>,
+    each: &mut dyn FnMut(Dataset) -> ControlFlow<()>,
+) -> Result<()> {
+    let a = refs_archive(source, cache, allow_outside, network)?;
+    archive_each(a.backend(), "", each).map(|_| ())
 }
 
 /// The archive `source` is, when it is a directory of datasets: a plain
@@ -715,6 +763,7 @@ fn add_found(
             "a plain directory, not a dataset",
         )),
         Found::Store { .. } => add_store(ds, path, rel, name, opts).map(|()| true),
+        Found::Repository => add_hierarchy(ds, path, rel, name, opts, None).map(|()| true),
         Found::File if add_file(ds, path, rel, opts)? => Ok(true),
         Found::File => Err(Error::metadata(
             path.display().to_string(),

@@ -37,7 +37,7 @@ impl SlabFs {
         let found = found.or_else(|| lazy.archive.find(unit));
         let Some(found) = found else { return Ok(None) };
         let tree = lazy.open(unit, found, &self.config, SystemTime::now())?;
-        if tree.is_some() && matches!(found, Found::Store { .. }) {
+        if tree.is_some() && matches!(found, Found::Store { .. } | Found::Repository) {
             self.touch(unit, true);
         }
         Ok(tree)

@@ -95,6 +95,9 @@ pub struct MountConfig {
     /// The version of an Icechunk repository SOURCE (`--ref`); `None`:
     /// the tip of `main`.
     pub reference: Option<String>,
+    /// Every version of an Icechunk repository SOURCE at once
+    /// (`--all-refs`): `branches/NAME`, `tags/NAME`, `snapshots/ID`.
+    pub all_refs: bool,
     /// How URLs are reached (the CLI's remote options): the mount's whole
     /// remote state, its limits and counters.
     pub remote: crate::storage::remote::Remote,
@@ -257,6 +260,12 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     // whatever its size). One dataset (a file, a store, a URL): loaded now.
     // A version of a repository (`--ref`) is one dataset.
     let archive = match cfg.reference {
+        _ if cfg.all_refs => Some(dataset::refs_archive(
+            &source,
+            cache.clone(),
+            &cfg.allow_outside,
+            Some(network.clone()),
+        )?),
         Some(_) => None,
         None => dataset::archive_of(
             &source,
@@ -358,7 +367,9 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
             source.clone(),
             super::refresh::RefreshConfig {
                 every,
-                watch: cfg.watch,
+                // The versions of a repository are no directories to
+                // watch: each pass asks the open ones' heads.
+                watch: cfg.watch && !cfg.all_refs,
                 rescan: cfg.rescan,
                 max_watches: cfg.max_watches,
                 reference: cfg.reference.clone(),

@@ -61,7 +61,7 @@ use super::watch::{self, Seen};
 use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
 use crate::formats::dataset;
 use crate::formats::dataset::archive::unit_of;
-use crate::formats::kerchunk;
+use crate::formats::{icechunk, kerchunk};
 use crate::storage::local::confine::Roots;
 use crate::storage::remote::{self, Remote};
 
@@ -121,6 +121,71 @@ fn remote_stamp(
         log::debug!("refresh of {source}: cannot tell whether it changed: {e}");
         None
     })
+}
+
+/// Whether a URL SOURCE is an Icechunk repository, and then what tells a
+/// new commit: asked at its first pass (a listing, or over HTTP a HEAD of
+/// its first snapshot), then kept (a repository stays one).
+enum Head {
+    Unasked,
+    NotRepository,
+    /// [`icechunk::head_key`]: the key of the followed branch's ref;
+    /// `None`: pinned (a tag or a snapshot), nothing can change.
+    Key(Option<String>),
+}
+
+/// A URL SOURCE that is an Icechunk repository: the version of its head
+/// (one GET of the followed branch's ref, a few hundred bytes; pinned: no
+/// request at all), instead of [`remote_stamp`]'s listing of every chunk
+/// object. `None`: no repository (ask [`remote_stamp`]); `Some(None)`:
+/// cannot tell now (the pass walks).
+fn repository_stamp(
+    source: &str,
+    remote: Option<&Remote>,
+    reference: Option<&str>,
+    head: &mut Head,
+) -> Option<Option<u64>> {
+    use crate::storage::{ByteRange, Store};
+    if matches!(head, Head::NotRepository) {
+        return None;
+    }
+    let remote = remote.filter(|_| remote::is_url(source))?;
+    let store = || -> crate::error::Result<remote::RemoteStore> {
+        let loc = remote::Location::parse(source)?;
+        Ok(remote::RemoteStore::new(remote.connect(&loc)?))
+    };
+    let mut stamp = || -> crate::error::Result<Option<u64>> {
+        let store = store()?;
+        if matches!(head, Head::Unasked) {
+            let loc = remote::Location::parse(source)?;
+            let repository = if loc.scheme().lists() {
+                let listing = store.list_dir("")?;
+                icechunk::is_repository_listing(listing.iter().map(|(n, d)| (n.as_str(), *d)))
+            } else {
+                let first = ByteRange::At { offset: 0, len: 0 };
+                store
+                    .get_range(icechunk::FIRST_SNAPSHOT_KEY, first)?
+                    .is_some()
+            };
+            if !repository {
+                *head = Head::NotRepository;
+                return Ok(None);
+            }
+            *head = Head::Key(icechunk::head_key(&store, reference)?);
+        }
+        let Head::Key(key) = head else {
+            return Ok(None);
+        };
+        icechunk::head_version(&store, key.as_deref()).map(Some)
+    };
+    match stamp() {
+        Ok(None) => None,
+        Ok(s) => Some(s),
+        Err(e) => {
+            log::debug!("refresh of {source}: cannot tell whether it changed: {e}");
+            Some(None)
+        }
+    }
 }
 
 /// At most this many paths per list in the refresh log line.
@@ -260,6 +325,7 @@ pub fn spawn(
                     walked: Instant::now(),
                     rescan: cfg.rescan,
                     etags: HashMap::new(),
+                    head: Head::Unasked,
                 };
                 run(&mut pass, &cfg, &channel, &stop);
             })?
@@ -294,6 +360,8 @@ struct Pass<'a> {
     /// The ETags of an HTTP Zarr store's metadata keys, for the
     /// conditional GETs of [`remote_stamp`] (at most four entries).
     etags: HashMap<String, String>,
+    /// A URL source: whether it is an Icechunk repository, and its head.
+    head: Head,
 }
 
 impl Pass<'_> {
@@ -521,9 +589,11 @@ impl Pass<'_> {
         }
         // A URL source: one listing says whether anything changed, which
         // costs far fewer requests than re-opening every dataset.
-        let stamp = source
-            .to_str()
-            .and_then(|s| remote_stamp(s, fs.remote(), &mut self.etags));
+        let stamp = source.to_str().and_then(|s| {
+            let reference = self.reference.as_deref();
+            repository_stamp(s, fs.remote(), reference, &mut self.head)
+                .unwrap_or_else(|| remote_stamp(s, fs.remote(), &mut self.etags))
+        });
         let rescan_due = self.rescan.is_some_and(|r| self.walked.elapsed() >= r);
         if stamp.is_some() && stamp == self.quiet && !rescan_due {
             log::debug!("refresh of {}: unchanged", source.display());

@@ -45,6 +45,15 @@ use super::fan_out::{fan_out, fan_out_each};
 use super::location::Location;
 use crate::error::{Error, Result};
 
+/// An object's version as its store names it ([`ReadAt::version`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectVersion {
+    /// The ETag, as the server sent it (quotes included).
+    pub e_tag: Option<String>,
+    /// The last modification, in nanoseconds since the epoch.
+    pub modified_ns: Option<i64>,
+}
+
 /// Part of a stored value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ByteRange {
@@ -93,6 +102,15 @@ pub trait ReadAt: Send + Sync + Debug {
     /// ([`crate::storage::paths::file_stamp`]). A remote object answers with a HEAD (its ETag,
     /// size and time), since its URL is no path to stat.
     fn stamp(&self) -> Option<u64> {
+        None
+    }
+
+    /// The version of the object this reader opened and reads (every read
+    /// is of that version), as its store names it: what a reference
+    /// recorded when it was written is checked against it (an Icechunk
+    /// virtual chunk's ETag or last-modified time). `None` for a local
+    /// file, whose version is its metadata.
+    fn version(&self) -> Option<ObjectVersion> {
         None
     }
 

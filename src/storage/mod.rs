@@ -52,5 +52,5 @@ pub mod scope;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use contract::{ByteRange, Files, Listed, Network, ReadAt, Store, UrlFiles};
+pub use contract::{ByteRange, Files, Listed, Network, ObjectVersion, ReadAt, Store, UrlFiles};
 pub use read_cache::ReadCache;

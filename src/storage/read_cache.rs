@@ -111,6 +111,10 @@ impl ReadAt for ReadCache {
         self.inner.stamp()
     }
 
+    fn version(&self) -> Option<crate::storage::ObjectVersion> {
+        self.inner.version()
+    }
+
     fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
         self.inner.read_many(reads)
     }

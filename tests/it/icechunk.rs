@@ -95,6 +95,15 @@ fn read_head(ds: &Dataset, path: &str, len: usize) -> slabfs::Result<Vec<u8>> {
 /// Every version `expected.json` of `dir` lists (four) read through `--ref`
 /// as its writer read it.
 fn check_every_version(dir: &Path, repo: &Path) -> Value {
+    check_every_version_in(dir, repo, None)
+}
+
+/// [`check_every_version`] of `repo` (a URL when `network` reaches it).
+fn check_every_version_in(
+    dir: &Path,
+    repo: &Path,
+    network: Option<Arc<dyn slabfs::storage::Network>>,
+) -> Value {
     let expected_doc = doc(dir);
     let refs: Vec<String> = expected_doc["read"]
         .as_object()
@@ -104,7 +113,7 @@ fn check_every_version(dir: &Path, repo: &Path) -> Value {
         .collect();
     assert_eq!(refs.len(), 4, "{refs:?}");
     for r in &refs {
-        let ds = dataset::open_repository(repo, r, cache(), &[], None)
+        let ds = dataset::open_repository(repo, r, cache(), &[], network.clone())
             .unwrap_or_else(|e| panic!("{r}: {e}"));
         check_all(&ds, &expected(&expected_doc, r));
     }
@@ -439,6 +448,178 @@ fn a_repository_is_confined_and_recognised_by_its_signature() {
     assert!(is_repository(&repo));
 }
 
+/// Every version in one mount (`--all-refs`): `branches/` and `tags/`
+/// list the repository's refs, each a directory of that version's arrays
+/// as zarr-python reads them; `snapshots/ID` is found by its id (never
+/// listed), a made-up id is not; a commit shows under its branch and not
+/// under the tag, a new branch appears; `ls` and `cat` take the flag too.
+#[test]
+fn every_version_in_one_mount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().canonicalize().unwrap().join("repo");
+    common::mount::copy_tree(&fixtures().join("native"), &repo);
+    let expected_doc = doc(&fixtures());
+    let m = common::mount::Mount::start(&repo, &["--all-refs", "--refresh", "1"]);
+    let names = |rel: &str| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(m.path(rel))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(""), [".slabfs", "branches", "snapshots", "tags"]);
+    assert_eq!(names("branches"), ["dev", "main"]);
+    assert_eq!(names("tags"), ["v1"]);
+    assert!(names("snapshots").is_empty());
+    let c1 = expected_doc["snapshots"]["c1"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (dir, version) in [
+        ("branches/main".to_string(), "main"),
+        ("branches/dev".to_string(), "dev"),
+        ("tags/v1".to_string(), "v1"),
+        (format!("snapshots/{c1}"), c1.as_str()),
+    ] {
+        for (p, sha) in expected(&expected_doc, version) {
+            let bytes = std::fs::read(m.path(&format!("{dir}/{p}"))).unwrap();
+            assert_eq!(sha256(&bytes), sha, "{dir}/{p}");
+        }
+    }
+    assert!(!m.path("snapshots/AAAAAAAAAAAAAAAAAAAA").exists());
+    assert!(!m.path("tags/main").exists());
+    let script = format!(
+        "import icechunk as ic, zarr, numpy as np\n\
+         repo = ic.Repository.open(ic.local_filesystem_storage({:?}))\n\
+         s = repo.writable_session('main')\n\
+         zarr.open_group(store=s.store)['series'].append(np.full(100, 7.0, dtype='float32'))\n\
+         s.commit('grow to 1400')\n\
+         repo.create_branch('new', snapshot_id=repo.lookup_branch('main'))\n",
+        repo.display().to_string()
+    );
+    python(&["-c".as_ref(), script.as_ref()]);
+    let len = |p: &str| std::fs::metadata(m.path(p)).unwrap().len();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while len("branches/main/series") != 1400 * 4 || names("branches") != ["dev", "main", "new"] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not seen:\n{}",
+            m.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(len("tags/v1/series"), 1000 * 4);
+    assert_eq!(len("branches/new/series"), 1400 * 4);
+    m.stop();
+    // The CLI.
+    let slabfs = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_slabfs"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let repo_arg = repo.to_str().unwrap();
+    let listed = String::from_utf8(slabfs(&["ls", "--all-refs", repo_arg])).unwrap();
+    assert!(listed.contains("branches/dev/series\t"), "{listed}");
+    assert!(listed.contains("tags/v1/series\t"), "{listed}");
+    let (_, sha) = expected(&expected_doc, "v1")
+        .into_iter()
+        .find(|(p, _)| p == "series")
+        .unwrap();
+    let bytes = slabfs(&["cat", "--all-refs", repo_arg, "tags/v1/series"]);
+    assert_eq!(sha256(&bytes), sha);
+}
+
+/// The repository's own objects (refs, snapshots, manifests) are read
+/// through slabfs's confined store, like its chunks: a FIFO planted as the
+/// branch's ref fails the open at once (it used to wait on the FIFO for
+/// ever), a snapshot replaced by a symlink leading outside the roots is
+/// refused, never read.
+#[test]
+fn a_repository_s_metadata_is_read_confined() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let repo = root.join("repo");
+    common::mount::copy_tree(&fixtures().join("native"), &repo);
+    let opens = |repo: &Path| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let repo = repo.to_path_buf();
+        std::thread::spawn(move || {
+            let _ = tx.send(
+                dataset::open(&repo, cache())
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+            );
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(20))
+            .expect("the open returns (it waited on a FIFO)")
+    };
+    let head = repo.join("refs/branch.main/ref.json");
+    let saved = std::fs::read(&head).unwrap();
+    std::fs::remove_file(&head).unwrap();
+    let fifo = std::ffi::CString::new(head.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let err = opens(&repo).unwrap_err();
+    assert!(err.contains("refs/branch.main/ref.json"), "{err}");
+    std::fs::remove_file(&head).unwrap();
+    std::fs::write(&head, saved).unwrap();
+    assert!(opens(&repo).is_ok());
+    // Every snapshot a symlink to a copy outside the roots.
+    let outside = root.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    for e in std::fs::read_dir(repo.join("snapshots")).unwrap() {
+        let p = e.unwrap().path();
+        let copy = outside.join(p.file_name().unwrap());
+        std::fs::rename(&p, &copy).unwrap();
+        std::os::unix::fs::symlink(&copy, &p).unwrap();
+    }
+    let err = opens(&repo).unwrap_err();
+    assert!(
+        err.contains("snapshots/") && err.contains("outside"),
+        "{err}"
+    );
+    assert!(!err.contains("context:"), "the crate's span trace: {err}");
+}
+
+/// A repository whose config names virtual chunk containers of every store
+/// kind icechunk-python writes (local, S3, GCS, Azure, HTTP) opens: a kind
+/// the icechunk crate was built without fails its config's parsing (one
+/// with a GCS container did not open).
+#[test]
+fn containers_of_every_store_kind_parse() {
+    let tmp = tempfile::tempdir().unwrap();
+    let repo = tmp.path().join("repo");
+    let script = format!(
+        "import icechunk as ic, zarr\n\
+         cfg = ic.RepositoryConfig.default()\n\
+         for p, st in [('file:///data/', ic.local_filesystem_store('/data')),\n\
+                       ('s3://b/p/', ic.s3_store(region='us-east-1')),\n\
+                       ('gs://b/p/', ic.gcs_store()),\n\
+                       ('az://b/p/', ic.ObjectStoreConfig.Azure({{'account': 'a'}})),\n\
+                       ('https://h.example/p/', ic.http_store())]:\n\
+         \x20   cfg.set_virtual_chunk_container(ic.VirtualChunkContainer(p, st))\n\
+         repo = ic.Repository.create(ic.local_filesystem_storage({:?}), cfg)\n\
+         s = repo.writable_session('main')\n\
+         zarr.open_group(store=s.store).create_array('a', shape=(4,), dtype='i4')[:] = 7\n\
+         s.commit('one array')\n",
+        repo.display().to_string()
+    );
+    python(&["-c".as_ref(), script.as_ref()]);
+    let ds = dataset::open(&repo, cache()).unwrap();
+    assert_eq!(
+        read_head(&ds, "a", 16).unwrap(),
+        [7i32; 4].map(i32::to_le_bytes).concat()
+    );
+}
+
 /// A virtual reference to a file whose name needs percent-encoding in a
 /// URL (a space): read as icechunk-python reads it.
 #[test]
@@ -472,4 +653,224 @@ fn a_virtual_reference_to_an_encoded_file_name_reads() {
     let read =
         |path: &str| read_head(&ds, path, 18 * 24 * 2).unwrap_or_else(|e| panic!("{path}: {e}"));
     assert_eq!(read("spaced"), read("nc4/elev"));
+}
+
+// ---------------------------------------------------------------------------
+// Repositories in object storage (a local S3 server, s3s-fs)
+// ---------------------------------------------------------------------------
+
+const BUCKET: &str = "slabfs-ice";
+
+/// A network reaching the S3 server at `endpoint`.
+fn network(endpoint: &str) -> Arc<dyn slabfs::storage::Network> {
+    Arc::new(slabfs::storage::remote::Remote::new(
+        slabfs::storage::remote::Config {
+            endpoint_url: Some(endpoint.to_string()),
+            timeout: std::time::Duration::from_secs(20),
+            retries: 3,
+            ..Default::default()
+        },
+    ))
+}
+
+/// A server holding the committed repositories: `ice/native` (spec 1, by
+/// icechunk-python) and `ice/spec2` (by the icechunk crate).
+fn repositories_in_a_bucket() -> common::s3s::S3s {
+    use common::servers::S3Server;
+    let s3 = common::s3s::S3s::start();
+    s3.upload_dir(BUCKET, &fixtures().join("native"), "ice/native");
+    s3.upload_dir(BUCKET, &fixtures().join("spec2/repo"), "ice/spec2");
+    s3
+}
+
+/// Both spec versions read from a bucket as from disk, at every version
+/// (`--ref` of a URL), through slabfs's S3 client (the crate's reads of
+/// refs, snapshots and manifests go through it too); a prefix holding
+/// repositories lists each as a dataset; `--ref` of a prefix that is no
+/// repository is an error naming it.
+#[test]
+fn repositories_in_a_bucket_read_at_every_version() {
+    use common::servers::S3Server;
+    let s3 = repositories_in_a_bucket();
+    let net = network(&s3.endpoint());
+    let url = |p: &str| PathBuf::from(format!("s3://{BUCKET}/{p}"));
+    check_every_version_in(&fixtures(), &url("ice/native"), Some(net.clone()));
+    check_every_version_in(
+        &fixtures().join("spec2"),
+        &url("ice/spec2"),
+        Some(net.clone()),
+    );
+    // Without --ref: main.
+    let ds = dataset::open_in(&url("ice/native"), cache(), &[], Some(net.clone())).unwrap();
+    check_all(&ds, &expected(&doc(&fixtures()), "main"));
+    // A prefix of repositories: each a dataset at main.
+    let ds = dataset::open_in(&url("ice"), cache(), &[], Some(net.clone())).unwrap();
+    assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
+    let under = |p: &str| -> Vec<String> {
+        let mut v: Vec<String> = ds
+            .entries
+            .iter()
+            .filter_map(|e| e.path.strip_prefix(p).map(str::to_string))
+            .collect();
+        v.sort();
+        v
+    };
+    let mut want: Vec<String> = expected(&doc(&fixtures()), "main")
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    want.sort();
+    assert_eq!(under("native/"), want);
+    assert!(!under("spec2/").is_empty());
+    let err = dataset::open_repository(&url("ice"), "main", cache(), &[], Some(net))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("no Icechunk repository"), "{err}");
+}
+
+/// A repository in a bucket, mounted: a pass of the refresh costs one GET
+/// of the followed branch's ref (never a listing of its chunk objects), a
+/// mount of a tag asks nothing; a commit by icechunk-python to the bucket
+/// shows in the branch's mount, not in the tag's. A prefix of repositories
+/// mounted lazily serves them too, and so does `--all-refs` of a bucket.
+#[test]
+fn a_repository_in_a_bucket_follows_its_branch_for_one_request_per_pass() {
+    use common::servers::S3Server;
+    let s3 = repositories_in_a_bucket();
+    let endpoint = s3.endpoint();
+    let source = format!("s3://{BUCKET}/ice/native");
+    let args = ["--endpoint-url", endpoint.as_str(), "--refresh", "1"];
+    let main = common::mount::Mount::start(Path::new(&source), &args);
+    let tag =
+        common::mount::Mount::start(Path::new(&source), &[&args[..], &["--ref", "v1"]].concat());
+    let all = common::mount::Mount::start(Path::new(&format!("s3://{BUCKET}/ice")), &args);
+    let versions =
+        common::mount::Mount::start(Path::new(&source), &[&args[..], &["--all-refs"]].concat());
+    let len = |m: &common::mount::Mount, p: &str| std::fs::metadata(m.path(p)).unwrap().len();
+    assert_eq!(len(&main, "series"), 1300 * 4);
+    assert_eq!(len(&tag, "series"), 1000 * 4);
+    assert_eq!(len(&all, "native/series"), 1300 * 4);
+    assert_eq!(len(&versions, "tags/v1/series"), 1000 * 4);
+    let want = expected(&doc(&fixtures()), "main");
+    for (p, sha) in &want {
+        assert_eq!(sha256(&std::fs::read(main.path(p)).unwrap()), *sha, "{p}");
+    }
+    // Requests of each kind in four passes from now.
+    let host = format!("s3://{BUCKET}");
+    let n = |d: &Value, k: &str| d["remote"][&host]["requests"][k].as_u64().unwrap_or(0);
+    let runs = |d: &Value| d["refresh"]["runs"].as_u64().unwrap();
+    let four_passes = |m: &common::mount::Mount| -> (u64, Vec<u64>) {
+        let a = crate::remote::wait_refresh_runs(m, runs(&crate::remote::mount_stats(m)) + 1);
+        let b = crate::remote::wait_refresh_runs(m, runs(&a) + 4);
+        let kinds = ["LIST", "HEAD", "GET", "ranged_GET"];
+        let d = kinds.iter().map(|k| n(&b, k) - n(&a, k)).collect();
+        (runs(&b) - runs(&a), d)
+    };
+    let (passes, d) = four_passes(&main);
+    assert!(
+        passes <= d[2] && d[2] <= passes + 1 && d[..2] == [0, 0] && d[3] == 0,
+        "{passes} passes: LIST, HEAD, GET, ranged GET = {d:?}\n{}",
+        main.log()
+    );
+    let (_, d) = four_passes(&tag);
+    assert_eq!(d, [0, 0, 0, 0], "a tag asks nothing\n{}", tag.log());
+    // A commit to the bucket by icechunk-python.
+    let script = format!(
+        "import icechunk as ic, zarr, numpy as np, os\n\
+         st = ic.s3_storage(bucket={BUCKET:?}, prefix='ice/native', endpoint_url={endpoint:?}, \
+         allow_http=True, region='us-east-1', force_path_style=True, \
+         access_key_id=os.environ['AWS_ACCESS_KEY_ID'], \
+         secret_access_key=os.environ['AWS_SECRET_ACCESS_KEY'])\n\
+         s = ic.Repository.open(st).writable_session('main')\n\
+         zarr.open_group(store=s.store)['series'].append(np.full(100, 7.0, dtype='float32'))\n\
+         s.commit('grow to 1400')\n"
+    );
+    python(&["-c".as_ref(), script.as_ref()]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while len(&main, "series") != 1400 * 4
+        || len(&all, "native/series") != 1400 * 4
+        || len(&versions, "branches/main/series") != 1400 * 4
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not seen:\n{}\n{}",
+            main.log(),
+            all.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let bytes = std::fs::read(main.path("series")).unwrap();
+    assert!(
+        bytes[1300 * 4..]
+            .chunks(4)
+            .all(|c| c == 7.0f32.to_le_bytes())
+    );
+    assert_eq!(len(&tag, "series"), 1000 * 4);
+    assert_eq!(len(&versions, "tags/v1/series"), 1000 * 4);
+    for m in [main, tag, all, versions] {
+        m.stop();
+    }
+}
+
+/// Virtual references into a bucket (VirtualiZarr over obstore's S3 store,
+/// the repository itself in the bucket): read where `--allow-outside`
+/// admits their prefix, equal to what zarr-python reads through
+/// icechunk-python; refused otherwise, naming the object; a reference
+/// whose object was replaced since (its ETag) fails, never reads the new
+/// bytes.
+#[test]
+fn virtual_references_into_a_bucket_are_confined_and_checked() {
+    use common::servers::S3Server;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let generate = fixtures().join("generate.py");
+    python(&[
+        generate.as_os_str(),
+        "s3".as_ref(),
+        dir.as_os_str(),
+        s3.endpoint().as_ref(),
+        BUCKET.as_ref(),
+    ]);
+    let expected_doc = doc(dir);
+    let net = network(&s3.endpoint());
+    let repo = PathBuf::from(format!("s3://{BUCKET}/ice/virtual"));
+    let nc = PathBuf::from(expected_doc["container_prefix"].as_str().unwrap());
+    let ds =
+        dataset::open_in(&repo, cache(), std::slice::from_ref(&nc), Some(net.clone())).unwrap();
+    check_all(&ds, &expected(&expected_doc, "main"));
+    // Outside the repository's prefix, not admitted: refused, named.
+    let ds = dataset::open_in(&repo, cache(), &[], Some(net.clone())).unwrap();
+    let err = read_head(&ds, "nc4/elev", 16).unwrap_err().to_string();
+    assert!(
+        err.contains("sample4.nc") && err.contains("outside"),
+        "{err}"
+    );
+    // sample4.nc replaced upstream (one byte of elev changed): the ETag
+    // reference fails; the other reads of the file see a new version too.
+    let ds = dataset::open_in(&repo, cache(), &[nc], Some(net)).unwrap();
+    let mut bytes = std::fs::read(dir.join("src/sample4.nc")).unwrap();
+    let before = read_head(&ds, "etag_elev", 18 * 24 * 2).unwrap();
+    let at = bytes
+        .windows(before.len())
+        .position(|w| w == before.as_slice())
+        .unwrap();
+    bytes[at] ^= 1;
+    let changed = dir.join("changed.nc");
+    std::fs::write(&changed, &bytes).unwrap();
+    s3.put_files(BUCKET, vec![("nc/sample4.nc".into(), changed)]);
+    // The object open since before fails its pinned read (If-Match) and
+    // is dropped; opened again, its new ETag is refused.
+    let err = read_head(&ds, "etag_elev", 16).unwrap_err().to_string();
+    assert!(
+        err.contains("sample4.nc") && err.contains("changed"),
+        "{err}"
+    );
+    let err = read_head(&ds, "etag_elev", 16).unwrap_err().to_string();
+    assert!(
+        err.contains("sample4.nc") && err.contains("changed since the reference was written"),
+        "{err}"
+    );
 }

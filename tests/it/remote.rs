@@ -1464,7 +1464,7 @@ fn stats_agree_with_the_server_and_count_retries() {
 
 /// The mount's stats once its refresh has run `at_least` passes (a
 /// minute at most).
-fn wait_refresh_runs(m: &common::mount::Mount, at_least: u64) -> Value {
+pub(crate) fn wait_refresh_runs(m: &common::mount::Mount, at_least: u64) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let doc = mount_stats(m);
@@ -1477,7 +1477,7 @@ fn wait_refresh_runs(m: &common::mount::Mount, at_least: u64) -> Value {
 }
 
 /// Read `.slabfs/stats` of a mount.
-fn mount_stats(m: &common::mount::Mount) -> Value {
+pub(crate) fn mount_stats(m: &common::mount::Mount) -> Value {
     serde_json::from_slice(&std::fs::read(m.path(".slabfs/stats")).unwrap()).unwrap()
 }
 

@@ -52,6 +52,10 @@ impl Archive {
         Archive { inner }
     }
 
+    pub(super) fn backend(&self) -> &dyn Backend {
+        self.inner.as_ref()
+    }
+
     /// The directory the archive is (a bucket prefix: its URL).
     pub fn source(&self) -> &Path {
         self.inner.source()
@@ -144,8 +148,10 @@ impl Local {
         kind: std::fs::FileType,
     ) -> Option<Found> {
         if kind.is_dir() {
-            let repository = || icechunk::is_repository(path).then_some(false);
-            return match zarr::store_root(path).or_else(repository) {
+            if icechunk::is_repository(path) {
+                return Some(Found::Repository);
+            }
+            return match zarr::store_root(path) {
                 Some(array) => Some(Found::Store { array }),
                 None if depth < MAX_DEPTH => Some(Found::Directory),
                 None => None,
@@ -201,6 +207,12 @@ impl Backend for Local {
                 Some(h.finish())
             }
             Found::Store { .. } => FsStore::new(self.path(rel)).change_stamp("").ok().flatten(),
+            // Its head (served at `main`): one read of its ref.
+            Found::Repository => {
+                let store = FsStore::new(self.path(rel));
+                let key = icechunk::head_key(&store, None).ok()?;
+                icechunk::head_version(&store, key.as_deref()).ok()
+            }
             Found::Directory | Found::Descriptor | Found::Json => None,
         }
     }

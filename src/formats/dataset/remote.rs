@@ -7,6 +7,8 @@
 //! - **a prefix of a bucket** (S3, GCS, Azure) is walked like a
 //!   directory, one delimiter listing per level: a level holding
 //!   `zarr.json`, `.zgroup`, `.zarray` or `.zmetadata` is a Zarr store,
+//!   one holding `snapshots/` and `refs/` (or `repo`) an Icechunk
+//!   repository (the hierarchy of its snapshot, [`icechunk`]),
 //!   an object with a netCDF extension ([`super::NETCDF_EXTENSIONS`]) is a
 //!   netCDF-3 file or blocked archive, and every other prefix is a
 //!   directory of datasets. Names and paths are the ones the same tree
@@ -34,7 +36,7 @@ use std::sync::Arc;
 use super::{Backend, Dataset, Found, GroupSource, MAX_DEPTH, push_hierarchy};
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
-use crate::formats::{Options, nca, zarr};
+use crate::formats::{Options, icechunk, nca, zarr};
 use crate::storage::location::{Location, url_of};
 use crate::storage::{ByteRange, Listed, Network, Store, UrlFiles};
 
@@ -45,37 +47,18 @@ use crate::formats::zarr::STORE_KEYS as ZARR_KEYS;
 /// source never reads local files).
 pub(super) fn open(
     url: &str,
+    reference: Option<&str>,
     cache: Arc<ChunkCache>,
     allow_outside: &[PathBuf],
     network: Option<&dyn Network>,
 ) -> Result<Dataset> {
     let network = super::need_network(network, url)?;
     let root = Location::parse(url)?;
-    let mut extra = Vec::new();
-    for r in allow_outside {
-        match url_of(r) {
-            Some(s) => extra.push(Location::parse(s)?),
-            None => log::warn!(
-                "--allow-outside {}: a local path, ignored for the remote source {}",
-                r.display(),
-                root.display()
-            ),
-        }
-    }
+    let extra = outside_urls(&root, allow_outside)?;
     // What references may read: under the source, or, when the source
     // is one object, under the prefix holding it (as a file SOURCE on
     // disk may read its directory); and the `--allow-outside` URLs.
-    let options = |within: &Location| -> Result<Options> {
-        let mut roots = vec![within.clone()];
-        roots.extend(extra.iter().cloned());
-        let files = network.files(roots)?;
-        Ok(Options {
-            roots: Vec::new(),
-            remote: Some(files.clone()),
-            cache: cache.clone(),
-            files: files as Arc<dyn crate::storage::Files>,
-        })
-    };
+    let options = |within: &Location| options_within(within, &extra, &cache, network);
     let opts = options(&root)?;
     let files = opts.remote.clone().expect("set above");
     let io = |loc: &Location| {
@@ -88,17 +71,26 @@ pub(super) fn open(
     let store = files.store_at(&root).map_err(io(&root))?;
     let name = root.name().unwrap_or_else(|| "array".to_string());
     let mut ds = Dataset::default();
+    // A version was asked for: only a repository has them.
+    let no_versions = || {
+        Error::metadata(
+            root.display(),
+            format!(
+                "--ref {}: a branch, tag or snapshot of an Icechunk repository, and this is no \
+                 Icechunk repository",
+                reference.unwrap_or_default()
+            ),
+        )
+    };
     if root.scheme().lists() {
         let listing = store.list_dir("")?;
+        let repository = is_repository(&listing);
+        if reference.is_some() && !repository {
+            return Err(no_versions());
+        }
         if is_store(&listing) {
-            push_hierarchy(
-                &mut ds,
-                zarr::open_store(store, opts.cache.clone())?,
-                "",
-                &name,
-                &root.display(),
-                GroupSource::Nested,
-            );
+            let h = hierarchy(&root, store, repository, reference, &opts)?;
+            push_hierarchy(&mut ds, h, "", &name, &root.display(), GroupSource::Nested);
         } else if listing.is_empty() {
             if !exists(store.as_ref(), "")? {
                 return Err(Error::Io {
@@ -113,6 +105,12 @@ pub(super) fn open(
         } else {
             walk(&mut ds, files.as_ref(), &root, listing, "", &opts, 0);
         }
+    } else if exists(store.as_ref(), icechunk::FIRST_SNAPSHOT_KEY)? {
+        // A repository over HTTP: no listing, its first snapshot asked.
+        let h = hierarchy(&root, store, true, reference, &opts)?;
+        push_hierarchy(&mut ds, h, "", &name, &root.display(), GroupSource::Nested);
+    } else if reference.is_some() {
+        return Err(no_versions());
     } else if probe_store(store.as_ref())? {
         push_hierarchy(
             &mut ds,
@@ -129,10 +127,84 @@ pub(super) fn open(
     Ok(ds)
 }
 
+/// Whether a prefix listed as `listing` holds one hierarchy: a Zarr
+/// store or an Icechunk repository.
+/// The `--allow-outside` URLs (a local path is ignored for a remote
+/// source, with a warning).
+fn outside_urls(root: &Location, allow_outside: &[PathBuf]) -> Result<Vec<Location>> {
+    let mut extra = Vec::new();
+    for r in allow_outside {
+        match url_of(r) {
+            Some(s) => extra.push(Location::parse(s)?),
+            None => log::warn!(
+                "--allow-outside {}: a local path, ignored for the remote source {}",
+                r.display(),
+                root.display()
+            ),
+        }
+    }
+    Ok(extra)
+}
+
+/// The options of datasets whose references may read under `within` and
+/// the `extra` URLs.
+fn options_within(
+    within: &Location,
+    extra: &[Location],
+    cache: &Arc<ChunkCache>,
+    network: &dyn Network,
+) -> Result<Options> {
+    let mut roots = vec![within.clone()];
+    roots.extend(extra.iter().cloned());
+    let files = network.files(roots)?;
+    Ok(Options {
+        roots: Vec::new(),
+        remote: Some(files.clone()),
+        cache: cache.clone(),
+        files: files as Arc<dyn crate::storage::Files>,
+    })
+}
+
+/// The options of the datasets of the URL SOURCE `url` ([`open`]'s).
+pub(super) fn options(
+    url: &str,
+    cache: Arc<ChunkCache>,
+    allow_outside: &[PathBuf],
+    network: Option<&dyn Network>,
+) -> Result<Options> {
+    let network = super::need_network(network, url)?;
+    let root = Location::parse(url)?;
+    let extra = outside_urls(&root, allow_outside)?;
+    options_within(&root, &extra, &cache, network)
+}
+
 fn is_store(listing: &[(String, bool)]) -> bool {
-    listing
-        .iter()
-        .any(|(n, is_dir)| !is_dir && ZARR_KEYS.contains(&n.as_str()))
+    is_repository(listing)
+        || listing
+            .iter()
+            .any(|(n, is_dir)| !is_dir && ZARR_KEYS.contains(&n.as_str()))
+}
+
+fn is_repository(listing: &[(String, bool)]) -> bool {
+    icechunk::is_repository_listing(listing.iter().map(|(n, d)| (n.as_str(), *d)))
+}
+
+/// The hierarchy of the store at `loc` (`store`): an Icechunk
+/// repository's at `reference`, or the Zarr store's.
+fn hierarchy(
+    loc: &Location,
+    store: Arc<dyn Store>,
+    repository: bool,
+    reference: Option<&str>,
+    opts: &Options,
+) -> Result<zarr::Hierarchy> {
+    let store: Arc<dyn Store> = if repository {
+        let dir = PathBuf::from(loc.display());
+        Arc::new(icechunk::IcechunkStore::open(&dir, reference, opts)?)
+    } else {
+        store
+    };
+    zarr::open_store(store, opts.cache.clone())
 }
 
 /// The entries of `listing` (sorted by name, as a store lists) named
@@ -146,9 +218,15 @@ fn named<'a>(listing: &'a [Listed], name: &str) -> &'a [Listed] {
 
 /// [`is_store`] of a listing with versions.
 fn holds_store(listing: &[Listed]) -> bool {
-    listing
-        .iter()
-        .any(|l| !l.is_dir && ZARR_KEYS.contains(&l.name.as_str()))
+    holds_repository(listing)
+        || listing
+            .iter()
+            .any(|l| !l.is_dir && ZARR_KEYS.contains(&l.name.as_str()))
+}
+
+/// [`is_repository`] of a listing with versions.
+fn holds_repository(listing: &[Listed]) -> bool {
+    icechunk::is_repository_listing(listing.iter().map(|l| (l.name.as_str(), l.is_dir)))
 }
 
 /// Whether a store that cannot list has Zarr metadata at its root (a
@@ -221,7 +299,7 @@ fn walk(
                 })?;
                 let sub = store.list_dir("")?;
                 if is_store(&sub) {
-                    let h = zarr::open_store(store, opts.cache.clone())?;
+                    let h = hierarchy(&loc, store, is_repository(&sub), None, opts)?;
                     push_hierarchy(ds, h, &rel, &name, &loc.display(), GroupSource::Nested);
                 } else if depth < MAX_DEPTH {
                     walk(ds, files, &loc, sub, &rel, opts, depth + 1);
@@ -368,6 +446,9 @@ impl RemoteArchive {
             let Ok(sub) = self.listing(&rel) else {
                 return (depth < MAX_DEPTH).then_some(Found::Directory);
             };
+            if holds_repository(&sub) {
+                return Some(Found::Repository);
+            }
             if holds_store(&sub) {
                 return Some(Found::Store {
                     array: self.root_is_array(&rel, &sub),
@@ -446,6 +527,14 @@ impl Backend for RemoteArchive {
                 let store = self.files.store_at(&loc).ok()?;
                 store.change_stamp("").ok().flatten()
             }
+            // Served at `main`: one read of its head, not a listing of
+            // every chunk object.
+            Found::Repository => {
+                let loc = self.location(rel).ok()?;
+                let store = self.files.store_at(&loc).ok()?;
+                let key = icechunk::head_key(&store, None).ok()?;
+                icechunk::head_version(&store, key.as_deref()).ok()
+            }
             Found::File => {
                 let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
                 let listing = self.listing(dir).ok()?;
@@ -476,6 +565,14 @@ impl Backend for RemoteArchive {
                     source,
                 })?;
                 let h = zarr::open_store(store, self.opts.cache.clone())?;
+                push_hierarchy(&mut ds, h, rel, name, &loc.display(), GroupSource::Nested);
+            }
+            Found::Repository => {
+                let store = self.files.store_at(&loc).map_err(|source| Error::Io {
+                    path: loc.display(),
+                    source,
+                })?;
+                let h = hierarchy(&loc, Arc::new(store), true, None, &self.opts)?;
                 push_hierarchy(&mut ds, h, rel, name, &loc.display(), GroupSource::Nested);
             }
             Found::Descriptor => super::add_descriptor(&mut ds, &shown, rel, &self.opts)?,

@@ -51,18 +51,74 @@ use crate::error::{Error, Result};
 use crate::formats::Options;
 use crate::storage::location::url_of;
 use crate::storage::scope::Scope;
-use crate::storage::{ByteRange, Store};
+use crate::storage::{ByteRange, ReadAt, Store};
+
+mod storage;
+pub use storage::MAX_OBJECT_BYTES;
 
 /// The id of every repository's first snapshot (its creation), in both
 /// spec versions: Icechunk's signature, so that a directory that happens
 /// to hold `refs/` and `snapshots/` is not taken for a repository.
 const FIRST_SNAPSHOT: &str = "1CECHNKREP0F1RSTCMT0";
 
+/// [`FIRST_SNAPSHOT`]'s key in a repository.
+pub const FIRST_SNAPSHOT_KEY: &str = "snapshots/1CECHNKREP0F1RSTCMT0";
+
 /// Whether the directory `dir` holds an Icechunk repository: its first
 /// snapshot, and either `refs/` (spec 1) or the `repo` object (spec 2).
 pub fn is_repository(dir: &Path) -> bool {
     dir.join("snapshots").join(FIRST_SNAPSHOT).is_file()
         && (dir.join("refs").is_dir() || dir.join("repo").is_file())
+}
+
+/// Whether the listing of a prefix (each name with whether it is itself
+/// a prefix) is an Icechunk repository's root: `snapshots/` and either
+/// `refs/` (spec 1) or the `repo` object (spec 2). For object storage,
+/// where asking for the first snapshot too would cost a request per
+/// prefix classified; a prefix of that shape that is no repository fails
+/// to open, naming it.
+pub fn is_repository_listing<'a>(names: impl IntoIterator<Item = (&'a str, bool)>) -> bool {
+    let (mut snapshots, mut refs) = (false, false);
+    for (name, is_dir) in names {
+        match (name, is_dir) {
+            ("snapshots", true) => snapshots = true,
+            ("refs", true) | ("repo", false) => refs = true,
+            _ => {}
+        }
+    }
+    snapshots && refs
+}
+
+/// The key whose value changes when the version `reference` (`None`:
+/// `main`) of the repository in `store` gets a new commit: the branch's
+/// ref (spec 1, `refs/branch.NAME/ref.json`), or the `repo` object that
+/// holds every ref (spec 2); `None` when nothing can change it (a tag or a
+/// snapshot id of a spec-1 repository). Asked once; then one read of the
+/// key tells a refresh whether to open the repository again
+/// ([`head_version`]), instead of a listing of every object.
+pub fn head_key(store: &dyn Store, reference: Option<&str>) -> Result<Option<String>> {
+    let branch = format!("refs/branch.{}/ref.json", reference.unwrap_or("main"));
+    for key in [branch.as_str(), "repo"] {
+        if store
+            .get_range(key, ByteRange::At { offset: 0, len: 0 })?
+            .is_some()
+        {
+            return Ok(Some(key.to_string()));
+        }
+    }
+    Ok(None)
+}
+
+/// The version of the repository's head [`head_key`] names, as one
+/// number (a hash of its value, a few hundred bytes: one read);
+/// `key == None` (pinned): always the same.
+pub fn head_version(store: &dyn Store, key: Option<&str>) -> Result<u64> {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    if let Some(key) = key {
+        store.get(key, MAX_OBJECT_BYTES)?.hash(&mut h);
+    }
+    Ok(h.finish())
 }
 
 /// The runtime the crate's calls run on: one for the process, one worker
@@ -98,17 +154,75 @@ fn bounded_caches() -> icechunk::RepositoryConfig {
     }
 }
 
-/// What `reference` names: a branch, else a tag, else a snapshot id.
-async fn version_of(repo: &icechunk::Repository, reference: &str) -> Option<VersionInfo> {
-    if repo.lookup_branch(reference).await.is_ok() {
-        return Some(VersionInfo::BranchTipRef(reference.to_string()));
+/// A version of a repository, as asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum At {
+    /// A name (`--ref`): a branch, else a tag, else a snapshot id.
+    Named(String),
+    Branch(String),
+    Tag(String),
+    Snapshot(String),
+}
+
+impl At {
+    fn name(&self) -> &str {
+        match self {
+            At::Named(n) | At::Branch(n) | At::Tag(n) | At::Snapshot(n) => n,
+        }
     }
-    if repo.lookup_tag(reference).await.is_ok() {
-        return Some(VersionInfo::TagRef(reference.to_string()));
+
+    fn kind(&self) -> &'static str {
+        match self {
+            At::Named(_) => "branch, tag or snapshot",
+            At::Branch(_) => "branch",
+            At::Tag(_) => "tag",
+            At::Snapshot(_) => "snapshot",
+        }
     }
-    SnapshotId::try_from(reference)
-        .ok()
-        .map(VersionInfo::SnapshotId)
+}
+
+/// The version `at` names, if the repository has it.
+async fn version_of(repo: &icechunk::Repository, at: &At) -> Option<VersionInfo> {
+    let name = at.name();
+    let branch = || async { repo.lookup_branch(name).await.is_ok() };
+    let tag = || async { repo.lookup_tag(name).await.is_ok() };
+    let snapshot = || SnapshotId::try_from(name).ok().map(VersionInfo::SnapshotId);
+    match at {
+        At::Branch(_) => branch()
+            .await
+            .then(|| VersionInfo::BranchTipRef(name.to_string())),
+        At::Tag(_) => tag().await.then(|| VersionInfo::TagRef(name.to_string())),
+        At::Snapshot(_) => snapshot(),
+        At::Named(_) if branch().await => Some(VersionInfo::BranchTipRef(name.to_string())),
+        At::Named(_) if tag().await => Some(VersionInfo::TagRef(name.to_string())),
+        At::Named(_) => snapshot(),
+    }
+}
+
+/// The branches and the tags of the repository in `dir`, each sorted.
+pub fn refs(dir: &Path, opts: &Options) -> Result<(Vec<String>, Vec<String>)> {
+    let shown = dir.display().to_string();
+    let fail = |e: &dyn std::fmt::Display| {
+        Error::metadata(
+            shown.clone(),
+            format!(
+                "Icechunk repository: cannot list its refs: {}",
+                crate_message(e)
+            ),
+        )
+    };
+    let storage: Arc<dyn icechunk::Storage + Send + Sync> =
+        Arc::new(storage::StoreStorage::new(opts.files.store(dir)));
+    runtime().block_on(async {
+        let repo = icechunk::Repository::open(storage)
+            .config(bounded_caches())
+            .execute()
+            .await
+            .map_err(|e| fail(&e))?;
+        let branches = repo.list_branches().await.map_err(|e| fail(&e))?;
+        let tags = repo.list_tags().await.map_err(|e| fail(&e))?;
+        Ok((branches.into_iter().collect(), tags.into_iter().collect()))
+    })
 }
 
 /// One node of the hierarchy: its `zarr.json` and whether it is an array.
@@ -130,7 +244,13 @@ pub struct IcechunkStore {
     /// The virtual chunk containers' URL prefixes.
     containers: Vec<String>,
     scope: Arc<Scope>,
+    /// Objects of virtual chunks open now, by URL ([`OPEN_OBJECTS`]).
+    opened: parking_lot::Mutex<lru::LruCache<String, Arc<dyn ReadAt>>>,
 }
+
+/// The most objects of virtual chunks kept open per repository (each a
+/// HEAD saved for its next chunks; a few hundred bytes).
+const OPEN_OBJECTS: usize = 256;
 
 impl std::fmt::Debug for IcechunkStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -145,24 +265,33 @@ impl IcechunkStore {
     /// Open the repository in the directory `dir` at `reference` (a
     /// branch, a tag or a snapshot id; `None`: the tip of `main`).
     pub fn open(dir: &Path, reference: Option<&str>, opts: &Options) -> Result<IcechunkStore> {
+        let at = At::Named(reference.unwrap_or("main").to_string());
+        IcechunkStore::open_at(dir, &at, opts)
+    }
+
+    /// [`IcechunkStore::open`] at the version `at`.
+    pub fn open_at(dir: &Path, at: &At, opts: &Options) -> Result<IcechunkStore> {
         let shown = dir.display().to_string();
         let fail = |what: &str, e: &dyn std::fmt::Display| {
+            let e = crate_message(e);
             Error::metadata(shown.clone(), format!("Icechunk repository: {what}: {e}"))
         };
-        let reference = reference.unwrap_or("main");
+        let reference = at.name();
+        // Every object the crate reads comes through slabfs's store of
+        // the repository (module `storage`), as its chunks do.
+        let objects = opts.files.store(dir);
+        let storage: Arc<dyn icechunk::Storage + Send + Sync> =
+            Arc::new(storage::StoreStorage::new(objects.clone()));
         let (session, containers, nodes) = runtime().block_on(async {
-            let storage = icechunk::new_local_filesystem_storage(dir)
-                .await
-                .map_err(|e| fail("cannot open its storage", &e))?;
             let repo = icechunk::Repository::open(storage)
                 .config(bounded_caches())
                 .execute()
                 .await
                 .map_err(|e| fail("cannot open it", &e))?;
-            let version = version_of(&repo, reference).await.ok_or_else(|| {
+            let version = version_of(&repo, at).await.ok_or_else(|| {
                 Error::metadata(
                     shown.clone(),
-                    format!("Icechunk repository: no branch, tag or snapshot named {reference:?}"),
+                    format!("Icechunk repository: no {} named {reference:?}", at.kind()),
                 )
             })?;
             let session = repo
@@ -200,9 +329,12 @@ impl IcechunkStore {
             session,
             snapshot,
             nodes,
-            objects: opts.files.store(dir),
+            objects,
             containers,
             scope: opts.scope_for(dir),
+            opened: parking_lot::Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(OPEN_OBJECTS).expect("not zero"),
+            )),
         })
     }
 
@@ -241,7 +373,7 @@ impl IcechunkStore {
     fn error(&self, key: &str, why: impl std::fmt::Display) -> Error {
         Error::Io {
             path: self.describe(key),
-            source: io::Error::other(why.to_string()),
+            source: io::Error::other(crate_message(&why)),
         }
     }
 
@@ -326,10 +458,7 @@ impl IcechunkStore {
             ));
         }
         if parsed.scheme() != "file" {
-            return Err(refuse(
-                "only file:// locations are read yet (object-store locations: a later release)"
-                    .into(),
-            ));
+            return self.read_remote(url, offset, len, checksum).map_err(refuse);
         }
         if !matches!(parsed.host_str(), None | Some("") | Some("localhost")) {
             return Err(refuse("a file URL of another host".into()));
@@ -345,40 +474,116 @@ impl IcechunkStore {
             ))
         })?;
         let pick = |meta: &std::fs::Metadata| -> std::result::Result<(u64, u64), String> {
-            match checksum {
-                Some(Checksum::LastModified(secs)) => {
-                    let modified = meta.mtime() as f64 + meta.mtime_nsec() as f64 * 1e-9;
-                    if modified > f64::from(secs.0) {
-                        return Err(format!(
-                            "changed since the reference was written (modified at {} s, the \
-                             reference is of {} s)",
-                            meta.mtime(),
-                            secs.0
-                        ));
-                    }
-                }
-                Some(Checksum::ETag(tag)) => {
-                    let now = local_etag(meta);
-                    if tag.0.trim_matches('"') != now {
-                        return Err(format!(
-                            "changed since the reference was written (ETag {now}, the \
-                             reference has {})",
-                            tag.0
-                        ));
-                    }
-                }
-                None => {}
-            }
-            if offset.checked_add(len).is_none_or(|end| end > meta.len()) {
-                return Err(format!(
-                    "bytes {offset}..+{len} lie past its end ({} bytes)",
-                    meta.len()
-                ));
-            }
-            Ok((offset, offset + len))
+            let modified = (meta.mtime(), meta.mtime_nsec());
+            same_version(checksum, Some(&local_etag(meta)), Some(modified))?;
+            within(offset, len, meta.len())
         };
         crate::storage::local::read_verified(self.scope.local(), &real, pick, |e| e.to_string())
             .map_err(refuse)
+    }
+
+    /// [`Self::read_virtual`] of an object-store or HTTP location: opened
+    /// through the URL roots (`--allow-outside URL`, or the repository's
+    /// own bucket), its version (a HEAD) checked against `checksum`, and
+    /// read pinned to that version (`If-Match`), so every byte is of the
+    /// version checked. Open objects are kept ([`OPEN_OBJECTS`] of them)
+    /// for the next chunks of the same file; a failed one is dropped.
+    fn read_remote(
+        &self,
+        url: &str,
+        offset: u64,
+        len: u64,
+        checksum: Option<&Checksum>,
+    ) -> std::result::Result<Vec<u8>, String> {
+        let files = self.scope.remote().ok_or_else(|| {
+            format!(
+                "no URL may be read here (allowed: {}); --allow-outside URL admits one",
+                self.scope.describe()
+            )
+        })?;
+        let cached = self.opened.lock().get(url).cloned();
+        let file = match cached {
+            Some(f) => f,
+            None => {
+                let f = files.open(Path::new(url)).map_err(|e| e.to_string())?;
+                self.opened.lock().put(url.to_string(), f.clone());
+                f
+            }
+        };
+        let read = || -> std::result::Result<Vec<u8>, String> {
+            let version = file.version();
+            let e_tag = version.as_ref().and_then(|v| v.e_tag.as_deref());
+            let modified = version
+                .as_ref()
+                .and_then(|v| v.modified_ns)
+                .map(|ns| (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000)));
+            same_version(checksum, e_tag, modified)?;
+            let (start, end) = within(offset, len, file.size().map_err(|e| e.to_string())?)?;
+            let mut buf = vec![0u8; (end - start) as usize];
+            file.read_exact_at(&mut buf, start)
+                .map_err(|e| e.to_string())?;
+            Ok(buf)
+        };
+        read().inspect_err(|_| {
+            // Nothing failed is kept: the next read opens it again.
+            self.opened.lock().pop(url);
+        })
+    }
+}
+
+/// An error of the crate as one message: without the span trace its
+/// errors append after a blank line (`context:`), which says nothing to
+/// an operator and would spread one failure over several log lines.
+fn crate_message(e: &dyn std::fmt::Display) -> String {
+    let s = e.to_string();
+    match s.find("\n\ncontext:") {
+        Some(i) => s[..i].trim_end().to_string(),
+        None => s,
+    }
+}
+
+/// Whether a file whose ETag is `e_tag` and modification time
+/// `modified` (seconds, nanoseconds) is the version a reference's
+/// `checksum` recorded: the same ETag (quotes ignored), or not modified
+/// after the recorded time.
+fn same_version(
+    checksum: Option<&Checksum>,
+    e_tag: Option<&str>,
+    modified: Option<(i64, i64)>,
+) -> std::result::Result<(), String> {
+    match checksum {
+        Some(Checksum::LastModified(secs)) => {
+            let (s, ns) =
+                modified.ok_or("no modification time to check the reference's against")?;
+            if s > i64::from(secs.0) || (s == i64::from(secs.0) && ns > 0) {
+                return Err(format!(
+                    "changed since the reference was written (modified at {s} s, the \
+                     reference is of {} s)",
+                    secs.0
+                ));
+            }
+        }
+        Some(Checksum::ETag(tag)) => {
+            let now = e_tag.ok_or("no ETag to check the reference's against")?;
+            if tag.0.trim_matches('"') != now.trim_matches('"') {
+                return Err(format!(
+                    "changed since the reference was written (ETag {now}, the reference has {})",
+                    tag.0
+                ));
+            }
+        }
+        None => {}
+    }
+    Ok(())
+}
+
+/// `[offset, offset + len)` if it lies inside a file of `size` bytes.
+fn within(offset: u64, len: u64, size: u64) -> std::result::Result<(u64, u64), String> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok((offset, end)),
+        _ => Err(format!(
+            "bytes {offset}..+{len} lie past its end ({size} bytes)"
+        )),
     }
 }
 
@@ -445,8 +650,8 @@ impl Store for IcechunkStore {
     }
 }
 
-/// Whether `source` names a repository this module opens: a local
-/// directory for now (object-store prefixes: a later release).
+/// Whether the local directory `source` holds a repository (a URL is
+/// classified by its listing, `formats::dataset`).
 pub fn is_source(source: &Path) -> bool {
     url_of(source).is_none() && is_repository(source)
 }

@@ -131,8 +131,8 @@ async fn collect(
     progress: &super::hedge::Progress,
 ) -> io::Result<std::result::Result<Vec<u8>, u64>> {
     // Only a local file system store answers with a file, and slabfs
-    // reads local files itself (object_store's `fs` feature is on for the
-    // icechunk crate's local storage, not for slabfs's stores).
+    // reads local files itself (object_store's `fs` feature is on only
+    // because the icechunk crate parses repository configs with it).
     let mut stream = match payload {
         GetResultPayload::Stream(s) => s,
         GetResultPayload::File(..) => {
@@ -919,6 +919,14 @@ impl ReadAt for RemoteFile {
     /// The size of the version opened.
     fn size(&self) -> io::Result<u64> {
         Ok(self.version.size)
+    }
+
+    /// The version opened, which every read is pinned to.
+    fn version(&self) -> Option<crate::storage::ObjectVersion> {
+        Some(crate::storage::ObjectVersion {
+            e_tag: self.version.e_tag.clone(),
+            modified_ns: self.version.last_modified,
+        })
     }
 
     /// The object's current version (a HEAD), hashed; `None` if the HEAD

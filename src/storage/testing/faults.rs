@@ -364,6 +364,10 @@ impl ReadAt for FaultyFile {
     fn stamp(&self) -> Option<u64> {
         self.inner.stamp()
     }
+
+    fn version(&self) -> Option<crate::storage::ObjectVersion> {
+        self.inner.version()
+    }
 }
 
 /// A store whose `get` and `get_range` go through a [`FaultPlan`].

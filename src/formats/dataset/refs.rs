@@ -1,0 +1,169 @@
+//! Every version of an Icechunk repository in one mount (`--all-refs`):
+//! the repository as a directory of datasets, one per version,
+//!
+//! ```text
+//! branches/NAME/   the tip of each branch (followed: a refresh opens a
+//!                  branch again when its ref moves)
+//! tags/NAME/       each tag (never changes)
+//! snapshots/ID/    any snapshot, by its id; not listed (a repository
+//!                  has one per commit), found when looked up
+//! ```
+//!
+//! each the Zarr hierarchy of that version. It is an archive backend
+//! ([`super::Backend`]), so a version is opened only when a request
+//! reaches it, at most `--max-open-datasets` are open at once, and a
+//! refresh compares only the open ones, each by its head
+//! ([`icechunk::head_version`]: one read of the branch's ref).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{Backend, Dataset, Found, GroupSource, push_hierarchy};
+use crate::error::{Error, Result};
+use crate::formats::icechunk::{self, At, IcechunkStore};
+use crate::formats::{Options, zarr};
+use crate::storage::ByteRange;
+
+/// The three directories of versions.
+const BRANCHES: &str = "branches";
+const TAGS: &str = "tags";
+const SNAPSHOTS: &str = "snapshots";
+
+/// How long the list of branches and tags answers again without asking
+/// the repository (a `readdir` and the `lookup`s of what it returned).
+const REFS_TTL: Duration = Duration::from_secs(2);
+
+type Listed = Arc<(Vec<String>, Vec<String>)>;
+
+/// See the module docs.
+pub(crate) struct Refs {
+    /// The repository: a directory, or a URL as a path.
+    dir: PathBuf,
+    opts: Options,
+    listed: parking_lot::Mutex<Option<(Instant, Listed)>>,
+}
+
+impl Refs {
+    pub(super) fn new(dir: &Path, opts: Options) -> Result<Refs> {
+        let refs = Refs {
+            dir: dir.to_path_buf(),
+            opts,
+            listed: parking_lot::Mutex::new(None),
+        };
+        // A repository that cannot say its refs fails the mount now.
+        refs.refs()?;
+        Ok(refs)
+    }
+
+    /// The branches and tags, each sorted.
+    fn refs(&self) -> Result<Listed> {
+        if let Some((at, l)) = &*self.listed.lock()
+            && at.elapsed() < REFS_TTL
+        {
+            return Ok(l.clone());
+        }
+        let l: Listed = Arc::new(icechunk::refs(&self.dir, &self.opts)?);
+        *self.listed.lock() = Some((Instant::now(), l.clone()));
+        Ok(l)
+    }
+
+    /// The version the dataset `rel` (`KIND/NAME`) is.
+    fn at(rel: &str) -> Option<At> {
+        let (kind, name) = rel.split_once('/')?;
+        if name.is_empty() || name.contains('/') {
+            return None;
+        }
+        let name = name.to_string();
+        match kind {
+            BRANCHES => Some(At::Branch(name)),
+            TAGS => Some(At::Tag(name)),
+            SNAPSHOTS => Some(At::Snapshot(name)),
+            _ => None,
+        }
+    }
+}
+
+impl Backend for Refs {
+    fn source(&self) -> &Path {
+        &self.dir
+    }
+
+    fn forget_listings(&self) {
+        *self.listed.lock() = None;
+    }
+
+    fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
+        let names = |v: &[String]| v.iter().map(|n| (n.clone(), Found::Repository)).collect();
+        match rel {
+            "" => Ok([BRANCHES, SNAPSHOTS, TAGS]
+                .iter()
+                .map(|d| (d.to_string(), Found::Directory))
+                .collect()),
+            BRANCHES => Ok(names(&self.refs()?.0)),
+            TAGS => Ok(names(&self.refs()?.1)),
+            // Found when looked up by id, never listed.
+            SNAPSHOTS => Ok(Vec::new()),
+            _ => Err(Error::Io {
+                path: format!("{}/{rel}", self.dir.display()),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            }),
+        }
+    }
+
+    fn find(&self, rel: &str) -> Option<Found> {
+        if [BRANCHES, TAGS, SNAPSHOTS].contains(&rel) {
+            return Some(Found::Directory);
+        }
+        let there = match Refs::at(rel)? {
+            At::Branch(n) => self.refs().ok()?.0.contains(&n),
+            At::Tag(n) => self.refs().ok()?.1.contains(&n),
+            At::Snapshot(id) => {
+                let store = self.opts.files.store(&self.dir);
+                let key = format!("{SNAPSHOTS}/{id}");
+                // Ids are 20 characters of Crockford base32: nothing else
+                // is asked of the store.
+                id.len() == 20
+                    && id.bytes().all(|b| b.is_ascii_alphanumeric())
+                    && store
+                        .get_range(&key, ByteRange::At { offset: 0, len: 0 })
+                        .ok()
+                        .flatten()
+                        .is_some()
+            }
+            At::Named(_) => false,
+        };
+        there.then_some(Found::Repository)
+    }
+
+    fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
+        let at = Refs::at(rel).filter(|_| found == Found::Repository);
+        let Some(at) = at else {
+            return Err(Error::metadata(
+                format!("{}/{rel}", self.dir.display()),
+                "a directory of versions, not a version",
+            ));
+        };
+        let store = IcechunkStore::open_at(&self.dir, &at, &self.opts)?;
+        let h = zarr::open_store(Arc::new(store), self.opts.cache.clone())?;
+        let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
+        let mut ds = Dataset::default();
+        let source = self.dir.display().to_string();
+        push_hierarchy(&mut ds, h, rel, name, &source, GroupSource::Nested);
+        ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(Some(ds))
+    }
+
+    /// A branch: its ref's version (one read); a tag or a snapshot never
+    /// changes.
+    fn version(&self, rel: &str, _found: Found) -> Option<u64> {
+        match Refs::at(rel)? {
+            At::Branch(name) => {
+                let store = self.opts.files.store(&self.dir);
+                let key = icechunk::head_key(store.as_ref(), Some(&name)).ok()?;
+                icechunk::head_version(store.as_ref(), key.as_deref()).ok()
+            }
+            _ => Some(0),
+        }
+    }
+}
