@@ -620,6 +620,101 @@ fn containers_of_every_store_kind_parse() {
     );
 }
 
+/// A sharded array in a repository reads as zarr-python reads it, and a
+/// part of a chunk (what the sharding codec asks: its index, an inner
+/// chunk) is the same bytes as the part of the whole chunk, for native
+/// and inline chunks; a range past a chunk's end is an error.
+#[test]
+fn parts_of_chunks_read_as_the_whole_chunk_s_parts() {
+    use slabfs::formats::icechunk::IcechunkStore;
+    use slabfs::storage::{ByteRange, Store};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let repo = dir.join("repo");
+    let script = format!(
+        "import icechunk as ic, zarr, numpy as np, hashlib, json\n\
+         repo = ic.Repository.create(ic.local_filesystem_storage({repo:?}))\n\
+         s = repo.writable_session('main')\n\
+         g = zarr.open_group(store=s.store)\n\
+         a = g.create_array('sharded', shape=(96, 80), chunks=(16, 16), shards=(48, 80), \
+         dtype='f4', fill_value=0)\n\
+         a[:] = np.arange(96 * 80, dtype='f4').reshape(96, 80) / 3\n\
+         s.commit('sharded')\n\
+         r = zarr.open_group(store=repo.readonly_session('main').store, mode='r')\n\
+         v = np.ascontiguousarray(r['sharded'][...]).astype('<f4')\n\
+         print(hashlib.sha256(v.tobytes()).hexdigest())\n",
+        repo = repo.display().to_string()
+    );
+    let out = Command::new(common::python())
+        .args(["-W", "ignore", "-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The last line: icechunk-python may warn on stdout before it.
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let sha = printed.lines().last().unwrap().trim().to_string();
+    let ds = dataset::open(&repo, cache()).unwrap();
+    check_all(&ds, &[("sharded".to_string(), sha)]);
+    // Parts of chunks: a native shard, and the committed fixture's inline
+    // chunk.
+    let opts = slabfs::formats::Options::new(vec![repo.clone()], cache());
+    let store = IcechunkStore::open(&repo, None, &opts).unwrap();
+    let native_fixture = fixtures().join("native");
+    let fixture_opts = slabfs::formats::Options::new(vec![native_fixture.clone()], cache());
+    let fixture = IcechunkStore::open(&native_fixture, None, &fixture_opts).unwrap();
+    for (store, key) in [(&store, "sharded/c/1/0"), (&fixture, "tiny/c/0")] {
+        let whole = store.get(key, u64::MAX).unwrap().unwrap();
+        let n = whole.len() as u64;
+        assert!(n > 16, "{key}: {n} bytes");
+        for range in [
+            ByteRange::At { offset: 0, len: n },
+            ByteRange::At { offset: 5, len: 7 },
+            ByteRange::At { offset: n, len: 0 },
+            ByteRange::Suffix(16),
+        ] {
+            let (a, b) = range.resolve(n).unwrap();
+            let part = store.get_range(key, range).unwrap().unwrap();
+            assert_eq!(part, whole[a as usize..b as usize], "{key} {range:?}");
+        }
+        let err = store
+            .get_range(
+                key,
+                ByteRange::At {
+                    offset: n - 1,
+                    len: 2,
+                },
+            )
+            .unwrap_err();
+        assert!(err.to_string().contains(key), "{err}");
+    }
+    // Only the part is read: bytes of the shard object outside it fail
+    // when read, and the part reads.
+    use slabfs::storage::testing::faults::{Fault, FaultPlan, FaultyFiles, Rule};
+    let plan = FaultPlan::new();
+    let mut faulty = slabfs::formats::Options::new(vec![repo.clone()], cache());
+    faulty.files = Arc::new(FaultyFiles::new(faulty.files.clone(), plan.clone()));
+    let store = IcechunkStore::open(&repo, None, &faulty).unwrap();
+    let rule = Rule::new("chunks/", Fault::Error(std::io::ErrorKind::Other)).bytes(40..41);
+    plan.add(rule);
+    let part = ByteRange::At { offset: 5, len: 7 };
+    assert_eq!(
+        store
+            .get_range("sharded/c/1/0", part)
+            .unwrap()
+            .unwrap()
+            .len(),
+        7
+    );
+    assert!(
+        store.get("sharded/c/1/0", u64::MAX).is_err(),
+        "the fault fires"
+    );
+}
+
 /// A virtual reference to a file whose name needs percent-encoding in a
 /// URL (a space): read as icechunk-python reads it.
 #[test]

@@ -377,8 +377,17 @@ impl IcechunkStore {
         }
     }
 
-    /// The bytes of the chunk `idx` of `array` (`key` for messages).
-    fn chunk(&self, key: &str, array: &str, idx: Vec<u32>, limit: u64) -> Result<Option<Vec<u8>>> {
+    /// The bytes of the chunk `idx` of `array` (`key` for messages): all
+    /// of them (at most `limit`), or their `range` alone (a sharded
+    /// array's inner chunk or index: only those bytes are read).
+    fn chunk(
+        &self,
+        key: &str,
+        array: &str,
+        idx: Vec<u32>,
+        limit: u64,
+        range: Option<ByteRange>,
+    ) -> Result<Option<Vec<u8>>> {
         let path = icechunk::format::Path::try_from(format!("/{array}").as_str())
             .map_err(|e| self.error(key, e))?;
         let payload = runtime()
@@ -392,21 +401,35 @@ impl IcechunkStore {
             Some(ChunkPayload::Virtual(v)) => v.length,
             _ => 0,
         };
-        if length > limit {
+        if payload.is_some() && range.is_none() && length > limit {
             return Err(Error::TooLarge {
                 path: self.describe(key),
                 size: length,
                 limit,
             });
         }
+        let (start, end) = match range {
+            None => (0, length),
+            Some(r) => r
+                .resolve(length)
+                .ok_or_else(|| r.out_of_bounds(&self.describe(key), length))?,
+        };
+        // Where the part asked for starts in the referenced object.
+        let from = |offset: u64| {
+            offset
+                .checked_add(start)
+                .ok_or_else(|| self.error(key, "a reference's offset past 2^64"))
+        };
         match payload {
             None => Ok(None),
-            Some(ChunkPayload::Inline(bytes)) => Ok(Some(bytes.to_vec())),
+            Some(ChunkPayload::Inline(bytes)) => {
+                Ok(Some(bytes[start as usize..end as usize].to_vec()))
+            }
             Some(ChunkPayload::Ref(r)) => {
                 let object = format!("chunks/{}", r.id);
                 let range = ByteRange::At {
-                    offset: r.offset,
-                    len: r.length,
+                    offset: from(r.offset)?,
+                    len: end - start,
                 };
                 match self.objects.get_range(&object, range)? {
                     Some(v) => Ok(Some(v)),
@@ -418,7 +441,8 @@ impl IcechunkStore {
                     .session
                     .resolve_virtual_location(&v.location)
                     .map_err(|e| self.error(key, e))?;
-                self.read_virtual(key, &url, v.offset, v.length, v.checksum.as_ref())
+                let offset = from(v.offset)?;
+                self.read_virtual(key, &url, offset, end - start, v.checksum.as_ref())
                     .map(Some)
             }
             Some(other) => Err(self.error(
@@ -595,20 +619,44 @@ fn local_etag(m: &std::fs::Metadata) -> String {
     format!("{:x}-{:x}-{:x}", m.ino(), micros, m.len())
 }
 
-impl Store for IcechunkStore {
-    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+impl IcechunkStore {
+    /// The value of `key` ([`Store::get`]), or its `range`
+    /// ([`Store::get_range`]).
+    fn value(&self, key: &str, limit: u64, range: Option<ByteRange>) -> Result<Option<Vec<u8>>> {
         let node = match key.strip_suffix("zarr.json") {
             Some("") => Some(""),
             Some(p) => p.strip_suffix('/'),
             None => None,
         };
         if let Some(path) = node {
-            return Ok(self.nodes.get(path).map(|n| n.zarr_json.clone()));
+            let Some(doc) = self.nodes.get(path).map(|n| &n.zarr_json) else {
+                return Ok(None);
+            };
+            let size = doc.len() as u64;
+            let (start, end) = match range {
+                Some(r) => r
+                    .resolve(size)
+                    .ok_or_else(|| r.out_of_bounds(&self.describe(key), size))?,
+                None => (0, size),
+            };
+            return Ok(Some(doc[start as usize..end as usize].to_vec()));
         }
         let Some((array, idx)) = self.chunk_of(key) else {
             return Ok(None);
         };
-        self.chunk(key, &array, idx, limit)
+        self.chunk(key, &array, idx, limit, range)
+    }
+}
+
+impl Store for IcechunkStore {
+    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        self.value(key, limit, None)
+    }
+
+    /// Only the bytes asked for are read (a sharded array's inner chunk,
+    /// its index), wherever the chunk lives.
+    fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        self.value(key, u64::MAX, Some(range))
     }
 
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
