@@ -572,6 +572,24 @@ fn a_repository_s_metadata_is_read_confined() {
     std::fs::remove_file(&head).unwrap();
     std::fs::write(&head, saved).unwrap();
     assert!(opens(&repo).is_ok());
+    // A tag's ref that cannot be read is that error, not "no such tag".
+    let tag = repo.join("refs/tag.v1/ref.json");
+    std::fs::rename(&tag, root.join("tag-ref.json")).unwrap();
+    std::os::unix::fs::symlink(root.join("tag-ref.json"), &tag).unwrap();
+    let err = dataset::open_repository(&repo, "v1", cache(), &[], None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("refs/tag.v1/ref.json") && err.contains("outside"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("no branch"),
+        "a failed read is no missing tag: {err}"
+    );
+    std::fs::remove_file(&tag).unwrap();
+    std::fs::rename(root.join("tag-ref.json"), &tag).unwrap();
     // Every snapshot a symlink to a copy outside the roots.
     let outside = root.join("outside");
     std::fs::create_dir(&outside).unwrap();

@@ -181,22 +181,41 @@ impl At {
     }
 }
 
-/// The version `at` names, if the repository has it.
-async fn version_of(repo: &icechunk::Repository, at: &At) -> Option<VersionInfo> {
+/// The version `at` names, `None` if the repository has no such ref; an
+/// error when asking failed (a ref unreadable, the store down), which is
+/// not "no such branch".
+async fn version_of(
+    repo: &icechunk::Repository,
+    at: &At,
+) -> std::result::Result<Option<VersionInfo>, String> {
+    use icechunk::refs::RefErrorKind;
+    use icechunk::repository::RepositoryErrorKind;
     let name = at.name();
-    let branch = || async { repo.lookup_branch(name).await.is_ok() };
-    let tag = || async { repo.lookup_tag(name).await.is_ok() };
+    let found = |r: icechunk::repository::RepositoryResult<SnapshotId>| match r {
+        Ok(_) => Ok(true),
+        Err(e)
+            if matches!(
+                e.kind,
+                RepositoryErrorKind::Ref(RefErrorKind::RefNotFound(_))
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(crate_message(&e)),
+    };
+    let branch = || async { found(repo.lookup_branch(name).await) };
+    let tag = || async { found(repo.lookup_tag(name).await) };
     let snapshot = || SnapshotId::try_from(name).ok().map(VersionInfo::SnapshotId);
-    match at {
-        At::Branch(_) => branch()
-            .await
-            .then(|| VersionInfo::BranchTipRef(name.to_string())),
-        At::Tag(_) => tag().await.then(|| VersionInfo::TagRef(name.to_string())),
+    let branch_tip = || VersionInfo::BranchTipRef(name.to_string());
+    let tagged = || VersionInfo::TagRef(name.to_string());
+    Ok(match at {
+        At::Branch(_) => branch().await?.then(branch_tip),
+        At::Tag(_) => tag().await?.then(tagged),
         At::Snapshot(_) => snapshot(),
-        At::Named(_) if branch().await => Some(VersionInfo::BranchTipRef(name.to_string())),
-        At::Named(_) if tag().await => Some(VersionInfo::TagRef(name.to_string())),
+        At::Named(_) if branch().await? => Some(branch_tip()),
+        At::Named(_) if tag().await? => Some(tagged()),
         At::Named(_) => snapshot(),
-    }
+    })
 }
 
 /// The branches and the tags of the repository in `dir`, each sorted.
@@ -288,12 +307,15 @@ impl IcechunkStore {
                 .execute()
                 .await
                 .map_err(|e| fail("cannot open it", &e))?;
-            let version = version_of(&repo, at).await.ok_or_else(|| {
-                Error::metadata(
-                    shown.clone(),
-                    format!("Icechunk repository: no {} named {reference:?}", at.kind()),
-                )
-            })?;
+            let version = version_of(&repo, at)
+                .await
+                .map_err(|e| fail(&format!("cannot look up {reference:?}"), &e))?
+                .ok_or_else(|| {
+                    Error::metadata(
+                        shown.clone(),
+                        format!("Icechunk repository: no {} named {reference:?}", at.kind()),
+                    )
+                })?;
             let session = repo
                 .readonly_session(&version)
                 .await
