@@ -280,6 +280,8 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
         }
         "allow_other" if value.is_none() => a.allow_other = true,
         "cache_size" => a.common.cache_size = parse_size(need()?).map_err(bad)?,
+        "disk_cache" => a.common.remote.disk_cache = Some(need()?.into()),
+        "disk_cache_size" => a.common.remote.disk_cache_size = parse_size(need()?).map_err(bad)?,
         "byte_order" => {
             a.byte_order = ByteOrder::from_str(need()?, false)
                 .map_err(|_| bad("choose native, little or big".into()))?;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
+use slabfs::storage::disk_cache::DiskCacheConfig;
 use slabfs::storage::remote::Config;
 
 /// `--stall-timeout` when neither it nor a short `--request-timeout`
@@ -48,6 +49,16 @@ pub struct RemoteArgs {
     #[arg(long, value_name = "N", default_value_t = 2,
           value_parser = clap::value_parser!(u16).range(1..=64))]
     pub remote_threads: u16,
+    /// Keep the raw bytes of remote reads in DIR, checked on every read,
+    /// across restarts and shared by every slabfs process naming the same
+    /// DIR (docs/OPERATIONS.md, "The disk cache") [default: none].
+    #[arg(long, value_name = "DIR")]
+    pub disk_cache: Option<std::path::PathBuf>,
+    /// The most bytes --disk-cache keeps (least recently used out first),
+    /// e.g. 20GiB.
+    #[arg(long, value_name = "SIZE", default_value = "10GiB",
+          value_parser = super::parse_size, requires = "disk_cache")]
+    pub disk_cache_size: u64,
 }
 
 impl RemoteArgs {
@@ -69,6 +80,10 @@ impl RemoteArgs {
                     .unwrap_or(DEFAULT_STALL_TIMEOUT.min(self.request_timeout / 3))
                     .clamp(1, self.request_timeout.max(1)),
             ),
+            disk_cache: self.disk_cache.clone().map(|dir| DiskCacheConfig {
+                dir,
+                size: self.disk_cache_size,
+            }),
         }
     }
 }

@@ -25,7 +25,11 @@
 //!                              "throttles": 6,
 //!                              "latency_us": {"count": 1235, "p50": 9100, ...}}},
 //!   "remote_throttle": {"request_limit": 32, "max_requests": 64, "in_flight": 5,
-//!                       "backoffs": 1, "resume_in_ms": 0, "hedges": 12, "hedges_won": 9}
+//!                       "backoffs": 1, "resume_in_ms": 0, "hedges": 12, "hedges_won": 9},
+//!   "disk_cache": {"hits": 250, "misses": 6, "evictions": 0, "corrupt": 0,
+//!                  "bytes_read": 262144000, "bytes_written": 6291456,
+//!                  "write_errors": 0, "bytes_held": 268437000,
+//!                  "size_limit": 10737418240}
 //! }
 //! ```
 //!
@@ -43,6 +47,11 @@
 //!   syscall saw them (`ENOENT` counts lookups of names that do not exist,
 //!   which shells do all the time; `EIO` is a chunk that cannot be read).
 //! - `cache`: the decoded-chunk cache ([`crate::engine::cache::CacheStats`]).
+//! - `disk_cache` (with `--disk-cache`): blocks found on disk (`hits`) or
+//!   not (`misses`), removed to stay under the size limit (`evictions`) or
+//!   found damaged and read again (`corrupt`), bytes read from and written
+//!   to it, failed writes (each turns writes off for a minute), and the
+//!   bytes it holds ([`crate::storage::disk_cache`]).
 //! - `buffers`: the read path's buffer pool ([`crate::engine::buffers`]):
 //!   bytes of spare and per-thread scratch buffers kept for reuse, their
 //!   cap, and buffers handed out reused (`hits`) or allocated (`misses`).
@@ -275,6 +284,9 @@ impl Stats {
             if !remote.is_empty() {
                 doc["remote"] = remote_json(&remote);
                 doc["remote_throttle"] = throttle_json(&r.throttle(), r.hedges());
+            }
+            if let Some(d) = r.disk_cache() {
+                doc["disk_cache"] = serde_json::to_value(d).expect("plain numbers");
             }
         }
         if let Some(cache) = cache {

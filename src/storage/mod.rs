@@ -26,6 +26,9 @@
 //! - [`scope`]: where the references one file makes may lead (local
 //!   roots, URL roots), resolved and checked in one place for every
 //!   format.
+//! - [`disk_cache`]: remote bytes kept on local disk across restarts and
+//!   shared by a node's processes (`--disk-cache`), verified on every
+//!   read; the remote adapter reads through it.
 //! - [`paths`] (helpers over any [`Files`], local or remote:
 //!   stamps, existence, small documents), [`read_cache`] (a block cache
 //!   over any [`ReadAt`] for metadata parsing), [`fan_out`] (threads for
@@ -42,6 +45,7 @@
 //! `tests/it/layers.rs`).
 
 pub mod contract;
+pub mod disk_cache;
 pub mod fan_out;
 pub mod local;
 pub mod location;

@@ -21,6 +21,7 @@ mod codec_stores;
 mod codecs;
 mod corpus;
 mod descriptors;
+mod disk_cache;
 mod faults;
 mod fuzz_regressions;
 mod hdf5;

@@ -33,6 +33,8 @@ pub struct Config {
     /// head, or the next bytes of its body) before it is abandoned and
     /// retried on a new connection, resuming after the bytes received.
     pub stall_timeout: Duration,
+    /// Remote bytes kept on local disk across restarts (`--disk-cache`).
+    pub disk_cache: Option<crate::storage::disk_cache::DiskCacheConfig>,
 }
 
 impl Default for Config {
@@ -55,6 +57,7 @@ impl Default for Config {
             // both, and fits twice into the 30 s request timeout, so a
             // read survives two stalls in a row.
             stall_timeout: Duration::from_secs(10),
+            disk_cache: None,
         }
     }
 }

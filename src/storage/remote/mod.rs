@@ -198,6 +198,8 @@ pub(crate) struct State {
     /// Set by [`Remote::cancel_all`]: every call waiting or in flight
     /// ends, and every later one.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// `--disk-cache`, when it opened.
+    pub(crate) disk_cache: Option<Arc<crate::storage::disk_cache::DiskCache>>,
 }
 
 impl State {
@@ -248,6 +250,17 @@ impl Remote {
     /// until asked.
     pub fn new(config: Config) -> Remote {
         let max = config.max_requests;
+        // A cache directory that cannot be used is no reason not to read.
+        let disk_cache = config.disk_cache.as_ref().and_then(|c| {
+            crate::storage::disk_cache::DiskCache::open(c)
+                .inspect_err(|e| {
+                    log::warn!(
+                        "--disk-cache {}: {e}; reading without a disk cache",
+                        c.dir.display()
+                    )
+                })
+                .ok()
+        });
         Remote {
             inner: Arc::new(Inner {
                 state: Arc::new(State {
@@ -257,11 +270,17 @@ impl Remote {
                     metrics: metrics::Registry::default(),
                     latency_us: std::sync::atomic::AtomicU64::new(0),
                     stopping: tokio::sync::watch::Sender::new(false),
+                    disk_cache,
                 }),
                 rt: OnceLock::new(),
                 connected: parking_lot::Mutex::new(Vec::new()),
             }),
         }
+    }
+
+    /// The disk cache's counters (`--disk-cache`), if it has one.
+    pub fn disk_cache(&self) -> Option<crate::storage::disk_cache::Snapshot> {
+        self.inner.state.disk_cache.as_ref().map(|c| c.snapshot())
     }
 
     /// The configuration in force.

@@ -36,6 +36,7 @@ use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectSt
 use super::{Config, Connection, Remote, State, redact};
 use crate::error::{Error, Result};
 use crate::storage::contract::{ByteRange, Files, Listed, ReadAt, Store, UrlFiles};
+use crate::storage::disk_cache::{BLOCK, DiskCache, ObjectId};
 use crate::storage::location::Location;
 
 /// The io error for a failed request on `loc`, its message cleared of
@@ -728,6 +729,9 @@ struct Version {
 pub struct RemoteFile {
     remote: Connection,
     version: Version,
+    /// Its identity in the disk cache (`--disk-cache`), when there is one
+    /// and the object has an ETag to key its blocks by.
+    cached: Option<(Arc<DiskCache>, ObjectId)>,
     /// The last [`ReadAt::stamp`] and when it was taken: the variables of
     /// one object (a netCDF file's dozens) all ask within one refresh
     /// pass, and one HEAD answers them all ([`STAMP_REUSE`]).
@@ -755,7 +759,16 @@ impl RemoteFile {
         let meta = remote.block_on(async move { store.head(&path).await.map_err(io_error) })?;
         // The HEAD also answers the first stamps (those of the mount).
         let stamped = Some((std::time::Instant::now(), stamp_of(&meta)));
+        let cached = match (&remote.state().disk_cache, &meta.e_tag) {
+            (Some(cache), Some(tag)) => {
+                let store = remote.state().config().endpoint().unwrap_or_default();
+                let id = ObjectId::new(&store, &remote.location.display(), tag);
+                Some((cache.clone(), id))
+            }
+            _ => None,
+        };
         Ok(RemoteFile {
+            cached,
             version: Version {
                 size: meta.size,
                 e_tag: meta.e_tag,
@@ -873,10 +886,79 @@ impl RemoteFile {
     }
 }
 
+impl RemoteFile {
+    /// [`ReadAt::read_many`] through the disk cache: the blocks the reads
+    /// touch are taken from it, the missing ones fetched (one ranged GET
+    /// per run of consecutive missing blocks, all at once, pinned to the
+    /// version opened) and kept.
+    fn read_through(
+        &self,
+        cache: &DiskCache,
+        id: &ObjectId,
+        reads: &mut [(u64, &mut [u8])],
+    ) -> io::Result<()> {
+        let size = self.version.size;
+        let block_len = |b: u64| (size - b * BLOCK).min(BLOCK) as usize;
+        let mut blocks: std::collections::BTreeMap<u64, Option<Vec<u8>>> = Default::default();
+        for (offset, buf) in reads.iter() {
+            if buf.is_empty() {
+                continue;
+            }
+            let span = self.span(*offset, buf.len())?;
+            for b in span.start / BLOCK..=(span.end - 1) / BLOCK {
+                blocks.entry(b).or_insert(None);
+            }
+        }
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        for (b, slot) in blocks.iter_mut() {
+            *slot = cache.get(id, *b, block_len(*b));
+            if slot.is_none() {
+                match runs.last_mut() {
+                    Some(r) if r.end == *b => r.end += 1,
+                    _ => runs.push(*b..*b + 1),
+                }
+            }
+        }
+        if !runs.is_empty() {
+            let futs = runs
+                .iter()
+                .map(|r| self.get_pinned(r.start * BLOCK..(r.end * BLOCK).min(size)))
+                .collect();
+            for (r, got) in runs.iter().zip(self.remote.block_on_all(futs)) {
+                let got = got.map_err(|e| self.named(e))?;
+                let bytes = got.as_ref();
+                for b in r.clone() {
+                    let at = ((b - r.start) * BLOCK) as usize;
+                    let piece = &bytes[at..at + block_len(b)];
+                    cache.put(id, b, piece);
+                    blocks.insert(b, Some(piece.to_vec()));
+                }
+            }
+        }
+        for (offset, buf) in reads.iter_mut() {
+            let mut pos = *offset;
+            let mut filled = 0;
+            while filled < buf.len() {
+                let b = pos / BLOCK;
+                let data = blocks[&b].as_deref().expect("every block taken or fetched");
+                let from = (pos - b * BLOCK) as usize;
+                let n = (data.len() - from).min(buf.len() - filled);
+                buf[filled..filled + n].copy_from_slice(&data[from..from + n]);
+                filled += n;
+                pos += n as u64;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl ReadAt for RemoteFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         if buf.is_empty() {
             return Ok(());
+        }
+        if let Some((cache, id)) = &self.cached {
+            return self.read_through(cache, id, &mut [(offset, buf)]);
         }
         let range = self.span(offset, buf.len())?;
         let bytes = self
@@ -890,6 +972,9 @@ impl ReadAt for RemoteFile {
     /// All the ranged GETs at once, each under a `--max-requests` permit:
     /// about one round trip for the lot.
     fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> io::Result<()> {
+        if let Some((cache, id)) = &self.cached {
+            return self.read_through(cache, id, reads);
+        }
         let mut futs = Vec::with_capacity(reads.len());
         for (offset, buf) in reads.iter() {
             if !buf.is_empty() {

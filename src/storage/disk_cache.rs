@@ -1,0 +1,534 @@
+//! A persistent cache of remote bytes on local disk (`--disk-cache DIR`,
+//! `--disk-cache-size SIZE`): the raw bytes of remote reads (not decoded:
+//! smaller, and verifiable), in blocks of [`BLOCK`] bytes, one file each,
+//! kept across restarts and shared by every slabfs process of a node that
+//! names the same DIR.
+//!
+//! # What a block is, and why it is never served wrong
+//!
+//! A block is named by its object's identity: the store (endpoint and
+//! URL, without secrets), the object's key, the object's *version* (its
+//! ETag, as the store sent it when the object was opened), and the block's
+//! index; the file's name is a SHA-256 of the first three and the index.
+//! An object replaced upstream has another ETag, so its old blocks are
+//! never asked for again (they age out). Each file carries a header
+//! (magic, block index, length, the identity in full, a CRC32C of the
+//! data, a CRC32C of the header) that is checked on every read: a file
+//! flipped on disk, cut short, or (with vanishing odds) of another object
+//! whose name hashes the same, is removed and read again from the store.
+//!
+//! # Shared, crash-safe, bounded
+//!
+//! - **Atomic publication**: a block is written to `DIR/tmp/` and renamed
+//!   into place, so a reader (this process or another) sees a whole file
+//!   or none; two processes writing the same block write the same bytes,
+//!   and the last rename wins.
+//! - **Crash safety**: a process killed while writing leaves at most a
+//!   file in `DIR/tmp/`, never under `DIR/v1/`; files in `tmp/` of
+//!   processes no longer alive are removed at the next start. A block
+//!   published but not yet on disk when the machine lost power fails its
+//!   CRC and is read again.
+//! - **Size bound, least recently used first**: each process counts what
+//!   it writes; when the directory holds more than SIZE it walks it and
+//!   removes the files used longest ago (a hit touches the file's time,
+//!   at most once a minute) down to 90 % of SIZE. Another process's
+//!   reader of a removed file keeps its open file, or misses: eviction
+//!   never fails a read.
+//! - **Failure stops writes, never reads**: a full disk or a directory
+//!   that fails a write turns writes off for a minute (one log line);
+//!   reads go to the store as without a cache.
+//! - **Starts at once**: the directory is walked (its size counted, stale
+//!   `tmp/` files removed) on a thread of its own after the mount is up.
+
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, SystemTime};
+
+use sha2::{Digest, Sha256};
+
+/// Bytes per block (the last block of an object is shorter): 1 MiB, the
+/// size of a typical chunk and of mountpoint-s3's blocks; one file each.
+pub const BLOCK: u64 = 1 << 20;
+
+const MAGIC: &[u8; 8] = b"SLABFSB\x01";
+
+/// How long writes stay off after one failed.
+const WRITES_OFF: Duration = Duration::from_secs(60);
+
+/// A hit refreshes its file's time (the LRU clock shared by every
+/// process) only when it is older than this: one `utimensat` a minute
+/// per block at most.
+const TOUCH_EVERY: Duration = Duration::from_secs(60);
+
+/// Where the cache is and how large it may grow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskCacheConfig {
+    pub dir: PathBuf,
+    pub size: u64,
+}
+
+/// The identity of one version of one object (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectId {
+    bytes: Vec<u8>,
+    hash: String,
+}
+
+impl ObjectId {
+    /// `store`: the endpoint and store URL; `key`: the object's URL or
+    /// key; `version`: its ETag. None of them may hold a secret: they are
+    /// written into every block's header.
+    pub fn new(store: &str, key: &str, version: &str) -> ObjectId {
+        let mut bytes = Vec::with_capacity(store.len() + key.len() + version.len() + 2);
+        for (i, part) in [store, key, version].iter().enumerate() {
+            if i > 0 {
+                bytes.push(0);
+            }
+            bytes.extend_from_slice(part.as_bytes());
+        }
+        let hash = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        ObjectId { bytes, hash }
+    }
+}
+
+/// What the cache did, for `.slabfs/stats` and the metrics.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub evictions: AtomicU64,
+    /// Blocks found damaged (checksum, length, identity) and removed.
+    pub corrupt: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub write_errors: AtomicU64,
+}
+
+/// [`Counters`] at one moment, with the bytes the directory holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Snapshot {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub corrupt: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub write_errors: u64,
+    /// Bytes under the directory as this process counts them (exact after
+    /// its walk; others' writes since are seen at the next eviction).
+    pub bytes_held: u64,
+    pub size_limit: u64,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct DiskCache {
+    blocks: PathBuf,
+    tmp: PathBuf,
+    budget: u64,
+    used: AtomicU64,
+    counters: Counters,
+    /// When writes were turned off (seconds since the epoch; 0: on).
+    writes_off_since: AtomicU64,
+    /// Names the temporary files of this process apart.
+    written: AtomicU64,
+    evicting: parking_lot::Mutex<()>,
+    scanned: AtomicBool,
+}
+
+impl DiskCache {
+    /// The cache in `cfg.dir` (created if need be), its walk started on a
+    /// thread of its own.
+    pub fn open(cfg: &DiskCacheConfig) -> io::Result<Arc<DiskCache>> {
+        let blocks = cfg.dir.join("v1");
+        let tmp = cfg.dir.join("tmp");
+        fs::create_dir_all(&blocks)?;
+        fs::create_dir_all(&tmp)?;
+        let cache = Arc::new(DiskCache {
+            blocks,
+            tmp,
+            budget: cfg.size,
+            used: AtomicU64::new(0),
+            counters: Counters::default(),
+            writes_off_since: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            evicting: parking_lot::Mutex::new(()),
+            scanned: AtomicBool::new(false),
+        });
+        let walker = cache.clone();
+        std::thread::Builder::new()
+            .name("slabfs-disk-cache".into())
+            .spawn(move || walker.scan())?;
+        Ok(cache)
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> Snapshot {
+        let c = &self.counters;
+        Snapshot {
+            hits: c.hits.load(Relaxed),
+            misses: c.misses.load(Relaxed),
+            evictions: c.evictions.load(Relaxed),
+            corrupt: c.corrupt.load(Relaxed),
+            bytes_read: c.bytes_read.load(Relaxed),
+            bytes_written: c.bytes_written.load(Relaxed),
+            write_errors: c.write_errors.load(Relaxed),
+            bytes_held: self.used.load(Relaxed),
+            size_limit: self.budget,
+        }
+    }
+
+    /// Whether the first walk is done (tests wait for it).
+    pub fn scanned(&self) -> bool {
+        self.scanned.load(Relaxed)
+    }
+
+    fn path(&self, id: &ObjectId, block: u64) -> PathBuf {
+        self.blocks
+            .join(&id.hash[..2])
+            .join(format!("{}-{block}", &id.hash[2..]))
+    }
+
+    /// Block `block` of the object `id`, which must hold `len` bytes;
+    /// `None` (a miss) when it is not here or not whole.
+    pub fn get(&self, id: &ObjectId, block: u64, len: usize) -> Option<Vec<u8>> {
+        let path = self.path(id, block);
+        let file = match fs::read(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                if e.kind() != io::ErrorKind::NotFound {
+                    log::debug!("disk cache: {}: {e}", path.display());
+                }
+                self.counters.misses.fetch_add(1, Relaxed);
+                return None;
+            }
+        };
+        match decode(&file, id, block, len) {
+            Ok(range) => {
+                self.counters.hits.fetch_add(1, Relaxed);
+                self.counters.bytes_read.fetch_add(len as u64, Relaxed);
+                touch(&path);
+                Some(file[range].to_vec())
+            }
+            Err(why) => {
+                self.counters.corrupt.fetch_add(1, Relaxed);
+                self.counters.misses.fetch_add(1, Relaxed);
+                log::warn!(
+                    "disk cache: {} is damaged ({why}); removed, read again from the store",
+                    path.display()
+                );
+                if fs::remove_file(&path).is_ok() {
+                    let n = file.len() as u64;
+                    let _ = self
+                        .used
+                        .fetch_update(Relaxed, Relaxed, |u| Some(u.saturating_sub(n)));
+                }
+                None
+            }
+        }
+    }
+
+    /// Keep `data`, block `block` of the object `id`. Never fails: a
+    /// failed write turns writes off for a while ([`WRITES_OFF`]).
+    pub fn put(&self, id: &ObjectId, block: u64, data: &[u8]) {
+        let off = self.writes_off_since.load(Relaxed);
+        if off != 0 && now_secs().saturating_sub(off) < WRITES_OFF.as_secs() {
+            return;
+        }
+        let path = self.path(id, block);
+        let n = self.written.fetch_add(1, Relaxed);
+        let tmp = self.tmp.join(format!("{}-{n}", std::process::id()));
+        let file = encode(id, block, data);
+        let written = (|| -> io::Result<()> {
+            let mut f = fs::File::create(&tmp)?;
+            f.write_all(&file)?;
+            drop(f);
+            if let Some(dir) = path.parent() {
+                fs::create_dir_all(dir)?;
+            }
+            fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            self.counters.write_errors.fetch_add(1, Relaxed);
+            // Logged once per turn off: writes are not tried meanwhile.
+            self.writes_off_since.store(now_secs().max(1), Relaxed);
+            log::warn!(
+                "disk cache: cannot write {} ({e}); writes off for {} s, reads go on",
+                path.display(),
+                WRITES_OFF.as_secs()
+            );
+            return;
+        }
+        self.writes_off_since.store(0, Relaxed);
+        self.counters
+            .bytes_written
+            .fetch_add(data.len() as u64, Relaxed);
+        let used = self.used.fetch_add(file.len() as u64, Relaxed) + file.len() as u64;
+        if used > self.budget && self.scanned() {
+            self.evict();
+        }
+    }
+
+    /// The first walk: count what the directory holds, remove what dead
+    /// processes left in `tmp/`, then evict if over the limit.
+    fn scan(&self) {
+        let mut stale = 0;
+        if let Ok(dir) = fs::read_dir(&self.tmp) {
+            for e in dir.flatten() {
+                let name = e.file_name();
+                let pid = name
+                    .to_str()
+                    .and_then(|n| n.split('-').next())
+                    .and_then(|p| p.parse::<i32>().ok());
+                // SAFETY: kill(pid, 0) sends no signal; it only asks
+                // whether the process exists.
+                let alive = pid.is_some_and(|p| p > 0 && unsafe { libc::kill(p, 0) } == 0);
+                if !alive && fs::remove_file(e.path()).is_ok() {
+                    stale += 1;
+                }
+            }
+        }
+        let (files, total) = self.walk();
+        self.used.store(total, Relaxed);
+        self.scanned.store(true, Relaxed);
+        log::info!(
+            "disk cache {}: {} blocks, {total} bytes (limit {}); {stale} partial files of \
+             earlier processes removed",
+            self.blocks.display(),
+            files.len(),
+            self.budget
+        );
+        if total > self.budget {
+            self.evict();
+        }
+    }
+
+    /// Every block file: (time last used, bytes, path), and their total.
+    fn walk(&self) -> (Vec<(i64, u64, PathBuf)>, u64) {
+        let mut files = Vec::new();
+        let mut total = 0;
+        for sub in fs::read_dir(&self.blocks).into_iter().flatten().flatten() {
+            for f in fs::read_dir(sub.path()).into_iter().flatten().flatten() {
+                if let Ok(m) = f.metadata()
+                    && m.is_file()
+                {
+                    total += m.len();
+                    files.push((m.mtime(), m.len(), f.path()));
+                }
+            }
+        }
+        (files, total)
+    }
+
+    /// Remove the blocks used longest ago until the directory holds 90 %
+    /// of the limit. One thread at a time; the others go on.
+    fn evict(&self) {
+        let Some(_one) = self.evicting.try_lock() else {
+            return;
+        };
+        let (mut files, mut total) = self.walk();
+        let target = self.budget / 10 * 9;
+        if total > self.budget {
+            files.sort_unstable();
+            let mut removed = 0;
+            for (_, len, path) in files {
+                if total <= target {
+                    break;
+                }
+                // Gone already (another process evicted it): counted out.
+                let _ = fs::remove_file(&path);
+                total = total.saturating_sub(len);
+                removed += 1;
+            }
+            self.counters.evictions.fetch_add(removed, Relaxed);
+            log::debug!("disk cache: {removed} blocks evicted, {total} bytes held");
+        }
+        self.used.store(total, Relaxed);
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Set the file's time to now if it is older than [`TOUCH_EVERY`].
+fn touch(path: &Path) {
+    let old = fs::metadata(path)
+        .ok()
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age >= TOUCH_EVERY);
+    if old && let Ok(f) = fs::File::options().write(true).open(path) {
+        let _ = f.set_modified(SystemTime::now());
+    }
+}
+
+/// A block file: header, then data (see the module docs).
+fn encode(id: &ObjectId, block: u64, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40 + id.bytes.len() + data.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&block.to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32c::crc32c(data).to_le_bytes());
+    out.extend_from_slice(&(id.bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(&id.bytes);
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(data);
+    out
+}
+
+/// Where the data of `file` is, if it is whole and is block `block` of
+/// `id`, `len` bytes long; else why not.
+fn decode(
+    file: &[u8],
+    id: &ObjectId,
+    block: u64,
+    len: usize,
+) -> std::result::Result<std::ops::Range<usize>, &'static str> {
+    let u32_at = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(file.get(at..at + 4)?.try_into().ok()?))
+    };
+    if file.get(..8) != Some(MAGIC.as_slice()) {
+        return Err("not a block file");
+    }
+    let got_block = file
+        .get(8..16)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .ok_or("cut short")?;
+    let data_len = u32_at(16).ok_or("cut short")? as usize;
+    let data_crc = u32_at(20).ok_or("cut short")?;
+    let id_len = u32_at(24).ok_or("cut short")? as usize;
+    let header_end = 28usize.checked_add(id_len).ok_or("bad header")?;
+    let header_crc = u32_at(header_end).ok_or("cut short")?;
+    if crc32c::crc32c(&file[..header_end]) != header_crc {
+        return Err("header checksum");
+    }
+    if &file[28..header_end] != id.bytes.as_slice() || got_block != block {
+        return Err("another object's block");
+    }
+    let data = header_end + 4;
+    if data_len != len || file.len() != data + len {
+        return Err("wrong length");
+    }
+    if crc32c::crc32c(&file[data..]) != data_crc {
+        return Err("data checksum");
+    }
+    Ok(data..file.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(dir: &Path, size: u64) -> Arc<DiskCache> {
+        let c = DiskCache::open(&DiskCacheConfig {
+            dir: dir.to_path_buf(),
+            size,
+        })
+        .unwrap();
+        while !c.scanned() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        c
+    }
+
+    #[test]
+    fn a_block_reads_back_only_as_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 30);
+        let id = ObjectId::new("s3://b", "s3://b/k", "\"e1\"");
+        assert_eq!(c.get(&id, 0, 3), None);
+        c.put(&id, 0, b"abc");
+        assert_eq!(c.get(&id, 0, 3).as_deref(), Some(&b"abc"[..]));
+        // Another version, block, length: not this block.
+        assert_eq!(
+            c.get(&ObjectId::new("s3://b", "s3://b/k", "\"e2\""), 0, 3),
+            None
+        );
+        assert_eq!(c.get(&id, 1, 3), None);
+        assert_eq!(c.get(&id, 0, 4), None, "a wrong length is damage");
+        let s = c.snapshot();
+        assert_eq!((s.hits, s.corrupt), (1, 1));
+    }
+
+    #[test]
+    fn a_flipped_byte_is_detected_and_the_block_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 30);
+        let id = ObjectId::new("s3://b", "s3://b/k", "e");
+        c.put(&id, 2, &[7u8; 1000]);
+        let path = c.path(&id, 2);
+        let mut bytes = fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        fs::write(&path, bytes).unwrap();
+        assert_eq!(c.get(&id, 2, 1000), None);
+        assert!(!path.exists());
+        assert_eq!(c.snapshot().corrupt, 1);
+    }
+
+    #[test]
+    fn the_size_bound_holds_oldest_out_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 10_000);
+        let id = |i: u32| ObjectId::new("s", &format!("k{i}"), "e");
+        for i in 0..30 {
+            c.put(&id(i), 0, &[1u8; 1000]);
+            // Older first: distinct times for the LRU order.
+            let t = SystemTime::now() - Duration::from_secs(1000 - u64::from(i));
+            let f = fs::File::options()
+                .write(true)
+                .open(c.path(&id(i), 0))
+                .unwrap();
+            f.set_modified(t).unwrap();
+        }
+        let (_, held) = c.walk();
+        assert!(held <= 10_000, "{held}");
+        assert!(c.get(&id(29), 0, 1000).is_some(), "the newest stays");
+        assert!(c.get(&id(0), 0, 1000).is_none(), "the oldest went");
+        assert!(c.snapshot().evictions > 0);
+    }
+
+    #[test]
+    fn partial_files_of_dead_processes_are_removed_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("tmp")).unwrap();
+        // A pid that cannot be alive (above the kernel's pid_max).
+        fs::write(dir.path().join("tmp/2147483640-0"), b"partial").unwrap();
+        let mine = dir.path().join(format!("tmp/{}-99", std::process::id()));
+        fs::write(&mine, b"in flight").unwrap();
+        let _c = cache(dir.path(), 1 << 20);
+        assert!(!dir.path().join("tmp/2147483640-0").exists());
+        assert!(mine.exists(), "a live process's file is left alone");
+    }
+
+    #[test]
+    fn a_directory_that_fails_stops_writes_not_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 20);
+        let id = ObjectId::new("s", "k", "e");
+        c.put(&id, 0, b"kept");
+        // The temporary directory gone: writes fail, reads go on.
+        fs::remove_dir_all(&c.tmp).unwrap();
+        c.put(&id, 1, b"lost");
+        assert_eq!(c.snapshot().write_errors, 1);
+        assert_eq!(c.get(&id, 0, 4).as_deref(), Some(&b"kept"[..]));
+        assert_eq!(c.get(&id, 1, 4), None);
+        // Off for a while: not even tried.
+        fs::create_dir_all(&c.tmp).unwrap();
+        c.put(&id, 1, b"lost");
+        assert_eq!(c.get(&id, 1, 4), None);
+        assert_eq!(c.snapshot().write_errors, 1);
+    }
+}

@@ -1,0 +1,226 @@
+//! The persistent disk cache (`--disk-cache`, issue 28) through real
+//! mounts of a netCDF-4 object in a local S3 server (s3s-fs): a remount
+//! re-reads what was read before with no data request, two mounts share
+//! one cache, an object replaced upstream gives its new bytes, a damaged
+//! block is found and read again, the size bound holds, and a daemon
+//! killed while writing leaves nothing that is served wrong.
+//!
+//! The object is written by netCDF4-python (random float32, zlib, chunked
+//! 256 KiB) with its values as raw little-endian bytes beside it
+//! (numpy's `tofile`): what every read is compared with.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common;
+use crate::common::mount::Mount;
+use crate::common::servers::S3Server;
+
+const BUCKET: &str = "slabfs-disk-cache";
+
+/// A netCDF-4 file of one float32 variable `v` (`n` values) and its raw
+/// values, written into `dir`.
+fn write_file(dir: &Path, n: usize, seed: u32) -> (PathBuf, Vec<u8>) {
+    let nc = dir.join(format!("f{seed}.nc"));
+    let raw = dir.join(format!("f{seed}.raw"));
+    let script = format!(
+        "import netCDF4, numpy as np\n\
+         v = np.random.default_rng({seed}).random({n}, dtype='f4')\n\
+         with netCDF4.Dataset({nc:?}, 'w') as d:\n\
+         \x20   d.createDimension('x', {n})\n\
+         \x20   x = d.createVariable('v', 'f4', ('x',), zlib=True, complevel=1, chunksizes=(65536,))\n\
+         \x20   x[:] = v\n\
+         v.astype('<f4').tofile({raw:?})\n",
+        nc = nc.display().to_string(),
+        raw = raw.display().to_string(),
+    );
+    let out = std::process::Command::new(common::python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (nc, std::fs::read(raw).unwrap())
+}
+
+fn stats(m: &Mount) -> Value {
+    serde_json::from_slice(&std::fs::read(m.path(".slabfs/stats")).unwrap()).unwrap()
+}
+
+/// Data requests (GETs, ranged or whole) the mount made.
+fn gets(m: &Mount) -> u64 {
+    let doc = stats(m);
+    let r = &doc["remote"][&format!("s3://{BUCKET}")]["requests"];
+    r["GET"].as_u64().unwrap_or(0) + r["ranged_GET"].as_u64().unwrap_or(0)
+}
+
+struct Setup {
+    s3: common::s3s::S3s,
+    tmp: tempfile::TempDir,
+    want: Vec<u8>,
+}
+
+impl Setup {
+    /// A server holding one 8 MiB netCDF-4 object, `nc/f1.nc`.
+    fn new() -> Setup {
+        let s3 = common::s3s::S3s::start();
+        s3.create_bucket(BUCKET);
+        let tmp = tempfile::tempdir().unwrap();
+        let (nc, want) = write_file(tmp.path(), 2 << 20, 1);
+        s3.put_files(BUCKET, vec![("nc/f1.nc".into(), nc)]);
+        Setup { s3, tmp, want }
+    }
+
+    fn cache_dir(&self) -> PathBuf {
+        self.tmp.path().join("cache")
+    }
+
+    fn mount(&self, extra: &[&str]) -> Mount {
+        let endpoint = self.s3.endpoint();
+        let cache = self.cache_dir();
+        let mut args = vec![
+            "--endpoint-url",
+            endpoint.as_str(),
+            "--disk-cache",
+            cache.to_str().unwrap(),
+            "--refresh",
+            "0",
+        ];
+        args.extend_from_slice(extra);
+        Mount::start(Path::new(&format!("s3://{BUCKET}/nc/f1.nc")), &args)
+    }
+}
+
+/// Block files under the cache directory, with their sizes.
+fn blocks(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    for sub in std::fs::read_dir(dir.join("v1"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for f in std::fs::read_dir(sub.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            out.push((f.path(), f.metadata().unwrap().len()));
+        }
+    }
+    out
+}
+
+/// A remount re-reads with no data request; a second mount alive at the
+/// same time shares the cache; the bytes are netCDF4-python's.
+#[test]
+fn a_remount_rereads_from_disk_with_no_data_request() {
+    let s = Setup::new();
+    let first = s.mount(&[]);
+    assert_eq!(std::fs::read(first.path("v")).unwrap(), s.want);
+    assert!(gets(&first) > 0);
+    let held = stats(&first)["disk_cache"]["bytes_written"]
+        .as_u64()
+        .unwrap();
+    assert!(held >= 8 << 20, "the object's blocks written: {held}");
+    // A second mount while the first is alive: shares the blocks.
+    let second = s.mount(&[]);
+    assert_eq!(std::fs::read(second.path("v")).unwrap(), s.want);
+    assert_eq!(gets(&second), 0, "{}", stats(&second));
+    first.stop();
+    second.stop();
+    // After a restart: no data request either.
+    let again = s.mount(&[]);
+    assert_eq!(std::fs::read(again.path("v")).unwrap(), s.want);
+    assert_eq!(gets(&again), 0, "{}", stats(&again));
+    let hits = stats(&again)["disk_cache"]["hits"].as_u64().unwrap();
+    assert!(hits >= 8, "{hits}");
+    again.stop();
+}
+
+/// An object replaced upstream (another ETag) is read in its new version,
+/// never from the old blocks; a block damaged on disk is found by its
+/// checksum, removed and read again from the store.
+#[test]
+fn a_replaced_object_and_a_damaged_block_are_read_again() {
+    let s = Setup::new();
+    let m = s.mount(&[]);
+    assert_eq!(std::fs::read(m.path("v")).unwrap(), s.want);
+    m.stop();
+    // One byte flipped in the middle of a block file.
+    let (path, len) = blocks(&s.cache_dir())
+        .into_iter()
+        .max_by_key(|b| b.1)
+        .unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[len as usize / 2] ^= 0x40;
+    std::fs::write(&path, bytes).unwrap();
+    let m = s.mount(&[]);
+    assert_eq!(std::fs::read(m.path("v")).unwrap(), s.want);
+    let doc = stats(&m);
+    assert_eq!(doc["disk_cache"]["corrupt"], 1, "{doc}");
+    assert_eq!(gets(&m), 1, "the damaged block alone is fetched: {doc}");
+    m.stop();
+    // Replaced upstream by other values.
+    let (nc, want) = write_file(s.tmp.path(), 2 << 20, 2);
+    s.s3.put_files(BUCKET, vec![("nc/f1.nc".into(), nc)]);
+    let m = s.mount(&[]);
+    assert_eq!(std::fs::read(m.path("v")).unwrap(), want);
+    assert!(gets(&m) > 0);
+    m.stop();
+}
+
+/// The cache never holds much more than its size: the blocks used
+/// longest ago go first.
+#[test]
+fn the_size_bound_holds() {
+    let s = Setup::new();
+    let m = s.mount(&["--disk-cache-size", "3MiB"]);
+    assert_eq!(std::fs::read(m.path("v")).unwrap(), s.want);
+    let held: u64 = blocks(&s.cache_dir()).iter().map(|b| b.1).sum();
+    assert!(held <= 3 << 20, "{held} bytes held");
+    let doc = stats(&m);
+    assert!(
+        doc["disk_cache"]["evictions"].as_u64().unwrap() > 0,
+        "{doc}"
+    );
+    m.stop();
+}
+
+/// A daemon killed (SIGKILL) while it fills the cache leaves nothing that
+/// is served wrong: the next mount reads the right bytes, and the partial
+/// files the dead one left are removed.
+#[test]
+fn a_daemon_killed_while_writing_leaves_nothing_wrong() {
+    let s = Setup::new();
+    let m = s.mount(&[]);
+    let path = m.path("v");
+    let reader = std::thread::spawn(move || {
+        let _ = std::fs::read(path);
+    });
+    // Kill it once blocks are being written.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while blocks(&s.cache_dir()).is_empty() {
+        assert!(Instant::now() < deadline, "{}", m.log());
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let dead = m.pid();
+    m.signal(libc::SIGKILL);
+    let _ = reader.join();
+    drop(m);
+    // What a kill in the middle of a write leaves: a partial file.
+    let tmp = s.cache_dir().join("tmp");
+    std::fs::write(tmp.join(format!("{dead}-999")), b"partial").unwrap();
+    let m = s.mount(&[]);
+    assert_eq!(std::fs::read(m.path("v")).unwrap(), s.want);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while tmp.join(format!("{dead}-999")).exists() {
+        assert!(Instant::now() < deadline, "not cleaned up: {}", m.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    m.stop();
+}
