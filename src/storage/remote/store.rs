@@ -226,7 +226,22 @@ where
 #[derive(Clone)]
 pub struct RemoteStore {
     remote: Connection,
+    /// With `--disk-cache`: what each directory's delimiter listing said
+    /// of its objects, so a value kept on disk is served by the version
+    /// listed without a request ([`RemoteStore::from_disk`]).
+    listed: Option<Arc<parking_lot::Mutex<lru::LruCache<String, Arc<DirListing>>>>>,
 }
+
+/// One directory's objects: name -> (ETag, size).
+type DirListing = HashMap<String, (String, u64)>;
+
+/// Directories whose listing a store keeps for its disk-cache reads.
+const LISTED_DIRS: usize = 64;
+
+/// A directory listing more objects than this is not kept (its values are
+/// read from the store as without a disk cache): 100,000 names are about
+/// 10 MB.
+const LISTED_MAX: usize = 100_000;
 
 impl fmt::Debug for RemoteStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -237,7 +252,99 @@ impl fmt::Debug for RemoteStore {
 impl RemoteStore {
     /// The store of keys under `remote`'s location.
     pub fn new(remote: Connection) -> RemoteStore {
-        RemoteStore { remote }
+        let listed = remote.state().disk_cache.as_ref().map(|_| {
+            let n = std::num::NonZeroUsize::new(LISTED_DIRS).expect("not zero");
+            Arc::new(parking_lot::Mutex::new(lru::LruCache::new(n)))
+        });
+        RemoteStore { remote, listed }
+    }
+
+    /// The ETag and size the listing of `key`'s directory gives it: one
+    /// delimiter listing per directory, kept while the store lives (the
+    /// dataset's life: a refresh that sees a change opens a new one). A
+    /// listing that fails is kept empty: its keys are read as without a
+    /// disk cache.
+    fn listed(&self, key: &str) -> Option<(String, u64)> {
+        let memo = self.listed.as_ref()?;
+        let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
+        if let Some(l) = memo.lock().get(dir) {
+            return l.get(name).cloned();
+        }
+        let listing = (|| -> Result<DirListing> {
+            let loc = self.remote.location.child(dir)?;
+            let store = self.store();
+            let path = loc.prefix().clone();
+            let cfg = self.remote.config().clone();
+            let what = loc.display();
+            let listed = self
+                .remote
+                .block_on(async move {
+                    let p = (!path.as_ref().is_empty()).then_some(&path);
+                    retry_listing(&cfg, &what, || async {
+                        store.list_with_delimiter(p).await.map_err(io_error)
+                    })
+                    .await
+                })
+                .map_err(with_path(&loc))?;
+            Ok(listed
+                .objects
+                .into_iter()
+                .filter_map(|o| Some((o.location.filename()?.to_string(), (o.e_tag?, o.size))))
+                .collect())
+        })()
+        .unwrap_or_else(|e| {
+            log::debug!("disk cache: {e}");
+            DirListing::new()
+        });
+        let found = listing.get(name).cloned();
+        if listing.len() <= LISTED_MAX {
+            memo.lock().put(dir.to_string(), Arc::new(listing));
+        }
+        found
+    }
+
+    /// The identity of version `tag` of `key` in the disk cache.
+    fn object_id(&self, key: &str, tag: &str) -> Option<ObjectId> {
+        let loc = self.remote.location.child(key).ok()?;
+        let store = self.remote.state().config().endpoint().unwrap_or_default();
+        Some(ObjectId::new(&store, &loc.display(), tag))
+    }
+
+    /// The value of `key` from the disk cache, at the version its
+    /// directory's listing names, if every block of it is there.
+    fn from_disk(&self, key: &str, limit: u64) -> Option<Vec<u8>> {
+        let state = self.remote.state();
+        let cache = state.disk_cache.as_ref()?;
+        let (tag, size) = self.listed(key)?;
+        if size > limit {
+            return None;
+        }
+        let id = self.object_id(key, &tag)?;
+        let mut out = Vec::with_capacity(size as usize);
+        for b in 0..size.div_ceil(BLOCK) {
+            out.extend_from_slice(&cache.get(&id, b, (size - b * BLOCK).min(BLOCK) as usize)?);
+        }
+        Some(out)
+    }
+
+    /// Keep `value`, version `tag` of `key`, in the disk cache.
+    fn keep(&self, key: &str, tag: &str, value: &[u8]) {
+        let state = self.remote.state();
+        let (Some(cache), Some(id)) = (&state.disk_cache, self.object_id(key, tag)) else {
+            return;
+        };
+        for (b, block) in value.chunks(BLOCK as usize).enumerate() {
+            cache.put(&id, b as u64, block);
+        }
+    }
+
+    /// The listing of `key`'s directory is out of date (a GET pinned to
+    /// its ETag failed): asked again at the next read.
+    fn forget_listing(&self, key: &str) {
+        if let Some(memo) = &self.listed {
+            let (dir, _) = key.rsplit_once('/').unwrap_or(("", key));
+            memo.lock().pop(dir);
+        }
     }
 
     fn store(&self) -> Arc<dyn ObjectStore> {
@@ -427,6 +534,11 @@ fn value_or_error(
 
 impl Store for RemoteStore {
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
+        if self.listed.is_some() {
+            let mut got = None;
+            self.get_each(&[(key.to_string(), limit)], &mut |_, r| got = Some(r));
+            return got.expect("one answer");
+        }
         let loc = self.remote.location.child(key)?;
         self.get_with(&loc, GetOptions::default(), limit, None)
     }
@@ -451,24 +563,51 @@ impl Store for RemoteStore {
         let mut asked = Vec::with_capacity(keys.len());
         let mut futs = Vec::with_capacity(keys.len());
         for (i, (key, limit)) in keys.iter().enumerate() {
+            // With a disk cache: a value kept there is served without a
+            // request; one that is not is asked pinned to the version
+            // listed (`If-Match`), and kept.
+            if let Some(v) = self.from_disk(key, *limit) {
+                each(i, Ok(Some(v)));
+                continue;
+            }
+            let tag = self.listed(key).map(|(tag, _)| tag);
             match self.remote.location.child(key) {
                 Ok(loc) => {
+                    let opts = GetOptions {
+                        if_match: tag.clone(),
+                        ..Default::default()
+                    };
                     futs.push(get_value(
                         self.remote.state(),
                         self.store(),
                         loc.prefix().clone(),
-                        GetOptions::default(),
+                        opts,
                         *limit,
                         None,
                     ));
-                    asked.push((i, loc, *limit));
+                    asked.push((i, loc, *limit, tag));
                 }
                 Err(e) => each(i, Err(e)),
             }
         }
         self.remote.each_on_runtime(futs, |j, answer| {
-            let (i, loc, limit) = &asked[j];
-            each(*i, value_or_error(loc, *limit, answer));
+            let (i, loc, limit, tag) = &asked[j];
+            let key = &keys[*i].0;
+            match (value_or_error(loc, *limit, answer), tag) {
+                (Ok(Some(v)), Some(tag)) => {
+                    self.keep(key, tag, &v);
+                    each(*i, Ok(Some(v)));
+                }
+                // Replaced since its directory was listed: the listing
+                // is asked again later, this value read as it is now.
+                (Err(Error::Io { source, .. }), Some(_))
+                    if source.kind() == io::ErrorKind::InvalidData =>
+                {
+                    self.forget_listing(key);
+                    each(*i, self.get_with(loc, GetOptions::default(), *limit, None));
+                }
+                (got, _) => each(*i, got),
+            }
         });
     }
 
@@ -732,6 +871,10 @@ pub struct RemoteFile {
     /// Its identity in the disk cache (`--disk-cache`), when there is one
     /// and the object has an ETag to key its blocks by.
     cached: Option<(Arc<DiskCache>, ObjectId)>,
+    /// Blocks some read of this object is fetching now, and the signal
+    /// that some landed: concurrent reads of one block fetch it once.
+    fetching: parking_lot::Mutex<std::collections::HashSet<u64>>,
+    landed: parking_lot::Condvar,
     /// The last [`ReadAt::stamp`] and when it was taken: the variables of
     /// one object (a netCDF file's dozens) all ask within one refresh
     /// pass, and one HEAD answers them all ([`STAMP_REUSE`]).
@@ -769,6 +912,8 @@ impl RemoteFile {
         };
         Ok(RemoteFile {
             cached,
+            fetching: Default::default(),
+            landed: Default::default(),
             version: Version {
                 size: meta.size,
                 e_tag: meta.e_tag,
@@ -909,14 +1054,71 @@ impl RemoteFile {
                 blocks.entry(b).or_insert(None);
             }
         }
-        let mut runs: Vec<Range<u64>> = Vec::new();
+        // Blocks not on disk: fetched here, unless another read of this
+        // object is fetching them now (then waited for, and taken from
+        // disk; fetched here after all if they did not land).
+        let mut missing = Vec::new();
         for (b, slot) in blocks.iter_mut() {
             *slot = cache.get(id, *b, block_len(*b));
             if slot.is_none() {
-                match runs.last_mut() {
-                    Some(r) if r.end == *b => r.end += 1,
-                    _ => runs.push(*b..*b + 1),
+                missing.push(*b);
+            }
+        }
+        let (mine, theirs): (Vec<u64>, Vec<u64>) = {
+            let mut fetching = self.fetching.lock();
+            missing.into_iter().partition(|b| fetching.insert(*b))
+        };
+        let claimed = Claimed(self, &mine);
+        self.fetch_blocks(cache, id, &mine, &mut blocks)?;
+        drop(claimed);
+        if !theirs.is_empty() {
+            let mut fetching = self.fetching.lock();
+            while theirs.iter().any(|b| fetching.contains(b)) {
+                self.landed.wait(&mut fetching);
+            }
+        }
+        let mut still = Vec::new();
+        for b in theirs {
+            match cache.get(id, b, block_len(b)) {
+                Some(v) => {
+                    blocks.insert(b, Some(v));
                 }
+                None => still.push(b),
+            }
+        }
+        self.fetch_blocks(cache, id, &still, &mut blocks)?;
+        for (offset, buf) in reads.iter_mut() {
+            let mut pos = *offset;
+            let mut filled = 0;
+            while filled < buf.len() {
+                let b = pos / BLOCK;
+                let data = blocks[&b].as_deref().expect("every block taken or fetched");
+                let from = (pos - b * BLOCK) as usize;
+                let n = (data.len() - from).min(buf.len() - filled);
+                buf[filled..filled + n].copy_from_slice(&data[from..from + n]);
+                filled += n;
+                pos += n as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Fetch the blocks `wanted` (sorted): one pinned GET per run of
+    /// consecutive ones, all at once; kept on disk and in `blocks`.
+    fn fetch_blocks(
+        &self,
+        cache: &DiskCache,
+        id: &ObjectId,
+        wanted: &[u64],
+        blocks: &mut std::collections::BTreeMap<u64, Option<Vec<u8>>>,
+    ) -> io::Result<()> {
+        let size = self.version.size;
+        let block_len = |b: u64| (size - b * BLOCK).min(BLOCK) as usize;
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        for &b in wanted {
+            match runs.last_mut() {
+                Some(r) if r.end == b => r.end += 1,
+                _ => runs.push(b..b + 1),
             }
         }
         if !runs.is_empty() {
@@ -935,20 +1137,25 @@ impl RemoteFile {
                 }
             }
         }
-        for (offset, buf) in reads.iter_mut() {
-            let mut pos = *offset;
-            let mut filled = 0;
-            while filled < buf.len() {
-                let b = pos / BLOCK;
-                let data = blocks[&b].as_deref().expect("every block taken or fetched");
-                let from = (pos - b * BLOCK) as usize;
-                let n = (data.len() - from).min(buf.len() - filled);
-                buf[filled..filled + n].copy_from_slice(&data[from..from + n]);
-                filled += n;
-                pos += n as u64;
-            }
-        }
         Ok(())
+    }
+}
+
+/// Blocks a read claimed to fetch: released (and the waiting reads woken)
+/// when it is done, whether the fetch succeeded or not.
+struct Claimed<'a>(&'a RemoteFile, &'a [u64]);
+
+impl Drop for Claimed<'_> {
+    fn drop(&mut self) {
+        if self.1.is_empty() {
+            return;
+        }
+        let mut fetching = self.0.fetching.lock();
+        for b in self.1 {
+            fetching.remove(b);
+        }
+        drop(fetching);
+        self.0.landed.notify_all();
     }
 }
 

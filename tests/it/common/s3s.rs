@@ -172,6 +172,21 @@ fn preconditions(
     Ok(())
 }
 
+/// A request of `input` made as `req` was (its caller, URI, region).
+fn like<T, U>(req: &S3Request<T>, input: U) -> S3Request<U> {
+    S3Request {
+        input,
+        method: req.method.clone(),
+        uri: req.uri.clone(),
+        headers: Default::default(),
+        extensions: Default::default(),
+        credentials: req.credentials.clone(),
+        region: req.region.clone(),
+        service: req.service.clone(),
+        trailing_headers: None,
+    }
+}
+
 /// `impl S3 for AsS3`: the methods listed forwarded to s3s-fs, then the
 /// ones written out (async_trait must see them all in one impl).
 macro_rules! as_s3 {
@@ -198,13 +213,45 @@ as_s3! {
     head_bucket(HeadBucketInput) -> HeadBucketOutput;
     list_buckets(ListBucketsInput) -> ListBucketsOutput;
     list_objects(ListObjectsInput) -> ListObjectsOutput;
-    list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output;
     put_object(PutObjectInput) -> PutObjectOutput;
     create_multipart_upload(CreateMultipartUploadInput) -> CreateMultipartUploadOutput;
     upload_part(UploadPartInput) -> UploadPartOutput;
     complete_multipart_upload(CompleteMultipartUploadInput) -> CompleteMultipartUploadOutput;
     abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
     {
+        /// s3s-fs lists objects without their ETags; S3 always gives
+        /// them (a disk cache keys its blocks by them): each object's
+        /// ETag as its HEAD says it.
+        async fn list_objects_v2(
+            &self,
+            req: S3Request<ListObjectsV2Input>,
+        ) -> S3Result<S3Response<ListObjectsV2Output>> {
+            let bucket = req.input.bucket.clone();
+            let mut heads = Vec::new();
+            let mut out = self
+                .inner
+                .list_objects_v2(like(&req, req.input.clone()))
+                .await?;
+            for o in out.output.contents.iter().flatten() {
+                if o.e_tag.is_none()
+                    && let Some(key) = &o.key
+                {
+                    let head = HeadObjectInput::builder()
+                        .bucket(bucket.clone())
+                        .key(key.clone())
+                        .build()
+                        .map_err(|e| s3_error!(InternalError, "{e}"))?;
+                    heads.push(self.inner.head_object(like(&req, head)).await?.output.e_tag);
+                } else {
+                    heads.push(o.e_tag.clone());
+                }
+            }
+            for (o, tag) in out.output.contents.iter_mut().flatten().zip(heads) {
+                o.e_tag = tag;
+            }
+            Ok(out)
+        }
+
         async fn head_object(
             &self,
             req: S3Request<HeadObjectInput>,
