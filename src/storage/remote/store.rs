@@ -228,9 +228,12 @@ pub struct RemoteStore {
     remote: Connection,
     /// With `--disk-cache`: what each directory's delimiter listing said
     /// of its objects, so a value kept on disk is served by the version
-    /// listed without a request ([`RemoteStore::from_disk`]).
-    listed: Option<Arc<parking_lot::Mutex<lru::LruCache<String, Arc<DirListing>>>>>,
+    /// listed without a request ([`RemoteStore::on_disk`]).
+    listed: Option<Arc<Listings>>,
 }
+
+/// The directory listings a store keeps, by directory.
+type Listings = parking_lot::Mutex<lru::LruCache<String, Arc<DirListing>>>;
 
 /// One directory's objects: name -> (ETag, size).
 type DirListing = HashMap<String, (String, u64)>;
@@ -312,7 +315,7 @@ impl RemoteStore {
 
     /// The value of `key` from the disk cache, at the version its
     /// directory's listing names, if every block of it is there.
-    fn from_disk(&self, key: &str, limit: u64) -> Option<Vec<u8>> {
+    fn on_disk(&self, key: &str, limit: u64) -> Option<Vec<u8>> {
         let state = self.remote.state();
         let cache = state.disk_cache.as_ref()?;
         let (tag, size) = self.listed(key)?;
@@ -566,7 +569,7 @@ impl Store for RemoteStore {
             // With a disk cache: a value kept there is served without a
             // request; one that is not is asked pinned to the version
             // listed (`If-Match`), and kept.
-            if let Some(v) = self.from_disk(key, *limit) {
+            if let Some(v) = self.on_disk(key, *limit) {
                 each(i, Ok(Some(v)));
                 continue;
             }
