@@ -217,7 +217,8 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                         return Err(format!(
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
                              cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
-                             max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, ref=, \
+                             max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, ref=, all_refs, \
+                             disk_cache=, disk_cache_size=, \
                              endpoint_url=, no_sign_request, max_requests=, request_timeout=, stall_timeout=, \
                              retries=, hdf5_plugins, hdf5_plugin_path=, log_level=, log_file=; \
                              -s ignores unknown ones)"
@@ -227,6 +228,10 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                 }
             }
         }
+    }
+    // As `slabfs mount`: one version, or all of them.
+    if inv.args.common.reference.is_some() && inv.args.common.all_refs {
+        return Err("ref= and all_refs: one version, or every version".into());
     }
     // As `slabfs mount`: a plugin directory alone loads nothing.
     if inv.args.common.hdf5_plugin_path.is_some() && !inv.args.common.hdf5_plugins {
@@ -382,6 +387,20 @@ mod tests {
         assert_eq!(inv.args.common.reference.as_deref(), Some("v1"));
         let inv = parse_ok(&["/srv/repo", "/mnt/x", "-o", "ro"]);
         assert_eq!(inv.args.common.reference, None);
+        let inv = parse_ok(&["/srv/repo", "/mnt/x", "-o", "ro,all_refs"]);
+        assert!(inv.args.common.all_refs);
+        let err = parse_err(&["/srv/repo", "/mnt/x", "-o", "ro,ref=v1,all_refs"]);
+        assert!(err.contains("every version"), "{err}");
+    }
+
+    #[test]
+    fn disk_cache_options() {
+        let o = "ro,disk_cache=/var/cache/slabfs,disk_cache_size=2GiB";
+        let inv = parse_ok(&["s3://b/p", "/mnt/x", "-o", o]);
+        let remote = inv.args.common.remote.config();
+        let cache = remote.disk_cache.expect("a disk cache");
+        assert_eq!(cache.dir, std::path::Path::new("/var/cache/slabfs"));
+        assert_eq!(cache.size, 2 << 30);
     }
 
     fn parse_ok(args: &[&str]) -> Invocation {

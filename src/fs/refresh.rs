@@ -123,41 +123,38 @@ fn remote_stamp(
     })
 }
 
-/// Whether a URL SOURCE is an Icechunk repository, and then what tells a
-/// new commit: asked at its first pass (a listing, or over HTTP a HEAD of
-/// its first snapshot), then kept (a repository stays one).
+/// Whether a URL SOURCE is an Icechunk repository: asked at its first
+/// pass (a listing, or over HTTP a HEAD of its first snapshot), then kept
+/// (a repository stays one).
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Head {
     Unasked,
     NotRepository,
-    /// [`icechunk::head_key`]: the key of the followed branch's ref;
-    /// `None`: pinned (a tag or a snapshot), nothing can change.
-    Key(Option<String>),
+    Repository,
 }
 
-/// A URL SOURCE that is an Icechunk repository: the version of its head
-/// (one GET of the followed branch's ref, a few hundred bytes; pinned: no
-/// request at all), instead of [`remote_stamp`]'s listing of every chunk
-/// object. `None`: no repository (ask [`remote_stamp`]); `Some(None)`:
-/// cannot tell now (the pass walks).
+/// A URL SOURCE that is an Icechunk repository: the version of its
+/// followed branch's head ([`icechunk::Heads`]: one listing of the ref's
+/// prefix a pass; a tag or a snapshot: no request at all), instead of
+/// [`remote_stamp`]'s listing of every chunk object. `None`: no
+/// repository (ask [`remote_stamp`]); `Some(None)`: cannot tell now (the
+/// pass walks).
 fn repository_stamp(
     source: &str,
     remote: Option<&Remote>,
     reference: Option<&str>,
     head: &mut Head,
+    heads: &icechunk::Heads,
 ) -> Option<Option<u64>> {
     use crate::storage::{ByteRange, Store};
-    if matches!(head, Head::NotRepository) {
+    if *head == Head::NotRepository {
         return None;
     }
     let remote = remote.filter(|_| remote::is_url(source))?;
-    let store = || -> crate::error::Result<remote::RemoteStore> {
-        let loc = remote::Location::parse(source)?;
-        Ok(remote::RemoteStore::new(remote.connect(&loc)?))
-    };
     let mut stamp = || -> crate::error::Result<Option<u64>> {
-        let store = store()?;
-        if matches!(head, Head::Unasked) {
-            let loc = remote::Location::parse(source)?;
+        let loc = remote::Location::parse(source)?;
+        let store = remote::RemoteStore::new(remote.connect(&loc)?);
+        if *head == Head::Unasked {
             let repository = if loc.scheme().lists() {
                 let listing = store.list_dir("")?;
                 icechunk::is_repository_listing(listing.iter().map(|(n, d)| (n.as_str(), *d)))
@@ -167,20 +164,19 @@ fn repository_stamp(
                     .get_range(icechunk::FIRST_SNAPSHOT_KEY, first)?
                     .is_some()
             };
-            if !repository {
-                *head = Head::NotRepository;
-                return Ok(None);
-            }
-            *head = Head::Key(icechunk::head_key(&store, reference)?);
+            *head = match repository {
+                true => Head::Repository,
+                false => Head::NotRepository,
+            };
         }
-        let Head::Key(key) = head else {
-            return Ok(None);
-        };
-        icechunk::head_version(&store, key.as_deref()).map(Some)
+        Ok(match *head {
+            Head::Repository => heads.version(source, Arc::new(store), reference),
+            _ => None,
+        })
     };
     match stamp() {
-        Ok(None) => None,
-        Ok(s) => Some(s),
+        Ok(s) if *head == Head::Repository => Some(s),
+        Ok(_) => None,
         Err(e) => {
             log::debug!("refresh of {source}: cannot tell whether it changed: {e}");
             Some(None)
@@ -326,6 +322,7 @@ pub fn spawn(
                     rescan: cfg.rescan,
                     etags: HashMap::new(),
                     head: Head::Unasked,
+                    heads: icechunk::Heads::default(),
                 };
                 run(&mut pass, &cfg, &channel, &stop);
             })?
@@ -362,6 +359,7 @@ struct Pass<'a> {
     etags: HashMap<String, String>,
     /// A URL source: whether it is an Icechunk repository, and its head.
     head: Head,
+    heads: icechunk::Heads,
 }
 
 impl Pass<'_> {
@@ -591,7 +589,7 @@ impl Pass<'_> {
         // costs far fewer requests than re-opening every dataset.
         let stamp = source.to_str().and_then(|s| {
             let reference = self.reference.as_deref();
-            repository_stamp(s, fs.remote(), reference, &mut self.head)
+            repository_stamp(s, fs.remote(), reference, &mut self.head, &self.heads)
                 .unwrap_or_else(|| remote_stamp(s, fs.remote(), &mut self.etags))
         });
         let rescan_due = self.rescan.is_some_and(|r| self.walked.elapsed() >= r);

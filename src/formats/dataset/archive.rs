@@ -110,6 +110,8 @@ struct Local {
     source: PathBuf,
     opts: Options,
     roots: Roots,
+    /// The heads of the repositories in use, for their versions.
+    heads: icechunk::Heads,
 }
 
 impl Local {
@@ -127,6 +129,7 @@ impl Local {
             source: source.to_path_buf(),
             opts,
             roots,
+            heads: icechunk::Heads::default(),
         })
     }
 
@@ -207,11 +210,11 @@ impl Backend for Local {
                 Some(h.finish())
             }
             Found::Store { .. } => FsStore::new(self.path(rel)).change_stamp("").ok().flatten(),
-            // Its head (served at `main`): one read of its ref.
+            // Its head (served at `main`), read through the confined
+            // store like the rest of the repository.
             Found::Repository => {
-                let store = FsStore::new(self.path(rel));
-                let key = icechunk::head_key(&store, None).ok()?;
-                icechunk::head_version(&store, key.as_deref()).ok()
+                let store = self.opts.files.store(&self.path(rel));
+                self.heads.version(rel, store, None)
             }
             Found::Directory | Found::Descriptor | Found::Json => None,
         }

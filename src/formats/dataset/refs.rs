@@ -31,8 +31,10 @@ const TAGS: &str = "tags";
 const SNAPSHOTS: &str = "snapshots";
 
 /// How long the list of branches and tags answers again without asking
-/// the repository (a `readdir` and the `lookup`s of what it returned).
-const REFS_TTL: Duration = Duration::from_secs(2);
+/// the repository: listing a repository's refs costs a request per ref
+/// (spec 1: one prefix each) and two per tag; a new branch or tag shows
+/// within this.
+const REFS_TTL: Duration = Duration::from_secs(10);
 
 type Listed = Arc<(Vec<String>, Vec<String>)>;
 
@@ -42,6 +44,8 @@ pub(crate) struct Refs {
     dir: PathBuf,
     opts: Options,
     listed: parking_lot::Mutex<Option<(Instant, Listed)>>,
+    /// The heads of the branches in use, for their versions.
+    heads: icechunk::Heads,
 }
 
 impl Refs {
@@ -50,6 +54,7 @@ impl Refs {
             dir: dir.to_path_buf(),
             opts,
             listed: parking_lot::Mutex::new(None),
+            heads: icechunk::Heads::default(),
         };
         // A repository that cannot say its refs fails the mount now.
         refs.refs()?;
@@ -63,9 +68,32 @@ impl Refs {
         {
             return Ok(l.clone());
         }
-        let l: Listed = Arc::new(icechunk::refs(&self.dir, &self.opts)?);
+        let (branches, tags) = icechunk::refs(&self.dir, &self.opts)?;
+        let l: Listed = Arc::new((self.names(branches), self.names(tags)));
         *self.listed.lock() = Some((Instant::now(), l.clone()));
         Ok(l)
+    }
+
+    /// The refs that can be a directory's name: not empty, not `.` or
+    /// `..`, no `/` or NUL, at most 255 bytes (Icechunk allows more; those
+    /// are left out, logged, rather than failing the whole listing).
+    fn names(&self, refs: Vec<String>) -> Vec<String> {
+        refs.into_iter()
+            .filter(|n| {
+                let ok = !n.is_empty()
+                    && n != "."
+                    && n != ".."
+                    && !n.contains(['/', '\0'])
+                    && n.len() <= 255;
+                if !ok {
+                    log::debug!(
+                        "{}: the ref {n:?} cannot be a directory's name; not shown",
+                        self.dir.display()
+                    );
+                }
+                ok
+            })
+            .collect()
     }
 
     /// The version the dataset `rel` (`KIND/NAME`) is.
@@ -89,9 +117,9 @@ impl Backend for Refs {
         &self.dir
     }
 
-    fn forget_listings(&self) {
-        *self.listed.lock() = None;
-    }
+    /// The refs stay until [`REFS_TTL`] (a pass every second must not
+    /// list every ref every second).
+    fn forget_listings(&self) {}
 
     fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
         let names = |v: &[String]| v.iter().map(|n| (n.clone(), Found::Repository)).collect();
@@ -121,10 +149,8 @@ impl Backend for Refs {
             At::Snapshot(id) => {
                 let store = self.opts.files.store(&self.dir);
                 let key = format!("{SNAPSHOTS}/{id}");
-                // Ids are 20 characters of Crockford base32: nothing else
-                // is asked of the store.
-                id.len() == 20
-                    && id.bytes().all(|b| b.is_ascii_alphanumeric())
+                // Only a valid id (Crockford base32) is asked of the store.
+                icechunk::is_snapshot_id(&id)
                     && store
                         .get_range(&key, ByteRange::At { offset: 0, len: 0 })
                         .ok()
@@ -160,8 +186,7 @@ impl Backend for Refs {
         match Refs::at(rel)? {
             At::Branch(name) => {
                 let store = self.opts.files.store(&self.dir);
-                let key = icechunk::head_key(store.as_ref(), Some(&name)).ok()?;
-                icechunk::head_version(store.as_ref(), key.as_deref()).ok()
+                self.heads.version(rel, store, Some(&name))
             }
             _ => Some(0),
         }

@@ -347,6 +347,8 @@ pub(crate) struct RemoteArchive {
     files: Arc<dyn UrlFiles>,
     opts: Options,
     listings: parking_lot::Mutex<lru::LruCache<String, (std::time::Instant, Listing)>>,
+    /// The heads of the repositories in use, for their versions.
+    heads: icechunk::Heads,
 }
 
 /// The archive of the URL `url` when it is a listable prefix holding a
@@ -401,6 +403,7 @@ pub(super) fn archive(
         listings: parking_lot::Mutex::new(lru::LruCache::new(
             std::num::NonZeroUsize::new(LISTINGS).expect("not zero"),
         )),
+        heads: icechunk::Heads::default(),
     };
     a.listings.lock().put(
         String::new(),
@@ -532,8 +535,7 @@ impl Backend for RemoteArchive {
             Found::Repository => {
                 let loc = self.location(rel).ok()?;
                 let store = self.files.store_at(&loc).ok()?;
-                let key = icechunk::head_key(&store, None).ok()?;
-                icechunk::head_version(&store, key.as_deref()).ok()
+                self.heads.version(rel, Arc::new(store), None)
             }
             Found::File => {
                 let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));

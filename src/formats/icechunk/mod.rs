@@ -73,52 +73,140 @@ pub fn is_repository(dir: &Path) -> bool {
 
 /// Whether the listing of a prefix (each name with whether it is itself
 /// a prefix) is an Icechunk repository's root: `snapshots/` and either
-/// `refs/` (spec 1) or the `repo` object (spec 2). For object storage,
-/// where asking for the first snapshot too would cost a request per
-/// prefix classified; a prefix of that shape that is no repository fails
-/// to open, naming it.
+/// `refs/` (spec 1) or the `repo` object (spec 2), and no Zarr metadata
+/// (a Zarr store may have groups named `refs` and `snapshots`). For
+/// object storage, where asking for the first snapshot too would cost a
+/// request per prefix classified; a prefix of that shape that is no
+/// repository fails to open, naming it.
 pub fn is_repository_listing<'a>(names: impl IntoIterator<Item = (&'a str, bool)>) -> bool {
-    let (mut snapshots, mut refs) = (false, false);
+    let (mut snapshots, mut refs, mut zarr) = (false, false, false);
     for (name, is_dir) in names {
         match (name, is_dir) {
             ("snapshots", true) => snapshots = true,
             ("refs", true) | ("repo", false) => refs = true,
+            (n, false) if crate::formats::zarr::STORE_KEYS.contains(&n) => zarr = true,
             _ => {}
         }
     }
-    snapshots && refs
+    snapshots && refs && !zarr
 }
 
-/// The key whose value changes when the version `reference` (`None`:
-/// `main`) of the repository in `store` gets a new commit: the branch's
-/// ref (spec 1, `refs/branch.NAME/ref.json`), or the `repo` object that
-/// holds every ref (spec 2); `None` when nothing can change it (a tag or a
-/// snapshot id of a spec-1 repository). Asked once; then one read of the
-/// key tells a refresh whether to open the repository again
-/// ([`head_version`]), instead of a listing of every object.
-pub fn head_key(store: &dyn Store, reference: Option<&str>) -> Result<Option<String>> {
-    let branch = format!("refs/branch.{}/ref.json", reference.unwrap_or("main"));
-    for key in [branch.as_str(), "repo"] {
-        if store
-            .get_range(key, ByteRange::At { offset: 0, len: 0 })?
-            .is_some()
-        {
-            return Ok(Some(key.to_string()));
-        }
+/// The key whose value changes when the branch `reference` (`None`:
+/// `main`) of the repository in `store` gets a new commit: the `repo`
+/// object that holds every ref (spec 2, also in a repository migrated
+/// from spec 1, whose old refs stay behind unchanged), else the branch's
+/// ref (spec 1, `refs/branch.NAME/ref.json`). `None` when nothing can
+/// change what is served: `reference` is a tag or a snapshot id. Asked
+/// once (the crate tells a branch from a tag); then [`head_version`]
+/// tells a refresh whether to open the repository again, instead of a
+/// listing of every object.
+pub fn head_key(store: Arc<dyn Store>, reference: Option<&str>) -> Result<Option<String>> {
+    let name = reference.unwrap_or("main");
+    let shown = store.describe("");
+    let storage: Arc<dyn icechunk::Storage + Send + Sync> =
+        Arc::new(storage::StoreStorage::new(store.clone()));
+    let at = At::Named(name.to_string());
+    let version = runtime().block_on(async {
+        let repo = icechunk::Repository::open(storage)
+            .config(bounded_caches())
+            .execute()
+            .await
+            .map_err(|e| crate_message(&e))?;
+        version_of(&repo, &at).await
+    });
+    let version = version.map_err(|e| {
+        Error::metadata(
+            shown,
+            format!("Icechunk repository: cannot look up {name:?}: {e}"),
+        )
+    })?;
+    if !matches!(version, Some(VersionInfo::BranchTipRef(_))) {
+        return Ok(None);
     }
-    Ok(None)
+    let exists = |key: &str| -> Result<bool> {
+        Ok(store
+            .get_range(key, ByteRange::At { offset: 0, len: 0 })?
+            .is_some())
+    };
+    if exists("repo")? {
+        return Ok(Some("repo".to_string()));
+    }
+    Ok(Some(format!("refs/branch.{name}/ref.json")))
 }
 
 /// The version of the repository's head [`head_key`] names, as one
-/// number (a hash of its value, a few hundred bytes: one read);
-/// `key == None` (pinned): always the same.
+/// number: the version its directory's listing gives it (one listing,
+/// however large the object: a spec-2 `repo` object grows with every
+/// commit), or a hash of its value where listings carry no versions (a
+/// local directory). `key == None` (pinned): always the same, no request.
+/// An error when the key is gone (a repository migrated since: ask
+/// [`head_key`] again).
 pub fn head_version(store: &dyn Store, key: Option<&str>) -> Result<u64> {
     use std::hash::{DefaultHasher, Hash, Hasher};
     let mut h = DefaultHasher::new();
-    if let Some(key) = key {
-        store.get(key, MAX_OBJECT_BYTES)?.hash(&mut h);
+    let Some(key) = key else {
+        return Ok(h.finish());
+    };
+    let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
+    let gone = || Error::Io {
+        path: store.describe(key),
+        source: io::Error::new(io::ErrorKind::NotFound, "the repository's head is gone"),
+    };
+    let listed = store.list_dir_versions(dir)?;
+    let entry = listed
+        .iter()
+        .find(|l| !l.is_dir && l.name == name)
+        .ok_or_else(gone)?;
+    match entry.version {
+        Some(v) => v.hash(&mut h),
+        None => store
+            .get(key, MAX_OBJECT_BYTES)?
+            .ok_or_else(gone)?
+            .hash(&mut h),
     }
     Ok(h.finish())
+}
+
+/// The head keys ([`head_key`]) of the repositories a refresh asks after,
+/// each found once and kept (at most [`HEADS`]): then a pass costs one
+/// listing per repository in use ([`head_version`]).
+pub struct Heads(parking_lot::Mutex<lru::LruCache<String, Option<String>>>);
+
+/// Most head keys kept.
+const HEADS: usize = 4096;
+
+impl Default for Heads {
+    fn default() -> Heads {
+        Heads(parking_lot::Mutex::new(lru::LruCache::new(
+            std::num::NonZeroUsize::new(HEADS).expect("not zero"),
+        )))
+    }
+}
+
+impl Heads {
+    /// The version of the head of `reference` (`None`: `main`) of the
+    /// repository in `store`, known as `id`; `None` when it cannot be
+    /// told now (the caller opens the repository again), and its key is
+    /// found anew next time.
+    pub fn version(&self, id: &str, store: Arc<dyn Store>, reference: Option<&str>) -> Option<u64> {
+        let known = self.0.lock().get(id).cloned();
+        let key = match known {
+            Some(k) => k,
+            None => {
+                let k = head_key(store.clone(), reference)
+                    .inspect_err(|e| log::debug!("{e}"))
+                    .ok()?;
+                self.0.lock().put(id.to_string(), k.clone());
+                k
+            }
+        };
+        head_version(store.as_ref(), key.as_deref())
+            .inspect_err(|e| {
+                log::debug!("{e}");
+                self.0.lock().pop(id);
+            })
+            .ok()
+    }
 }
 
 /// The runtime the crate's calls run on: one for the process, one worker
@@ -129,7 +217,11 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     RT.get_or_init(|| {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
-            .max_blocking_threads(4)
+            // The crate's decoding, and slabfs's store reads (each a
+            // blocking request with its deadline): one slow repository
+            // must not queue every other's reads behind it. Idle threads
+            // go after ten seconds.
+            .max_blocking_threads(64)
             .thread_name("slabfs-icechunk")
             .enable_all()
             .build()
@@ -216,6 +308,11 @@ async fn version_of(
         At::Named(_) if tag().await? => Some(tagged()),
         At::Named(_) => snapshot(),
     })
+}
+
+/// Whether `id` is a snapshot id (20 characters of Crockford base32).
+pub fn is_snapshot_id(id: &str) -> bool {
+    SnapshotId::try_from(id).is_ok()
 }
 
 /// The branches and the tags of the repository in `dir`, each sorted.
@@ -494,6 +591,8 @@ impl IcechunkStore {
             url::Url::parse(p).is_ok_and(|c| {
                 c.scheme() == parsed.scheme()
                     && c.host() == parsed.host()
+                    && c.port_or_known_default() == parsed.port_or_known_default()
+                    && c.username() == parsed.username()
                     && parsed.path().starts_with(c.path().trim_end_matches('/'))
                     && parsed.path()[c.path().trim_end_matches('/').len()..].starts_with('/')
             })
@@ -679,6 +778,13 @@ impl Store for IcechunkStore {
     /// its index), wherever the chunk lives.
     fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
         self.value(key, u64::MAX, Some(range))
+    }
+
+    /// The repository's store's: a repository in object storage has its
+    /// chunks read many at once (the contract's defaults fan them out),
+    /// not one round trip after another.
+    fn latency(&self) -> Option<std::time::Duration> {
+        self.objects.latency()
     }
 
     fn list_dir(&self, dir: &str) -> Result<Vec<(String, bool)>> {
