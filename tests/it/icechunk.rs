@@ -1032,7 +1032,7 @@ async fn commit(repo: &icechunk::Repository, branch: &str, key: &str, n: u64) ->
         .session()
         .write()
         .await
-        .commit(&format!("add {key}"))
+        .commit(format!("add {key}"))
         .execute()
         .await?;
     Ok(snap.to_string())
