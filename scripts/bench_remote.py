@@ -218,6 +218,19 @@ PATCHES = [
      "        let conn = http_server.serve_connection(TokioIo::new(socket), service.clone());",
      "        let _ = socket.set_nodelay(true);\n"
      "        let conn = http_server.serve_connection(TokioIo::new(socket), service.clone());"),
+    # Listings carry each object's ETag, as S3's do (a disk cache keys its
+    # blocks by them: bench_disk_cache.py).
+    ("src/s3.rs",
+     "        // Sort before filtering and limiting\n",
+     "        for obj in &mut objects {\n"
+     "            if let Some(k) = obj.key.clone()\n"
+     "                && let Ok(Some(info)) = self.load_internal_info(&input.bucket, &k).await\n"
+     "                && let Some(t) = crate::checksum::load_e_tag(&info)\n"
+     "            {\n"
+     "                obj.e_tag = Some(ETag::Strong(t));\n"
+     "            }\n"
+     "        }\n"
+     "        // Sort before filtering and limiting\n"),
 ]
 
 
@@ -226,7 +239,9 @@ def build_s3s_fs(scratch: Path) -> Path:
     binary = scratch / "s3s-target" / "release" / "s3s-fs"
     src = scratch / "s3s-fs"
     stamp = scratch / "s3s-fs.patched"
-    if binary.exists() and stamp.exists():
+    # Built again when the patches change.
+    patched = hashlib.sha256(repr(PATCHES).encode()).hexdigest() + "\n"
+    if binary.exists() and stamp.exists() and stamp.read_text() == patched:
         return binary
     lib.log(f"building s3s-fs {S3S_VERSION} (patched) in {scratch} ...")
     fetch = scratch / "fetch"
@@ -251,7 +266,7 @@ def build_s3s_fs(scratch: Path) -> Path:
     env = dict(os.environ, CARGO_TARGET_DIR=str(scratch / "s3s-target"))
     subprocess.run(["cargo", "build", "--release", "--features", "binary"], cwd=src, env=env,
                    check=True)
-    stamp.write_text("patched\n")
+    stamp.write_text(patched)
     return binary
 
 

@@ -263,47 +263,71 @@ impl RemoteStore {
     }
 
     /// The ETag and size the listing of `key`'s directory gives it: one
-    /// delimiter listing per directory, kept while the store lives (the
-    /// dataset's life: a refresh that sees a change opens a new one). A
-    /// listing that fails is kept empty: its keys are read as without a
-    /// disk cache.
+    /// delimiter listing per directory ([`RemoteStore::list_dirs`]), kept
+    /// while the store lives (the dataset's life: a refresh that sees a
+    /// change opens a new one).
     fn listed(&self, key: &str) -> Option<(String, u64)> {
         let memo = self.listed.as_ref()?;
         let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
-        if let Some(l) = memo.lock().get(dir) {
-            return l.get(name).cloned();
+        let known = memo.lock().get(dir).cloned();
+        let listing = match known {
+            Some(l) => l,
+            None => {
+                self.list_dirs(vec![dir.to_string()]);
+                memo.lock().get(dir).cloned()?
+            }
+        };
+        listing.get(name).cloned()
+    }
+
+    /// List the directories `dirs` not listed yet, all at once (a batch of
+    /// chunks spans many). A listing that fails, or names more than
+    /// [`LISTED_MAX`] objects, is kept empty: its keys are read as without
+    /// a disk cache.
+    fn list_dirs(&self, mut dirs: Vec<String>) {
+        let Some(memo) = &self.listed else { return };
+        {
+            let mut memo = memo.lock();
+            dirs.retain(|d| memo.get(d).is_none());
         }
-        let listing = (|| -> Result<DirListing> {
-            let loc = self.remote.location.child(dir)?;
+        dirs.sort();
+        dirs.dedup();
+        let mut futs = Vec::with_capacity(dirs.len());
+        for dir in &dirs {
+            let loc = match self.remote.location.child(dir) {
+                Ok(l) => l,
+                Err(_) => continue,
+            };
             let store = self.store();
-            let path = loc.prefix().clone();
             let cfg = self.remote.config().clone();
-            let what = loc.display();
-            let listed = self
-                .remote
-                .block_on(async move {
-                    let p = (!path.as_ref().is_empty()).then_some(&path);
-                    retry_listing(&cfg, &what, || async {
-                        store.list_with_delimiter(p).await.map_err(io_error)
-                    })
-                    .await
+            futs.push(async move {
+                let path = loc.prefix().clone();
+                let what = loc.display();
+                let p = (!path.as_ref().is_empty()).then_some(&path);
+                retry_listing(&cfg, &what, || async {
+                    store.list_with_delimiter(p).await.map_err(io_error)
                 })
-                .map_err(with_path(&loc))?;
-            Ok(listed
-                .objects
-                .into_iter()
-                .filter_map(|o| Some((o.location.filename()?.to_string(), (o.e_tag?, o.size))))
-                .collect())
-        })()
-        .unwrap_or_else(|e| {
-            log::debug!("disk cache: {e}");
-            DirListing::new()
-        });
-        let found = listing.get(name).cloned();
-        if listing.len() <= LISTED_MAX {
-            memo.lock().put(dir.to_string(), Arc::new(listing));
+                .await
+                .map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))
+            });
         }
-        found
+        let got = self.remote.block_on_all(futs);
+        let mut memo = memo.lock();
+        for (dir, listed) in dirs.into_iter().zip(got) {
+            let listing: DirListing = match listed {
+                Ok(l) if l.objects.len() <= LISTED_MAX => l
+                    .objects
+                    .into_iter()
+                    .filter_map(|o| Some((o.location.filename()?.to_string(), (o.e_tag?, o.size))))
+                    .collect(),
+                Ok(_) => DirListing::new(),
+                Err(e) => {
+                    log::debug!("disk cache: {e}");
+                    DirListing::new()
+                }
+            };
+            memo.put(dir, Arc::new(listing));
+        }
     }
 
     /// The identity of version `tag` of `key` in the disk cache.
@@ -565,6 +589,10 @@ impl Store for RemoteStore {
     ) {
         let mut asked = Vec::with_capacity(keys.len());
         let mut futs = Vec::with_capacity(keys.len());
+        if self.listed.is_some() {
+            let parent = |k: &String| k.rsplit_once('/').map_or("", |(d, _)| d).to_string();
+            self.list_dirs(keys.iter().map(|(k, _)| parent(k)).collect());
+        }
         for (i, (key, limit)) in keys.iter().enumerate() {
             // With a disk cache: a value kept there is served without a
             // request; one that is not is asked pinned to the version
