@@ -38,7 +38,11 @@
 //!   that fails a write turns writes off for a minute (one log line);
 //!   reads go to the store as without a cache.
 //! - **Starts at once**: the directory is walked (its size counted, stale
-//!   `tmp/` files removed) on a thread of its own after the mount is up.
+//!   `tmp/` files removed) on a thread of its own, started at the first
+//!   read; the same thread then writes the blocks reads hand it, so a
+//!   read never waits for the disk (a block waiting to be written is
+//!   served from memory; at most [`PENDING_MAX`] bytes wait, beyond that
+//!   blocks are not kept).
 
 use std::fs;
 use std::io::{self, Write};
@@ -125,6 +129,8 @@ pub struct Snapshot {
     /// its walk; others' writes since are seen at the next eviction).
     pub bytes_held: u64,
     pub size_limit: u64,
+    /// Bytes handed to the writer and not written yet.
+    pub bytes_pending: u64,
 }
 
 /// See the module docs.
@@ -141,7 +147,26 @@ pub struct DiskCache {
     written: AtomicU64,
     evicting: parking_lot::Mutex<()>,
     scanned: AtomicBool,
+    /// Blocks handed to the writer thread and not written yet.
+    pending: parking_lot::Mutex<Pending>,
+    /// Signalled when nothing is pending ([`DiskCache::flush`]).
+    drained: parking_lot::Condvar,
+    to_writer: parking_lot::Mutex<Option<std::sync::mpsc::Sender<PathBuf>>>,
+    /// The writer thread's end, until it starts ([`DiskCache::start`]).
+    from_readers: parking_lot::Mutex<Option<std::sync::mpsc::Receiver<PathBuf>>>,
+    started: std::sync::Once,
+    me: std::sync::Weak<DiskCache>,
 }
+
+#[derive(Debug, Default)]
+struct Pending {
+    files: std::collections::HashMap<PathBuf, Arc<[u8]>>,
+    bytes: u64,
+}
+
+/// The most bytes waiting for the writer thread: beyond, blocks are not
+/// kept (a disk slower than the network must not grow memory).
+pub const PENDING_MAX: u64 = 64 << 20;
 
 impl DiskCache {
     /// The cache in `cfg.dir` (created if need be), its walk started on a
@@ -151,7 +176,8 @@ impl DiskCache {
         let tmp = cfg.dir.join("tmp");
         fs::create_dir_all(&blocks)?;
         fs::create_dir_all(&tmp)?;
-        let cache = Arc::new(DiskCache {
+        let (tx, rx) = std::sync::mpsc::channel::<PathBuf>();
+        Ok(Arc::new_cyclic(|me| DiskCache {
             blocks,
             tmp,
             budget: cfg.size,
@@ -161,12 +187,40 @@ impl DiskCache {
             written: AtomicU64::new(0),
             evicting: parking_lot::Mutex::new(()),
             scanned: AtomicBool::new(false),
+            pending: Default::default(),
+            drained: Default::default(),
+            to_writer: parking_lot::Mutex::new(Some(tx)),
+            from_readers: parking_lot::Mutex::new(Some(rx)),
+            started: std::sync::Once::new(),
+            me: me.clone(),
+        }))
+    }
+
+    /// Start the thread that walks the directory, then writes what reads
+    /// hand it; at the first use, so that it is created after the daemon
+    /// has blocked its signals (a thread created before would take a
+    /// SIGTERM meant for the mount's clean exit, and die of it). It holds
+    /// the cache weakly, and ends with it.
+    fn start(&self) {
+        self.started.call_once(|| {
+            let (weak, rx) = (self.me.clone(), self.from_readers.lock().take());
+            let Some(rx) = rx else { return };
+            let spawned = std::thread::Builder::new()
+                .name("slabfs-disk-cache".into())
+                .spawn(move || {
+                    if let Some(c) = weak.upgrade() {
+                        c.scan();
+                    }
+                    while let Ok(path) = rx.recv() {
+                        let Some(c) = weak.upgrade() else { break };
+                        c.write(&path);
+                    }
+                });
+            if let Err(e) = spawned {
+                log::warn!("disk cache: no writer thread ({e}); nothing is kept");
+                self.to_writer.lock().take();
+            }
         });
-        let walker = cache.clone();
-        std::thread::Builder::new()
-            .name("slabfs-disk-cache".into())
-            .spawn(move || walker.scan())?;
-        Ok(cache)
     }
 
     /// The counters now.
@@ -182,6 +236,7 @@ impl DiskCache {
             write_errors: c.write_errors.load(Relaxed),
             bytes_held: self.used.load(Relaxed),
             size_limit: self.budget,
+            bytes_pending: self.pending.lock().bytes,
         }
     }
 
@@ -199,7 +254,17 @@ impl DiskCache {
     /// Block `block` of the object `id`, which must hold `len` bytes;
     /// `None` (a miss) when it is not here or not whole.
     pub fn get(&self, id: &ObjectId, block: u64, len: usize) -> Option<Vec<u8>> {
+        self.start();
         let path = self.path(id, block);
+        // Not written yet: served from memory.
+        let waiting = self.pending.lock().files.get(&path).cloned();
+        if let Some(file) = waiting
+            && let Ok(range) = decode(&file, id, block, len)
+        {
+            self.counters.hits.fetch_add(1, Relaxed);
+            self.counters.bytes_read.fetch_add(len as u64, Relaxed);
+            return Some(file[range].to_vec());
+        }
         let file = match fs::read(&path) {
             Ok(f) => f,
             Err(e) => {
@@ -235,17 +300,73 @@ impl DiskCache {
         }
     }
 
-    /// Keep `data`, block `block` of the object `id`. Never fails: a
-    /// failed write turns writes off for a while ([`WRITES_OFF`]).
+    /// Keep `data`, block `block` of the object `id`: handed to the
+    /// writer thread (the read that fetched it does not wait for the
+    /// disk), and served from memory until written. Never fails: a write
+    /// that fails turns writes off for a while ([`WRITES_OFF`]); while
+    /// [`PENDING_MAX`] bytes wait already, the block is not kept.
     pub fn put(&self, id: &ObjectId, block: u64, data: &[u8]) {
+        self.start();
         let off = self.writes_off_since.load(Relaxed);
         if off != 0 && now_secs().saturating_sub(off) < WRITES_OFF.as_secs() {
             return;
         }
         let path = self.path(id, block);
+        let file: Arc<[u8]> = encode(id, block, data).into();
+        {
+            let mut pending = self.pending.lock();
+            if pending.bytes + file.len() as u64 > PENDING_MAX || pending.files.contains_key(&path)
+            {
+                return;
+            }
+            pending.bytes += file.len() as u64;
+            pending.files.insert(path.clone(), file);
+        }
+        if self
+            .to_writer
+            .lock()
+            .as_ref()
+            .is_none_or(|tx| tx.send(path.clone()).is_err())
+        {
+            self.unpend(&path);
+        }
+    }
+
+    /// Forget the pending file at `path`.
+    fn unpend(&self, path: &Path) {
+        let mut pending = self.pending.lock();
+        if let Some(f) = pending.files.remove(path) {
+            pending.bytes -= f.len() as u64;
+        }
+        if pending.files.is_empty() {
+            self.drained.notify_all();
+        }
+    }
+
+    /// Wait until every block handed to [`DiskCache::put`] is written (or
+    /// given up).
+    pub fn flush(&self) {
+        let mut pending = self.pending.lock();
+        while !pending.files.is_empty() {
+            self.drained.wait(&mut pending);
+        }
+    }
+
+    /// The writer thread: publish each pending file (write to `tmp/`,
+    /// rename into place), account for it, evict when over the limit.
+    fn write(&self, path: &Path) {
+        self.publish(path);
+        // Pending until accounted for (and evicted if need be): what
+        // [`DiskCache::flush`] waits for.
+        self.unpend(path);
+    }
+
+    fn publish(&self, path: &Path) {
+        let Some(file) = self.pending.lock().files.get(path).cloned() else {
+            return;
+        };
         let n = self.written.fetch_add(1, Relaxed);
         let tmp = self.tmp.join(format!("{}-{n}", std::process::id()));
-        let file = encode(id, block, data);
         let written = (|| -> io::Result<()> {
             let mut f = fs::File::create(&tmp)?;
             f.write_all(&file)?;
@@ -253,7 +374,7 @@ impl DiskCache {
             if let Some(dir) = path.parent() {
                 fs::create_dir_all(dir)?;
             }
-            fs::rename(&tmp, &path)
+            fs::rename(&tmp, path)
         })();
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
@@ -268,9 +389,8 @@ impl DiskCache {
             return;
         }
         self.writes_off_since.store(0, Relaxed);
-        self.counters
-            .bytes_written
-            .fetch_add(data.len() as u64, Relaxed);
+        let data_len = file.len() as u64 - header_len(&file);
+        self.counters.bytes_written.fetch_add(data_len, Relaxed);
         let used = self.used.fetch_add(file.len() as u64, Relaxed) + file.len() as u64;
         if used > self.budget && self.scanned() {
             self.evict();
@@ -373,6 +493,14 @@ fn touch(path: &Path) {
     }
 }
 
+/// The length of a block file's header (see [`encode`]).
+fn header_len(file: &[u8]) -> u64 {
+    let id_len = file
+        .get(24..28)
+        .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+    32 + u64::from(id_len)
+}
+
 /// A block file: header, then data (see the module docs).
 fn encode(id: &ObjectId, block: u64, data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(40 + id.bytes.len() + data.len());
@@ -437,6 +565,7 @@ mod tests {
             size,
         })
         .unwrap();
+        c.start();
         while !c.scanned() {
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -450,6 +579,9 @@ mod tests {
         let id = ObjectId::new("s3://b", "s3://b/k", "\"e1\"");
         assert_eq!(c.get(&id, 0, 3), None);
         c.put(&id, 0, b"abc");
+        // At once (from memory or disk), and after it is written.
+        assert_eq!(c.get(&id, 0, 3).as_deref(), Some(&b"abc"[..]));
+        c.flush();
         assert_eq!(c.get(&id, 0, 3).as_deref(), Some(&b"abc"[..]));
         // Another version, block, length: not this block.
         assert_eq!(
@@ -459,7 +591,7 @@ mod tests {
         assert_eq!(c.get(&id, 1, 3), None);
         assert_eq!(c.get(&id, 0, 4), None, "a wrong length is damage");
         let s = c.snapshot();
-        assert_eq!((s.hits, s.corrupt), (1, 1));
+        assert_eq!((s.hits, s.corrupt), (2, 1));
     }
 
     #[test]
@@ -468,6 +600,7 @@ mod tests {
         let c = cache(dir.path(), 1 << 30);
         let id = ObjectId::new("s3://b", "s3://b/k", "e");
         c.put(&id, 2, &[7u8; 1000]);
+        c.flush();
         let path = c.path(&id, 2);
         let mut bytes = fs::read(&path).unwrap();
         let last = bytes.len() - 1;
@@ -485,6 +618,7 @@ mod tests {
         let id = |i: u32| ObjectId::new("s", &format!("k{i}"), "e");
         for i in 0..30 {
             c.put(&id(i), 0, &[1u8; 1000]);
+            c.flush();
             // Older first: distinct times for the LRU order.
             let t = SystemTime::now() - Duration::from_secs(1000 - u64::from(i));
             let f = fs::File::options()
@@ -519,15 +653,18 @@ mod tests {
         let c = cache(dir.path(), 1 << 20);
         let id = ObjectId::new("s", "k", "e");
         c.put(&id, 0, b"kept");
+        c.flush();
         // The temporary directory gone: writes fail, reads go on.
         fs::remove_dir_all(&c.tmp).unwrap();
         c.put(&id, 1, b"lost");
+        c.flush();
         assert_eq!(c.snapshot().write_errors, 1);
         assert_eq!(c.get(&id, 0, 4).as_deref(), Some(&b"kept"[..]));
         assert_eq!(c.get(&id, 1, 4), None);
         // Off for a while: not even tried.
         fs::create_dir_all(&c.tmp).unwrap();
         c.put(&id, 1, b"lost");
+        c.flush();
         assert_eq!(c.get(&id, 1, 4), None);
         assert_eq!(c.snapshot().write_errors, 1);
     }

@@ -59,6 +59,20 @@ fn gets(m: &Mount) -> u64 {
     r["GET"].as_u64().unwrap_or(0) + r["ranged_GET"].as_u64().unwrap_or(0)
 }
 
+/// The mount's stats once its disk cache has written everything it was
+/// handed (blocks are written by a thread of their own, after the read).
+fn settled(m: &Mount) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let doc = stats(m);
+        if doc["disk_cache"]["bytes_pending"] == 0 {
+            return doc;
+        }
+        assert!(Instant::now() < deadline, "{doc}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 struct Setup {
     s3: common::s3s::S3s,
     tmp: tempfile::TempDir,
@@ -126,8 +140,12 @@ fn a_remount_rereads_from_disk_with_no_data_request() {
     // Every byte of the object written once (concurrent reads of one
     // block fetch it once).
     let size = std::fs::metadata(s.tmp.path().join("f1.nc")).unwrap().len();
-    let written = stats(&first)["disk_cache"]["bytes_written"].as_u64();
-    assert_eq!(written, Some(size), "{}", stats(&first));
+    let doc = settled(&first);
+    assert_eq!(
+        doc["disk_cache"]["bytes_written"].as_u64(),
+        Some(size),
+        "{doc}"
+    );
     // A second mount while the first is alive: shares the blocks.
     let second = s.mount(&[]);
     assert_eq!(std::fs::read(second.path("v")).unwrap(), s.want);
@@ -151,6 +169,7 @@ fn a_replaced_object_and_a_damaged_block_are_read_again() {
     let s = Setup::new();
     let m = s.mount(&[]);
     assert_eq!(std::fs::read(m.path("v")).unwrap(), s.want);
+    settled(&m);
     m.stop();
     // One byte flipped in the middle of a block file.
     let (path, len) = blocks(&s.cache_dir())
@@ -183,6 +202,7 @@ fn the_size_bound_holds() {
     let s = Setup::new();
     let m = s.mount(&["--disk-cache-size", "3MiB"]);
     assert_eq!(std::fs::read(m.path("v")).unwrap(), s.want);
+    settled(&m);
     let held: u64 = blocks(&s.cache_dir()).iter().map(|b| b.1).sum();
     assert!(held <= 3 << 20, "{held} bytes held");
     let doc = stats(&m);
@@ -275,6 +295,7 @@ fn a_zarr_store_rereads_from_disk_and_follows_a_rewrite() {
     let m = Mount::start(Path::new(&source), &args);
     assert_eq!(std::fs::read(m.path("z.zarr")).unwrap(), want);
     assert!(gets(&m) >= 8);
+    settled(&m);
     m.stop();
     let m = Mount::start(Path::new(&source), &args);
     assert_eq!(std::fs::read(m.path("z.zarr")).unwrap(), want);
