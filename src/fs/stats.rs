@@ -29,7 +29,7 @@
 //!   "disk_cache": {"hits": 250, "misses": 6, "evictions": 0, "corrupt": 0,
 //!                  "bytes_read": 262144000, "bytes_written": 6291456,
 //!                  "write_errors": 0, "bytes_held": 268437000,
-//!                  "size_limit": 10737418240}
+//!                  "size_limit": 10737418240, "bytes_pending": 0}
 //! }
 //! ```
 //!
@@ -50,8 +50,9 @@
 //! - `disk_cache` (with `--disk-cache`): blocks found on disk (`hits`) or
 //!   not (`misses`), removed to stay under the size limit (`evictions`) or
 //!   found damaged and read again (`corrupt`), bytes read from and written
-//!   to it, failed writes (each turns writes off for a minute), and the
-//!   bytes it holds ([`crate::storage::disk_cache`]).
+//!   to it, failed writes (each turns writes off for a minute), the bytes
+//!   it holds and those waiting to be written
+//!   ([`crate::storage::disk_cache`]).
 //! - `buffers`: the read path's buffer pool ([`crate::engine::buffers`]):
 //!   bytes of spare and per-thread scratch buffers kept for reuse, their
 //!   cap, and buffers handed out reused (`hits`) or allocated (`misses`).
