@@ -238,8 +238,38 @@ type Listings = parking_lot::Mutex<lru::LruCache<String, Arc<DirListing>>>;
 /// One directory's objects: name -> (ETag, size).
 type DirListing = HashMap<String, (String, u64)>;
 
-/// Directories whose listing a store keeps for its disk-cache reads.
+/// Listings a store keeps for its disk-cache reads.
 const LISTED_DIRS: usize = 64;
+
+/// A chunk prefix of more objects than this is listed directory by
+/// directory instead of whole (ten pages of 1,000).
+const LISTED_RECURSIVE: usize = 10_000;
+
+/// The mark of a chunk prefix too large to list whole (no key is empty).
+const TOO_BIG: &str = "";
+
+/// What is listed to learn `key`'s version, and whether recursively: the
+/// prefix of a Zarr v3 array's chunks (`a/c/`: `a/c/0/1/2` has a
+/// directory per chunk row, so one listing of all is far fewer requests
+/// than one per directory), unless it is `too_big`; else the key's
+/// directory (a v2 array's chunks are all in one). The unit ends with `/`
+/// (or is empty: the store's root).
+fn listing_unit(key: &str, too_big: bool) -> (String, bool) {
+    if !too_big {
+        let at = if key.starts_with("c/") {
+            Some(0)
+        } else {
+            key.find("/c/").map(|i| i + 1)
+        };
+        if let Some(i) = at {
+            return (key[..i + 2].to_string(), true);
+        }
+    }
+    match key.rsplit_once('/') {
+        Some((dir, _)) => (format!("{dir}/"), false),
+        None => (String::new(), false),
+    }
+}
 
 /// A directory listing more objects than this is not kept (its values are
 /// read from the store as without a disk cache): 100,000 names are about
@@ -262,50 +292,97 @@ impl RemoteStore {
         RemoteStore { remote, listed }
     }
 
-    /// The ETag and size the listing of `key`'s directory gives it: one
-    /// delimiter listing per directory ([`RemoteStore::list_dirs`]), kept
-    /// while the store lives (the dataset's life: a refresh that sees a
-    /// change opens a new one).
+    /// The ETag and size the listing of `key`'s unit gives it
+    /// ([`listing_unit`]; [`RemoteStore::list_units`]), kept while the
+    /// store lives (the dataset's life: a refresh that sees a change opens
+    /// a new one).
     fn listed(&self, key: &str) -> Option<(String, u64)> {
         let memo = self.listed.as_ref()?;
-        let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
-        let known = memo.lock().get(dir).cloned();
-        let listing = match known {
-            Some(l) => l,
-            None => {
-                self.list_dirs(vec![dir.to_string()]);
-                memo.lock().get(dir).cloned()?
-            }
+        let find = |unit: &(String, bool)| -> Option<Option<(String, u64)>> {
+            let l = memo.lock().get(&unit.0).cloned()?;
+            Some(l.get(&key[unit.0.len()..]).cloned())
         };
-        listing.get(name).cloned()
+        let unit = listing_unit(key, self.too_big(key));
+        if let Some(found) = find(&unit) {
+            return found;
+        }
+        self.list_units(vec![unit.clone()]);
+        // Listed now, or found too big for one listing (then its
+        // directory's).
+        let unit = listing_unit(key, self.too_big(key));
+        if let Some(found) = find(&unit) {
+            return found;
+        }
+        self.list_units(vec![unit.clone()]);
+        find(&unit).flatten()
     }
 
-    /// List the directories `dirs` not listed yet, all at once (a batch of
-    /// chunks spans many). A listing that fails, or names more than
-    /// [`LISTED_MAX`] objects, is kept empty: its keys are read as without
-    /// a disk cache.
-    fn list_dirs(&self, mut dirs: Vec<String>) {
+    /// Whether the chunk prefix `key` is under was found too large to
+    /// list whole.
+    fn too_big(&self, key: &str) -> bool {
+        let (unit, recursive) = listing_unit(key, false);
+        recursive
+            && self.listed.as_ref().is_some_and(|m| {
+                m.lock()
+                    .peek(&unit)
+                    .is_some_and(|l| l.contains_key(TOO_BIG))
+            })
+    }
+
+    /// List the units `units` ([`listing_unit`]) not listed yet, all at
+    /// once (a batch of chunks spans many). A recursive unit of more than
+    /// [`LISTED_RECURSIVE`] objects is marked too big (its directories are
+    /// listed one by one instead); a delimiter listing of more than
+    /// [`LISTED_MAX`], or one that fails, is kept empty: its keys are read
+    /// as without a disk cache.
+    fn list_units(&self, mut units: Vec<(String, bool)>) {
         let Some(memo) = &self.listed else { return };
         {
             let mut memo = memo.lock();
-            dirs.retain(|d| memo.get(d).is_none());
+            units.retain(|(u, _)| memo.get(u).is_none());
         }
-        dirs.sort();
-        dirs.dedup();
-        let mut futs = Vec::with_capacity(dirs.len());
-        for dir in &dirs {
-            let loc = match self.remote.location.child(dir) {
-                Ok(l) => l,
-                Err(_) => continue,
+        units.sort();
+        units.dedup();
+        let mut futs = Vec::with_capacity(units.len());
+        for (unit, recursive) in &units {
+            let dir = unit.trim_end_matches('/');
+            let Ok(loc) = self.remote.location.child(dir) else {
+                continue;
             };
             let store = self.store();
             let cfg = self.remote.config().clone();
+            let recursive = *recursive;
             futs.push(async move {
                 let path = loc.prefix().clone();
                 let what = loc.display();
                 let p = (!path.as_ref().is_empty()).then_some(&path);
+                let under = |o: &object_store::ObjectMeta| -> Option<(String, (String, u64))> {
+                    let rel = o.location.prefix_match(&path)?;
+                    let rel = rel
+                        .map(|p| p.as_ref().to_string())
+                        .collect::<Vec<_>>()
+                        .join("/");
+                    Some((rel, (o.e_tag.clone()?, o.size)))
+                };
                 retry_listing(&cfg, &what, || async {
-                    store.list_with_delimiter(p).await.map_err(io_error)
+                    let mut out = DirListing::new();
+                    if recursive {
+                        let mut list = store.list(p);
+                        while let Some(o) = list.next().await {
+                            if out.len() >= LISTED_RECURSIVE {
+                                out.clear();
+                                out.insert(TOO_BIG.to_string(), (String::new(), 0));
+                                break;
+                            }
+                            out.extend(under(&o.map_err(io_error)?));
+                        }
+                    } else {
+                        let l = store.list_with_delimiter(p).await.map_err(io_error)?;
+                        if l.objects.len() <= LISTED_MAX {
+                            out.extend(l.objects.iter().filter_map(under));
+                        }
+                    }
+                    Ok(out)
                 })
                 .await
                 .map_err(|e| io::Error::new(e.kind(), format!("{what}: {e}")))
@@ -313,20 +390,12 @@ impl RemoteStore {
         }
         let got = self.remote.block_on_all(futs);
         let mut memo = memo.lock();
-        for (dir, listed) in dirs.into_iter().zip(got) {
-            let listing: DirListing = match listed {
-                Ok(l) if l.objects.len() <= LISTED_MAX => l
-                    .objects
-                    .into_iter()
-                    .filter_map(|o| Some((o.location.filename()?.to_string(), (o.e_tag?, o.size))))
-                    .collect(),
-                Ok(_) => DirListing::new(),
-                Err(e) => {
-                    log::debug!("disk cache: {e}");
-                    DirListing::new()
-                }
-            };
-            memo.put(dir, Arc::new(listing));
+        for ((unit, _), listed) in units.into_iter().zip(got) {
+            let listing = listed.unwrap_or_else(|e| {
+                log::debug!("disk cache: {e}");
+                DirListing::new()
+            });
+            memo.put(unit, Arc::new(listing));
         }
     }
 
@@ -365,12 +434,12 @@ impl RemoteStore {
         }
     }
 
-    /// The listing of `key`'s directory is out of date (a GET pinned to
-    /// its ETag failed): asked again at the next read.
+    /// The listing that gave `key` is out of date (a GET pinned to its
+    /// ETag failed): asked again at the next read.
     fn forget_listing(&self, key: &str) {
+        let unit = listing_unit(key, self.too_big(key)).0;
         if let Some(memo) = &self.listed {
-            let (dir, _) = key.rsplit_once('/').unwrap_or(("", key));
-            memo.lock().pop(dir);
+            memo.lock().pop(&unit);
         }
     }
 
@@ -590,8 +659,8 @@ impl Store for RemoteStore {
         let mut asked = Vec::with_capacity(keys.len());
         let mut futs = Vec::with_capacity(keys.len());
         if self.listed.is_some() {
-            let parent = |k: &String| k.rsplit_once('/').map_or("", |(d, _)| d).to_string();
-            self.list_dirs(keys.iter().map(|(k, _)| parent(k)).collect());
+            let units = keys.iter().map(|(k, _)| listing_unit(k, self.too_big(k)));
+            self.list_units(units.collect());
         }
         for (i, (key, limit)) in keys.iter().enumerate() {
             // With a disk cache: a value kept there is served without a
@@ -1436,6 +1505,19 @@ mod tests {
         assert_eq!(past.kind(), std::io::ErrorKind::UnexpectedEof, "{past}");
         let other = e("Server returned non-2xx status code: 500 Internal Server Error");
         assert_eq!(other.kind(), std::io::ErrorKind::Other, "{other}");
+    }
+
+    #[test]
+    fn a_v3_array_s_chunks_are_listed_whole_else_by_directory() {
+        use super::listing_unit;
+        let u = |k: &str, big: bool| listing_unit(k, big);
+        assert_eq!(u("field/c/0/1/0", false), ("field/c/".into(), true));
+        assert_eq!(u("g/a/c/3", false), ("g/a/c/".into(), true));
+        assert_eq!(u("c/0/0", false), ("c/".into(), true));
+        assert_eq!(u("field/c/0/1/0", true), ("field/c/0/1/".into(), false));
+        assert_eq!(u("field/0.1.0", false), ("field/".into(), false));
+        assert_eq!(u("abc/cd/x", false), ("abc/cd/".into(), false));
+        assert_eq!(u("zarr.json", false), (String::new(), false));
     }
 
     #[test]
