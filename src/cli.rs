@@ -223,6 +223,13 @@ pub struct MountArgs {
     /// reads and hurts random mmap access [default: the kernel's, 128].
     #[arg(long, value_name = "N", help_heading = "Daemon")]
     pub read_ahead_kb: Option<u32>,
+    /// Serve Prometheus metrics at http://ADDR/metrics: FUSE requests,
+    /// bytes served, caches, decodes, remote requests, refresh
+    /// (docs/OPERATIONS.md). ADDR is HOST:PORT, or a bare PORT (or :PORT)
+    /// for 127.0.0.1:PORT; the endpoint has no authentication, so keep it
+    /// on loopback unless the network is trusted.
+    #[arg(long, value_name = "ADDR", value_parser = parse_metrics_addr, help_heading = "Daemon")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// `slabfs mount --watch`.
@@ -296,6 +303,7 @@ impl MountArgs {
             reference: self.common.reference.clone(),
             all_refs: self.common.all_refs,
             remote: slabfs::storage::remote::Remote::new(self.common.remote.config()),
+            metrics: self.metrics,
         }
     }
 }
@@ -425,6 +433,30 @@ pub fn parse_views(s: &str) -> Result<Views, String> {
         }
     }
     Ok(v)
+}
+
+/// Parse `--metrics`: `PORT` or `:PORT` (loopback, 127.0.0.1), an
+/// address `IP:PORT` (`[IPv6]:PORT`), or `HOST:PORT` resolved now (its
+/// first address). Loopback unless the address says otherwise.
+pub fn parse_metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+    let s = s.trim();
+    let port = s.strip_prefix(':').unwrap_or(s);
+    if let Ok(port) = port.parse::<u16>() {
+        return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+    }
+    if let Ok(addr) = s.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if !s.contains(':') {
+        return Err(format!(
+            "{s:?}: give a PORT, or HOST:PORT (such as 127.0.0.1:9108)"
+        ));
+    }
+    s.to_socket_addrs()
+        .map_err(|e| format!("{s:?}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{s:?}: the host has no address"))
 }
 
 /// Parse a size with an optional binary (KiB, MiB, GiB, TiB) or decimal
@@ -772,6 +804,23 @@ mod tests {
         );
     }
 
+    #[test]
+    fn metrics_addresses_are_loopback_unless_said() {
+        let addr = |s: &str| parse_metrics_addr(s).map(|a| a.to_string());
+        assert_eq!(addr("9108").unwrap(), "127.0.0.1:9108");
+        assert_eq!(addr(":9108").unwrap(), "127.0.0.1:9108");
+        assert_eq!(addr("0.0.0.0:9108").unwrap(), "0.0.0.0:9108");
+        assert_eq!(addr("10.1.2.3:80").unwrap(), "10.1.2.3:80");
+        assert_eq!(addr("[::1]:9108").unwrap(), "[::1]:9108");
+        let local = parse_metrics_addr("localhost:9108").unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 9108, "{local}");
+        for bad in ["", "x", "70000", ":x", "1.2.3.4", "127.0.0.1:99999"] {
+            assert!(parse_metrics_addr(bad).is_err(), "{bad:?}");
+        }
+        let cfg = mount_config(&["--metrics", "9108"]).unwrap();
+        assert_eq!(cfg.metrics, Some("127.0.0.1:9108".parse().unwrap()));
+    }
+
     fn mount_config(args: &[&str]) -> Result<MountConfig, clap::Error> {
         let argv = ["slabfs", "mount"].iter().chain(args).chain(&["s", "m"]);
         let Command::Mount(args) = Cli::try_parse_from(argv)?.command else {
@@ -812,6 +861,7 @@ mod tests {
         assert_eq!(cfg.refresh, None);
         assert_eq!((cfg.uid, cfg.gid), (Some(1000), Some(100)));
         assert_eq!(cfg.read_ahead_kb, Some(4096));
+        assert_eq!(cfg.metrics, None);
         assert_eq!(
             mount_config(&["--refresh", "30"]).unwrap().refresh,
             Some(Duration::from_secs(30))

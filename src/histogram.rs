@@ -5,6 +5,16 @@
 //! requests' latency per source (`storage::remote::metrics`), which sit in
 //! different layers; so it lives at the bottom, with no dependency of its
 //! own.
+//!
+//! The same buckets give both views of a histogram: percentiles for
+//! `.slabfs/stats` ([`Histogram::summary`]) and the cumulative counts of a
+//! Prometheus histogram ([`Histogram::cumulative`], read by
+//! [`crate::metrics`]). Prometheus wants counts at fixed bounds (`le`);
+//! every power of two of nanoseconds from 2^3 up is where a bucket starts,
+//! so the counts below the bounds [`BOUNDS_NS`] (powers of two from about
+//! 1 µs to 34 s) are exact, not interpolated. (Exact for "below": `le`
+//! also counts a value equal to its bound, which a duration hits to the
+//! nanosecond once in a billion.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -17,6 +27,22 @@ const SUB: u64 = 1 << SUB_BITS;
 /// 2^63 gets `SUB` buckets.
 const BUCKETS: usize = (SUB + (64 - SUB_BITS as u64) * SUB) as usize;
 
+/// The Prometheus bucket bounds, in nanoseconds: 2^10 (1.02 µs) to 2^35
+/// (34.4 s), doubling. A FUSE `getattr` answered from memory takes a few
+/// microseconds, a remote request tens of milliseconds, a refresh pass of
+/// a large archive seconds; anything longer counts only in `+Inf`.
+/// Doubling keeps `histogram_quantile`'s interpolation within a factor of
+/// two at 26 buckets a series.
+pub const BOUNDS_NS: [u64; 26] = {
+    let mut b = [0u64; 26];
+    let mut i = 0;
+    while i < b.len() {
+        b[i] = 1 << (10 + i);
+        i += 1;
+    }
+    b
+};
+
 /// A log-scale histogram of durations in nanoseconds: fixed size (about
 /// 4 KiB of atomics), lock-free recording, percentiles accurate to one
 /// bucket (12.5%).
@@ -24,6 +50,19 @@ const BUCKETS: usize = (SUB + (64 - SUB_BITS as u64) * SUB) as usize;
 pub struct Histogram {
     buckets: Box<[AtomicU64]>,
     max: AtomicU64,
+    /// Every value recorded, added (nanoseconds; wraps after 584 years).
+    sum: AtomicU64,
+}
+
+/// A [`Histogram`] as Prometheus shows one: how many values lay below
+/// each of [`BOUNDS_NS`] (cumulative), how many in all, and their sum.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cumulative {
+    /// `below[i]`: values `< BOUNDS_NS[i]`.
+    pub below: [u64; BOUNDS_NS.len()],
+    pub count: u64,
+    /// Nanoseconds.
+    pub sum: u64,
 }
 
 /// Percentiles of a [`Histogram`], in nanoseconds (0 when empty).
@@ -47,6 +86,7 @@ impl Histogram {
         Histogram {
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
             max: AtomicU64::new(0),
+            sum: AtomicU64::new(0),
         }
     }
 
@@ -76,6 +116,33 @@ impl Histogram {
         let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
         self.buckets[Self::bucket(ns)].fetch_add(1, Ordering::Relaxed);
         self.max.fetch_max(ns, Ordering::Relaxed);
+        self.sum.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// The counts at [`BOUNDS_NS`], for Prometheus. Read without a lock
+    /// while others record: the count is the sum of the buckets read, so
+    /// the series is consistent with itself (`+Inf` equals `_count`); the
+    /// sum may be a few records ahead or behind.
+    pub fn cumulative(&self) -> Cumulative {
+        let mut out = Cumulative {
+            sum: self.sum.load(Ordering::Relaxed),
+            ..Cumulative::default()
+        };
+        let mut bound = 0;
+        for (b, n) in self.buckets.iter().enumerate() {
+            // Bucket b holds values up to upper(b); a bound is the start
+            // of a bucket, so every bucket lies wholly below it or wholly
+            // at or above it.
+            while bound < BOUNDS_NS.len() && Self::upper(b) >= BOUNDS_NS[bound] {
+                out.below[bound] = out.count;
+                bound += 1;
+            }
+            out.count += n.load(Ordering::Relaxed);
+        }
+        for slot in &mut out.below[bound..] {
+            *slot = out.count;
+        }
+        out
     }
 
     pub fn summary(&self) -> Summary {
@@ -132,6 +199,29 @@ mod tests {
             let up = Histogram::upper(Histogram::bucket(v));
             assert!(up >= v && (up - v) as f64 <= v as f64 / 8.0, "{v} -> {up}");
         }
+    }
+
+    #[test]
+    fn cumulative_counts_are_exact_at_the_bounds() {
+        let h = Histogram::new();
+        assert_eq!(h.cumulative(), Cumulative::default());
+        // Values on both sides of every bound, and beyond the last.
+        let mut values = vec![0u64, 1, 7, 8, 1000, 1 << 40];
+        for &b in &BOUNDS_NS {
+            values.extend([b - 1, b, b + 1, b + b / 3]);
+        }
+        for &v in &values {
+            h.record(Duration::from_nanos(v));
+        }
+        let c = h.cumulative();
+        assert_eq!(c.count, values.len() as u64);
+        assert_eq!(c.sum, values.iter().sum::<u64>());
+        for (i, &b) in BOUNDS_NS.iter().enumerate() {
+            let want = values.iter().filter(|&&v| v < b).count() as u64;
+            assert_eq!(c.below[i], want, "below {b}");
+        }
+        assert_eq!(BOUNDS_NS[0], 1024);
+        assert_eq!(*BOUNDS_NS.last().unwrap(), 1 << 35);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!           dataset discovery
 //! engine    read planning, index arithmetic, cache, readahead    codec  the codec chain
 //! storage   files and key-value stores, confinement, fault injection
-//! base      error, dtype, logging, histogram
+//! base      error, dtype, logging, histogram, metrics (the Prometheus series' writer)
 //! ```
 //!
 //! A read:
@@ -35,6 +35,7 @@ pub mod formats;
 pub mod fs;
 pub mod histogram;
 pub mod logging;
+pub mod metrics;
 pub mod storage;
 
 pub use engine::array::{ArrayMeta, ArraySource};

@@ -34,7 +34,8 @@
 //! `views=raw+json+npy+hdr` (`+` separates views, since commas separate
 //! options), `refresh=SECONDS`, `watch=inotify|walk`, `rescan=SECONDS`,
 //! `max_watches=N`, `max_open_datasets=N`, `uid=N`, `gid=N`, `threads=N`,
-//! `read_ahead_kb=N`, `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`,
+//! `read_ahead_kb=N`, `metrics=ADDR` (`PORT` or `HOST:PORT`),
+//! `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`,
 //! `ref=BRANCH|TAG|SNAPSHOT` (an Icechunk repository's version),
 //! for URL sources `endpoint_url=URL`, `no_sign_request`, `max_requests=N`,
 //! `request_timeout=SECONDS`, `stall_timeout=SECONDS`, `retries=N`, `hdf5_plugins`,
@@ -217,7 +218,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                         return Err(format!(
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
                              cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
-                             max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, allow_outside=, ref=, all_refs, \
+                             max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, metrics=, allow_outside=, ref=, all_refs, \
                              disk_cache=, disk_cache_size=, \
                              endpoint_url=, no_sign_request, max_requests=, request_timeout=, stall_timeout=, \
                              retries=, hdf5_plugins, hdf5_plugin_path=, log_level=, log_file=; \
@@ -316,6 +317,7 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
             a.threads = Some(n);
         }
         "read_ahead_kb" => a.read_ahead_kb = Some(number(need()?)?),
+        "metrics" => a.metrics = Some(super::parse_metrics_addr(need()?).map_err(bad)?),
         // Repeatable; `:` separates several (paths cannot hold commas here).
         "allow_outside" => a
             .common
@@ -438,7 +440,8 @@ mod tests {
             "/mnt/data",
             "-o",
             "ro,allow_other,cache_size=64MiB,byte_order=big,views=raw+json+npy,refresh=0,\
-             uid=1000,gid=100,threads=3,read_ahead_kb=2048,allow_outside=/srv/a:/srv/b",
+             uid=1000,gid=100,threads=3,read_ahead_kb=2048,allow_outside=/srv/a:/srv/b,\
+             metrics=9108",
         ]);
         assert!(!inv.fake);
         let cfg = inv.args.mount_config();
@@ -464,6 +467,7 @@ mod tests {
         assert_eq!((cfg.uid, cfg.gid), (Some(1000), Some(100)));
         assert_eq!(cfg.threads, 3);
         assert_eq!(cfg.read_ahead_kb, Some(2048));
+        assert_eq!(cfg.metrics, Some("127.0.0.1:9108".parse().unwrap()));
         assert_eq!(inv.log_level, None);
     }
 
@@ -548,6 +552,8 @@ mod tests {
             "threads=0",
             "threads=70000",
             "read_ahead_kb=1M",
+            "metrics=",
+            "metrics=nine",
             "ro=1",
             "allow_other=yes",
             "noexec=1",

@@ -30,6 +30,7 @@ use lru::LruCache;
 use parking_lot::{Condvar, Mutex};
 
 use super::buffers::{BufferPool, DEFAULT_CAP};
+use super::decodes::Decodes;
 use crate::error::Result;
 
 /// Identifies one decoded chunk.
@@ -142,6 +143,8 @@ pub struct ChunkCache {
     /// budget ([`pool_cap`]).
     pool: Arc<BufferPool>,
     inner: Mutex<Inner>,
+    /// The decodes of the sources that cache here, by codec chain.
+    decodes: Decodes,
 }
 
 struct Inner {
@@ -217,7 +220,14 @@ impl ChunkCache {
                     std::num::NonZeroUsize::new(CONSUMED_MEMORY).expect("non-zero"),
                 ),
             }),
+            decodes: Decodes::default(),
         }
+    }
+
+    /// The decodes of the sources caching here, by codec chain
+    /// ([`super::decodes`]).
+    pub fn decodes(&self) -> &Decodes {
+        &self.decodes
     }
 
     pub fn budget(&self) -> usize {
@@ -552,6 +562,85 @@ impl Drop for Claim<'_> {
                 f.cv.notify_all();
             }
         }
+    }
+}
+
+/// The chunk cache's series: the same counters as the `cache`, `buffers`
+/// and `decodes` sections of `.slabfs/stats`, read when scraped.
+impl crate::metrics::Collect for ChunkCache {
+    fn collect(&self, out: &mut crate::metrics::Out<'_>) -> std::fmt::Result {
+        use crate::metrics::Kind;
+        let c = self.stats();
+        out.counter(
+            "slabfs_chunk_cache_hits",
+            "Decoded chunks found in the chunk cache.",
+            c.hits,
+        )?;
+        out.counter(
+            "slabfs_chunk_cache_misses",
+            "Chunks not in the chunk cache when asked for (then decoded, or absent).",
+            c.misses,
+        )?;
+        out.counter(
+            "slabfs_chunk_cache_evictions",
+            "Chunks dropped from the chunk cache to stay within --cache-size.",
+            c.evictions,
+        )?;
+        out.counter(
+            "slabfs_chunk_cache_prefetches",
+            "Chunks decoded ahead of a sequential reader.",
+            c.prefetches,
+        )?;
+        out.counter(
+            "slabfs_chunk_cache_uncached",
+            "Chunks a read covered whole, decoded into the reply and not kept.",
+            c.uncached,
+        )?;
+        out.gauge(
+            "slabfs_chunk_cache_bytes",
+            "Bytes of decoded chunks in the chunk cache.",
+            c.bytes as f64,
+        )?;
+        out.gauge(
+            "slabfs_chunk_cache_entries",
+            "Decoded chunks in the chunk cache.",
+            c.entries as f64,
+        )?;
+        out.gauge(
+            "slabfs_chunk_cache_budget_bytes",
+            "The chunk cache's budget (--cache-size).",
+            self.budget as f64,
+        )?;
+        let b = self.pool.stats();
+        out.gauge(
+            "slabfs_buffer_pool_bytes",
+            "Bytes of spare decode and scratch buffers kept for reuse.",
+            b.bytes as f64,
+        )?;
+        out.counter(
+            "slabfs_buffer_pool_misses",
+            "Buffers of the read path that had to be allocated.",
+            b.misses,
+        )?;
+        let decoders = self.decodes.all();
+        let mut f = out.family(
+            "slabfs_decode_duration_seconds",
+            "Time to decode one chunk, by codec chain (codecs in encoding order, \
+             joined by +); its count is the number of chunks decoded.",
+            Kind::Histogram,
+        )?;
+        for d in &decoders {
+            f.histogram(&[("codec", d.name())], d.time())?;
+        }
+        let mut f = out.family(
+            "slabfs_decoded_bytes",
+            "Bytes produced by decoding chunks, by codec chain.",
+            Kind::Counter,
+        )?;
+        for d in &decoders {
+            f.counter(&[("codec", d.name())], d.bytes())?;
+        }
+        Ok(())
     }
 }
 

@@ -20,6 +20,7 @@
 //! - [`cache`]: decoded chunks under a byte budget, one decode per key,
 //!   the use-once rule, loans of cached chunks to replies.
 //! - [`readahead`]: sequential-read detection and background prefetch.
+//! - [`decodes`]: decodes counted by codec chain (count, bytes, time).
 //!
 //! May import: [`crate::storage`], [`crate::dtype`], [`crate::error`].
 //! Never a format or a codec: formats plug in through
@@ -28,6 +29,7 @@
 pub mod array;
 pub mod buffers;
 pub mod cache;
+pub mod decodes;
 pub mod index;
 pub mod pieces;
 pub mod read;

@@ -82,6 +82,8 @@ pub(super) struct Lazy {
 struct Opened {
     tree: Arc<Tree>,
     version: Option<u64>,
+    /// Its arrays (and files) that could not be loaded, not shown.
+    not_shown: usize,
 }
 
 /// What `.slabfs/stats` shows of an archive's datasets.
@@ -92,6 +94,9 @@ pub struct LazyStats {
     pub opens: u64,
     pub failures: u64,
     pub evictions: u64,
+    /// Arrays and files of the open datasets not shown (they could not be
+    /// loaded).
+    pub not_shown: u64,
 }
 
 impl Lazy {
@@ -118,6 +123,7 @@ impl Lazy {
             opens: self.opens.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
+            not_shown: open.iter().map(|(_, o)| o.not_shown as u64).sum(),
         }
     }
 
@@ -237,6 +243,7 @@ impl Lazy {
             Opened {
                 tree: tree.clone(),
                 version,
+                not_shown: ds.skipped.len(),
             },
         );
         if let Some((evicted, o)) = pushed {
@@ -249,20 +256,26 @@ impl Lazy {
         Ok(Some(tree))
     }
 
-    /// Put `new` (of version `version`) in place of `old` as the tree of
-    /// `unit`, if `old` is still the one open (a refresh; not if it was
-    /// evicted meanwhile).
+    /// Put `new` (of version `version`, with `not_shown` arrays or files
+    /// it could not load) in place of `old` as the tree of `unit`, if
+    /// `old` is still the one open (a refresh; not if it was evicted
+    /// meanwhile).
     pub fn replace(
         &self,
         unit: &str,
         old: &Arc<Tree>,
         new: Arc<Tree>,
         version: Option<u64>,
+        not_shown: usize,
     ) -> bool {
         let mut open = self.open.lock();
         match open.peek_mut(unit) {
             Some(o) if Arc::ptr_eq(&o.tree, old) => {
-                *o = Opened { tree: new, version };
+                *o = Opened {
+                    tree: new,
+                    version,
+                    not_shown,
+                };
                 true
             }
             _ => false,

@@ -20,12 +20,15 @@
 //!   log. The first one is logged at debug level, none after it.
 //!
 //! Every failed request goes through [`fail`], which logs the error at its
-//! level with its source chain and returns the errno to reply.
+//! level with its source chain and returns the errno to reply. Every
+//! request is counted by operation with the time from its arrival to its
+//! answer ([`Counted`]: two clock reads and a few relaxed atomic adds),
+//! for `.slabfs/stats` and the metrics endpoint.
 
 use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
@@ -36,6 +39,7 @@ use fuser::{
 
 use super::error::{FsError, FsResult, chain};
 use super::reconcile::Invalidate;
+use super::stats::Op;
 use super::{Attr, DirSink, Kind, SlabFs, XattrReply};
 
 /// How long the kernel may cache names and attributes. A refresh that
@@ -75,6 +79,30 @@ pub struct FuseFs {
 impl FuseFs {
     pub fn new(core: Arc<SlabFs>) -> FuseFs {
         FuseFs { core }
+    }
+
+    /// Count a request `op` arriving now; it is recorded when the guard
+    /// goes (after the answer).
+    fn counted(&self, op: Op) -> Counted<'_> {
+        Counted {
+            core: &self.core,
+            op,
+            arrived: Instant::now(),
+        }
+    }
+}
+
+/// A request being answered: records its operation and time in the
+/// mount's stats when dropped, whichever way the handler ends.
+struct Counted<'a> {
+    core: &'a SlabFs,
+    op: Op,
+    arrived: Instant,
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.core.stats().record_op(self.op, self.arrived.elapsed());
     }
 }
 
@@ -199,6 +227,7 @@ impl Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let _counted = self.counted(Op::Lookup);
         let what = || format!("{}/{}", self.core.path(parent.0), name.to_string_lossy());
         match call("lookup", &what, || self.core.lookup(parent.0, name)) {
             Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
@@ -207,6 +236,7 @@ impl Filesystem for FuseFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let _counted = self.counted(Op::Getattr);
         let what = || self.core.path(ino.0);
         match call("getattr", &what, || self.core.getattr(ino.0)) {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
@@ -215,6 +245,7 @@ impl Filesystem for FuseFs {
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let _counted = self.counted(Op::Open);
         let what = || self.core.path(ino.0);
         match call("open", &what, || self.core.open(ino.0, flags.0)) {
             Ok(o) if o.direct_io => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_DIRECT_IO),
@@ -233,6 +264,7 @@ impl Filesystem for FuseFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _counted = self.counted(Op::Release);
         let what = || self.core.path(ino.0);
         // The kernel ignores release errors; a panic is only logged.
         let _ = contain_panic("release", &what, || self.core.release(ino.0, fh.0));
@@ -240,6 +272,7 @@ impl Filesystem for FuseFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let _counted = self.counted(Op::Opendir);
         // A dataset's listing may be cached (a refresh that changes it
         // invalidates the directory's inode); an archive's directory is
         // listed again each time (files come and go without a word).
@@ -262,12 +295,14 @@ impl Filesystem for FuseFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        let _counted = self.counted(Op::Releasedir);
         let what = || self.core.path(ino.0);
         let _ = contain_panic("releasedir", &what, || self.core.releasedir(fh.0));
         reply.ok()
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let _counted = self.counted(Op::Forget);
         let _ = contain_panic("forget", &String::new, || self.core.forget(ino.0, nlookup));
     }
 
@@ -284,9 +319,11 @@ impl Filesystem for FuseFs {
     ) {
         // Served here or, when it may wait on the network, on a thread
         // of its own: this thread goes back to the kernel's next request.
+        // Counted from now to the answer, wherever it is sent from.
+        let arrived = Instant::now();
         let core = self.core.clone();
         self.core.serve_read(ino.0, offset, size, move || {
-            let started = std::time::Instant::now();
+            let started = Instant::now();
             let what = || format!("{} offset {offset} size {size}", core.path(ino.0));
             let read = call("read", &what, || core.read_data(ino.0, fh.0, offset, size));
             match read {
@@ -301,6 +338,7 @@ impl Filesystem for FuseFs {
                 }
                 Err(errno) => reply.error(errno),
             }
+            core.stats().record_op(Op::Read, arrived.elapsed());
         });
     }
 
@@ -312,6 +350,7 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        let _counted = self.counted(Op::Readdir);
         let what = || format!("{} offset {offset}", self.core.path(ino.0));
         let listed = call("readdir", &what, || {
             self.core
@@ -324,6 +363,7 @@ impl Filesystem for FuseFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let _counted = self.counted(Op::Statfs);
         match contain_panic("statfs", &String::new, || self.core.statfs()) {
             Ok(s) => reply.statfs(s.blocks, 0, 0, s.files, 0, s.bsize, s.namelen, s.bsize),
             Err(errno) => reply.error(errno),
@@ -331,6 +371,7 @@ impl Filesystem for FuseFs {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let _counted = self.counted(Op::Getxattr);
         let what = || format!("{} {}", self.core.path(ino.0), name.to_string_lossy());
         match call("getxattr", &what, || self.core.getxattr(ino.0, name, size)) {
             Ok(XattrReply::Size(n)) => reply.size(n),
@@ -340,6 +381,7 @@ impl Filesystem for FuseFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let _counted = self.counted(Op::Listxattr);
         let what = || self.core.path(ino.0);
         match call("listxattr", &what, || self.core.listxattr(ino.0, size)) {
             Ok(XattrReply::Size(n)) => reply.size(n),
@@ -349,6 +391,7 @@ impl Filesystem for FuseFs {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        let _counted = self.counted(Op::Access);
         // Only reached without default_permissions; the mount sets it, so
         // this is a fallback: existence, and no writing.
         let what = || self.core.path(ino.0);
@@ -380,6 +423,7 @@ impl Filesystem for FuseFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("setattr"))
     }
 
@@ -393,6 +437,7 @@ impl Filesystem for FuseFs {
         _rdev: u32,
         reply: ReplyEntry,
     ) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("mknod"))
     }
 
@@ -405,14 +450,17 @@ impl Filesystem for FuseFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("mkdir"))
     }
 
     fn unlink(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("unlink"))
     }
 
     fn rmdir(&self, _req: &Request, _parent: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("rmdir"))
     }
 
@@ -424,6 +472,7 @@ impl Filesystem for FuseFs {
         _target: &Path,
         reply: ReplyEntry,
     ) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("symlink"))
     }
 
@@ -437,6 +486,7 @@ impl Filesystem for FuseFs {
         _flags: fuser::RenameFlags,
         reply: ReplyEmpty,
     ) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("rename"))
     }
 
@@ -448,6 +498,7 @@ impl Filesystem for FuseFs {
         _newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("link"))
     }
 
@@ -463,6 +514,7 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("write"))
     }
 
@@ -476,6 +528,7 @@ impl Filesystem for FuseFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("create"))
     }
 
@@ -489,10 +542,12 @@ impl Filesystem for FuseFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("setxattr"))
     }
 
     fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("removexattr"))
     }
 
@@ -506,6 +561,7 @@ impl Filesystem for FuseFs {
         _mode: i32,
         reply: ReplyEmpty,
     ) {
+        let _counted = self.counted(Op::Other);
         reply.error(read_only("fallocate"))
     }
 
@@ -517,6 +573,7 @@ impl Filesystem for FuseFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        let _counted = self.counted(Op::Other);
         // Called on every close(); nothing is ever buffered.
         reply.ok()
     }
@@ -529,6 +586,7 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        let _counted = self.counted(Op::Other);
         // Nothing to sync: succeed, as on any read-only file.
         reply.ok()
     }
@@ -544,6 +602,7 @@ impl Filesystem for FuseFs {
         _out_size: u32,
         reply: ReplyIoctl,
     ) {
+        let _counted = self.counted(Op::Other);
         // No ioctl is supported: ENOTTY, quietly (module docs).
         static FIRST: std::sync::Once = std::sync::Once::new();
         FIRST.call_once(|| {

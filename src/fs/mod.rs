@@ -888,8 +888,18 @@ impl SlabFs {
                 "evictions": s.evictions,
             });
         }
+        doc["not_shown"] = serde_json::json!(self.not_shown());
         doc["inodes"] = serde_json::json!(self.inodes.len());
         doc
+    }
+
+    /// The arrays, files and datasets not shown now because they could not
+    /// be loaded (`not_shown` in [`stats`]).
+    fn not_shown(&self) -> u64 {
+        match &self.datasets {
+            Datasets::Archive(lazy) => lazy.stats().not_shown,
+            Datasets::Whole(_) => self.stats.not_shown(),
+        }
     }
 
     fn stats_doc(&self) -> Arc<[u8]> {
@@ -1119,6 +1129,57 @@ impl SlabFs {
             bsize: BSIZE,
             namelen: NAME_MAX,
         }
+    }
+}
+
+/// The mount's series for the metrics endpoint: its [`Stats`] (FUSE
+/// requests, bytes served, refresh) and what [`SlabFs::stats_json`] adds
+/// (datasets, what is not shown, inodes), from the same counters. The
+/// chunk cache and the remote stores are collectors of their own
+/// (registered beside this one by `mount::collectors`).
+impl crate::metrics::Collect for SlabFs {
+    fn collect(&self, out: &mut crate::metrics::Out<'_>) -> std::fmt::Result {
+        self.stats.collect(out)?;
+        out.gauge(
+            "slabfs_not_shown",
+            "Arrays, files and datasets of the source not shown now because they could \
+             not be loaded (each logged as \"not shown\").",
+            self.not_shown() as f64,
+        )?;
+        out.gauge(
+            "slabfs_inodes",
+            "Nodes the kernel holds (looked up and not forgotten).",
+            self.inodes.len() as f64,
+        )?;
+        if let Datasets::Archive(lazy) = &self.datasets {
+            let s = lazy.stats();
+            out.gauge(
+                "slabfs_datasets_open",
+                "Datasets of the directory SOURCE open now.",
+                s.open as f64,
+            )?;
+            out.gauge(
+                "slabfs_datasets_open_max",
+                "Most datasets kept open (--max-open-datasets).",
+                s.max_open as f64,
+            )?;
+            out.counter(
+                "slabfs_dataset_opens",
+                "Datasets opened (on first use, or again after being closed).",
+                s.opens,
+            )?;
+            out.counter(
+                "slabfs_dataset_open_failures",
+                "Opens of a dataset that failed (its requests got EIO).",
+                s.failures,
+            )?;
+            out.counter(
+                "slabfs_dataset_evictions",
+                "Datasets closed to make room for others.",
+                s.evictions,
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -1786,5 +1847,75 @@ pub(crate) mod tests {
         let fs = fs(&[entry(".slabfs/x", ramp(1, u64::MAX))]);
         assert_eq!(names(&fs, ".slabfs"), ["x", "x.json"]);
         assert!(lookup_path(&fs, ".slabfs/stats").is_err());
+    }
+
+    /// The value of the sample `series` (name and labels, as written) in
+    /// the text format `text`.
+    fn sample(text: &str, series: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {series} in:\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn the_metrics_endpoint_reads_the_counters_of_the_stats_file() {
+        let cache = Arc::new(ChunkCache::new(1 << 20));
+        let fs = Arc::new(fs(&[entry("a", ramp(1000, 600))]).with_cache(cache));
+        let remote = crate::storage::remote::Remote::default();
+        remote.state().metrics.source("s3://bucket");
+        let a = lookup_path(&fs, "a").unwrap();
+        let fh = fs.open(a.ino, libc::O_RDONLY).unwrap().fh;
+        assert_eq!(fs.read(a.ino, fh, 0, 300).unwrap().len(), 300);
+        assert_eq!(fs.read(a.ino, fh, 300, 900).unwrap().len(), 900);
+        assert!(fs.read(a.ino, fh, 1500, 100).is_err()); // past bad_from: EIO
+        fs.stats()
+            .record_op(stats::Op::Read, std::time::Duration::from_micros(70));
+        fs.stats()
+            .record_op(stats::Op::Getattr, std::time::Duration::from_micros(3));
+        let text = mount::collectors(&fs, &remote).render().unwrap();
+        let doc = fs.stats_json();
+        assert_eq!(doc["reads"]["bytes"], 1200);
+        assert_eq!(sample(&text, "slabfs_read_bytes_total"), 1200.0);
+        assert_eq!(sample(&text, "slabfs_reads_total"), 2.0);
+        assert_eq!(
+            sample(&text, "slabfs_fuse_errors_total{errno=\"EIO\"}"),
+            1.0
+        );
+        let count = |op: &str| {
+            let series = format!("slabfs_fuse_request_duration_seconds_count{{op=\"{op}\"}}");
+            sample(&text, &series)
+        };
+        assert_eq!(
+            (count("read"), count("getattr"), count("lookup")),
+            (1.0, 1.0, 0.0)
+        );
+        assert_eq!(doc["fuse_latency_us"]["read"]["count"], 1);
+        assert!(doc["fuse_latency_us"].get("lookup").is_none());
+        assert_eq!(
+            sample(
+                &text,
+                "slabfs_remote_requests_total{store=\"s3://bucket\",kind=\"GET\"}"
+            ),
+            0.0
+        );
+        assert_eq!(
+            sample(&text, "slabfs_chunk_cache_budget_bytes"),
+            (1 << 20) as f64
+        );
+        assert_eq!(sample(&text, "slabfs_not_shown"), 0.0);
+        // Each family once (Prometheus rejects a scrape that repeats one),
+        // every series named slabfs_*.
+        let mut seen = std::collections::BTreeSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let name = rest.split(' ').next().unwrap();
+                assert!(seen.insert(name.to_string()), "{name} twice");
+            } else if !line.starts_with('#') {
+                assert!(line.starts_with("slabfs_"), "{line}");
+            }
+        }
+        assert!(seen.len() > 30, "{seen:?}");
     }
 }

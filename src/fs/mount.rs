@@ -14,6 +14,8 @@
 //!    with a log line; refuses a mount point another live FUSE daemon
 //!    serves.
 //! 3. Opens the dataset and builds the tree ([`SlabFs`]).
+//!    With `--metrics ADDR` the address is bound before this (a port in
+//!    use fails the mount) and served from here on ([`exporter`]).
 //! 4. Mounts (`ro`, `default_permissions`) with `fuser::Session::new`,
 //!    which also completes the FUSE INIT handshake, and hands an unmounter
 //!    to the signal thread. The mount is live from here on: the kernel
@@ -46,6 +48,7 @@ use crate::engine::cache::ChunkCache;
 use crate::formats::dataset;
 
 pub mod daemon;
+pub mod exporter;
 pub mod kernel_readahead;
 pub mod notify;
 
@@ -101,6 +104,9 @@ pub struct MountConfig {
     /// How URLs are reached (the CLI's remote options): the mount's whole
     /// remote state, its limits and counters.
     pub remote: crate::storage::remote::Remote,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (`--metrics`);
+    /// `None`: no endpoint.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -132,6 +138,12 @@ pub enum MountError {
     },
     #[error("signal handling: {0}")]
     Signals(#[source] io::Error),
+    #[error("--metrics {addr}: {source}")]
+    Metrics {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: io::Error,
+    },
 }
 
 /// Who waits for the mount to go live: the `--daemon` parent (through a
@@ -221,6 +233,15 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     }
 
     check_allow_other(cfg.allow_other)?;
+    // Taken now: a port in use fails the mount before anything is opened.
+    let metrics = cfg
+        .metrics
+        .map(|addr| {
+            exporter::bind(addr)
+                .map(|l| (addr, l))
+                .map_err(|source| MountError::Metrics { addr, source })
+        })
+        .transpose()?;
     // Absolute, so sidecars and logs name files unambiguously.
     // A URL is no path: it stays as given.
     let source = if cfg
@@ -308,6 +329,12 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
             .with_waiting_threads(cfg.wait_threads)
             .with_remote(cfg.remote.clone()),
     );
+    core.stats().set_not_shown(skipped.len());
+    if let Some((addr, listener)) = metrics {
+        let registry = Arc::new(collectors(&core, &cfg.remote));
+        exporter::serve(listener, registry)
+            .map_err(|source| MountError::Metrics { addr, source })?;
+    }
 
     let mut config = fuser::Config::default();
     config.mount_options = vec![
@@ -391,6 +418,28 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     served?;
     log::info!("unmounted {}", mnt.display());
     Ok(())
+}
+
+/// What the metrics endpoint shows ([`exporter`]): the collector of each
+/// subsystem ([`crate::metrics::Collect`]), each reading the counters its
+/// part of `.slabfs/stats` shows. A subsystem's series are one more line
+/// here (the module docs of [`crate::metrics`]).
+pub fn collectors(
+    core: &Arc<SlabFs>,
+    remote: &crate::storage::remote::Remote,
+) -> crate::metrics::Registry {
+    let registry = crate::metrics::Registry::new();
+    // fs: FUSE requests by operation, bytes served, errors, refresh
+    // passes, datasets open, failing or not shown.
+    registry.register(core.clone());
+    // engine: the chunk cache, the buffer pool, decodes by codec chain.
+    if let Some(cache) = core.cache() {
+        registry.register(cache.clone());
+    }
+    // storage::remote: requests, bytes, errors, retries, latency by store;
+    // the throttle and hedges.
+    registry.register(Arc::new(remote.clone()));
+    registry
 }
 
 /// How the FUSE session's end is taken. After a signal asked for the

@@ -237,7 +237,7 @@ impl SlabFs {
             let served = new.clone().unwrap_or(old.clone());
             let version =
                 super::datasets::told_by(now_version, &served).filter(|_| ds.skipped.is_empty());
-            let swapped = lazy.replace(&unit, &old, served, version);
+            let swapped = lazy.replace(&unit, &old, served, version, ds.skipped.len());
             if let Some(new) = new {
                 if swapped {
                     failed += self.invalidate(&old, &new, inval);

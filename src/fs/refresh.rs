@@ -595,7 +595,7 @@ impl Pass<'_> {
         let rescan_due = self.rescan.is_some_and(|r| self.walked.elapsed() >= r);
         if stamp.is_some() && stamp == self.quiet && !rescan_due {
             log::debug!("refresh of {}: unchanged", source.display());
-            fs.stats().record_refresh(0);
+            fs.stats().record_refresh(0, started.elapsed());
             return;
         }
         self.quiet = None;
@@ -633,6 +633,7 @@ impl Pass<'_> {
             self.quiet = stamp;
         }
         let changes = fs.refresh(&ds, self.inval);
+        fs.stats().set_not_shown(now.len());
         for msg in now.difference(&self.warned) {
             skipped_warning(msg, &changes);
         }
@@ -680,7 +681,9 @@ impl Pass<'_> {
     }
 
     fn done(&self, changes: &Changes, started: Instant) {
-        self.fs.stats().record_refresh(changes.count());
+        self.fs
+            .stats()
+            .record_refresh(changes.count(), started.elapsed());
         if !changes.kept.is_empty() {
             log::debug!(
                 "refresh: kept {} (their dataset failed to open)",

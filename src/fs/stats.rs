@@ -9,12 +9,17 @@
 //!   "uptime_seconds": 3600.2,
 //!   "reads": {"requests": 51234, "bytes": 6710886400, "deferred": 1220, "waiting": 3},
 //!   "read_latency_us": {"count": 51234, "p50": 95, "p90": 410, "p99": 2300, "max": 18211},
+//!   "fuse_latency_us": {"getattr": {"count": 310, "p50": 4, "p90": 9, "p99": 30, "max": 52},
+//!                       "read": {"count": 51234, "p50": 120, ...}, ...},
 //!   "errors": {"EIO": 2, "ENOENT": 40},
 //!   "cache": {"hits": 50011, "misses": 1223, "decodes": 1190, "evictions": 12,
 //!             "bytes": 536608768, "entries": 1024, "budget": 536870912},
 //!   "buffers": {"bytes": 50331648, "cap": 67108864, "hits": 51002, "misses": 31},
+//!   "decodes": {"bytes+zstd": {"bytes": 1246756864, "latency_us": {"count": 1190, ...}}},
 //!   "refresh": {"interval_seconds": 5, "runs": 720, "changes": 14, "failures": 0,
-//!               "walks": 2, "watching": true, "watched_directories": 41},
+//!               "walks": 2, "watching": true, "watched_directories": 41,
+//!               "duration_us": {"count": 720, "p50": 310, ...}},
+//!   "not_shown": 0,
 //!   "datasets": {"open": 1000, "max_open": 1000, "opens": 5210, "failures": 1,
 //!                "evictions": 4210},
 //!   "inodes": 3120,
@@ -43,10 +48,20 @@
 //!   ([`Histogram`]: 8 buckets per power of two, so a reported value is
 //!   within 12.5% above the true one; memory is constant whatever the
 //!   uptime). `max` is exact.
+//! - `fuse_latency_us`: every FUSE request by operation (`lookup`,
+//!   `getattr`, `open`, `read`, `readdir`...; `other` for the rest: the
+//!   refused writes, `flush`, `ioctl`...), failed ones too: how many and
+//!   how long from its arrival to its answer (for a read handed to a
+//!   waiting thread, the wait included), in microseconds. Operations never
+//!   asked are left out.
 //! - `errors`: failed requests of every kind by errno name, as the caller's
 //!   syscall saw them (`ENOENT` counts lookups of names that do not exist,
 //!   which shells do all the time; `EIO` is a chunk that cannot be read).
 //! - `cache`: the decoded-chunk cache ([`crate::engine::cache::CacheStats`]).
+//! - `decodes`: chunks decoded, by codec chain (its codecs in encoding
+//!   order joined by `+`): the bytes they made and the time each decode
+//!   took ([`crate::engine::decodes`]); decodes straight into a reply
+//!   included, the fetch before and the copy after not.
 //! - `disk_cache` (with `--disk-cache`): blocks found on disk (`hits`) or
 //!   not (`misses`), removed to stay under the size limit (`evictions`) or
 //!   found damaged and read again (`corrupt`), bytes read from and written
@@ -60,8 +75,16 @@
 //!   that they found, and passes that could not re-open the source;
 //!   `walks` counts the passes that re-loaded the whole source (the others
 //!   re-loaded only what the watcher saw change), `watching` whether
-//!   changes are watched (inotify) rather than found by periodic walks, and
-//!   `watched_directories` how many directories are watched.
+//!   changes are watched (inotify) rather than found by periodic walks,
+//!   `watched_directories` how many directories are watched, and
+//!   `duration_us` the time of the passes that completed (`runs` minus
+//!   `failures`), in microseconds.
+//! - `not_shown`: the arrays, files and datasets of the source that could
+//!   not be loaded and are not shown now (each logged as `not shown:`):
+//!   for a mount of one dataset, as of its last load (the mount, then each
+//!   refresh pass that re-opened it); for a directory of datasets, summed
+//!   over those open now (a dataset that fails to open as a whole counts in
+//!   `datasets.failures` instead).
 //! - `datasets` (a mount of a directory, whose datasets open when used:
 //!   [`crate::fs::datasets`]): datasets open now and the most kept open
 //!   (`--max-open-datasets`), opens since mount, opens that failed (the
@@ -93,7 +116,12 @@
 //! no allocation. Counters are read without a global snapshot, so a
 //! document may be a few requests inconsistent with itself; that is fine
 //! for monitoring.
+//!
+//! The metrics endpoint (`--metrics`, [`crate::metrics`]) reads these same
+//! counters when scraped ([`Stats::collect`], and the chunk cache's and the
+//! remote stores' own collectors): one set of counters, two views.
 
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -101,6 +129,7 @@ use serde_json::{Value, json};
 
 use crate::engine::cache::ChunkCache;
 pub use crate::histogram::{Histogram, Summary};
+use crate::metrics::{Kind, Out};
 use crate::storage::remote::{Remote, metrics, throttle};
 
 /// Errnos the core returns, by name; anything else counts as "other".
@@ -115,6 +144,67 @@ const ERRNOS: [(i32, &str); 8] = [
     (libc::EINVAL, "EINVAL"),
 ];
 
+/// A FUSE operation, as counted ([`Stats::record_op`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Lookup,
+    Getattr,
+    Open,
+    Read,
+    Release,
+    Opendir,
+    Readdir,
+    Releasedir,
+    Forget,
+    Statfs,
+    Getxattr,
+    Listxattr,
+    Access,
+    /// Everything else: `init`, `flush`, `fsync`, `ioctl`, and the
+    /// requests to write, refused (`EROFS`).
+    Other,
+}
+
+impl Op {
+    /// Every operation, in the order of [`Stats`]' histograms.
+    pub const ALL: [Op; 14] = [
+        Op::Lookup,
+        Op::Getattr,
+        Op::Open,
+        Op::Read,
+        Op::Release,
+        Op::Opendir,
+        Op::Readdir,
+        Op::Releasedir,
+        Op::Forget,
+        Op::Statfs,
+        Op::Getxattr,
+        Op::Listxattr,
+        Op::Access,
+        Op::Other,
+    ];
+
+    /// Its name in `.slabfs/stats` and in the `op` label.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Lookup => "lookup",
+            Op::Getattr => "getattr",
+            Op::Open => "open",
+            Op::Read => "read",
+            Op::Release => "release",
+            Op::Opendir => "opendir",
+            Op::Readdir => "readdir",
+            Op::Releasedir => "releasedir",
+            Op::Forget => "forget",
+            Op::Statfs => "statfs",
+            Op::Getxattr => "getxattr",
+            Op::Listxattr => "listxattr",
+            Op::Access => "access",
+            Op::Other => "other",
+        }
+    }
+}
+
 /// The mount's counters. One per mount, shared by every request thread and
 /// the refresh thread.
 #[derive(Debug)]
@@ -128,6 +218,9 @@ pub struct Stats {
     reads_deferred: AtomicU64,
     reads_waiting: AtomicU64,
     latency: Histogram,
+    /// Every FUSE request, by [`Op`] (its index in [`Op::ALL`]): arrival
+    /// to answer.
+    ops: [Histogram; Op::ALL.len()],
     /// `errors[i]` counts `ERRNOS[i]`; the last slot is "other".
     errors: [AtomicU64; ERRNOS.len() + 1],
     refresh_interval_ms: AtomicU64,
@@ -135,8 +228,12 @@ pub struct Stats {
     refresh_changes: AtomicU64,
     refresh_failures: AtomicU64,
     refresh_walks: AtomicU64,
+    /// The time of each refresh pass that completed.
+    refresh_time: Histogram,
     /// Watched directories + 1 while watching; 0 when not watching.
     watching: AtomicU64,
+    /// What the last load of a mount of one dataset could not show.
+    not_shown: AtomicU64,
 }
 
 impl Default for Stats {
@@ -160,14 +257,22 @@ impl Stats {
             reads_deferred: AtomicU64::new(0),
             reads_waiting: AtomicU64::new(0),
             latency: Histogram::new(),
+            ops: std::array::from_fn(|_| Histogram::new()),
             errors: Default::default(),
             refresh_interval_ms: AtomicU64::new(0),
             refreshes: AtomicU64::new(0),
             refresh_changes: AtomicU64::new(0),
             refresh_failures: AtomicU64::new(0),
             refresh_walks: AtomicU64::new(0),
+            refresh_time: Histogram::new(),
             watching: AtomicU64::new(0),
+            not_shown: AtomicU64::new(0),
         }
+    }
+
+    /// A FUSE request `op` answered `took` after it arrived.
+    pub fn record_op(&self, op: Op, took: Duration) {
+        self.ops[op as usize].record(took);
     }
 
     /// A read answered with `bytes` bytes after `took`.
@@ -209,11 +314,24 @@ impl Stats {
         self.refresh_interval_ms.store(ms, Ordering::Relaxed);
     }
 
-    /// A refresh pass that found `changes` paths added, removed or changed.
-    pub fn record_refresh(&self, changes: usize) {
+    /// A refresh pass that found `changes` paths added, removed or changed,
+    /// in `took`.
+    pub fn record_refresh(&self, changes: usize, took: Duration) {
         self.refreshes.fetch_add(1, Ordering::Relaxed);
         self.refresh_changes
             .fetch_add(changes as u64, Ordering::Relaxed);
+        self.refresh_time.record(took);
+    }
+
+    /// The last load of a mount of one dataset could not show `n` of its
+    /// arrays, files or datasets.
+    pub fn set_not_shown(&self, n: usize) {
+        self.not_shown.store(n as u64, Ordering::Relaxed);
+    }
+
+    /// What [`Stats::set_not_shown`] last said.
+    pub fn not_shown(&self) -> u64 {
+        self.not_shown.load(Ordering::Relaxed)
     }
 
     /// A refresh pass that could not re-open the source.
@@ -256,6 +374,13 @@ impl Stats {
         }
         let lat = self.latency.summary();
         let interval = load(&self.refresh_interval_ms);
+        let mut ops = serde_json::Map::new();
+        for op in Op::ALL {
+            let s = self.ops[op as usize].summary();
+            if s.count > 0 {
+                ops.insert(op.name().into(), latency_json(&s));
+            }
+        }
         let mut doc = json!({
             "uptime_seconds": (self.started.elapsed().as_millis() as f64) / 1000.0,
             "reads": {
@@ -265,6 +390,7 @@ impl Stats {
                 "waiting": load(&self.reads_waiting),
             },
             "read_latency_us": latency_json(&lat),
+            "fuse_latency_us": ops,
             "errors": errors,
             "refresh": {
                 "interval_seconds": if interval == 0 {
@@ -278,7 +404,9 @@ impl Stats {
                 "walks": load(&self.refresh_walks),
                 "watching": load(&self.watching) > 0,
                 "watched_directories": load(&self.watching).saturating_sub(1),
+                "duration_us": latency_json(&self.refresh_time.summary()),
             },
+            "not_shown": load(&self.not_shown),
         });
         if let Some(r) = &self.remote {
             let remote = r.metrics();
@@ -310,8 +438,102 @@ impl Stats {
                 "hits": b.hits,
                 "misses": b.misses,
             });
+            let decodes: serde_json::Map<String, Value> = cache
+                .decodes()
+                .all()
+                .iter()
+                .map(|d| {
+                    let v = json!({
+                        "bytes": d.bytes(),
+                        "latency_us": latency_json(&d.time().summary()),
+                    });
+                    (d.name().to_string(), v)
+                })
+                .collect();
+            doc["decodes"] = Value::Object(decodes);
         }
         doc
+    }
+
+    /// The series of these counters for the metrics endpoint: the same
+    /// numbers as [`Stats::to_json`] shows (the mount adds its datasets',
+    /// `SlabFs`'s collector).
+    pub fn collect(&self, out: &mut Out<'_>) -> fmt::Result {
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        out.gauge(
+            "slabfs_uptime_seconds",
+            "Seconds since the mount started.",
+            self.started.elapsed().as_secs_f64(),
+        )?;
+        let mut f = out.family(
+            "slabfs_fuse_request_duration_seconds",
+            "FUSE requests by operation, from arrival to answer (a read's wait for a \
+             thread included); the count is the number of requests, failed ones included.",
+            Kind::Histogram,
+        )?;
+        for op in Op::ALL {
+            f.histogram(&[("op", op.name())], &self.ops[op as usize])?;
+        }
+        let mut f = out.family(
+            "slabfs_fuse_errors",
+            "FUSE requests answered with an error, by errno (ENOENT counts lookups of \
+             names that do not exist; EIO reads that failed).",
+            Kind::Counter,
+        )?;
+        for (i, counter) in self.errors.iter().enumerate() {
+            let name = ERRNOS.get(i).map_or("other", |&(_, name)| name);
+            f.counter(&[("errno", name)], load(counter))?;
+        }
+        out.counter(
+            "slabfs_read_bytes",
+            "Bytes sent in answer to read requests (the files' bytes served).",
+            load(&self.read_bytes),
+        )?;
+        out.counter(
+            "slabfs_reads",
+            "Read requests answered with data.",
+            load(&self.reads),
+        )?;
+        out.counter(
+            "slabfs_reads_deferred",
+            "Reads that could wait on the network, handed to a thread of their own.",
+            load(&self.reads_deferred),
+        )?;
+        out.gauge(
+            "slabfs_reads_waiting",
+            "Reads handed to a thread of their own and not answered yet.",
+            load(&self.reads_waiting) as f64,
+        )?;
+        out.counter(
+            "slabfs_refresh_runs",
+            "Live-refresh passes run (as .slabfs/stats' refresh.runs).",
+            load(&self.refreshes),
+        )?;
+        out.counter(
+            "slabfs_refresh_failures",
+            "Refresh passes, or datasets in one, that could not re-open the source.",
+            load(&self.refresh_failures),
+        )?;
+        out.counter(
+            "slabfs_refresh_changes",
+            "Paths added, removed or changed that refresh passes found.",
+            load(&self.refresh_changes),
+        )?;
+        out.counter(
+            "slabfs_refresh_walks",
+            "Refresh passes that re-loaded the whole source.",
+            load(&self.refresh_walks),
+        )?;
+        out.histogram(
+            "slabfs_refresh_duration_seconds",
+            "Time of each refresh pass that completed.",
+            &self.refresh_time,
+        )?;
+        out.gauge(
+            "slabfs_refresh_watched_directories",
+            "Directories watched for changes (inotify); 0 when changes are found by walks.",
+            load(&self.watching).saturating_sub(1) as f64,
+        )
     }
 
     /// The document as the stats file serves it: pretty JSON and a newline.
@@ -437,8 +659,8 @@ mod tests {
     fn document_parses_and_names_the_cache() {
         let stats = Stats::new();
         stats.set_refresh_interval(Some(Duration::from_secs(5)));
-        stats.record_refresh(3);
-        stats.record_refresh(0);
+        stats.record_refresh(3, Duration::from_millis(2));
+        stats.record_refresh(0, Duration::from_millis(4));
         stats.record_refresh_failure();
         stats.record_full_walk();
         stats.set_watching(Some(7));
@@ -450,11 +672,17 @@ mod tests {
         assert_eq!(doc["cache"]["hits"], 0);
         // The buffer pool of a 1 MiB cache: a quarter of it.
         cache.give_back(vec![0; 1000]);
-        let doc = stats.to_json(Some(&cache));
+        let mut doc = stats.to_json(Some(&cache));
         assert_eq!(
             doc["buffers"],
             json!({"bytes": 1000, "cap": 256 << 10, "hits": 0, "misses": 0})
         );
+        assert_eq!(doc["refresh"]["duration_us"]["count"], 2);
+        assert_eq!(doc["refresh"]["duration_us"]["max"], 4000);
+        doc["refresh"]
+            .as_object_mut()
+            .unwrap()
+            .remove("duration_us");
         assert_eq!(
             doc["refresh"],
             json!({"interval_seconds": 5.0, "runs": 3, "changes": 3, "failures": 1,

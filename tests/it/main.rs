@@ -30,6 +30,7 @@ mod icechunk;
 mod kerchunk;
 mod layers;
 mod lazy;
+mod metrics;
 mod mount;
 mod mount_live;
 mod nca;

@@ -10,6 +10,7 @@
 //! with the fill value without touching any other chunk.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::shard::Sharding;
 pub use crate::codec::MAX_CHUNK_BYTES;
@@ -17,6 +18,7 @@ use crate::codec::{ChunkRepr, CodecChain};
 use crate::engine::array::{ArrayMeta, ArraySource};
 use crate::engine::buffers::{CHUNK_SLOT, CODEC_SLOT};
 use crate::engine::cache::{ChunkCache, ChunkKey, Claim, SharedBytes, next_source_id};
+use crate::engine::decodes::Decoder;
 use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::tiling::{DimTiling, Piece, Projection};
 use crate::engine::index::{Region, contiguous_run};
@@ -74,6 +76,9 @@ pub struct ChunkedArray {
     cache: Arc<ChunkCache>,
     id: u64,
     version: u64,
+    /// Where its decodes are counted: its codec chain's counters in the
+    /// cache's [`crate::engine::decodes::Decodes`].
+    decoder: Arc<Decoder>,
 }
 
 impl std::fmt::Debug for ChunkedArray {
@@ -158,6 +163,7 @@ impl ChunkedArray {
         } else {
             format!("{}/", path.trim_matches('/'))
         };
+        let decoder = cache.decodes().of(&spec.chain.names());
         let array = ChunkedArray {
             spec,
             store,
@@ -165,6 +171,7 @@ impl ChunkedArray {
             cache,
             id: next_source_id(),
             version: 0,
+            decoder,
         };
         // Every chunk of a regular grid has the first chunk's shape; for
         // explicit grids check the largest tile per dimension.
@@ -291,11 +298,11 @@ impl ChunkedArray {
         };
         let repr = self.chunk_repr(tile);
         let err = |source| self.chunk_error(tile, source);
+        let nbytes = repr.nbytes().expect("checked at open");
         // Straight into a recycled buffer when the chain allows.
-        let mut buf = self
-            .cache
-            .take_buffer(repr.nbytes().expect("checked at open"));
-        match self
+        let mut buf = self.cache.take_buffer(nbytes);
+        let started = Instant::now();
+        let decoded = match self
             .spec
             .chain
             .decode_into(&raw, &repr, &mut buf, &|f| self.codec_scratch(f))
@@ -305,7 +312,9 @@ impl ChunkedArray {
                 self.cache.give_back(buf);
                 self.spec.chain.decode(raw, &repr).map(Some).map_err(err)
             }
-        }
+        };
+        self.decoder.record(nbytes, started.elapsed());
+        decoded
     }
 
     /// The codec chain's intermediate buffer
@@ -644,24 +653,34 @@ impl PieceSource for ChunkedArray {
         let repr = self.chunk_repr(&piece.tile);
         let chain = &self.spec.chain;
         let err = |e| self.chunk_error(&piece.tile, e);
+        let nbytes = repr.nbytes().expect("checked at open");
         // Contiguous in the destination (the chunk spans the read's
         // trailing dimensions): decode right into it.
+        let started = Instant::now();
         if let Some(slot) = view.contiguous()
             && let Some(done) = chain.decode_into(&raw, &repr, slot, &|f| self.codec_scratch(f))
         {
+            self.decoder.record(nbytes, started.elapsed());
             return done.map_err(err);
         }
         // Otherwise into this thread's scratch buffer (the pool's, freed
         // after use when past its cap), then into place.
-        let nbytes = repr.nbytes().expect("checked at open");
         let codec_scratch = |f: &mut dyn FnMut(&mut Vec<u8>)| self.codec_scratch(f);
         self.cache.buffers().with_scratch(CHUNK_SLOT, |scratch| {
             scratch.resize(nbytes, 0);
             let mut copy = |data: &[u8]| view.copy_from(data, &shape, &piece.tile_start);
+            let started = Instant::now();
             let decoded = chain.decode_into(&raw, &repr, &mut scratch[..nbytes], &codec_scratch);
             let result = match decoded {
-                Some(done) => done.map(|()| copy(&scratch[..nbytes])),
-                None => chain.decode(raw, &repr).map(|data| copy(&data)),
+                Some(done) => {
+                    self.decoder.record(nbytes, started.elapsed());
+                    done.map(|()| copy(&scratch[..nbytes]))
+                }
+                None => {
+                    let data = chain.decode(raw, &repr);
+                    self.decoder.record(nbytes, started.elapsed());
+                    data.map(|data| copy(&data))
+                }
             };
             result.map_err(err)
         })

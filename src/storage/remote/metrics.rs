@@ -220,6 +220,123 @@ impl Registry {
     pub(crate) fn snapshot(&self) -> Vec<Snapshot> {
         self.sources.lock().iter().map(|s| s.snapshot()).collect()
     }
+
+    /// Every source, in the order they were first connected.
+    fn sources(&self) -> Vec<Arc<SourceMetrics>> {
+        self.sources.lock().clone()
+    }
+}
+
+/// The remote stores' series for the metrics endpoint: the counters
+/// above (the `remote` and `remote_throttle` sections of `.slabfs/stats`),
+/// read when scraped. The `store` label is the store's name as
+/// `.slabfs/stats` shows it (`s3://bucket`, `https://host`: no key, no
+/// query string, and whatever is a remembered secret redacted again);
+/// `kind` is one of [`KINDS`]. Nothing when no store was connected.
+impl crate::metrics::Collect for super::Remote {
+    fn collect(&self, out: &mut crate::metrics::Out<'_>) -> std::fmt::Result {
+        use crate::metrics::Kind;
+        let state = self.state();
+        let sources = state.metrics.sources();
+        if sources.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = sources.iter().map(|s| super::redact(&s.name)).collect();
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut f = out.family(
+            "slabfs_remote_requests",
+            "HTTP requests sent to each store, retries included, by kind (GET, ranged_GET, \
+             LIST, HEAD, other).",
+            Kind::Counter,
+        )?;
+        for (s, name) in sources.iter().zip(&names) {
+            for (k, kind) in KINDS.iter().enumerate() {
+                f.counter(&[("store", name), ("kind", kind)], load(&s.requests[k]))?;
+            }
+        }
+        type Field = fn(&SourceMetrics) -> &AtomicU64;
+        let counters: [(&str, &str, Field); 7] = [
+            (
+                "slabfs_remote_received_bytes",
+                "Bytes of object data received (successful GET answers).",
+                |s| &s.bytes,
+            ),
+            (
+                "slabfs_remote_errors",
+                "Request attempts that failed (no answer, or an error status the reader \
+                 does not expect).",
+                |s| &s.errors,
+            ),
+            (
+                "slabfs_remote_retries",
+                "Request attempts that repeat one that failed.",
+                |s| &s.retries,
+            ),
+            (
+                "slabfs_remote_throttled",
+                "503 and 429 answers (the store asked to slow down).",
+                |s| &s.throttles,
+            ),
+            (
+                "slabfs_remote_stalls",
+                "Attempts abandoned after --stall-timeout without a byte.",
+                |s| &s.stalls,
+            ),
+            (
+                "slabfs_remote_resets",
+                "Attempts and bodies cut by the connection (reset, closed, refused).",
+                |s| &s.resets,
+            ),
+            (
+                "slabfs_remote_not_modified",
+                "304 answers to conditional requests.",
+                |s| &s.not_modified,
+            ),
+        ];
+        for (name, help, field) in counters {
+            let mut f = out.family(name, help, Kind::Counter)?;
+            for (s, store) in sources.iter().zip(&names) {
+                f.counter(&[("store", store)], load(field(s)))?;
+            }
+        }
+        let mut f = out.family(
+            "slabfs_remote_request_duration_seconds",
+            "Time from sending a request attempt to its answer's headers (time to first \
+             byte), by store.",
+            Kind::Histogram,
+        )?;
+        for (s, store) in sources.iter().zip(&names) {
+            f.histogram(&[("store", store)], &s.latency)?;
+        }
+        let t = self.throttle();
+        out.gauge(
+            "slabfs_remote_request_limit",
+            "Remote requests allowed in flight now (lowered by throttling answers, up to \
+             --max-requests).",
+            t.request_limit as f64,
+        )?;
+        out.gauge(
+            "slabfs_remote_in_flight",
+            "Remote requests in flight now.",
+            t.in_flight as f64,
+        )?;
+        out.counter(
+            "slabfs_remote_backoffs",
+            "Backoffs of every remote request after the stores answered throttling.",
+            t.backoffs,
+        )?;
+        let (hedges, won) = self.hedges();
+        out.counter(
+            "slabfs_remote_hedges",
+            "GETs sent a second time because the first made no progress.",
+            hedges,
+        )?;
+        out.counter(
+            "slabfs_remote_hedges_won",
+            "Hedged GETs whose second attempt answered first.",
+            won,
+        )
+    }
 }
 
 /// The connector a store is built with, counting into `metrics` and

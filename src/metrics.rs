@@ -1,0 +1,320 @@
+//! Prometheus metrics: every subsystem's counters as the Prometheus text
+//! format, read from the counters themselves when scraped.
+//!
+//! # One source of truth
+//!
+//! The daemon already counts what it does for `.slabfs/stats`: atomics in
+//! [`crate::fs::Stats`] (FUSE requests, bytes served, refresh passes), the
+//! chunk cache's, the remote stores' ([`crate::storage::remote::metrics`]),
+//! each with its [`Histogram`] of durations. Metrics add no second set of
+//! counters that could drift from those: each subsystem implements
+//! [`Collect`], which writes its series from the counters it already has at
+//! the moment of the scrape, the way its part of `.slabfs/stats` reads
+//! them. Nothing is recorded for Prometheus on the read path, and a mount
+//! without `--metrics` costs nothing more.
+//!
+//! # Adding a subsystem's series: one step
+//!
+//! Implement [`Collect`] where the counters live (a closure
+//! `Fn(&mut Out) -> fmt::Result` is one too), and register it in
+//! `fs::mount::collectors`, the one list of what the endpoint shows.
+//! The disk cache's would be, in `storage/disk_cache.rs`:
+//!
+//! ```ignore
+//! impl crate::metrics::Collect for DiskCache {
+//!     fn collect(&self, out: &mut crate::metrics::Out<'_>) -> std::fmt::Result {
+//!         let s = self.snapshot();
+//!         out.counter("slabfs_disk_cache_hits", "Blocks found in the disk cache.", s.hits)?;
+//!         out.counter("slabfs_disk_cache_misses", "Blocks not in the disk cache.", s.misses)?;
+//!         out.counter("slabfs_disk_cache_evictions", "Blocks removed to stay under --disk-cache-size.", s.evictions)?;
+//!         out.gauge("slabfs_disk_cache_bytes", "Bytes the disk cache directory holds.", s.bytes_held as f64)
+//!     }
+//! }
+//! ```
+//!
+//! and one line in `fs::mount::collectors`. Names start with `slabfs_`,
+//! carry their unit (`_bytes`, `_seconds`) and, for counters, leave the
+//! `_total` suffix to the encoder; a label's values must be few (a store,
+//! an operation, a codec chain: never an object key or a path) and never
+//! hold a secret. `tests/it/metrics.rs` checks the whole document parses,
+//! names no family twice and shows no secret.
+//!
+//! # The crate: `prometheus-client`
+//!
+//! The text is written by `prometheus-client` (the Prometheus project's
+//! own Rust client): its `Collector` trait is exactly "write these series
+//! from your own state at scrape time", and its registries are values,
+//! not a process-wide recorder, so two mounts (or two tests) in one
+//! process never mix their counts. Its dependencies are a float and an
+//! integer formatter and a derive macro: no system library, no TLS.
+//! The alternative, the `metrics` facade with `metrics-exporter-prometheus`,
+//! records into its own counters through one global recorder: every
+//! existing counter would have been counted twice (the drift this design
+//! rules out), or copied into the recorder with no hook before each
+//! scrape; and its exporter's default features pull in a TLS stack built
+//! from C (`aws-lc-rs`) for the push gateway. The HTTP side is a few
+//! lines over `hyper`, already in the daemon through the remote client
+//! (`fs::mount::exporter`).
+//!
+//! OTLP push (issue 28's optional part) is not done: it needs an OTLP
+//! client and a collector to push to, and a scrape by Prometheus (or by an
+//! OpenTelemetry collector's Prometheus receiver) reads the same series
+//! without them.
+
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+
+use crate::histogram::{BOUNDS_NS, Histogram};
+
+/// The `Content-Type` of what [`Registry::render`] writes: the Prometheus
+/// text format, version 0.0.4, which every Prometheus server scrapes.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Labels of one series: `(name, value)` pairs.
+pub type Labels<'a> = &'a [(&'a str, &'a str)];
+
+/// What a subsystem exports: its series, written from its counters at the
+/// moment of a scrape.
+pub trait Collect: Send + Sync {
+    fn collect(&self, out: &mut Out<'_>) -> fmt::Result;
+}
+
+impl<F> Collect for F
+where
+    F: Fn(&mut Out<'_>) -> fmt::Result + Send + Sync,
+{
+    fn collect(&self, out: &mut Out<'_>) -> fmt::Result {
+        self(out)
+    }
+}
+
+/// Where a [`Collect`] writes its series.
+pub struct Out<'a> {
+    enc: DescriptorEncoder<'a>,
+}
+
+/// The kind of a family of series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Only ever goes up (the encoder adds `_total` to its name).
+    Counter,
+    /// A value now.
+    Gauge,
+    /// Durations, in seconds, from a [`Histogram`].
+    Histogram,
+}
+
+impl Out<'_> {
+    /// A family of series named `name`, to add samples to (one per set of
+    /// labels). A family appears once per scrape: give all its samples at
+    /// once.
+    pub fn family<'s>(
+        &'s mut self,
+        name: &'s str,
+        help: &str,
+        kind: Kind,
+    ) -> Result<Family<'s>, fmt::Error> {
+        debug_assert!(
+            name.starts_with("slabfs_") && !name.ends_with("_total"),
+            "series are named slabfs_*, counters without _total (the encoder adds it): {name}"
+        );
+        let t = match kind {
+            Kind::Counter => MetricType::Counter,
+            Kind::Gauge => MetricType::Gauge,
+            Kind::Histogram => MetricType::Histogram,
+        };
+        let enc = self.enc.encode_descriptor(name, help, None, t)?;
+        Ok(Family { enc, kind })
+    }
+
+    /// A counter without labels.
+    pub fn counter(&mut self, name: &str, help: &str, value: u64) -> fmt::Result {
+        self.family(name, help, Kind::Counter)?.counter(&[], value)
+    }
+
+    /// A gauge without labels.
+    pub fn gauge(&mut self, name: &str, help: &str, value: f64) -> fmt::Result {
+        self.family(name, help, Kind::Gauge)?.gauge(&[], value)
+    }
+
+    /// A histogram of durations without labels.
+    pub fn histogram(&mut self, name: &str, help: &str, h: &Histogram) -> fmt::Result {
+        self.family(name, help, Kind::Histogram)?.histogram(&[], h)
+    }
+}
+
+/// The samples of one family ([`Out::family`]).
+pub struct Family<'s> {
+    enc: MetricEncoder<'s>,
+    kind: Kind,
+}
+
+impl Family<'_> {
+    pub fn counter(&mut self, labels: Labels<'_>, value: u64) -> fmt::Result {
+        debug_assert_eq!(self.kind, Kind::Counter);
+        self.enc
+            .encode_family(&labels)?
+            .encode_counter::<NoLabelSet, _, u64>(&value, None)
+    }
+
+    pub fn gauge(&mut self, labels: Labels<'_>, value: f64) -> fmt::Result {
+        debug_assert_eq!(self.kind, Kind::Gauge);
+        self.enc.encode_family(&labels)?.encode_gauge(&value)
+    }
+
+    /// `h`'s counts at [`BOUNDS_NS`] (as `le` in seconds), its count and
+    /// its sum in seconds.
+    pub fn histogram(&mut self, labels: Labels<'_>, h: &Histogram) -> fmt::Result {
+        debug_assert_eq!(self.kind, Kind::Histogram);
+        let c = h.cumulative();
+        // The encoder takes each bucket's own count and adds them up.
+        let mut below = 0;
+        let buckets: Vec<(f64, u64)> = BOUNDS_NS
+            .iter()
+            .zip(c.below)
+            .map(|(&bound, n)| {
+                let own = n - below;
+                below = n;
+                (bound as f64 / 1e9, own)
+            })
+            .collect();
+        self.enc
+            .encode_family(&labels)?
+            .encode_histogram::<NoLabelSet>(c.sum as f64 / 1e9, c.count, &buckets, None)
+    }
+}
+
+/// The collectors an endpoint shows, in the order registered.
+#[derive(Default)]
+pub struct Registry {
+    collectors: RwLock<Vec<Arc<dyn Collect>>>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("collectors", &self.collectors.read().len())
+            .finish()
+    }
+}
+
+impl Registry {
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Show `c`'s series from now on.
+    pub fn register(&self, c: Arc<dyn Collect>) {
+        self.collectors.write().push(c);
+    }
+
+    /// Every collector's series now, in the Prometheus text format
+    /// ([`CONTENT_TYPE`]). Fails only if a collector does.
+    pub fn render(&self) -> Result<String, fmt::Error> {
+        let all = All(self.collectors.read().clone());
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(all));
+        let mut out = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut out, &registry)?;
+        Ok(out)
+    }
+}
+
+/// Our collectors as the crate's one.
+struct All(Vec<Arc<dyn Collect>>);
+
+impl fmt::Debug for All {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} collectors", self.0.len())
+    }
+}
+
+impl prometheus_client::collector::Collector for All {
+    fn encode(&self, enc: DescriptorEncoder) -> fmt::Result {
+        let mut out = Out { enc };
+        for c in &self.0 {
+            c.collect(&mut out)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn counters_gauges_and_histograms_in_the_text_format() {
+        let reg = Registry::new();
+        let h = Arc::new(Histogram::new());
+        h.record(Duration::from_micros(3)); // below 4.096 µs
+        h.record(Duration::from_millis(2)); // below 2.097 ms
+        h.record(Duration::from_secs(100)); // past the last bound
+        let hist = h.clone();
+        reg.register(Arc::new(move |out: &mut Out<'_>| {
+            out.counter("slabfs_test_bytes", "Bytes.", 42)?;
+            out.gauge("slabfs_test_open", "Open now.", 3.0)?;
+            let mut f = out.family("slabfs_test_requests", "Requests.", Kind::Counter)?;
+            f.counter(&[("op", "read")], 7)?;
+            f.counter(&[("op", "lookup"), ("store", "s3://b")], 1)?;
+            let mut f = out.family("slabfs_test_seconds", "Time.", Kind::Histogram)?;
+            f.histogram(&[("op", "read")], &hist)
+        }));
+        let text = reg.render().unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for want in [
+            "# TYPE slabfs_test_bytes_total counter",
+            "slabfs_test_bytes_total 42",
+            "# TYPE slabfs_test_open gauge",
+            "slabfs_test_open 3.0",
+            "slabfs_test_requests_total{op=\"read\"} 7",
+            "slabfs_test_requests_total{op=\"lookup\",store=\"s3://b\"} 1",
+            "# TYPE slabfs_test_seconds histogram",
+            "slabfs_test_seconds_bucket{op=\"read\",le=\"2.048e-06\"} 0",
+            "slabfs_test_seconds_bucket{op=\"read\",le=\"4.096e-06\"} 1",
+            "slabfs_test_seconds_bucket{op=\"read\",le=\"0.002097152\"} 2",
+            "slabfs_test_seconds_bucket{op=\"read\",le=\"34.359738368\"} 2",
+            "slabfs_test_seconds_bucket{op=\"read\",le=\"+Inf\"} 3",
+            "slabfs_test_seconds_count{op=\"read\"} 3",
+        ] {
+            assert!(lines.contains(&want), "no line {want:?} in:\n{text}");
+        }
+        let sum = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("slabfs_test_seconds_sum{op=\"read\"} "))
+            .unwrap();
+        assert!(
+            (sum.parse::<f64>().unwrap() - 100.002003).abs() < 1e-9,
+            "{sum}"
+        );
+        // One bucket line per bound, and +Inf.
+        let buckets = lines.iter().filter(|l| l.contains("_bucket{")).count();
+        assert_eq!(buckets, BOUNDS_NS.len() + 1);
+    }
+
+    #[test]
+    fn a_failing_collector_fails_the_render() {
+        let reg = Registry::new();
+        reg.register(Arc::new(|_: &mut Out<'_>| Err(fmt::Error)));
+        assert!(reg.render().is_err());
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let reg = Registry::new();
+        reg.register(Arc::new(|out: &mut Out<'_>| {
+            out.family("slabfs_test", "T.", Kind::Gauge)?
+                .gauge(&[("v", "a\"b\\c\nd")], 1.0)
+        }));
+        let text = reg.render().unwrap();
+        assert!(
+            text.contains(r#"slabfs_test{v="a\"b\\c\nd"} 1.0"#),
+            "{text}"
+        );
+    }
+}
