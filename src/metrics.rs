@@ -18,7 +18,8 @@
 //! Implement [`Collect`] where the counters live (a closure
 //! `Fn(&mut Out) -> fmt::Result` is one too), and register it in
 //! `fs::mount::collectors`, the one list of what the endpoint shows.
-//! The disk cache's would be, in `storage/disk_cache.rs`:
+//! The disk cache's are such a closure in `fs::mount::collectors`
+//! (storage imports nothing above it); as a type it would read:
 //!
 //! ```ignore
 //! impl crate::metrics::Collect for DiskCache {

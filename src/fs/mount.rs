@@ -439,6 +439,55 @@ pub fn collectors(
     // storage::remote: requests, bytes, errors, retries, latency by store;
     // the throttle and hedges.
     registry.register(Arc::new(remote.clone()));
+    // storage::disk_cache (`--disk-cache`): its counters as .slabfs/stats
+    // shows them (written here: storage imports nothing of the crate
+    // above it).
+    let r = remote.clone();
+    registry.register(Arc::new(move |out: &mut crate::metrics::Out<'_>| {
+        let Some(s) = r.disk_cache() else {
+            return Ok(());
+        };
+        out.counter(
+            "slabfs_disk_cache_hits",
+            "Blocks found in the disk cache.",
+            s.hits,
+        )?;
+        out.counter(
+            "slabfs_disk_cache_misses",
+            "Blocks not in the disk cache.",
+            s.misses,
+        )?;
+        out.counter(
+            "slabfs_disk_cache_evictions",
+            "Blocks removed to stay under --disk-cache-size.",
+            s.evictions,
+        )?;
+        out.counter(
+            "slabfs_disk_cache_corrupt",
+            "Blocks found damaged, removed and read again.",
+            s.corrupt,
+        )?;
+        out.counter(
+            "slabfs_disk_cache_read_bytes",
+            "Bytes served from the disk cache.",
+            s.bytes_read,
+        )?;
+        out.counter(
+            "slabfs_disk_cache_written_bytes",
+            "Bytes written to the disk cache.",
+            s.bytes_written,
+        )?;
+        out.counter(
+            "slabfs_disk_cache_write_errors",
+            "Writes that failed (each turns writes off for a minute).",
+            s.write_errors,
+        )?;
+        out.gauge(
+            "slabfs_disk_cache_bytes",
+            "Bytes the disk cache directory holds.",
+            s.bytes_held as f64,
+        )
+    }));
     registry
 }
 

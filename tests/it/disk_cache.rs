@@ -153,11 +153,24 @@ fn a_remount_rereads_from_disk_with_no_data_request() {
     first.stop();
     second.stop();
     // After a restart: no data request either.
-    let again = s.mount(&[]);
+    let port = common::servers::free_port().to_string();
+    let again = s.mount(&["--metrics", &port]);
     assert_eq!(std::fs::read(again.path("v")).unwrap(), s.want);
     assert_eq!(gets(&again), 0, "{}", stats(&again));
     let hits = stats(&again)["disk_cache"]["hits"].as_u64().unwrap();
     assert!(hits >= 8, "{hits}");
+    // The same counter on the metrics endpoint.
+    let mut conn =
+        std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).unwrap();
+    std::io::Write::write_all(&mut conn, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut conn, &mut text).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("slabfs_disk_cache_hits_total "))
+        .unwrap_or_else(|| panic!("{text}"));
+    let scraped: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(scraped >= hits, "{line} vs {hits}");
     again.stop();
 }
 
