@@ -10,8 +10,9 @@
 //! counters that could drift from those: each subsystem implements
 //! [`Collect`], which writes its series from the counters it already has at
 //! the moment of the scrape, the way its part of `.slabfs/stats` reads
-//! them. Nothing is recorded for Prometheus on the read path, and a mount
-//! without `--metrics` costs nothing more.
+//! them. The counting is the same with or without `--metrics` (the stats
+//! file needs it); the endpoint records nothing on the read path, and
+//! costs only the rendering of each scrape, on a thread of its own.
 //!
 //! # Adding a subsystem's series: one step
 //!

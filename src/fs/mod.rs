@@ -893,8 +893,8 @@ impl SlabFs {
         doc
     }
 
-    /// The arrays, files and datasets not shown now because they could not
-    /// be loaded (`not_shown` in [`stats`]).
+    /// The arrays, files and datasets that could not be loaded at their
+    /// dataset's last load (`not_shown` in [`stats`]).
     fn not_shown(&self) -> u64 {
         match &self.datasets {
             Datasets::Archive(lazy) => lazy.stats().not_shown,
@@ -1142,8 +1142,8 @@ impl crate::metrics::Collect for SlabFs {
         self.stats.collect(out)?;
         out.gauge(
             "slabfs_not_shown",
-            "Arrays, files and datasets of the source not shown now because they could \
-             not be loaded (each logged as \"not shown\").",
+            "Arrays, files and datasets that could not be loaded at their dataset's last \
+             load (each logged as \"not shown\").",
             self.not_shown() as f64,
         )?;
         out.gauge(

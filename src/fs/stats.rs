@@ -79,12 +79,13 @@
 //!   `watched_directories` how many directories are watched, and
 //!   `duration_us` the time of the passes that completed (`runs` minus
 //!   `failures`), in microseconds.
-//! - `not_shown`: the arrays, files and datasets of the source that could
-//!   not be loaded and are not shown now (each logged as `not shown:`):
-//!   for a mount of one dataset, as of its last load (the mount, then each
-//!   refresh pass that re-opened it); for a directory of datasets, summed
-//!   over those open now (a dataset that fails to open as a whole counts in
-//!   `datasets.failures` instead).
+//! - `not_shown`: the arrays, files and datasets that could not be loaded
+//!   at their dataset's last load, each logged as `not shown:` (what a
+//!   refresh could not re-open stays shown as it was, and counts here
+//!   too): for a mount of one dataset, as of its last load (the mount,
+//!   then each refresh pass that re-opened it); for a directory of
+//!   datasets, summed over those open now (a dataset that fails to open as
+//!   a whole counts in `datasets.failures` instead).
 //! - `datasets` (a mount of a directory, whose datasets open when used:
 //!   [`crate::fs::datasets`]): datasets open now and the most kept open
 //!   (`--max-open-datasets`), opens since mount, opens that failed (the
