@@ -22,7 +22,7 @@
 //! Every failed request goes through [`fail`], which logs the error at its
 //! level with its source chain and returns the errno to reply. Every
 //! request is counted by operation with the time from its arrival to its
-//! answer ([`Counted`]: two clock reads and a few relaxed atomic adds),
+//! answer (`Counted`: two clock reads and a few relaxed atomic adds),
 //! for `.slabfs/stats` and the metrics endpoint.
 
 use std::ffi::OsStr;
