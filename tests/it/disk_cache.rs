@@ -36,15 +36,7 @@ fn write_file(dir: &Path, n: usize, seed: u32) -> (PathBuf, Vec<u8>) {
         nc = nc.display().to_string(),
         raw = raw.display().to_string(),
     );
-    let out = std::process::Command::new(common::python())
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::run_python(&["-c".as_ref(), script.as_ref()]);
     (nc, std::fs::read(raw).unwrap())
 }
 
@@ -62,15 +54,9 @@ fn gets(m: &Mount) -> u64 {
 /// The mount's stats once its disk cache has written everything it was
 /// handed (blocks are written by a thread of their own, after the read).
 fn settled(m: &Mount) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let doc = stats(m);
-        if doc["disk_cache"]["bytes_pending"] == 0 {
-            return doc;
-        }
-        assert!(Instant::now() < deadline, "{doc}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let written = || stats(m)["disk_cache"]["bytes_pending"] == 0;
+    crate::mount_live::wait_for(m, "the blocks written", Duration::from_secs(20), written);
+    stats(m)
 }
 
 struct Setup {
@@ -252,11 +238,13 @@ fn a_daemon_killed_while_writing_leaves_nothing_wrong() {
     std::fs::write(tmp.join(format!("{dead}-999")), b"partial").unwrap();
     let m = s.mount(&[]);
     assert_eq!(std::fs::read(m.path("v")).unwrap(), s.want);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tmp.join(format!("{dead}-999")).exists() {
-        assert!(Instant::now() < deadline, "not cleaned up: {}", m.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let cleaned = || !tmp.join(format!("{dead}-999")).exists();
+    crate::mount_live::wait_for(
+        &m,
+        "the partial file removed",
+        Duration::from_secs(10),
+        cleaned,
+    );
     m.stop();
 }
 
@@ -281,15 +269,7 @@ fn a_zarr_store_rereads_from_disk_and_follows_a_rewrite() {
             store = store.display().to_string(),
             raw = raw.display().to_string(),
         );
-        let out = std::process::Command::new(common::python())
-            .args(["-c", &script])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::run_python(&["-c".as_ref(), script.as_ref()]);
         s3.upload_dir(BUCKET, &store, "z.zarr");
         std::fs::read(raw).unwrap()
     };

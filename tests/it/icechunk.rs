@@ -68,21 +68,9 @@ fn check_all(ds: &Dataset, want: &[(String, String)]) {
     }
 }
 
-/// Run the test venv's Python (icechunk-python, zarr-python, VirtualiZarr,
-/// netCDF4-python) with `args`; panics with its stderr if it fails.
-fn python(args: &[&std::ffi::OsStr]) {
-    let out = Command::new(common::python())
-        .args(["-W", "ignore"])
-        .args(args)
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+/// The test venv's Python (icechunk-python, zarr-python, VirtualiZarr,
+/// netCDF4-python).
+use common::run_python as python;
 
 /// The first `len` bytes of the array `path` of `ds`, little-endian.
 fn read_head(ds: &Dataset, path: &str, len: usize) -> slabfs::Result<Vec<u8>> {
@@ -379,15 +367,8 @@ fn a_new_commit_shows_in_a_mount_of_its_branch() {
         repo.display().to_string()
     );
     python(&["-c".as_ref(), script.as_ref()]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while len(&main) != 1400 * 4 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not seen:\n{}",
-            main.log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let commit = std::time::Duration::from_secs(20);
+    crate::mount_live::wait_for(&main, "the commit", commit, || len(&main) == 1400 * 4);
     let bytes = std::fs::read(main.path("series")).unwrap();
     assert!(
         bytes[1300 * 4..]
@@ -500,15 +481,14 @@ fn every_version_in_one_mount() {
     );
     python(&["-c".as_ref(), script.as_ref()]);
     let len = |p: &str| std::fs::metadata(m.path(p)).unwrap().len();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while len("branches/main/series") != 1400 * 4 || names("branches") != ["dev", "main", "new"] {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not seen:\n{}",
-            m.log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let seen =
+        || len("branches/main/series") == 1400 * 4 && names("branches") == ["dev", "main", "new"];
+    crate::mount_live::wait_for(
+        &m,
+        "the commit and the new branch",
+        std::time::Duration::from_secs(30),
+        seen,
+    );
     assert_eq!(len("tags/v1/series"), 1000 * 4);
     assert_eq!(len("branches/new/series"), 1400 * 4);
     m.stop();
@@ -901,19 +881,17 @@ fn a_repository_in_a_bucket_follows_its_branch_for_one_request_per_pass() {
          s.commit('grow to 1400')\n"
     );
     python(&["-c".as_ref(), script.as_ref()]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while len(&main, "series") != 1400 * 4
-        || len(&all, "native/series") != 1400 * 4
-        || len(&versions, "branches/main/series") != 1400 * 4
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not seen:\n{}\n{}",
-            main.log(),
-            all.log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    let seen = || {
+        len(&main, "series") == 1400 * 4
+            && len(&all, "native/series") == 1400 * 4
+            && len(&versions, "branches/main/series") == 1400 * 4
+    };
+    crate::mount_live::wait_for(
+        &main,
+        "the commit",
+        std::time::Duration::from_secs(30),
+        seen,
+    );
     let bytes = std::fs::read(main.path("series")).unwrap();
     assert!(
         bytes[1300 * 4..]
@@ -1091,18 +1069,12 @@ fn a_migrated_repository_is_followed_by_its_repo_object() {
         let repo = icechunk::Repository::open(storage).execute().await.unwrap();
         commit(&repo, "main", "added", 4).await.unwrap();
     });
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !names_in(&m.path("repo"))
-        .unwrap()
-        .contains(&"added".to_string())
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not seen:\n{}",
-            m.log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    let added = || {
+        names_in(&m.path("repo"))
+            .unwrap()
+            .contains(&"added".to_string())
+    };
+    crate::mount_live::wait_for(&m, "the commit", std::time::Duration::from_secs(20), added);
     m.stop();
 }
 

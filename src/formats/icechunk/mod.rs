@@ -103,13 +103,9 @@ pub fn is_repository_listing<'a>(names: impl IntoIterator<Item = (&'a str, bool)
 pub fn head_key(store: Arc<dyn Store>, reference: Option<&str>) -> Result<Option<String>> {
     let name = reference.unwrap_or("main");
     let shown = store.describe("");
-    let storage: Arc<dyn icechunk::Storage + Send + Sync> =
-        Arc::new(storage::StoreStorage::new(store.clone()));
     let at = At::Named(name.to_string());
     let version = runtime().block_on(async {
-        let repo = icechunk::Repository::open(storage)
-            .config(bounded_caches())
-            .execute()
+        let repo = open_repository(store.clone())
             .await
             .map_err(|e| crate_message(&e))?;
         version_of(&repo, &at).await
@@ -310,6 +306,19 @@ async fn version_of(
     })
 }
 
+/// The repository whose objects `store` holds, read through it (module
+/// `storage`), with the crate's caches bounded.
+async fn open_repository(
+    store: Arc<dyn Store>,
+) -> std::result::Result<icechunk::Repository, icechunk::repository::RepositoryError> {
+    let storage: Arc<dyn icechunk::Storage + Send + Sync> =
+        Arc::new(storage::StoreStorage::new(store));
+    icechunk::Repository::open(storage)
+        .config(bounded_caches())
+        .execute()
+        .await
+}
+
 /// Whether `id` is a snapshot id (20 characters of Crockford base32).
 pub fn is_snapshot_id(id: &str) -> bool {
     SnapshotId::try_from(id).is_ok()
@@ -327,12 +336,8 @@ pub fn refs(dir: &Path, opts: &Options) -> Result<(Vec<String>, Vec<String>)> {
             ),
         )
     };
-    let storage: Arc<dyn icechunk::Storage + Send + Sync> =
-        Arc::new(storage::StoreStorage::new(opts.files.store(dir)));
     runtime().block_on(async {
-        let repo = icechunk::Repository::open(storage)
-            .config(bounded_caches())
-            .execute()
+        let repo = open_repository(opts.files.store(dir))
             .await
             .map_err(|e| fail(&e))?;
         let branches = repo.list_branches().await.map_err(|e| fail(&e))?;
@@ -396,12 +401,8 @@ impl IcechunkStore {
         // Every object the crate reads comes through slabfs's store of
         // the repository (module `storage`), as its chunks do.
         let objects = opts.files.store(dir);
-        let storage: Arc<dyn icechunk::Storage + Send + Sync> =
-            Arc::new(storage::StoreStorage::new(objects.clone()));
         let (session, containers, nodes) = runtime().block_on(async {
-            let repo = icechunk::Repository::open(storage)
-                .config(bounded_caches())
-                .execute()
+            let repo = open_repository(objects.clone())
                 .await
                 .map_err(|e| fail("cannot open it", &e))?;
             let version = version_of(&repo, at)

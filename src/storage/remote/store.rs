@@ -406,16 +406,17 @@ impl RemoteStore {
         Some(ObjectId::new(&store, &loc.display(), tag))
     }
 
-    /// The value of `key` from the disk cache, at the version its
-    /// directory's listing names, if every block of it is there.
-    fn on_disk(&self, key: &str, limit: u64) -> Option<Vec<u8>> {
+    /// The value of `key` from the disk cache, at the version `listed`
+    /// (its listing's ETag and size), if every block of it is there.
+    fn on_disk(&self, key: &str, limit: u64, listed: Option<&(String, u64)>) -> Option<Vec<u8>> {
         let state = self.remote.state();
         let cache = state.disk_cache.as_ref()?;
-        let (tag, size) = self.listed(key)?;
+        let (tag, size) = listed?;
+        let size = *size;
         if size > limit {
             return None;
         }
-        let id = self.object_id(key, &tag)?;
+        let id = self.object_id(key, tag)?;
         let mut out = Vec::with_capacity(size as usize);
         for b in 0..size.div_ceil(BLOCK) {
             out.extend_from_slice(&cache.get(&id, b, (size - b * BLOCK).min(BLOCK) as usize)?);
@@ -666,11 +667,12 @@ impl Store for RemoteStore {
             // With a disk cache: a value kept there is served without a
             // request; one that is not is asked pinned to the version
             // listed (`If-Match`), and kept.
-            if let Some(v) = self.on_disk(key, *limit) {
+            let listed = self.listed(key);
+            if let Some(v) = self.on_disk(key, *limit, listed.as_ref()) {
                 each(i, Ok(Some(v)));
                 continue;
             }
-            let tag = self.listed(key).map(|(tag, _)| tag);
+            let tag = listed.map(|(tag, _)| tag);
             match self.remote.location.child(key) {
                 Ok(loc) => {
                     let opts = GetOptions {
@@ -1056,8 +1058,7 @@ impl RemoteFile {
     fn get_pinned(
         &self,
         range: Range<u64>,
-    ) -> impl std::future::Future<Output = io::Result<impl AsRef<[u8]> + Send + use<>>> + Send + 'static
-    {
+    ) -> impl std::future::Future<Output = io::Result<bytes::Bytes>> + Send + 'static {
         let store = self.remote.store.clone();
         let path = self.remote.location.prefix().clone();
         let version = self.version.clone();
@@ -1144,7 +1145,7 @@ impl RemoteFile {
     ) -> io::Result<()> {
         let size = self.version.size;
         let block_len = |b: u64| (size - b * BLOCK).min(BLOCK) as usize;
-        let mut blocks: std::collections::BTreeMap<u64, Option<Vec<u8>>> = Default::default();
+        let mut blocks: std::collections::BTreeMap<u64, Option<bytes::Bytes>> = Default::default();
         for (offset, buf) in reads.iter() {
             if buf.is_empty() {
                 continue;
@@ -1159,7 +1160,7 @@ impl RemoteFile {
         // disk; fetched here after all if they did not land).
         let mut missing = Vec::new();
         for (b, slot) in blocks.iter_mut() {
-            *slot = cache.get(id, *b, block_len(*b));
+            *slot = cache.get(id, *b, block_len(*b)).map(bytes::Bytes::from);
             if slot.is_none() {
                 missing.push(*b);
             }
@@ -1181,7 +1182,7 @@ impl RemoteFile {
         for b in theirs {
             match cache.get(id, b, block_len(b)) {
                 Some(v) => {
-                    blocks.insert(b, Some(v));
+                    blocks.insert(b, Some(v.into()));
                 }
                 None => still.push(b),
             }
@@ -1210,7 +1211,7 @@ impl RemoteFile {
         cache: &DiskCache,
         id: &ObjectId,
         wanted: &[u64],
-        blocks: &mut std::collections::BTreeMap<u64, Option<Vec<u8>>>,
+        blocks: &mut std::collections::BTreeMap<u64, Option<bytes::Bytes>>,
     ) -> io::Result<()> {
         let size = self.version.size;
         let block_len = |b: u64| (size - b * BLOCK).min(BLOCK) as usize;
@@ -1228,12 +1229,12 @@ impl RemoteFile {
                 .collect();
             for (r, got) in runs.iter().zip(self.remote.block_on_all(futs)) {
                 let got = got.map_err(|e| self.named(e))?;
-                let bytes = got.as_ref();
                 for b in r.clone() {
                     let at = ((b - r.start) * BLOCK) as usize;
-                    let piece = &bytes[at..at + block_len(b)];
-                    cache.put(id, b, piece);
-                    blocks.insert(b, Some(piece.to_vec()));
+                    // A view of the answer, not a copy.
+                    let piece = got.slice(at..at + block_len(b));
+                    cache.put(id, b, &piece);
+                    blocks.insert(b, Some(piece));
                 }
             }
         }

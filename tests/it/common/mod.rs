@@ -154,3 +154,20 @@ pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
 pub fn side_by_side() -> std::sync::RwLockReadGuard<'static, ()> {
     TIMING.read().unwrap_or_else(|p| p.into_inner())
 }
+
+/// Run the test venv's Python with `args` (a script, `-c CODE`...), its
+/// warnings and the Rust crates' logs off; panics with its stderr if it
+/// fails.
+pub fn run_python(args: &[&std::ffi::OsStr]) {
+    let out = std::process::Command::new(python())
+        .args(["-W", "ignore"])
+        .args(args)
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
