@@ -43,6 +43,18 @@
 //!   read never waits for the disk (a block waiting to be written is
 //!   served from memory; at most [`PENDING_MAX`] bytes wait, beyond that
 //!   blocks are not kept).
+//! - **Read once**: the last [`RECENT_BLOCKS`] blocks read from disk are
+//!   kept in memory, checked: reads of neighbouring parts of one object
+//!   (an HDF5 file's chunks, which straddle blocks) do not read and check
+//!   a block twice.
+//!
+//! # Notes
+//!
+//! Besides blocks, a store may leave a *note* under an identity (an empty
+//! block, [`DiskCache::note`]): a Zarr store notes each chunk directory
+//! it kept blocks of, so that a later mount knows whether listing that
+//! directory (to learn the versions its blocks are keyed by) can find
+//! anything, and a first read lists nothing ([`DiskCache::noted`]).
 
 use std::fs;
 use std::io::{self, Write};
@@ -52,6 +64,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 /// Bytes per block (the last block of an object is shorter): 1 MiB, the
@@ -59,6 +72,12 @@ use sha2::{Digest, Sha256};
 pub const BLOCK: u64 = 1 << 20;
 
 const MAGIC: &[u8; 8] = b"SLABFSB\x01";
+
+/// Blocks read from disk kept in memory (see the module docs): 16 MiB.
+pub const RECENT_BLOCKS: usize = 16;
+
+/// The block index of a note ([`DiskCache::note`]).
+const NOTE: u64 = u64::MAX;
 
 /// How long writes stay off after one failed.
 const WRITES_OFF: Duration = Duration::from_secs(60);
@@ -149,6 +168,8 @@ pub struct DiskCache {
     scanned: AtomicBool,
     /// Blocks handed to the writer thread and not written yet.
     pending: parking_lot::Mutex<Pending>,
+    /// The last blocks read from disk, checked ([`RECENT_BLOCKS`]).
+    recent: parking_lot::Mutex<lru::LruCache<PathBuf, Bytes>>,
     /// Signalled when nothing is pending ([`DiskCache::flush`]).
     drained: parking_lot::Condvar,
     to_writer: parking_lot::Mutex<Option<std::sync::mpsc::Sender<PathBuf>>>,
@@ -160,8 +181,16 @@ pub struct DiskCache {
 
 #[derive(Debug, Default)]
 struct Pending {
-    files: std::collections::HashMap<PathBuf, Arc<[u8]>>,
+    files: std::collections::HashMap<PathBuf, Arc<Waiting>>,
     bytes: u64,
+}
+
+/// A block waiting for the writer thread.
+#[derive(Debug)]
+struct Waiting {
+    id: ObjectId,
+    block: u64,
+    data: Bytes,
 }
 
 /// The most bytes waiting for the writer thread: beyond, blocks are not
@@ -188,6 +217,9 @@ impl DiskCache {
             evicting: parking_lot::Mutex::new(()),
             scanned: AtomicBool::new(false),
             pending: Default::default(),
+            recent: parking_lot::Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(RECENT_BLOCKS).expect("not zero"),
+            )),
             drained: Default::default(),
             to_writer: parking_lot::Mutex::new(Some(tx)),
             from_readers: parking_lot::Mutex::new(Some(rx)),
@@ -253,43 +285,64 @@ impl DiskCache {
 
     /// Block `block` of the object `id`, which must hold `len` bytes;
     /// `None` (a miss) when it is not here or not whole.
-    pub fn get(&self, id: &ObjectId, block: u64, len: usize) -> Option<Vec<u8>> {
-        self.start();
+    pub fn get(&self, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
         let path = self.path(id, block);
-        // Not written yet: served from memory.
-        let waiting = self.pending.lock().files.get(&path).cloned();
-        if let Some(file) = waiting
-            && let Ok(range) = decode(&file, id, block, len)
-        {
-            self.counters.hits.fetch_add(1, Relaxed);
-            self.counters.bytes_read.fetch_add(len as u64, Relaxed);
-            return Some(file[range].to_vec());
+        let found = self.find(&path, id, block, len);
+        match &found {
+            Some(data) => {
+                self.counters.hits.fetch_add(1, Relaxed);
+                self.counters
+                    .bytes_read
+                    .fetch_add(data.len() as u64, Relaxed);
+            }
+            None => {
+                self.counters.misses.fetch_add(1, Relaxed);
+            }
         }
-        let file = match fs::read(&path) {
+        found
+    }
+
+    /// [`DiskCache::get`] without counting it.
+    fn find(&self, path: &Path, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
+        self.start();
+        // Not written yet: served from memory.
+        let waiting = self.pending.lock().files.get(path).cloned();
+        if let Some(w) = waiting
+            && w.id == *id
+            && w.block == block
+            && w.data.len() == len
+        {
+            return Some(w.data.clone());
+        }
+        if let Some(data) = self.recent.lock().get(path)
+            && data.len() == len
+        {
+            return Some(data.clone());
+        }
+        let file = match fs::read(path) {
             Ok(f) => f,
             Err(e) => {
                 if e.kind() != io::ErrorKind::NotFound {
                     log::debug!("disk cache: {}: {e}", path.display());
                 }
-                self.counters.misses.fetch_add(1, Relaxed);
                 return None;
             }
         };
         match decode(&file, id, block, len) {
             Ok(range) => {
-                self.counters.hits.fetch_add(1, Relaxed);
-                self.counters.bytes_read.fetch_add(len as u64, Relaxed);
-                touch(&path);
-                Some(file[range].to_vec())
+                touch(path);
+                // A view of the file read, not a copy.
+                let data = Bytes::from(file).slice(range);
+                self.recent.lock().put(path.to_path_buf(), data.clone());
+                Some(data)
             }
             Err(why) => {
                 self.counters.corrupt.fetch_add(1, Relaxed);
-                self.counters.misses.fetch_add(1, Relaxed);
                 log::warn!(
                     "disk cache: {} is damaged ({why}); removed, read again from the store",
                     path.display()
                 );
-                if fs::remove_file(&path).is_ok() {
+                if fs::remove_file(path).is_ok() {
                     let n = file.len() as u64;
                     let _ = self
                         .used
@@ -300,27 +353,49 @@ impl DiskCache {
         }
     }
 
+    /// Count a miss of a block not looked for (its object's version is
+    /// not known, so nothing of it can be here: [`DiskCache::note`]).
+    pub fn missed(&self) {
+        self.counters.misses.fetch_add(1, Relaxed);
+    }
+
+    /// Leave a note under `id` (an empty block, not counted as data):
+    /// see the module docs.
+    pub fn note(&self, id: &ObjectId) {
+        self.put(id, NOTE, Bytes::new());
+    }
+
+    /// Whether a note was left under `id` (by this process or another, now
+    /// or before a restart).
+    pub fn noted(&self, id: &ObjectId) -> bool {
+        self.find(&self.path(id, NOTE), id, NOTE, 0).is_some()
+    }
+
     /// Keep `data`, block `block` of the object `id`: handed to the
     /// writer thread (the read that fetched it does not wait for the
     /// disk), and served from memory until written. Never fails: a write
     /// that fails turns writes off for a while ([`WRITES_OFF`]); while
     /// [`PENDING_MAX`] bytes wait already, the block is not kept.
-    pub fn put(&self, id: &ObjectId, block: u64, data: &[u8]) {
+    pub fn put(&self, id: &ObjectId, block: u64, data: Bytes) {
         self.start();
         let off = self.writes_off_since.load(Relaxed);
         if off != 0 && now_secs().saturating_sub(off) < WRITES_OFF.as_secs() {
             return;
         }
         let path = self.path(id, block);
-        let file: Arc<[u8]> = encode(id, block, data).into();
+        let n = data.len() as u64;
+        let waiting = Arc::new(Waiting {
+            id: id.clone(),
+            block,
+            data,
+        });
         {
             let mut pending = self.pending.lock();
-            if pending.bytes + file.len() as u64 > PENDING_MAX || pending.files.contains_key(&path)
-            {
+            if pending.bytes + n > PENDING_MAX || pending.files.contains_key(&path) {
                 return;
             }
-            pending.bytes += file.len() as u64;
-            pending.files.insert(path.clone(), file);
+            pending.bytes += n;
+            pending.files.insert(path.clone(), waiting);
         }
         if self
             .to_writer
@@ -335,8 +410,8 @@ impl DiskCache {
     /// Forget the pending file at `path`.
     fn unpend(&self, path: &Path) {
         let mut pending = self.pending.lock();
-        if let Some(f) = pending.files.remove(path) {
-            pending.bytes -= f.len() as u64;
+        if let Some(w) = pending.files.remove(path) {
+            pending.bytes -= w.data.len() as u64;
         }
         if pending.files.is_empty() {
             self.drained.notify_all();
@@ -362,19 +437,29 @@ impl DiskCache {
     }
 
     fn publish(&self, path: &Path) {
-        let Some(file) = self.pending.lock().files.get(path).cloned() else {
+        let Some(w) = self.pending.lock().files.get(path).cloned() else {
             return;
         };
         let n = self.written.fetch_add(1, Relaxed);
         let tmp = self.tmp.join(format!("{}-{n}", std::process::id()));
+        // The header here, off the read's path; the data as the read
+        // fetched it, not copied.
+        let header = header(&w.id, w.block, &w.data);
         let written = (|| -> io::Result<()> {
             let mut f = fs::File::create(&tmp)?;
-            f.write_all(&file)?;
+            f.write_all(&header)?;
+            f.write_all(&w.data)?;
             drop(f);
-            if let Some(dir) = path.parent() {
-                fs::create_dir_all(dir)?;
+            // The directory made only when it is missing (once).
+            match fs::rename(&tmp, path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    if let Some(dir) = path.parent() {
+                        fs::create_dir_all(dir)?;
+                    }
+                    fs::rename(&tmp, path)
+                }
+                done => done,
             }
-            fs::rename(&tmp, path)
         })();
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
@@ -389,9 +474,13 @@ impl DiskCache {
             return;
         }
         self.writes_off_since.store(0, Relaxed);
-        let data_len = file.len() as u64 - header_len(&file);
-        self.counters.bytes_written.fetch_add(data_len, Relaxed);
-        let used = self.used.fetch_add(file.len() as u64, Relaxed) + file.len() as u64;
+        if w.block != NOTE {
+            self.counters
+                .bytes_written
+                .fetch_add(w.data.len() as u64, Relaxed);
+        }
+        let len = (header.len() + w.data.len()) as u64;
+        let used = self.used.fetch_add(len, Relaxed) + len;
         if used > self.budget && self.scanned() {
             self.evict();
         }
@@ -493,17 +582,9 @@ fn touch(path: &Path) {
     }
 }
 
-/// The length of a block file's header (see [`encode`]).
-fn header_len(file: &[u8]) -> u64 {
-    let id_len = file
-        .get(24..28)
-        .map_or(0, |b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
-    32 + u64::from(id_len)
-}
-
-/// A block file: header, then data (see the module docs).
-fn encode(id: &ObjectId, block: u64, data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40 + id.bytes.len() + data.len());
+/// A block file's header; the data follows it (see the module docs).
+fn header(id: &ObjectId, block: u64, data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(32 + id.bytes.len());
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&block.to_le_bytes());
     out.extend_from_slice(&(data.len() as u32).to_le_bytes());
@@ -512,7 +593,6 @@ fn encode(id: &ObjectId, block: u64, data: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&id.bytes);
     let crc = crc32c::crc32c(&out);
     out.extend_from_slice(&crc.to_le_bytes());
-    out.extend_from_slice(data);
     out
 }
 
@@ -578,7 +658,7 @@ mod tests {
         let c = cache(dir.path(), 1 << 30);
         let id = ObjectId::new("s3://b", "s3://b/k", "\"e1\"");
         assert_eq!(c.get(&id, 0, 3), None);
-        c.put(&id, 0, b"abc");
+        c.put(&id, 0, Bytes::from_static(b"abc"));
         // At once (from memory or disk), and after it is written.
         assert_eq!(c.get(&id, 0, 3).as_deref(), Some(&b"abc"[..]));
         c.flush();
@@ -595,11 +675,47 @@ mod tests {
     }
 
     #[test]
+    fn a_block_read_is_read_from_disk_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 30);
+        let id = ObjectId::new("s3://b", "s3://b/k", "e");
+        c.put(&id, 0, Bytes::from_static(b"abc"));
+        c.flush();
+        assert_eq!(c.get(&id, 0, 3).as_deref(), Some(&b"abc"[..]));
+        // The file gone (evicted by another process): the block read a
+        // moment ago is still served, from memory.
+        fs::remove_file(c.path(&id, 0)).unwrap();
+        assert_eq!(c.get(&id, 0, 3).as_deref(), Some(&b"abc"[..]));
+        // Not as another length.
+        assert_eq!(c.get(&id, 0, 2), None);
+    }
+
+    #[test]
+    fn a_note_is_seen_by_the_next_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = ObjectId::new("s3://b", "s3://b/a/c/", "listed");
+        let c = cache(dir.path(), 1 << 30);
+        assert!(!c.noted(&id));
+        c.note(&id);
+        c.flush();
+        drop(c);
+        let c = cache(dir.path(), 1 << 30);
+        assert!(c.noted(&id));
+        assert!(!c.noted(&ObjectId::new("s3://b", "s3://b/x/c/", "listed")));
+        let s = c.snapshot();
+        assert_eq!(
+            (s.hits, s.misses, s.bytes_read),
+            (0, 0, 0),
+            "notes are not data"
+        );
+    }
+
+    #[test]
     fn a_flipped_byte_is_detected_and_the_block_removed() {
         let dir = tempfile::tempdir().unwrap();
         let c = cache(dir.path(), 1 << 30);
         let id = ObjectId::new("s3://b", "s3://b/k", "e");
-        c.put(&id, 2, &[7u8; 1000]);
+        c.put(&id, 2, Bytes::from(vec![7u8; 1000]));
         c.flush();
         let path = c.path(&id, 2);
         let mut bytes = fs::read(&path).unwrap();
@@ -617,7 +733,7 @@ mod tests {
         let c = cache(dir.path(), 10_000);
         let id = |i: u32| ObjectId::new("s", &format!("k{i}"), "e");
         for i in 0..30 {
-            c.put(&id(i), 0, &[1u8; 1000]);
+            c.put(&id(i), 0, Bytes::from(vec![1u8; 1000]));
             c.flush();
             // Older first: distinct times for the LRU order.
             let t = SystemTime::now() - Duration::from_secs(1000 - u64::from(i));
@@ -652,18 +768,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let c = cache(dir.path(), 1 << 20);
         let id = ObjectId::new("s", "k", "e");
-        c.put(&id, 0, b"kept");
+        c.put(&id, 0, Bytes::from_static(b"kept"));
         c.flush();
         // The temporary directory gone: writes fail, reads go on.
         fs::remove_dir_all(&c.tmp).unwrap();
-        c.put(&id, 1, b"lost");
+        c.put(&id, 1, Bytes::from_static(b"lost"));
         c.flush();
         assert_eq!(c.snapshot().write_errors, 1);
         assert_eq!(c.get(&id, 0, 4).as_deref(), Some(&b"kept"[..]));
         assert_eq!(c.get(&id, 1, 4), None);
         // Off for a while: not even tried.
         fs::create_dir_all(&c.tmp).unwrap();
-        c.put(&id, 1, b"lost");
+        c.put(&id, 1, Bytes::from_static(b"lost"));
         c.flush();
         assert_eq!(c.get(&id, 1, 4), None);
         assert_eq!(c.snapshot().write_errors, 1);

@@ -15,6 +15,18 @@
 //! dataset and reads the new one. A server that ignores `Range` (answers
 //! 200 with the whole body) is an error, never taken as the range.
 //!
+//! # The disk cache (`--disk-cache`)
+//!
+//! A [`RemoteFile`] keys its blocks by the ETag of its HEAD. A
+//! [`RemoteStore`] keeps only the chunks the engine reads in batches
+//! ([`Store::get_each`]), never a single value ([`Store::get`]: metadata,
+//! whose version would cost a listing to learn, as much as the value
+//! itself). A chunk's version comes from its unit's listing
+//! ([`listing_unit`]) when the disk cache holds a note of that unit (a
+//! mount before kept blocks of it), else from its GET's answer: a first
+//! read lists nothing and waits for nothing the plain read would not
+//! ([`Unit`]).
+//!
 //! # Size limits
 //!
 //! [`Store::get`] knows the most bytes a value may hold. The object's
@@ -29,6 +41,7 @@ use std::io;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt};
@@ -226,17 +239,43 @@ where
 #[derive(Clone)]
 pub struct RemoteStore {
     remote: Connection,
-    /// With `--disk-cache`: what each directory's delimiter listing said
-    /// of its objects, so a value kept on disk is served by the version
-    /// listed without a request ([`RemoteStore::on_disk`]).
+    /// With `--disk-cache`: the versions of the chunk objects of each
+    /// listing unit ([`listing_unit`]) in use, as its listing said or as
+    /// GETs learned them, so a value kept on disk is served by its version
+    /// without a request ([`RemoteStore::on_disk`]).
     listed: Option<Arc<Listings>>,
 }
 
-/// The directory listings a store keeps, by directory.
-type Listings = parking_lot::Mutex<lru::LruCache<String, Arc<DirListing>>>;
+/// The units a store knows the versions of, by unit.
+type Listings = parking_lot::Mutex<lru::LruCache<String, Arc<Unit>>>;
 
-/// One directory's objects: name -> (ETag, size).
+/// One unit's objects: name (relative to the unit) -> (ETag, size).
 type DirListing = HashMap<String, (String, u64)>;
+
+/// What a store knows of one listing unit's versions.
+///
+/// A unit the disk cache holds nothing of (no note: [`DiskCache::noted`])
+/// is not listed: its first reads are plain GETs, all at once, and each
+/// answer's ETag is learned here and keys its blocks (a listing before
+/// them would only delay them by a round trip). The first block kept
+/// leaves a note, so a later mount lists the unit first and finds its
+/// blocks by the versions listed, without a GET.
+#[derive(Debug, Default)]
+struct Unit {
+    versions: parking_lot::RwLock<DirListing>,
+    /// A note is in the disk cache (it was listed because of one, or this
+    /// store left one).
+    noted: AtomicBool,
+}
+
+impl Unit {
+    fn listed(versions: DirListing) -> Unit {
+        Unit {
+            versions: parking_lot::RwLock::new(versions),
+            noted: AtomicBool::new(true),
+        }
+    }
+}
 
 /// Listings a store keeps for its disk-cache reads.
 const LISTED_DIRS: usize = 64;
@@ -300,7 +339,7 @@ impl RemoteStore {
         let memo = self.listed.as_ref()?;
         let find = |unit: &(String, bool)| -> Option<Option<(String, u64)>> {
             let l = memo.lock().get(&unit.0).cloned()?;
-            Some(l.get(&key[unit.0.len()..]).cloned())
+            Some(l.versions.read().get(&key[unit.0.len()..]).cloned())
         };
         let unit = listing_unit(key, self.too_big(key));
         if let Some(found) = find(&unit) {
@@ -325,7 +364,7 @@ impl RemoteStore {
             && self.listed.as_ref().is_some_and(|m| {
                 m.lock()
                     .peek(&unit)
-                    .is_some_and(|l| l.contains_key(TOO_BIG))
+                    .is_some_and(|l| l.versions.read().contains_key(TOO_BIG))
             })
     }
 
@@ -395,7 +434,72 @@ impl RemoteStore {
                 log::debug!("disk cache: {e}");
                 DirListing::new()
             });
-            memo.put(unit, Arc::new(listing));
+            memo.put(unit, Arc::new(Unit::listed(listing)));
+        }
+    }
+
+    /// The units of `keys` this store knows nothing of yet: listed (all at
+    /// once) where the disk cache has a note of them, else learned from
+    /// the GETs to come ([`Unit`]).
+    fn prepare_units(&self, keys: &[(String, u64)]) {
+        let (Some(memo), Some(cache)) = (&self.listed, &self.remote.state().disk_cache) else {
+            return;
+        };
+        let mut to_list = Vec::new();
+        for (key, _) in keys {
+            let unit = listing_unit(key, self.too_big(key));
+            if memo.lock().contains(&unit.0) || to_list.contains(&unit) {
+                continue;
+            }
+            match self.note_id(key) {
+                Some(note) if cache.noted(&note) => to_list.push(unit),
+                _ => {
+                    memo.lock().put(unit.0, Arc::new(Unit::default()));
+                }
+            }
+        }
+        self.list_units(to_list);
+    }
+
+    /// The identity of the note of `key`'s unit (the whole chunk prefix,
+    /// even when it is listed directory by directory).
+    fn note_id(&self, key: &str) -> Option<ObjectId> {
+        let unit = listing_unit(key, false).0;
+        let loc = match unit.trim_end_matches('/') {
+            "" => self.remote.location.clone(),
+            dir => self.remote.location.child(dir).ok()?,
+        };
+        let store = self.remote.state().config().endpoint().unwrap_or_default();
+        Some(ObjectId::new(
+            &store,
+            &format!("{}/", loc.display()),
+            "listed",
+        ))
+    }
+
+    /// `key`'s value `v` arrived with the ETag `tag` (its listed version,
+    /// or the answer's): kept on disk under it, learned if its unit is
+    /// learning, and the unit noted.
+    fn arrived(&self, key: &str, tag: &str, v: &[u8]) {
+        let (Some(memo), Some(cache)) = (&self.listed, &self.remote.state().disk_cache) else {
+            return;
+        };
+        let unit_key = listing_unit(key, self.too_big(key)).0;
+        let Some(unit) = memo.lock().get(&unit_key).cloned() else {
+            return;
+        };
+        {
+            let mut versions = unit.versions.write();
+            let rel = &key[unit_key.len()..];
+            if versions.len() < LISTED_MAX && !versions.contains_key(rel) {
+                versions.insert(rel.to_string(), (tag.to_string(), v.len() as u64));
+            }
+        }
+        self.keep(key, tag, v);
+        if !unit.noted.swap(true, Ordering::Relaxed)
+            && let Some(note) = self.note_id(key)
+        {
+            cache.note(&note);
         }
     }
 
@@ -411,7 +515,18 @@ impl RemoteStore {
     fn on_disk(&self, key: &str, limit: u64, listed: Option<&(String, u64)>) -> Option<Vec<u8>> {
         let state = self.remote.state();
         let cache = state.disk_cache.as_ref()?;
-        let (tag, size) = listed?;
+        // Nothing of a unit without a note is on disk: not even looked for.
+        let unit = listing_unit(key, self.too_big(key)).0;
+        let memo = self.listed.as_ref()?;
+        if !memo.lock().peek(&unit)?.noted.load(Ordering::Relaxed) {
+            cache.missed();
+            return None;
+        }
+        let Some((tag, size)) = listed else {
+            // Not there when its unit was listed, or not read yet here.
+            cache.missed();
+            return None;
+        };
         let size = *size;
         if size > limit {
             return None;
@@ -431,7 +546,7 @@ impl RemoteStore {
             return;
         };
         for (b, block) in value.chunks(BLOCK as usize).enumerate() {
-            cache.put(&id, b as u64, block);
+            cache.put(&id, b as u64, bytes::Bytes::copy_from_slice(block));
         }
     }
 
@@ -544,7 +659,7 @@ async fn get_value(
     opts: GetOptions,
     limit: u64,
     want: Option<Range<u64>>,
-) -> io::Result<Option<std::result::Result<Vec<u8>, u64>>> {
+) -> Answer {
     super::hedge::hedged(&state, |progress| {
         get_value_once(
             &state,
@@ -569,7 +684,7 @@ async fn get_value_once(
     limit: u64,
     want: Option<Range<u64>>,
     progress: Arc<super::hedge::Progress>,
-) -> io::Result<Option<std::result::Result<Vec<u8>, u64>>> {
+) -> Answer {
     let started = std::time::Instant::now();
     let r = match store.get_opts(&path, opts).await {
         Ok(r) => r,
@@ -597,8 +712,9 @@ async fn get_value_once(
         ));
     }
     let len = r.range.end - r.range.start;
+    let e_tag = r.meta.e_tag.clone();
     if len > limit {
-        return Ok(Some(Err(len)));
+        return Ok(Some((Err(len), e_tag)));
     }
     let body = collect(r.payload, len as usize, limit, &progress).await?;
     if let Ok(b) = &body
@@ -609,19 +725,29 @@ async fn get_value_once(
             format!("{} bytes received of {len}", b.len()),
         ));
     }
-    Ok(Some(body))
+    Ok(Some((body, e_tag)))
 }
 
+/// What a GET ([`get_value`]) answers: `None` when the object does not
+/// exist, else the value (or its size, when over the limit) and the ETag
+/// it came with.
+type Answer = io::Result<Option<(std::result::Result<Vec<u8>, u64>, Option<String>)>>;
+
 /// What [`Store::get`] answers for the outcome of [`get_value`] on `loc`.
-fn value_or_error(
+fn value_or_error(loc: &Location, limit: u64, got: Answer) -> Result<Option<Vec<u8>>> {
+    Ok(tagged_or_error(loc, limit, got)?.map(|(v, _)| v))
+}
+
+/// [`value_or_error`] with the value's ETag.
+fn tagged_or_error(
     loc: &Location,
     limit: u64,
-    got: io::Result<Option<std::result::Result<Vec<u8>, u64>>>,
-) -> Result<Option<Vec<u8>>> {
+    got: Answer,
+) -> Result<Option<(Vec<u8>, Option<String>)>> {
     match got.map_err(with_path(loc))? {
         None => Ok(None),
-        Some(Ok(v)) => Ok(Some(v)),
-        Some(Err(size)) => Err(Error::TooLarge {
+        Some((Ok(v), tag)) => Ok(Some((v, tag))),
+        Some((Err(size), _)) => Err(Error::TooLarge {
             path: loc.display(),
             size,
             limit,
@@ -630,12 +756,11 @@ fn value_or_error(
 }
 
 impl Store for RemoteStore {
+    /// Never through the disk cache: a single value is metadata (a
+    /// `zarr.json`, a repository's object), whose version a listing of
+    /// its directory would cost as much to learn as the value itself;
+    /// chunks come through [`Store::get_each`].
     fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        if self.listed.is_some() {
-            let mut got = None;
-            self.get_each(&[(key.to_string(), limit)], &mut |_, r| got = Some(r));
-            return got.expect("one answer");
-        }
         let loc = self.remote.location.child(key)?;
         self.get_with(&loc, GetOptions::default(), limit, None)
     }
@@ -659,14 +784,12 @@ impl Store for RemoteStore {
     ) {
         let mut asked = Vec::with_capacity(keys.len());
         let mut futs = Vec::with_capacity(keys.len());
-        if self.listed.is_some() {
-            let units = keys.iter().map(|(k, _)| listing_unit(k, self.too_big(k)));
-            self.list_units(units.collect());
-        }
+        self.prepare_units(keys);
         for (i, (key, limit)) in keys.iter().enumerate() {
             // With a disk cache: a value kept there is served without a
             // request; one that is not is asked pinned to the version
-            // listed (`If-Match`), and kept.
+            // known (`If-Match`), or plainly where none is known, and
+            // kept under its version.
             let listed = self.listed(key);
             if let Some(v) = self.on_disk(key, *limit, listed.as_ref()) {
                 each(i, Ok(Some(v)));
@@ -695,9 +818,11 @@ impl Store for RemoteStore {
         self.remote.each_on_runtime(futs, |j, answer| {
             let (i, loc, limit, tag) = &asked[j];
             let key = &keys[*i].0;
-            match (value_or_error(loc, *limit, answer), tag) {
-                (Ok(Some(v)), Some(tag)) => {
-                    self.keep(key, tag, &v);
+            match (tagged_or_error(loc, *limit, answer), tag) {
+                (Ok(Some((v, got_tag))), tag) => {
+                    if let Some(tag) = tag.as_ref().or(got_tag.as_ref()) {
+                        self.arrived(key, tag, &v);
+                    }
                     each(*i, Ok(Some(v)));
                 }
                 // Replaced since its directory was listed: the listing
@@ -708,7 +833,7 @@ impl Store for RemoteStore {
                     self.forget_listing(key);
                     each(*i, self.get_with(loc, GetOptions::default(), *limit, None));
                 }
-                (got, _) => each(*i, got),
+                (got, _) => each(*i, got.map(|o| o.map(|(v, _)| v))),
             }
         });
     }
@@ -1160,7 +1285,7 @@ impl RemoteFile {
         // disk; fetched here after all if they did not land).
         let mut missing = Vec::new();
         for (b, slot) in blocks.iter_mut() {
-            *slot = cache.get(id, *b, block_len(*b)).map(bytes::Bytes::from);
+            *slot = cache.get(id, *b, block_len(*b));
             if slot.is_none() {
                 missing.push(*b);
             }
@@ -1182,7 +1307,7 @@ impl RemoteFile {
         for b in theirs {
             match cache.get(id, b, block_len(b)) {
                 Some(v) => {
-                    blocks.insert(b, Some(v.into()));
+                    blocks.insert(b, Some(v));
                 }
                 None => still.push(b),
             }
@@ -1233,7 +1358,7 @@ impl RemoteFile {
                     let at = ((b - r.start) * BLOCK) as usize;
                     // A view of the answer, not a copy.
                     let piece = got.slice(at..at + block_len(b));
-                    cache.put(id, b, &piece);
+                    cache.put(id, b, piece.clone());
                     blocks.insert(b, Some(piece));
                 }
             }
