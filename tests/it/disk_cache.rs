@@ -319,3 +319,57 @@ fn a_zarr_store_rereads_from_disk_and_follows_a_rewrite() {
     assert_eq!(std::fs::read(m.path("z.zarr")).unwrap(), want);
     m.stop();
 }
+
+/// An object read from a warm disk cache reads like a local file: its
+/// latency (what makes the engine fan its reads out over threads and read
+/// far ahead) is none once its last blocks all came from the cache, and
+/// the link's again as soon as one must be fetched.
+#[test]
+fn a_warm_object_reads_like_a_local_file_until_a_block_is_fetched() {
+    use slabfs::storage::Network;
+    use slabfs::storage::location::Location;
+    use slabfs::storage::remote::{Config, Remote};
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    // 20 blocks of 1 MiB, each its own byte value.
+    let data: Vec<u8> = (0..20u8).flat_map(|b| vec![b; 1 << 20]).collect();
+    let file = tmp.path().join("o.bin");
+    std::fs::write(&file, &data).unwrap();
+    s3.put_files(BUCKET, vec![("o.bin".into(), file)]);
+    let url = format!("s3://{BUCKET}/o.bin");
+    let open = || {
+        let net = Remote::new(Config {
+            endpoint_url: Some(s3.endpoint()),
+            disk_cache: Some(slabfs::storage::disk_cache::DiskCacheConfig {
+                dir: tmp.path().join("cache"),
+                size: 1 << 30,
+            }),
+            ..Default::default()
+        });
+        let files = net.files(vec![Location::parse(&url).unwrap()]).unwrap();
+        (net, files.open(Path::new(&url)).unwrap())
+    };
+    let read = |f: &dyn slabfs::storage::ReadAt, block: usize| {
+        let mut buf = vec![0u8; 1 << 20];
+        f.read_exact_at(&mut buf, (block << 20) as u64).unwrap();
+        assert!(buf.iter().all(|&b| b == block as u8), "block {block}");
+    };
+    let (net, f) = open();
+    for b in 0..12 {
+        read(&*f, b);
+        assert!(f.latency().is_some(), "fetched: the link's latency");
+    }
+    while net.disk_cache().unwrap().bytes_pending != 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop((net, f));
+    // A remount: the blocks read before come from the disk cache.
+    let (_net, f) = open();
+    for b in 0..12 {
+        read(&*f, b);
+    }
+    assert_eq!(f.latency(), None, "12 blocks in a row from the disk cache");
+    read(&*f, 12);
+    assert!(f.latency().is_some(), "a block fetched: the link's again");
+}

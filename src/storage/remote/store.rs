@@ -1106,7 +1106,14 @@ pub struct RemoteFile {
     /// one object (a netCDF file's dozens) all ask within one refresh
     /// pass, and one HEAD answers them all ([`STAMP_REUSE`]).
     stamped: parking_lot::Mutex<Option<(std::time::Instant, u64)>>,
+    /// Blocks in a row found in the disk cache, up to [`WARM_BLOCKS`]
+    /// (0 after a block fetched): see [`ReadAt::latency`].
+    warm: std::sync::atomic::AtomicU32,
 }
+
+/// Blocks in a row from the disk cache after which a [`RemoteFile`] reads
+/// like a local file.
+const WARM_BLOCKS: u32 = 8;
 
 /// How long a remote object's stamp answers for it again without a new
 /// HEAD: long enough for one refresh pass to ask for every variable of
@@ -1148,6 +1155,7 @@ impl RemoteFile {
             },
             remote,
             stamped: parking_lot::Mutex::new(stamped),
+            warm: Default::default(),
         })
     }
 
@@ -1290,6 +1298,16 @@ impl RemoteFile {
                 missing.push(*b);
             }
         }
+        let found = (blocks.len() - missing.len()) as u32;
+        let _ = self
+            .warm
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |w| {
+                Some(if missing.is_empty() {
+                    (w + found).min(WARM_BLOCKS)
+                } else {
+                    0
+                })
+            });
         let (mine, theirs): (Vec<u64>, Vec<u64>) = {
             let mut fetching = self.fetching.lock();
             missing.into_iter().partition(|b| fetching.insert(*b))
@@ -1430,7 +1448,14 @@ impl ReadAt for RemoteFile {
         Ok(())
     }
 
+    /// The link's, unless the last [`WARM_BLOCKS`] blocks read all came
+    /// from the disk cache: then none, and the file is read as a local
+    /// one (no fan-out threads, no deep read-ahead: on a warm cache they
+    /// cost more than they hide) until a block must be fetched again.
     fn latency(&self) -> Option<std::time::Duration> {
+        if self.warm.load(Ordering::Relaxed) >= WARM_BLOCKS {
+            return None;
+        }
         Some(self.remote.latency())
     }
 
