@@ -17,6 +17,14 @@ every mount is new (no decoded chunk is in memory). Both the Zarr store
 read by ranges) are measured. Targets: warm at least 3x faster than cold
 and within 1.3x of the local disk at 20 ms; cold within 5 % of no cache.
 
+Each run also records the machine's busy CPU seconds during the read
+(every process: the S3 server, the delay proxy, the daemon, dd), and the
+GETs the read made (those of opening the dataset, metadata, excluded: the
+disk cache keeps chunks). The write floor is what writing the bytes a cold
+run keeps costs this machine alone: the same number of 1 MiB files
+written into a directory beside the cache and renamed into place, as the
+cache's writer does.
+
 Usage (from the repository root, as root: it mounts):
 
     .venv/bin/python scripts/bench_disk_cache.py [--size-mib 256] [--reps 3]
@@ -34,6 +42,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,17 +59,53 @@ def run(slabfs: Path, source: str, array: str, workdir: Path, extra: tuple[str, 
     lib.drop_caches()
     m = lib.Mount(slabfs, source, mnt, array, workdir / "mount.log",
                   extra_args=extra).start(timeout=120)
+    def gets() -> int:
+        remote = next(iter(((m.stats() or {}).get("remote") or {}).values()), {})
+        req = remote.get("requests", {})
+        return req.get("GET", 0) + req.get("ranged_GET", 0)
+
     try:
+        opened = gets()
+        busy = lib.cpu_busy_s()
         r = lib.run_child(["dd", f"if={m.file}", "of=/dev/null", "bs=1M"], daemon=m)
+        r["busy_cpu_s"] = lib.cpu_busy_s() - busy
         r["read_s"] = r["wall_s"]
         st = m.stats() or {}
-        remote = next(iter((st.get("remote") or {}).values()), {})
-        req = remote.get("requests", {})
-        r["gets"] = req.get("GET", 0) + req.get("ranged_GET", 0)
+        r["gets"] = gets() - opened
         r["disk_cache"] = st.get("disk_cache")
         return r
     finally:
         m.stop()
+
+
+def write_floor(workdir: Path, nbytes: int, reps: int = 5) -> dict:
+    """Wall and CPU seconds of writing `nbytes` as 1 MiB files (each
+    written to tmp/ and renamed into a directory of its own), the least of
+    `reps` tries: what the cache's writer does, without slabfs."""
+    import resource
+    block = os.urandom(1 << 20)
+    n = -(-nbytes // len(block))
+    best = {"wall_s": float("inf"), "cpu_s": float("inf")}
+    for _ in range(reps):
+        d = workdir / "floor"
+        shutil.rmtree(d, ignore_errors=True)
+        (d / "tmp").mkdir(parents=True)
+        lib.drop_caches()
+        t0 = time.perf_counter()
+        c0 = resource.getrusage(resource.RUSAGE_SELF)
+        for i in range(n):
+            tmp = d / "tmp" / str(i)
+            with open(tmp, "wb") as f:
+                f.write(block)
+            sub = d / "v1" / f"{i % 256:02x}"
+            sub.mkdir(parents=True, exist_ok=True)
+            os.rename(tmp, sub / str(i))
+        c1 = resource.getrusage(resource.RUSAGE_SELF)
+        wall = time.perf_counter() - t0
+        cpu = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+        best = {"wall_s": min(best["wall_s"], wall), "cpu_s": min(best["cpu_s"], cpu)}
+        shutil.rmtree(d, ignore_errors=True)
+    return best
 
 
 def one_round(slabfs, url, local, array, workdir, endpoint) -> dict:
@@ -130,6 +175,10 @@ def main() -> None:
                 lib.log(f"{name} rep {rep}: " + ", ".join(
                     f"{c} {got[c]['read_s']:.2f} s" for c in CASES))
             results["runs"][name] = runs
+            kept = statistics.median(r["disk_cache"]["bytes_written"]
+                                     for r in runs["cache, cold"])
+            results.setdefault("write_floor", {})[name] = dict(
+                write_floor(workdir, kept), bytes=kept)
     finally:
         proxy.stop()
         server.stop()
@@ -144,7 +193,19 @@ def main() -> None:
               + f" | {med['cache, cold'] / med['cache, warm']:.1f}x faster"
               + f" | {med['cache, warm'] / med['local disk']:.2f}x"
               + f" | {med['cache, cold'] / med['no cache']:.3f}x |")
-    print("\nGETs of the warm runs (must be 0):",
+    print("\n| dataset | busy CPU, no cache | busy CPU, cold | cold - no cache (time) "
+          "| write floor (time, CPU) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, runs in results["runs"].items():
+        med = {c: statistics.median(r[k] for r in runs[c])
+               for c in ("no cache", "cache, cold") for k in ("read_s",)}
+        busy = {c: statistics.median(r["busy_cpu_s"] for r in runs[c])
+                for c in ("no cache", "cache, cold")}
+        f = results["write_floor"][name]
+        print(f"| {name} | {busy['no cache']:.2f} s | {busy['cache, cold']:.2f} s "
+              f"| {med['cache, cold'] - med['no cache']:.3f} s "
+              f"| {f['wall_s']:.3f} s, {f['cpu_s']:.3f} s ({f['bytes'] / 2**20:.0f} MiB) |")
+    print("\nGETs of the warm runs' reads (must be 0):",
           {n: [r["gets"] for r in runs["cache, warm"]] for n, runs in results["runs"].items()})
 
 

@@ -224,6 +224,24 @@ pub trait Store: Send + Sync + Debug {
         Ok(Some(value[start as usize..end as usize].to_vec()))
     }
 
+    /// [`get`](Self::get) (`range` `None`) or [`get_range`](Self::get_range)
+    /// of a value that never changes once written: one named by a unique
+    /// id, as an Icechunk repository's chunks, manifests and snapshots.
+    /// A store with a disk cache keeps it by its key and range alone,
+    /// with no version to learn (no listing, no HEAD). The default reads
+    /// it as any other value.
+    fn get_immutable(
+        &self,
+        key: &str,
+        range: Option<ByteRange>,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        match range {
+            Some(r) => self.get_range(key, r),
+            None => self.get(key, limit),
+        }
+    }
+
     /// The values of many keys at once, each with its size limit, in the
     /// order asked: what [`get`](Self::get) would answer for each. The
     /// default reads them one after another, which is right for a local
@@ -345,6 +363,14 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
         (**self).get_range(key, range)
+    }
+    fn get_immutable(
+        &self,
+        key: &str,
+        range: Option<ByteRange>,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        (**self).get_immutable(key, range, limit)
     }
     fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
         (**self).get_many(keys)

@@ -287,7 +287,7 @@ impl DiskCache {
     /// `None` (a miss) when it is not here or not whole.
     pub fn get(&self, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
         let path = self.path(id, block);
-        let found = self.find(&path, id, block, len);
+        let found = self.find(&path, id, block, Some(len));
         match &found {
             Some(data) => {
                 self.counters.hits.fetch_add(1, Relaxed);
@@ -302,20 +302,45 @@ impl DiskCache {
         found
     }
 
-    /// [`DiskCache::get`] without counting it.
-    fn find(&self, path: &Path, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
+    /// A whole value kept by [`DiskCache::put_value`] (of any length: one
+    /// file, not split in blocks); `None` (a miss) when it is not here.
+    pub fn get_value(&self, id: &ObjectId) -> Option<Bytes> {
+        let found = self.find(&self.path(id, 0), id, 0, None);
+        match &found {
+            Some(data) => {
+                self.counters.hits.fetch_add(1, Relaxed);
+                self.counters
+                    .bytes_read
+                    .fetch_add(data.len() as u64, Relaxed);
+            }
+            None => {
+                self.counters.misses.fetch_add(1, Relaxed);
+            }
+        }
+        found
+    }
+
+    /// Keep `data`, the whole value of the object `id`, as one file (a
+    /// value that never changes: [`crate::storage::Store::get_immutable`]).
+    pub fn put_value(&self, id: &ObjectId, data: Bytes) {
+        self.put(id, 0, data);
+    }
+
+    /// [`DiskCache::get`] without counting it; of any length when `len`
+    /// is `None`.
+    fn find(&self, path: &Path, id: &ObjectId, block: u64, len: Option<usize>) -> Option<Bytes> {
         self.start();
         // Not written yet: served from memory.
         let waiting = self.pending.lock().files.get(path).cloned();
         if let Some(w) = waiting
             && w.id == *id
             && w.block == block
-            && w.data.len() == len
+            && len.is_none_or(|n| w.data.len() == n)
         {
             return Some(w.data.clone());
         }
         if let Some(data) = self.recent.lock().get(path)
-            && data.len() == len
+            && len.is_none_or(|n| data.len() == n)
         {
             return Some(data.clone());
         }
@@ -368,7 +393,7 @@ impl DiskCache {
     /// Whether a note was left under `id` (by this process or another, now
     /// or before a restart).
     pub fn noted(&self, id: &ObjectId) -> bool {
-        self.find(&self.path(id, NOTE), id, NOTE, 0).is_some()
+        self.find(&self.path(id, NOTE), id, NOTE, Some(0)).is_some()
     }
 
     /// Keep `data`, block `block` of the object `id`: handed to the
@@ -597,12 +622,13 @@ fn header(id: &ObjectId, block: u64, data: &[u8]) -> Vec<u8> {
 }
 
 /// Where the data of `file` is, if it is whole and is block `block` of
-/// `id`, `len` bytes long; else why not.
+/// `id`, `len` bytes long (any length its header says if `None`); else
+/// why not.
 fn decode(
     file: &[u8],
     id: &ObjectId,
     block: u64,
-    len: usize,
+    len: Option<usize>,
 ) -> std::result::Result<std::ops::Range<usize>, &'static str> {
     let u32_at = |at: usize| -> Option<u32> {
         Some(u32::from_le_bytes(file.get(at..at + 4)?.try_into().ok()?))
@@ -626,6 +652,7 @@ fn decode(
         return Err("another object's block");
     }
     let data = header_end + 4;
+    let len = len.unwrap_or(data_len);
     if data_len != len || file.len() != data + len {
         return Err("wrong length");
     }
@@ -688,6 +715,27 @@ mod tests {
         assert_eq!(c.get(&id, 0, 3).as_deref(), Some(&b"abc"[..]));
         // Not as another length.
         assert_eq!(c.get(&id, 0, 2), None);
+    }
+
+    #[test]
+    fn a_whole_value_is_one_file_of_any_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 30);
+        let id = ObjectId::new("s3://b", "s3://b/chunks/X", "immutable");
+        let value: Vec<u8> = (0..3_000_000u32).map(|i| i as u8).collect();
+        assert_eq!(c.get_value(&id), None);
+        c.put_value(&id, Bytes::from(value.clone()));
+        c.flush();
+        assert_eq!(c.get_value(&id).as_deref(), Some(&value[..]));
+        let other = ObjectId::new("s3://b", "s3://b/chunks/X", "immutable 0+10");
+        assert_eq!(c.get_value(&other), None);
+        // Cut short on disk: damage, not a shorter value.
+        let path = c.path(&id, 0);
+        let bytes = fs::read(&path).unwrap();
+        fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
+        c.recent.lock().clear();
+        assert_eq!(c.get_value(&id), None);
+        assert_eq!(c.snapshot().corrupt, 1);
     }
 
     #[test]

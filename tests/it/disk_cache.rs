@@ -373,3 +373,63 @@ fn a_warm_object_reads_like_a_local_file_until_a_block_is_fetched() {
     read(&*f, 12);
     assert!(f.latency().is_some(), "a block fetched: the link's again");
 }
+
+/// An Icechunk repository in a bucket (the committed fixture written by
+/// icechunk-python): its snapshots, manifests and chunks never change
+/// once written, so a remount re-reads every array from the disk cache
+/// with no GET (only the branch's ref, which moves, is asked again when
+/// the repository opens), and nothing is listed to learn versions.
+#[test]
+fn an_icechunk_repository_rereads_from_disk() {
+    use sha2::{Digest, Sha256};
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/icechunk");
+    s3.upload_dir(BUCKET, &fixtures.join("native"), "ice");
+    let doc: Value =
+        serde_json::from_slice(&std::fs::read(fixtures.join("expected.json")).unwrap()).unwrap();
+    let want: Vec<(String, String)> = doc["read"]["main"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(p, a)| {
+            let p = p.trim_start_matches('/').to_string();
+            (p, a["sha256"].as_str().unwrap().to_string())
+        })
+        .collect();
+    assert!(want.len() >= 3);
+    let read_all = |m: &Mount| {
+        for (path, sha) in &want {
+            let bytes = std::fs::read(m.path(path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+            let got: String = Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(&got, sha, "{path}");
+        }
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let endpoint = s3.endpoint();
+    let args = [
+        "--endpoint-url",
+        endpoint.as_str(),
+        "--disk-cache",
+        cache.to_str().unwrap(),
+        "--refresh",
+        "0",
+    ];
+    let source = format!("s3://{BUCKET}/ice");
+    let m = Mount::start(Path::new(&source), &args);
+    read_all(&m);
+    assert!(gets(&m) > 0);
+    settled(&m);
+    m.stop();
+    let m = Mount::start(Path::new(&source), &args);
+    std::fs::metadata(m.path(&want[0].0)).unwrap();
+    let (opened, listed) = (gets(&m), lists(&m));
+    read_all(&m);
+    assert_eq!((gets(&m), lists(&m)), (opened, listed), "{}", stats(&m));
+    assert!(stats(&m)["disk_cache"]["hits"].as_u64().unwrap() > 0);
+    m.stop();
+}

@@ -551,7 +551,8 @@ impl IcechunkStore {
                     offset: from(r.offset)?,
                     len: end - start,
                 };
-                match self.objects.get_range(&object, range)? {
+                // A chunk object never changes (named by a unique id).
+                match self.objects.get_immutable(&object, Some(range), u64::MAX)? {
                     Some(v) => Ok(Some(v)),
                     None => Err(self.error(key, format!("its chunk object {object} is missing"))),
                 }

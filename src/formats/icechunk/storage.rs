@@ -48,6 +48,15 @@ pub struct StoreStorage {
     store: Arc<dyn Store>,
 }
 
+/// Whether the repository object at `key` never changes once written:
+/// the spec names snapshots, manifests, transaction logs and chunks by
+/// unique ids and never rewrites them.
+pub fn is_immutable(key: &str) -> bool {
+    ["snapshots/", "manifests/", "transactions/", "chunks/"]
+        .iter()
+        .any(|p| key.starts_with(p))
+}
+
 impl StoreStorage {
     pub fn new(store: Arc<dyn Store>) -> StoreStorage {
         StoreStorage { store }
@@ -73,16 +82,25 @@ impl StoreStorage {
         }
     }
 
-    /// The value of `path`, whole or its `range`.
+    /// The value of `path`, whole or its `range`. Snapshots, manifests,
+    /// transaction logs and chunks never change once written (each is
+    /// named by a unique id): read as such ([`Store::get_immutable`]: a
+    /// disk cache keeps them without learning a version); refs, `repo`
+    /// and the config do change.
     async fn read(&self, path: &str, range: Option<&Range<u64>>) -> StorageResult<Bytes> {
         let key = path.to_string();
         let range = range.map(|r| ByteRange::At {
             offset: r.start,
             len: r.end.saturating_sub(r.start),
         });
-        self.blocking(move |s| match range {
-            Some(r) => s.get_range(&key, r),
-            None => s.get(&key, MAX_OBJECT_BYTES),
+        self.blocking(move |s| {
+            if is_immutable(&key) {
+                return s.get_immutable(&key, range, MAX_OBJECT_BYTES);
+            }
+            match range {
+                Some(r) => s.get_range(&key, r),
+                None => s.get(&key, MAX_OBJECT_BYTES),
+            }
         })
         .await
         .map(Bytes::from)

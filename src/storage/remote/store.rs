@@ -842,6 +842,41 @@ impl Store for RemoteStore {
         Some(self.remote.latency())
     }
 
+    /// With a disk cache, kept there by key and range (the version of a
+    /// value that never changes is its name): a value kept is served
+    /// without a request, one that is not is read plainly and kept. A
+    /// suffix or empty range is read as without a cache.
+    fn get_immutable(
+        &self,
+        key: &str,
+        range: Option<ByteRange>,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>> {
+        let read = || match range {
+            Some(r) => self.get_range(key, r),
+            None => self.get(key, limit),
+        };
+        let version = match range {
+            None => "immutable".to_string(),
+            Some(ByteRange::At { offset, len }) if len > 0 => format!("immutable {offset}+{len}"),
+            Some(_) => return read(),
+        };
+        let state = self.remote.state();
+        let (Some(cache), Some(id)) = (&state.disk_cache, self.object_id(key, &version)) else {
+            return read();
+        };
+        if let Some(v) = cache.get_value(&id)
+            && v.len() as u64 <= limit
+        {
+            return Ok(Some(v.to_vec()));
+        }
+        let got = read()?;
+        if let Some(v) = &got {
+            cache.put_value(&id, bytes::Bytes::copy_from_slice(v));
+        }
+        Ok(got)
+    }
+
     /// The ranges of each object merged where they lie within
     /// [`COALESCE_GAP`] of each other, one ranged GET per merged range,
     /// all of them at once (each under a `--max-requests` permit).
