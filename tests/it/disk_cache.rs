@@ -433,3 +433,58 @@ fn an_icechunk_repository_rereads_from_disk() {
     assert!(stats(&m)["disk_cache"]["hits"].as_u64().unwrap() > 0);
     m.stop();
 }
+
+/// A sharded Zarr v3 array in a bucket (zarr-python; inner chunks read by
+/// range): its shards are kept block by block, so a remount re-reads the
+/// array with no GET, and the bytes are zarr-python's every time.
+#[test]
+fn a_sharded_array_rereads_from_disk() {
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("s.zarr");
+    let raw = tmp.path().join("s.raw");
+    let write = |seed: u32| -> Vec<u8> {
+        let script = format!(
+            "import zarr, numpy as np, shutil\n\
+             shutil.rmtree({store:?}, ignore_errors=True)\n\
+             v = np.random.default_rng({seed}).random((1024, 1024), dtype='f4')\n\
+             a = zarr.create_array({store:?}, shape=v.shape, chunks=(64, 256), shards=(512, 1024), dtype='f4')\n\
+             a[:] = v\n\
+             v.astype('<f4').tofile({raw:?})\n",
+            store = store.display().to_string(),
+            raw = raw.display().to_string(),
+        );
+        common::run_python(&["-c".as_ref(), script.as_ref()]);
+        s3.upload_dir(BUCKET, &store, "s.zarr");
+        std::fs::read(&raw).unwrap()
+    };
+    let want = write(5);
+    let endpoint = s3.endpoint();
+    let cache = tmp.path().join("cache");
+    let args = [
+        "--endpoint-url",
+        endpoint.as_str(),
+        "--disk-cache",
+        cache.to_str().unwrap(),
+        "--refresh",
+        "0",
+    ];
+    let source = format!("s3://{BUCKET}/s.zarr");
+    let m = Mount::start(Path::new(&source), &args);
+    assert_eq!(std::fs::read(m.path("s.zarr")).unwrap(), want);
+    assert!(gets(&m) > 0);
+    settled(&m);
+    m.stop();
+    let m = Mount::start(Path::new(&source), &args);
+    std::fs::metadata(m.path("s.zarr")).unwrap();
+    let opened = gets(&m);
+    assert_eq!(std::fs::read(m.path("s.zarr")).unwrap(), want);
+    assert_eq!(gets(&m), opened, "{}", stats(&m));
+    m.stop();
+    // Rewritten upstream: the new values, never the blocks kept.
+    let want = write(6);
+    let m = Mount::start(Path::new(&source), &args);
+    assert_eq!(std::fs::read(m.path("s.zarr")).unwrap(), want);
+    m.stop();
+}

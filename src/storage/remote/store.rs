@@ -728,6 +728,72 @@ async fn get_value_once(
     Ok(Some((body, e_tag)))
 }
 
+/// A run of whole blocks of an object ([`get_block_run`]): its bytes (the
+/// last block cut at the object's end), and the version they are of.
+struct BlockRun {
+    bytes: bytes::Bytes,
+    e_tag: Option<String>,
+    size: u64,
+}
+
+/// The blocks `range` (block-aligned; its end may lie past the object's:
+/// the answer stops there) of `path`, pinned to `if_match` when given;
+/// `None` when the object does not exist. A failed `If-Match` is
+/// `InvalidData`.
+async fn get_block_run(
+    state: Arc<State>,
+    store: Arc<dyn ObjectStore>,
+    path: object_store::path::Path,
+    range: Range<u64>,
+    if_match: Option<String>,
+) -> io::Result<Option<BlockRun>> {
+    super::hedge::hedged(&state, |progress| {
+        let (store, path, range, if_match) =
+            (store.clone(), path.clone(), range.clone(), if_match.clone());
+        let state = &state;
+        async move {
+            let opts = GetOptions {
+                range: Some(GetRange::Bounded(range.clone())),
+                if_match,
+                ..Default::default()
+            };
+            let started = std::time::Instant::now();
+            let r = match store.get_opts(&path, opts).await {
+                Ok(r) => r,
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(io_error(e)),
+            };
+            state.note_latency(started.elapsed());
+            progress.touch();
+            let (e_tag, size) = (r.meta.e_tag.clone(), r.meta.size);
+            let want = range.start..range.end.min(size);
+            if r.range != want {
+                return Err(io::Error::other(format!(
+                    "asked for bytes {want:?}, the server answered {:?}",
+                    r.range
+                )));
+            }
+            let len = (want.end - want.start) as usize;
+            let body = match collect(r.payload, len, u64::MAX, &progress).await? {
+                Ok(b) => b,
+                Err(n) => return Err(io::Error::other(format!("{n} bytes, more than asked"))),
+            };
+            if body.len() != len {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("{} bytes received of {len}", body.len()),
+                ));
+            }
+            Ok(Some(BlockRun {
+                bytes: body.into(),
+                e_tag,
+                size,
+            }))
+        }
+    })
+    .await
+}
+
 /// What a GET ([`get_value`]) answers: `None` when the object does not
 /// exist, else the value (or its size, when over the limit) and the ETag
 /// it came with.
@@ -884,127 +950,34 @@ impl Store for RemoteStore {
         &self,
         requests: &[(String, Vec<Range<u64>>)],
     ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
-        let plans: Vec<(Result<Location>, Vec<Range<u64>>)> = requests
-            .iter()
-            .map(|(k, ranges)| {
-                (
-                    self.remote.location.child(k),
-                    merge_ranges(ranges, COALESCE_GAP),
-                )
-            })
-            .collect();
-        let mut futs = Vec::new();
-        for (loc, merged) in &plans {
-            let Ok(loc) = loc else { continue };
-            for m in merged {
-                let opts = GetOptions {
-                    range: Some(GetRange::Bounded(m.clone())),
-                    ..Default::default()
-                };
-                futs.push(get_value(
-                    self.remote.state(),
-                    self.store(),
-                    loc.prefix().clone(),
-                    opts,
-                    u64::MAX,
-                    Some(m.clone()),
-                ));
-            }
+        if self.listed.is_some() {
+            return self.ranges_through_disk(requests);
         }
-        log::debug!(
-            "{}: {} ranges of {} objects in {} GETs",
-            self.remote.location.display(),
-            requests.iter().map(|(_, r)| r.len()).sum::<usize>(),
-            requests.len(),
-            futs.len()
-        );
-        let mut got = self.remote.block_on_all(futs).into_iter();
-        plans
-            .into_iter()
-            .zip(requests)
-            .map(|((loc, merged), (_, ranges))| {
-                let loc = loc?;
-                // Every answer of this object is taken, whatever happens.
-                let parts: Vec<Result<Option<Vec<u8>>>> = merged
-                    .iter()
-                    .map(|_| value_or_error(&loc, u64::MAX, got.next().expect("one per GET")))
-                    .collect();
-                let mut bodies = Vec::with_capacity(parts.len());
-                for p in parts {
-                    match p? {
-                        Some(b) => bodies.push(b),
-                        None => return Ok(None),
-                    }
-                }
-                Ok(Some(
-                    ranges
-                        .iter()
-                        .map(|r| {
-                            if r.start >= r.end {
-                                return Vec::new();
-                            }
-                            // The merged range holding r: the last one
-                            // starting at or before it.
-                            let i = merged.partition_point(|m| m.start <= r.start) - 1;
-                            let at = (r.start - merged[i].start) as usize;
-                            bodies[i][at..at + (r.end - r.start) as usize].to_vec()
-                        })
-                        .collect(),
-                ))
-            })
-            .collect()
+        self.plain_ranges(requests)
     }
 
     fn get_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
-        let loc = self.remote.location.child(key)?;
-        let get = match range {
-            ByteRange::At { len: 0, .. } | ByteRange::Suffix(0) => {
-                // A zero-length range is not a valid HTTP range: ask
-                // whether the value exists and is long enough (a missing
-                // value is `None` for an empty range too: the storage
-                // contract).
-                let store = self.store();
-                let path = loc.prefix().clone();
-                let size = self
-                    .remote
-                    .block_on(async move {
-                        match store.head(&path).await {
-                            Ok(m) => Ok(Some(m.size)),
-                            Err(object_store::Error::NotFound { .. }) => Ok(None),
-                            Err(e) => Err(io_error(e)),
-                        }
-                    })
-                    .map_err(with_path(&loc))?;
-                return match size {
-                    None => Ok(None),
-                    Some(s) if range.resolve(s).is_some() => Ok(Some(Vec::new())),
-                    Some(s) => Err(range.out_of_bounds(&loc.display(), s)),
-                };
+        // With a disk cache, a part of a chunk object (a sharded array's
+        // inner chunk, its index) through its blocks, when its offset is
+        // known (a suffix is, once the object's size is).
+        if self.listed.is_some() {
+            self.prepare_units(&[(key.to_string(), 0)]);
+        }
+        let at = match (range, self.listed(key)) {
+            (ByteRange::At { offset, len }, _) if len > 0 => {
+                Some(offset..offset.saturating_add(len))
             }
-            ByteRange::At { offset, len } => {
-                let end = offset
-                    .checked_add(len)
-                    .ok_or_else(|| range.out_of_bounds(&loc.display(), u64::MAX))?;
-                GetRange::Bounded(offset..end)
-            }
-            ByteRange::Suffix(n) => GetRange::Suffix(n),
-        };
-        let want = match &get {
-            GetRange::Bounded(r) => Some(r.clone()),
+            (ByteRange::Suffix(n), Some((_, size))) if n > 0 && n <= size => Some(size - n..size),
             _ => None,
         };
-        let opts = GetOptions {
-            range: Some(get),
-            ..Default::default()
-        };
-        let v = self.get_with(&loc, opts, u64::MAX, want)?;
-        match (range, &v) {
-            // A suffix longer than the value comes back whole: too short.
-            (ByteRange::Suffix(n), Some(v)) if (v.len() as u64) < n => {
-                Err(range.out_of_bounds(&loc.display(), v.len() as u64))
-            }
-            _ => Ok(v),
+        if let (Some(_), Some(r)) = (&self.listed, at) {
+            let mut got = self.ranges_through_disk(&[(key.to_string(), vec![r])]);
+            return got
+                .pop()
+                .expect("one answer")
+                .map(|v| v.map(|mut parts| parts.pop().expect("one range")));
         }
+        self.plain_range(key, range)
     }
 
     /// One delimiter listing (paginated by the store) of the prefix.
@@ -1106,6 +1079,355 @@ impl Store for RemoteStore {
         let mut h = DefaultHasher::new();
         objects.hash(&mut h);
         Ok(Some(h.finish()))
+    }
+}
+
+impl RemoteStore {
+    /// [`Store::get_range`] without the disk cache: one ranged GET.
+    fn plain_range(&self, key: &str, range: ByteRange) -> Result<Option<Vec<u8>>> {
+        let loc = self.remote.location.child(key)?;
+        let get = match range {
+            ByteRange::At { len: 0, .. } | ByteRange::Suffix(0) => {
+                // A zero-length range is not a valid HTTP range: ask
+                // whether the value exists and is long enough (a missing
+                // value is `None` for an empty range too: the storage
+                // contract).
+                let store = self.store();
+                let path = loc.prefix().clone();
+                let size = self
+                    .remote
+                    .block_on(async move {
+                        match store.head(&path).await {
+                            Ok(m) => Ok(Some(m.size)),
+                            Err(object_store::Error::NotFound { .. }) => Ok(None),
+                            Err(e) => Err(io_error(e)),
+                        }
+                    })
+                    .map_err(with_path(&loc))?;
+                return match size {
+                    None => Ok(None),
+                    Some(s) if range.resolve(s).is_some() => Ok(Some(Vec::new())),
+                    Some(s) => Err(range.out_of_bounds(&loc.display(), s)),
+                };
+            }
+            ByteRange::At { offset, len } => {
+                let end = offset
+                    .checked_add(len)
+                    .ok_or_else(|| range.out_of_bounds(&loc.display(), u64::MAX))?;
+                GetRange::Bounded(offset..end)
+            }
+            ByteRange::Suffix(n) => GetRange::Suffix(n),
+        };
+        let want = match &get {
+            GetRange::Bounded(r) => Some(r.clone()),
+            _ => None,
+        };
+        let opts = GetOptions {
+            range: Some(get),
+            ..Default::default()
+        };
+        let v = self.get_with(&loc, opts, u64::MAX, want)?;
+        match (range, &v) {
+            // A suffix longer than the value comes back whole: too short.
+            (ByteRange::Suffix(n), Some(v)) if (v.len() as u64) < n => {
+                Err(range.out_of_bounds(&loc.display(), v.len() as u64))
+            }
+            _ => Ok(v),
+        }
+    }
+
+    /// [`Store::get_ranges`] through the disk cache, block by block (a
+    /// sharded array's inner chunks): the blocks of an object whose
+    /// version is known (listed or learned: [`Unit`]) are taken from disk
+    /// where they are there, the others fetched whole (one GET per run of
+    /// consecutive blocks, pinned to the version with `If-Match`; a first
+    /// read, whose version is not known yet, learns it from the answers),
+    /// all at once, and kept. An object whose version changed since, or
+    /// whose answers disagree, is read as without a cache.
+    fn ranges_through_disk(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        let state = self.remote.state().clone();
+        let Some(cache) = state.disk_cache.clone() else {
+            return self.plain_ranges(requests);
+        };
+        let keys: Vec<(String, u64)> = requests.iter().map(|(k, _)| (k.clone(), 0)).collect();
+        self.prepare_units(&keys);
+        struct Plan {
+            /// The version known: ETag and size.
+            known: Option<(String, u64)>,
+            blocks: std::collections::BTreeMap<u64, Option<bytes::Bytes>>,
+            runs: Vec<Range<u64>>,
+        }
+        let mut plans = Vec::with_capacity(requests.len());
+        let mut futs = Vec::new();
+        for (key, ranges) in requests {
+            let known = self.listed(key);
+            let mut blocks: std::collections::BTreeMap<u64, Option<bytes::Bytes>> =
+                Default::default();
+            for r in ranges.iter().filter(|r| r.start < r.end) {
+                for b in r.start / BLOCK..=(r.end - 1) / BLOCK {
+                    blocks.insert(b, None);
+                }
+            }
+            let id = known.as_ref().and_then(|(tag, _)| self.object_id(key, tag));
+            let noted = self.unit_noted(key);
+            if let (Some(id), Some((_, size)), true) = (&id, &known, noted) {
+                for (b, slot) in blocks.iter_mut() {
+                    let len = size.saturating_sub(b * BLOCK).min(BLOCK) as usize;
+                    if len > 0 {
+                        *slot = cache.get(id, *b, len);
+                    }
+                }
+            } else {
+                cache.missed();
+            }
+            let mut runs: Vec<Range<u64>> = Vec::new();
+            for (&b, slot) in &blocks {
+                if slot.is_some() {
+                    continue;
+                }
+                match runs.last_mut() {
+                    Some(r) if r.end == b => r.end += 1,
+                    _ => runs.push(b..b + 1),
+                }
+            }
+            if let Ok(loc) = self.remote.location.child(key) {
+                for run in &runs {
+                    futs.push(get_block_run(
+                        state.clone(),
+                        self.store(),
+                        loc.prefix().clone(),
+                        run.start * BLOCK..run.end * BLOCK,
+                        known.as_ref().map(|(tag, _)| tag.clone()),
+                    ));
+                }
+            }
+            plans.push(Plan {
+                known,
+                blocks,
+                runs,
+            });
+        }
+        let mut got = self.remote.block_on_all(futs).into_iter();
+        let mut out = Vec::with_capacity(requests.len());
+        for ((key, ranges), mut plan) in requests.iter().zip(plans) {
+            let Ok(loc) = self.remote.location.child(key) else {
+                out.push(Err(self
+                    .remote
+                    .location
+                    .child(key)
+                    .expect_err("failed above")));
+                continue;
+            };
+            let answers: Vec<io::Result<Option<BlockRun>>> = plan
+                .runs
+                .iter()
+                .map(|_| got.next().expect("one per run"))
+                .collect();
+            // The object's version as the answers say it: they must agree
+            // (with each other, and with the version known).
+            let mut version = plan.known.clone();
+            let mut fallback = false;
+            let mut missing = false;
+            for a in &answers {
+                match a {
+                    Ok(Some(run)) => match (&version, &run.e_tag) {
+                        (None, Some(tag)) => version = Some((tag.clone(), run.size)),
+                        (Some((tag, size)), Some(t)) if t == tag && *size == run.size => {}
+                        _ => fallback = true,
+                    },
+                    Ok(None) => missing = true,
+                    // Replaced since listed (a failed If-Match), or any
+                    // other failure: read plainly, which says what failed.
+                    Err(e) => {
+                        if e.kind() == io::ErrorKind::InvalidData {
+                            self.forget_listing(key);
+                        }
+                        fallback = true;
+                    }
+                }
+            }
+            if missing && !fallback {
+                out.push(Ok(None));
+                continue;
+            }
+            let Some((tag, size)) = version.filter(|_| !fallback) else {
+                out.push(
+                    self.plain_ranges(&[(key.clone(), ranges.clone())])
+                        .pop()
+                        .expect("one"),
+                );
+                continue;
+            };
+            for (run, a) in plan.runs.iter().zip(answers) {
+                let Ok(Some(a)) = a else { continue };
+                for b in run.clone() {
+                    let at = ((b - run.start) * BLOCK) as usize;
+                    let len = size.saturating_sub(b * BLOCK).min(BLOCK) as usize;
+                    if len == 0 || at + len > a.bytes.len() {
+                        continue;
+                    }
+                    let block = a.bytes.slice(at..at + len);
+                    self.arrived_block(key, &tag, size, b, block.clone());
+                    plan.blocks.insert(b, Some(block));
+                }
+            }
+            let parts: Result<Vec<Vec<u8>>> = ranges
+                .iter()
+                .map(|r| {
+                    if r.start >= r.end {
+                        return Ok(Vec::new());
+                    }
+                    if r.end > size {
+                        let asked = ByteRange::At {
+                            offset: r.start,
+                            len: r.end - r.start,
+                        };
+                        return Err(asked.out_of_bounds(&loc.display(), size));
+                    }
+                    let mut v = Vec::with_capacity((r.end - r.start) as usize);
+                    let mut pos = r.start;
+                    while pos < r.end {
+                        let b = pos / BLOCK;
+                        let data = plan.blocks[&b].as_deref().unwrap_or_default();
+                        let from = (pos - b * BLOCK) as usize;
+                        let n = (r.end - pos).min(data.len().saturating_sub(from) as u64);
+                        if n == 0 {
+                            return Err(with_path(&loc)(io::Error::new(
+                                io::ErrorKind::UnexpectedEof,
+                                format!("block {b} is short"),
+                            )));
+                        }
+                        v.extend_from_slice(&data[from..from + n as usize]);
+                        pos += n;
+                    }
+                    Ok(v)
+                })
+                .collect();
+            out.push(parts.map(Some));
+        }
+        out
+    }
+
+    /// Whether the disk cache has a note of `key`'s unit (its blocks may
+    /// be there).
+    fn unit_noted(&self, key: &str) -> bool {
+        let unit = listing_unit(key, self.too_big(key)).0;
+        self.listed
+            .as_ref()
+            .and_then(|m| {
+                m.lock()
+                    .peek(&unit)
+                    .map(|u| u.noted.load(Ordering::Relaxed))
+            })
+            .unwrap_or(false)
+    }
+
+    /// Block `b` of `key` (version `tag`, `size` bytes) arrived: kept,
+    /// the version learned and the unit noted, as [`Self::arrived`] does
+    /// for whole values.
+    fn arrived_block(&self, key: &str, tag: &str, size: u64, b: u64, block: bytes::Bytes) {
+        let (Some(memo), Some(cache)) = (&self.listed, &self.remote.state().disk_cache) else {
+            return;
+        };
+        let unit_key = listing_unit(key, self.too_big(key)).0;
+        let Some(unit) = memo.lock().get(&unit_key).cloned() else {
+            return;
+        };
+        {
+            let mut versions = unit.versions.write();
+            let rel = &key[unit_key.len()..];
+            if versions.len() < LISTED_MAX && !versions.contains_key(rel) {
+                versions.insert(rel.to_string(), (tag.to_string(), size));
+            }
+        }
+        if let Some(id) = self.object_id(key, tag) {
+            cache.put(&id, b, block);
+        }
+        if !unit.noted.swap(true, Ordering::Relaxed)
+            && let Some(note) = self.note_id(key)
+        {
+            cache.note(&note);
+        }
+    }
+    /// [`Store::get_ranges`] without the disk cache: the ranges of each
+    /// object merged where they lie within [`COALESCE_GAP`] of each
+    /// other, one ranged GET per merged range, all at once.
+    fn plain_ranges(
+        &self,
+        requests: &[(String, Vec<Range<u64>>)],
+    ) -> Vec<Result<Option<Vec<Vec<u8>>>>> {
+        let plans: Vec<(Result<Location>, Vec<Range<u64>>)> = requests
+            .iter()
+            .map(|(k, ranges)| {
+                (
+                    self.remote.location.child(k),
+                    merge_ranges(ranges, COALESCE_GAP),
+                )
+            })
+            .collect();
+        let mut futs = Vec::new();
+        for (loc, merged) in &plans {
+            let Ok(loc) = loc else { continue };
+            for m in merged {
+                let opts = GetOptions {
+                    range: Some(GetRange::Bounded(m.clone())),
+                    ..Default::default()
+                };
+                futs.push(get_value(
+                    self.remote.state(),
+                    self.store(),
+                    loc.prefix().clone(),
+                    opts,
+                    u64::MAX,
+                    Some(m.clone()),
+                ));
+            }
+        }
+        log::debug!(
+            "{}: {} ranges of {} objects in {} GETs",
+            self.remote.location.display(),
+            requests.iter().map(|(_, r)| r.len()).sum::<usize>(),
+            requests.len(),
+            futs.len()
+        );
+        let mut got = self.remote.block_on_all(futs).into_iter();
+        plans
+            .into_iter()
+            .zip(requests)
+            .map(|((loc, merged), (_, ranges))| {
+                let loc = loc?;
+                // Every answer of this object is taken, whatever happens.
+                let parts: Vec<Result<Option<Vec<u8>>>> = merged
+                    .iter()
+                    .map(|_| value_or_error(&loc, u64::MAX, got.next().expect("one per GET")))
+                    .collect();
+                let mut bodies = Vec::with_capacity(parts.len());
+                for p in parts {
+                    match p? {
+                        Some(b) => bodies.push(b),
+                        None => return Ok(None),
+                    }
+                }
+                Ok(Some(
+                    ranges
+                        .iter()
+                        .map(|r| {
+                            if r.start >= r.end {
+                                return Vec::new();
+                            }
+                            // The merged range holding r: the last one
+                            // starting at or before it.
+                            let i = merged.partition_point(|m| m.start <= r.start) - 1;
+                            let at = (r.start - merged[i].start) as usize;
+                            bodies[i][at..at + (r.end - r.start) as usize].to_vec()
+                        })
+                        .collect(),
+                ))
+            })
+            .collect()
     }
 }
 
