@@ -286,8 +286,11 @@ impl DiskCache {
     /// Block `block` of the object `id`, which must hold `len` bytes;
     /// `None` (a miss) when it is not here or not whole.
     pub fn get(&self, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
-        let path = self.path(id, block);
-        let found = self.find(&path, id, block, Some(len));
+        self.counted(self.find(&self.path(id, block), id, block, Some(len)))
+    }
+
+    /// `found`, counted as a hit or a miss.
+    fn counted(&self, found: Option<Bytes>) -> Option<Bytes> {
         match &found {
             Some(data) => {
                 self.counters.hits.fetch_add(1, Relaxed);
@@ -305,19 +308,7 @@ impl DiskCache {
     /// A whole value kept by [`DiskCache::put_value`] (of any length: one
     /// file, not split in blocks); `None` (a miss) when it is not here.
     pub fn get_value(&self, id: &ObjectId) -> Option<Bytes> {
-        let found = self.find(&self.path(id, 0), id, 0, None);
-        match &found {
-            Some(data) => {
-                self.counters.hits.fetch_add(1, Relaxed);
-                self.counters
-                    .bytes_read
-                    .fetch_add(data.len() as u64, Relaxed);
-            }
-            None => {
-                self.counters.misses.fetch_add(1, Relaxed);
-            }
-        }
-        found
+        self.counted(self.find(&self.path(id, 0), id, 0, None))
     }
 
     /// Keep `data`, the whole value of the object `id`, as one file (a

@@ -478,9 +478,16 @@ impl RemoteStore {
     }
 
     /// `key`'s value `v` arrived with the ETag `tag` (its listed version,
-    /// or the answer's): kept on disk under it, learned if its unit is
-    /// learning, and the unit noted.
+    /// or the answer's): learned, and kept on disk under it.
     fn arrived(&self, key: &str, tag: &str, v: &[u8]) {
+        self.learn(key, tag, v.len() as u64);
+        self.keep(key, tag, v);
+    }
+
+    /// `key` is at version `tag` (`size` bytes), as a GET's answer says,
+    /// and its blocks are about to be kept: the version learned if its
+    /// unit is learning, the unit noted in the disk cache.
+    fn learn(&self, key: &str, tag: &str, size: u64) {
         let (Some(memo), Some(cache)) = (&self.listed, &self.remote.state().disk_cache) else {
             return;
         };
@@ -492,10 +499,9 @@ impl RemoteStore {
             let mut versions = unit.versions.write();
             let rel = &key[unit_key.len()..];
             if versions.len() < LISTED_MAX && !versions.contains_key(rel) {
-                versions.insert(rel.to_string(), (tag.to_string(), v.len() as u64));
+                versions.insert(rel.to_string(), (tag.to_string(), size));
             }
         }
-        self.keep(key, tag, v);
         if !unit.noted.swap(true, Ordering::Relaxed)
             && let Some(note) = self.note_id(key)
         {
@@ -685,14 +691,9 @@ async fn get_value_once(
     want: Option<Range<u64>>,
     progress: Arc<super::hedge::Progress>,
 ) -> Answer {
-    let started = std::time::Instant::now();
-    let r = match store.get_opts(&path, opts).await {
-        Ok(r) => r,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(io_error(e)),
+    let Some(r) = answered(state, &store, &path, opts, &progress).await? else {
+        return Ok(None);
     };
-    state.note_latency(started.elapsed());
-    progress.touch();
     if let Some(want) = &want
         && r.range != *want
     {
@@ -757,14 +758,9 @@ async fn get_block_run(
                 if_match,
                 ..Default::default()
             };
-            let started = std::time::Instant::now();
-            let r = match store.get_opts(&path, opts).await {
-                Ok(r) => r,
-                Err(object_store::Error::NotFound { .. }) => return Ok(None),
-                Err(e) => return Err(io_error(e)),
+            let Some(r) = answered(state, &store, &path, opts, &progress).await? else {
+                return Ok(None);
             };
-            state.note_latency(started.elapsed());
-            progress.touch();
             let (e_tag, size) = (r.meta.e_tag.clone(), r.meta.size);
             let want = range.start..range.end.min(size);
             if r.range != want {
@@ -798,6 +794,27 @@ async fn get_block_run(
 /// exist, else the value (or its size, when over the limit) and the ETag
 /// it came with.
 type Answer = io::Result<Option<(std::result::Result<Vec<u8>, u64>, Option<String>)>>;
+
+/// The answer's head to a GET of `path` with `opts` (`None`: no such
+/// object), the time it took noted as the link's latency and `progress`
+/// touched.
+async fn answered(
+    state: &State,
+    store: &Arc<dyn ObjectStore>,
+    path: &object_store::path::Path,
+    opts: GetOptions,
+    progress: &super::hedge::Progress,
+) -> io::Result<Option<object_store::GetResult>> {
+    let started = std::time::Instant::now();
+    let r = match store.get_opts(path, opts).await {
+        Ok(r) => r,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(io_error(e)),
+    };
+    state.note_latency(started.elapsed());
+    progress.touch();
+    Ok(Some(r))
+}
 
 /// What [`Store::get`] answers for the outcome of [`get_value`] on `loc`.
 fn value_or_error(loc: &Location, limit: u64, got: Answer) -> Result<Option<Vec<u8>>> {
@@ -1261,6 +1278,8 @@ impl RemoteStore {
                 );
                 continue;
             };
+            self.learn(key, &tag, size);
+            let id = self.object_id(key, &tag);
             for (run, a) in plan.runs.iter().zip(answers) {
                 let Ok(Some(a)) = a else { continue };
                 for b in run.clone() {
@@ -1270,7 +1289,9 @@ impl RemoteStore {
                         continue;
                     }
                     let block = a.bytes.slice(at..at + len);
-                    self.arrived_block(key, &tag, size, b, block.clone());
+                    if let Some(id) = &id {
+                        cache.put(id, b, block.clone());
+                    }
                     plan.blocks.insert(b, Some(block));
                 }
             }
@@ -1325,33 +1346,6 @@ impl RemoteStore {
             .unwrap_or(false)
     }
 
-    /// Block `b` of `key` (version `tag`, `size` bytes) arrived: kept,
-    /// the version learned and the unit noted, as [`Self::arrived`] does
-    /// for whole values.
-    fn arrived_block(&self, key: &str, tag: &str, size: u64, b: u64, block: bytes::Bytes) {
-        let (Some(memo), Some(cache)) = (&self.listed, &self.remote.state().disk_cache) else {
-            return;
-        };
-        let unit_key = listing_unit(key, self.too_big(key)).0;
-        let Some(unit) = memo.lock().get(&unit_key).cloned() else {
-            return;
-        };
-        {
-            let mut versions = unit.versions.write();
-            let rel = &key[unit_key.len()..];
-            if versions.len() < LISTED_MAX && !versions.contains_key(rel) {
-                versions.insert(rel.to_string(), (tag.to_string(), size));
-            }
-        }
-        if let Some(id) = self.object_id(key, tag) {
-            cache.put(&id, b, block);
-        }
-        if !unit.noted.swap(true, Ordering::Relaxed)
-            && let Some(note) = self.note_id(key)
-        {
-            cache.note(&note);
-        }
-    }
     /// [`Store::get_ranges`] without the disk cache: the ranges of each
     /// object merged where they lie within [`COALESCE_GAP`] of each
     /// other, one ranged GET per merged range, all at once.
