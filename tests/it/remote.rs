@@ -3626,8 +3626,44 @@ fn storage_conformance_of_remote_stores_and_files() {
         ..Limits::default()
     };
     conformance::check_files("WithUrls, S3", &with_urls, Path::new(&url), moto);
-    check(&S3::start(), "s3s-fs");
+    let s3s = S3::start();
+    check(&s3s, "s3s-fs");
     conformance::check_files("WithUrls, local", &with_urls, tmp.path(), Limits::default());
+
+    // With a disk cache (values, parts of values and blocks kept on disk,
+    // versions learned or listed): the same answers, the first time and
+    // from the disk, in this process and the next.
+    let cache_dir = tempfile::tempdir().unwrap();
+    let url = format!("s3://{BUCKET}/conf");
+    for pass in ["cold", "warm", "remount"] {
+        if pass != "warm" {
+            set_remote(remote::Config {
+                endpoint_url: Some(s3s.endpoint()),
+                timeout: Duration::from_secs(20),
+                retries: 3,
+                disk_cache: Some(slabfs::storage::disk_cache::DiskCacheConfig {
+                    dir: cache_dir.path().to_path_buf(),
+                    size: 1 << 30,
+                }),
+                ..remote::Config::default()
+            });
+        }
+        let files = RemoteFiles::new(&net(), vec![Location::parse(&url).unwrap()]).unwrap();
+        conformance::check_files(
+            &format!("S3 with a disk cache ({pass})"),
+            &files,
+            Path::new(&url),
+            Limits::default(),
+        );
+        while net().disk_cache().unwrap().bytes_pending != 0 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    assert!(
+        net().disk_cache().unwrap().hits > 0,
+        "{:?}",
+        net().disk_cache()
+    );
 
     let http = Http::start(tmp.path(), false);
     configure(None);
