@@ -305,7 +305,9 @@ fn a_zarr_store_rereads_from_disk_and_follows_a_rewrite() {
     let s3 = common::s3s::S3s::start();
     s3.create_bucket(BUCKET);
     let tmp = tempfile::tempdir().unwrap();
-    let write = zarr_in_bucket(&s3, tmp.path(), "z.zarr", "chunks=(256, 512)");
+    // Chunks of whole rows: a read inside one is served from that chunk
+    // alone (`read_shared`).
+    let write = zarr_in_bucket(&s3, tmp.path(), "z.zarr", "chunks=(128, 1024)");
     let want = write(1);
     let endpoint = s3.endpoint();
     let cache = tmp.path().join("cache");
@@ -336,6 +338,21 @@ fn a_zarr_store_rereads_from_disk_and_follows_a_rewrite() {
     assert_eq!(std::fs::read(m.path("z.zarr")).unwrap(), want);
     assert_eq!(gets(&m), opened, "{}", stats(&m));
     assert_eq!(stats(&m)["disk_cache"]["hits"], 8);
+    m.stop();
+    // A read of one chunk alone (4 KiB in the middle) too.
+    let m = Mount::start(Path::new(&source), &args);
+    std::fs::metadata(m.path("z.zarr")).unwrap();
+    let opened = gets(&m);
+    let mut piece = vec![0u8; 4096];
+    let at = want.len() / 2 + 12_345;
+    std::os::unix::fs::FileExt::read_exact_at(
+        &std::fs::File::open(m.path("z.zarr")).unwrap(),
+        &mut piece,
+        at as u64,
+    )
+    .unwrap();
+    assert_eq!(piece, want[at..at + 4096]);
+    assert_eq!(gets(&m), opened, "{}", stats(&m));
     m.stop();
     let want = write(2);
     let m = Mount::start(Path::new(&source), &args);

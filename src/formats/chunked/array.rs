@@ -395,7 +395,14 @@ impl ChunkedArray {
             );
         }
         let key = self.chunk_key(tile);
-        let raw = self.store.get(&key, limit)?;
+        // As one of many (`get_many`), not as a single value (`get`): a
+        // store tells chunks from metadata that way (a remote store keeps
+        // chunks in its disk cache, never metadata).
+        let raw = self
+            .store
+            .get_many(&[(key.clone(), limit)])
+            .pop()
+            .expect("one answer")?;
         match &raw {
             None => log::debug!(
                 "{}: chunk {tile:?} missing, fill value",
