@@ -199,6 +199,82 @@ fn virtual_references_read_where_admitted_and_unchanged() {
     assert!(etag.contains("ETag"), "{etag}");
 }
 
+/// Descriptors of this process open on `file`.
+fn descriptors_on(file: &Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == file))
+        .count()
+}
+
+/// The local file of virtual chunks is kept open between chunks (one
+/// descriptor for all of its chunks, none once the repository is
+/// closed), and a file kept open is read only while its path still names
+/// it and it is the version the references recorded: a symlink leading
+/// outside the roots or a FIFO swapped in for it is refused (at once:
+/// nothing waits on the FIFO), the file put back reads again, and a
+/// rewrite in place fails the reads, never serves other bytes.
+#[test]
+fn virtual_files_stay_open_and_are_checked_on_every_read() {
+    use slabfs::formats::icechunk::IcechunkStore;
+    use slabfs::storage::Store;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    virtual_repository(&dir);
+    let repo = dir.join("virtual");
+    let src = dir.join("src");
+    let nc4 = src.join("sample4.nc");
+    let opts = slabfs::formats::Options::new(vec![repo.clone(), src.clone()], cache());
+    let store = IcechunkStore::open(&repo, None, &opts).unwrap();
+    let get = |key: &str| store.get(key, u64::MAX).map(|v| v.expect(key));
+    // tas (6, 18, 24) in chunks (2, 9, 12): 12 chunks of sample4.nc.
+    let tas: Vec<String> = (0..3)
+        .flat_map(|t| {
+            (0..2).flat_map(move |y| (0..2).map(move |x| format!("nc4/tas/c/{t}/{y}/{x}")))
+        })
+        .collect();
+    let first: Vec<Vec<u8>> = tas.iter().map(|k| get(k).unwrap()).collect();
+    let elev = get("etag_elev/c/0/0").unwrap();
+    assert_eq!(descriptors_on(&nc4), 1, "one descriptor for every chunk");
+    // A symlink to a copy outside the roots swapped in: refused, though
+    // the file kept open is still the right one.
+    let outside = dir.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::copy(&nc4, outside.join("sample4.nc")).unwrap();
+    let aside = src.join("sample4.aside");
+    std::fs::rename(&nc4, &aside).unwrap();
+    std::os::unix::fs::symlink(outside.join("sample4.nc"), &nc4).unwrap();
+    let e = get(&tas[0]).unwrap_err().to_string();
+    assert!(e.contains("outside the allowed locations"), "{e}");
+    // A FIFO: refused, and the read returns.
+    std::fs::remove_file(&nc4).unwrap();
+    let fifo = std::ffi::CString::new(nc4.to_str().unwrap()).unwrap();
+    // SAFETY: `fifo` is a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+    let e = get(&tas[0]).unwrap_err().to_string();
+    assert!(e.contains("sample4.nc"), "{e}");
+    // The file put back: the same bytes.
+    std::fs::remove_file(&nc4).unwrap();
+    std::fs::rename(&aside, &nc4).unwrap();
+    for (key, want) in tas.iter().zip(&first) {
+        assert_eq!(&get(key).unwrap(), want, "{key}");
+    }
+    assert_eq!(get("etag_elev/c/0/0").unwrap(), elev);
+    assert_eq!(descriptors_on(&nc4), 1);
+    // Rewritten in place (the same inode, kept open): its modification
+    // time and ETag no longer match the references'.
+    let bytes = std::fs::read(&nc4).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    std::fs::write(&nc4, &bytes).unwrap();
+    let e = get("etag_elev/c/0/0").unwrap_err().to_string();
+    assert!(e.contains("ETag"), "{e}");
+    let e = get(&tas[0]).unwrap_err().to_string();
+    assert!(e.contains("changed since the reference was written"), "{e}");
+    drop(store);
+    assert_eq!(descriptors_on(&nc4), 0, "closed with the repository");
+}
+
 /// A real mount of the committed repository, at main and at `--ref dev`:
 /// every array's bytes equal zarr-python's.
 #[test]

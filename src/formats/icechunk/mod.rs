@@ -49,6 +49,8 @@ use icechunk::session::Session;
 
 use crate::error::{Error, Result};
 use crate::formats::Options;
+use crate::storage::local::confine::Roots;
+use crate::storage::local::descriptors::CachedFile;
 use crate::storage::location::url_of;
 use crate::storage::scope::Scope;
 use crate::storage::{ByteRange, ReadAt, Store};
@@ -362,15 +364,31 @@ pub struct IcechunkStore {
     /// The repository's directory (confined like every store): where
     /// native chunks are.
     objects: Arc<dyn Store>,
-    /// The virtual chunk containers' URL prefixes.
-    containers: Vec<String>,
+    /// The virtual chunk containers' URL prefixes (parsed once: they are
+    /// matched for every virtual chunk read).
+    containers: Vec<url::Url>,
     scope: Arc<Scope>,
+    /// `scope`'s local roots, shared with the local files kept open.
+    roots: Arc<Roots>,
     /// Objects of virtual chunks open now, by URL ([`OPEN_OBJECTS`]).
     opened: parking_lot::Mutex<lru::LruCache<String, Arc<dyn ReadAt>>>,
+    /// Local files of virtual chunks open now, by the path their URL
+    /// names ([`OPEN_OBJECTS`]; see [`IcechunkStore::read_local`]).
+    local_files: parking_lot::Mutex<lru::LruCache<PathBuf, Arc<CachedFile>>>,
 }
 
-/// The most objects of virtual chunks kept open per repository (each a
-/// HEAD saved for its next chunks; a few hundred bytes).
+/// An empty table of [`OPEN_OBJECTS`] open things.
+fn open_at_most<K: std::hash::Hash + Eq, V>() -> parking_lot::Mutex<lru::LruCache<K, V>> {
+    parking_lot::Mutex::new(lru::LruCache::new(
+        std::num::NonZeroUsize::new(OPEN_OBJECTS).expect("not zero"),
+    ))
+}
+
+/// The most objects or local files of virtual chunks kept open per
+/// repository, each kind (an object: a HEAD saved for its next chunks; a
+/// file: its path, identity and a slot in the process's bounded
+/// descriptor cache, which decides how many are really open; a few
+/// hundred bytes each).
 const OPEN_OBJECTS: usize = 256;
 
 impl std::fmt::Debug for IcechunkStore {
@@ -418,10 +436,11 @@ impl IcechunkStore {
                 .readonly_session(&version)
                 .await
                 .map_err(|e| fail(&format!("cannot read {reference:?}"), &e))?;
-            let containers: Vec<String> = repo
+            // A prefix that is no URL can hold no location.
+            let containers: Vec<url::Url> = repo
                 .config()
                 .virtual_chunk_containers()
-                .map(|c| c.url_prefix().to_string())
+                .filter_map(|c| url::Url::parse(c.url_prefix()).ok())
                 .collect();
             let mut nodes = BTreeMap::new();
             let listed = session
@@ -444,6 +463,7 @@ impl IcechunkStore {
         })?;
         let snapshot = session.snapshot_id().to_string();
         log::debug!("{shown}: Icechunk {reference:?} is snapshot {snapshot}");
+        let scope = opts.scope_for(dir);
         Ok(IcechunkStore {
             dir: dir.to_path_buf(),
             session,
@@ -451,10 +471,10 @@ impl IcechunkStore {
             nodes,
             objects,
             containers,
-            scope: opts.scope_for(dir),
-            opened: parking_lot::Mutex::new(lru::LruCache::new(
-                std::num::NonZeroUsize::new(OPEN_OBJECTS).expect("not zero"),
-            )),
+            roots: Arc::new(scope.local().clone()),
+            scope,
+            opened: open_at_most(),
+            local_files: open_at_most(),
         })
     }
 
@@ -589,15 +609,13 @@ impl IcechunkStore {
     ) -> Result<Vec<u8>> {
         let refuse = |why: String| self.error(key, format!("virtual chunk in {url}: {why}"));
         let parsed = url::Url::parse(url).map_err(|e| refuse(format!("not a URL: {e}")))?;
-        let contained = self.containers.iter().any(|p| {
-            url::Url::parse(p).is_ok_and(|c| {
-                c.scheme() == parsed.scheme()
-                    && c.host() == parsed.host()
-                    && c.port_or_known_default() == parsed.port_or_known_default()
-                    && c.username() == parsed.username()
-                    && parsed.path().starts_with(c.path().trim_end_matches('/'))
-                    && parsed.path()[c.path().trim_end_matches('/').len()..].starts_with('/')
-            })
+        let contained = self.containers.iter().any(|c| {
+            c.scheme() == parsed.scheme()
+                && c.host() == parsed.host()
+                && c.port_or_known_default() == parsed.port_or_known_default()
+                && c.username() == parsed.username()
+                && parsed.path().starts_with(c.path().trim_end_matches('/'))
+                && parsed.path()[c.path().trim_end_matches('/').len()..].starts_with('/')
         });
         if !contained {
             return Err(refuse(
@@ -613,20 +631,75 @@ impl IcechunkStore {
         let path = parsed
             .to_file_path()
             .map_err(|()| refuse("not a local file path".into()))?;
-        let real = self.scope.local().check(&path).map_err(|real| {
-            refuse(format!(
-                "outside the allowed locations ({}): it resolves to {}",
-                self.scope.describe(),
-                real.display()
-            ))
-        })?;
         let pick = |meta: &std::fs::Metadata| -> std::result::Result<(u64, u64), String> {
             let modified = (meta.mtime(), meta.mtime_nsec());
             same_version(checksum, Some(&local_etag(meta)), Some(modified))?;
             within(offset, len, meta.len())
         };
-        crate::storage::local::read_verified(self.scope.local(), &real, pick, |e| e.to_string())
-            .map_err(refuse)
+        self.read_local(&path, pick).map_err(refuse)
+    }
+
+    /// The bytes `pick` chooses of the local file `path` (a virtual
+    /// chunk's), from its metadata as the file is now: `pick` checks the
+    /// reference's checksum and range.
+    ///
+    /// The file is kept open for the next chunks (a virtual repository
+    /// reads hundreds of chunks of each file, and opening one checked
+    /// costs its path resolved, a `/proc` lookup and the kernel's
+    /// read-ahead state of the file started again): [`OPEN_OBJECTS`] per
+    /// repository, each through the process's bounded descriptor cache
+    /// ([`CachedFile`]). A file kept is read only while its path still
+    /// names it (a `stat` of the path, the same device and inode as the
+    /// descriptor's): a file replaced, or a symlink or FIFO swapped in,
+    /// is opened anew through the checks of a first open, which refuse
+    /// what they always refused; and every read checks the checksum
+    /// against the descriptor's metadata now and is read again when the
+    /// file changed during it, so bytes are always of the version checked.
+    fn read_local(
+        &self,
+        path: &Path,
+        pick: impl Fn(&std::fs::Metadata) -> std::result::Result<(u64, u64), String>,
+    ) -> std::result::Result<Vec<u8>, String> {
+        use crate::storage::local::read_open_verified;
+        let io_err = |e: io::Error| e.to_string();
+        let kept = self.local_files.lock().get(path).cloned();
+        if let Some(file) = kept {
+            let same_file = || -> io::Result<Option<Arc<std::fs::File>>> {
+                let named = std::fs::metadata(path)?;
+                let open = file.descriptor()?;
+                let meta = open.metadata()?;
+                Ok(((named.dev(), named.ino()) == (meta.dev(), meta.ino())).then_some(open))
+            };
+            match same_file() {
+                Ok(Some(open)) => {
+                    let read = read_open_verified(&open, path, &pick, io_err);
+                    if read.is_err() {
+                        // Nothing failed is kept: the next read opens it again.
+                        self.local_files.lock().pop(path);
+                    }
+                    return read;
+                }
+                // Replaced, gone, or its descriptor could not be had
+                // again: opened as if for the first time.
+                _ => {
+                    self.local_files.lock().pop(path);
+                }
+            }
+        }
+        let real = self.roots.check(path).map_err(|real| {
+            format!(
+                "outside the allowed locations ({}): it resolves to {}",
+                self.scope.describe(),
+                real.display()
+            )
+        })?;
+        let file = CachedFile::open_admitted(&real, self.roots.clone()).map_err(io_err)?;
+        let open = file.descriptor().map_err(io_err)?;
+        let read = read_open_verified(&open, &real, &pick, io_err)?;
+        self.local_files
+            .lock()
+            .put(path.to_path_buf(), Arc::new(file));
+        Ok(read)
     }
 
     /// [`Self::read_virtual`] of an object-store or HTTP location: opened

@@ -242,6 +242,25 @@ impl CachedFile {
         roots: Option<Arc<Roots>>,
     ) -> io::Result<CachedFile> {
         let file = open_file(path, roots.as_deref())?;
+        CachedFile::new_in(cache, path, roots, file)
+    }
+
+    /// [`CachedFile::open`] of `real`, a path [`Roots::check`] admitted
+    /// already (the caller words its own refusal): opened checked
+    /// ([`open_checked`]), and opened confined to `roots` again whenever
+    /// its descriptor was closed.
+    pub fn open_admitted(real: &Path, roots: Arc<Roots>) -> io::Result<CachedFile> {
+        let file = open_checked(&roots, real)?;
+        CachedFile::new_in(global(), real, Some(roots), file)
+    }
+
+    /// The file `file`, just opened at `path`, in `cache`.
+    fn new_in(
+        cache: &'static Descriptors,
+        path: &Path,
+        roots: Option<Arc<Roots>>,
+        file: File,
+    ) -> io::Result<CachedFile> {
         cache.opened.fetch_add(1, Ordering::Relaxed);
         let meta = file.metadata()?;
         let f = CachedFile {
@@ -253,6 +272,14 @@ impl CachedFile {
         };
         cache.put(f.id, Arc::new(file));
         Ok(f)
+    }
+
+    /// The open file, for a caller that checks its metadata around a
+    /// read ([`super::fs_store::read_open_verified`]): the cached
+    /// descriptor, or the path opened again (and checked to be the same
+    /// file).
+    pub fn descriptor(&self) -> io::Result<Arc<File>> {
+        self.file()
     }
 
     /// The open file: the cached descriptor, or the path opened again

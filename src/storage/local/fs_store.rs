@@ -71,23 +71,9 @@ pub fn read_verified<E>(
     pick: impl Fn(&Metadata) -> std::result::Result<(u64, u64), E>,
     io_err: impl Fn(io::Error) -> E,
 ) -> std::result::Result<Vec<u8>, E> {
-    use std::os::unix::fs::FileExt;
     for attempt in 1..=TORN_READ_RETRIES + 1 {
         let file = descriptors::open_checked(roots, real).map_err(&io_err)?;
-        let before = file.metadata().map_err(&io_err)?;
-        let (start, end) = pick(&before)?;
-        let mut buf = vec![0u8; (end - start) as usize];
-        if start == 0 && end == before.len() {
-            buf.clear();
-            (&file)
-                .take(end.saturating_add(1))
-                .read_to_end(&mut buf)
-                .map_err(&io_err)?;
-        } else {
-            file.read_exact_at(&mut buf, start).map_err(&io_err)?;
-        }
-        let after = file.metadata().map_err(&io_err)?;
-        if file_identity(&before) == file_identity(&after) && buf.len() as u64 == end - start {
+        if let Some(buf) = read_picked(&file, &pick, &io_err)? {
             return Ok(buf);
         }
         log::debug!(
@@ -95,10 +81,73 @@ pub fn read_verified<E>(
             real.display()
         );
     }
-    Err(io_err(io::Error::other(format!(
+    Err(changed_every_time(&io_err))
+}
+
+/// [`read_verified`] through a descriptor open already (a file kept open
+/// across reads, [`descriptors::CachedFile::descriptor`]): `pick` sees
+/// the metadata of the file as it is now (`fstat`), and a read during
+/// which it changed is read again. Whether `file` is still the file its
+/// path names is the caller's to check.
+pub fn read_open_verified<E>(
+    file: &File,
+    shown: &Path,
+    pick: impl Fn(&Metadata) -> std::result::Result<(u64, u64), E>,
+    io_err: impl Fn(io::Error) -> E,
+) -> std::result::Result<Vec<u8>, E> {
+    for attempt in 1..=TORN_READ_RETRIES + 1 {
+        if let Some(buf) = read_picked(file, &pick, &io_err)? {
+            return Ok(buf);
+        }
+        log::debug!(
+            "{}: changed while being read (attempt {attempt}), reading again",
+            shown.display()
+        );
+    }
+    Err(changed_every_time(&io_err))
+}
+
+/// One read of the bytes `pick` chooses from `file`'s metadata; `None`
+/// when the file's identity changed during the read (a torn read).
+fn read_picked<E>(
+    file: &File,
+    pick: &impl Fn(&Metadata) -> std::result::Result<(u64, u64), E>,
+    io_err: &impl Fn(io::Error) -> E,
+) -> std::result::Result<Option<Vec<u8>>, E> {
+    use std::os::unix::fs::FileExt;
+    let before = file.metadata().map_err(io_err)?;
+    let (start, end) = pick(&before)?;
+    let mut buf = vec![0u8; (end - start) as usize];
+    if start == 0 && end == before.len() {
+        // Read to the end (and one byte more), so a file that grew is
+        // caught too; with positioned reads, since a descriptor kept open
+        // is shared by reads running at once.
+        buf.push(0);
+        let mut n = 0;
+        while n < buf.len() {
+            match file.read_at(&mut buf[n..], n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_err(e)),
+            }
+        }
+        buf.truncate(n);
+    } else {
+        file.read_exact_at(&mut buf, start).map_err(io_err)?;
+    }
+    let after = file.metadata().map_err(io_err)?;
+    Ok(
+        (file_identity(&before) == file_identity(&after) && buf.len() as u64 == end - start)
+            .then_some(buf),
+    )
+}
+
+fn changed_every_time<E>(io_err: &impl Fn(io::Error) -> E) -> E {
+    io_err(io::Error::other(format!(
         "the file changed while being read, {} times in a row",
         TORN_READ_RETRIES + 1
-    ))))
+    )))
 }
 
 /// The identity of a file's contents as far as `stat` can tell: equal

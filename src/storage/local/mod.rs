@@ -23,4 +23,4 @@ pub mod files;
 pub mod fs_store;
 
 pub use files::{OsFiles, confined, os};
-pub use fs_store::{FsStore, TORN_READ_RETRIES, file_identity, read_verified};
+pub use fs_store::{FsStore, TORN_READ_RETRIES, file_identity, read_open_verified, read_verified};
