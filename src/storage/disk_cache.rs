@@ -40,9 +40,10 @@
 //! - **Starts at once**: the directory is walked (its size counted, stale
 //!   `tmp/` files removed) on a thread of its own, started at the first
 //!   read; the same thread then writes the blocks reads hand it, so a
-//!   read never waits for the disk (a block waiting to be written is
-//!   served from memory; at most [`PENDING_MAX`] bytes wait, beyond that
-//!   blocks are not kept).
+//!   read does not wait for the disk (a block waiting to be written is
+//!   served from memory). At most [`PENDING_MAX`] bytes wait: beyond,
+//!   while the writer is behind, a read writes its blocks itself, so
+//!   memory stays bounded and every block read is kept.
 //! - **Read once**: the last [`RECENT_BLOCKS`] blocks read from disk are
 //!   kept in memory, checked: reads of neighbouring parts of one object
 //!   (an HDF5 file's chunks, which straddle blocks) do not read and check
@@ -177,6 +178,9 @@ pub struct DiskCache {
     from_readers: parking_lot::Mutex<Option<std::sync::mpsc::Receiver<PathBuf>>>,
     started: std::sync::Once,
     me: std::sync::Weak<DiskCache>,
+    /// Tests hold the writer thread back with it.
+    #[cfg(test)]
+    writer_paused: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -193,8 +197,9 @@ struct Waiting {
     data: Bytes,
 }
 
-/// The most bytes waiting for the writer thread: beyond, blocks are not
-/// kept (a disk slower than the network must not grow memory).
+/// The most bytes waiting for the writer thread: beyond, the reads write
+/// their blocks themselves (a disk slower than the network must not grow
+/// memory, and a busy writer must not lose blocks).
 pub const PENDING_MAX: u64 = 64 << 20;
 
 impl DiskCache {
@@ -225,6 +230,8 @@ impl DiskCache {
             from_readers: parking_lot::Mutex::new(Some(rx)),
             started: std::sync::Once::new(),
             me: me.clone(),
+            #[cfg(test)]
+            writer_paused: AtomicBool::new(false),
         }))
     }
 
@@ -245,6 +252,10 @@ impl DiskCache {
                     }
                     while let Ok(path) = rx.recv() {
                         let Some(c) = weak.upgrade() else { break };
+                        #[cfg(test)]
+                        while c.writer_paused.load(Relaxed) {
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
                         c.write(&path);
                     }
                 });
@@ -389,9 +400,11 @@ impl DiskCache {
 
     /// Keep `data`, block `block` of the object `id`: handed to the
     /// writer thread (the read that fetched it does not wait for the
-    /// disk), and served from memory until written. Never fails: a write
-    /// that fails turns writes off for a while ([`WRITES_OFF`]); while
-    /// [`PENDING_MAX`] bytes wait already, the block is not kept.
+    /// disk), and served from memory until written. While [`PENDING_MAX`]
+    /// bytes wait already (the writer is behind: a busy machine, a slow
+    /// disk), the block is written here, on the caller's thread: memory
+    /// stays bounded and what is read is kept. Never fails: a write that
+    /// fails turns writes off for a while ([`WRITES_OFF`]).
     pub fn put(&self, id: &ObjectId, block: u64, data: Bytes) {
         self.start();
         let off = self.writes_off_since.load(Relaxed);
@@ -407,7 +420,12 @@ impl DiskCache {
         });
         {
             let mut pending = self.pending.lock();
-            if pending.bytes + n > PENDING_MAX || pending.files.contains_key(&path) {
+            if pending.files.contains_key(&path) {
+                return;
+            }
+            if pending.bytes + n > PENDING_MAX {
+                drop(pending);
+                self.publish(&path, &waiting);
                 return;
             }
             pending.bytes += n;
@@ -446,16 +464,16 @@ impl DiskCache {
     /// The writer thread: publish each pending file (write to `tmp/`,
     /// rename into place), account for it, evict when over the limit.
     fn write(&self, path: &Path) {
-        self.publish(path);
+        let waiting = self.pending.lock().files.get(path).cloned();
+        if let Some(w) = waiting {
+            self.publish(path, &w);
+        }
         // Pending until accounted for (and evicted if need be): what
         // [`DiskCache::flush`] waits for.
         self.unpend(path);
     }
 
-    fn publish(&self, path: &Path) {
-        let Some(w) = self.pending.lock().files.get(path).cloned() else {
-            return;
-        };
+    fn publish(&self, path: &Path, w: &Waiting) {
         let n = self.written.fetch_add(1, Relaxed);
         let tmp = self.tmp.join(format!("{}-{n}", std::process::id()));
         // The header here, off the read's path; the data as the read
@@ -727,6 +745,33 @@ mod tests {
         c.recent.lock().clear();
         assert_eq!(c.get_value(&id), None);
         assert_eq!(c.snapshot().corrupt, 1);
+    }
+
+    #[test]
+    fn blocks_beyond_the_pending_bound_are_written_by_the_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 30);
+        c.writer_paused.store(true, Relaxed);
+        let id = ObjectId::new("s3://b", "s3://b/k", "e");
+        let blocks = (PENDING_MAX / BLOCK) as usize + 8;
+        for b in 0..blocks {
+            c.put(&id, b as u64, Bytes::from(vec![b as u8; BLOCK as usize]));
+        }
+        // The writer held back: memory stays bounded, the blocks beyond
+        // the bound are on disk already.
+        assert!(c.snapshot().bytes_pending <= PENDING_MAX);
+        let on_disk = (0..blocks)
+            .filter(|b| c.path(&id, *b as u64).exists())
+            .count();
+        assert_eq!(on_disk, 8);
+        c.writer_paused.store(false, Relaxed);
+        c.flush();
+        // Every block kept, read back by another process.
+        let other = cache(dir.path(), 1 << 30);
+        for b in 0..blocks {
+            let got = other.get(&id, b as u64, BLOCK as usize).expect("kept");
+            assert!(got.iter().all(|&x| x == b as u8));
+        }
     }
 
     #[test]
