@@ -415,10 +415,22 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     });
     ready.stopping();
     drop(refresher);
+    // Blocks read and not yet written to the disk cache: written before
+    // the process ends (a restart keeps what was read), bounded in time.
+    if cfg.remote.flush_disk_cache(DISK_CACHE_FLUSH) == Some(false) {
+        log::warn!(
+            "disk cache: blocks still being written after {} s; left out",
+            DISK_CACHE_FLUSH.as_secs()
+        );
+    }
     served?;
     log::info!("unmounted {}", mnt.display());
     Ok(())
 }
+
+/// How long an unmount waits for the disk cache's pending blocks (at most
+/// 64 MiB: well under a second on any disk that works).
+const DISK_CACHE_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What the metrics endpoint shows ([`exporter`]): the collector of each
 /// subsystem ([`crate::metrics::Collect`]), each reading the counters its

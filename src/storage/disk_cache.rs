@@ -251,11 +251,14 @@ impl DiskCache {
                         c.scan();
                     }
                     while let Ok(path) = rx.recv() {
-                        let Some(c) = weak.upgrade() else { break };
                         #[cfg(test)]
-                        while c.writer_paused.load(Relaxed) {
+                        while weak
+                            .upgrade()
+                            .is_some_and(|c| c.writer_paused.load(Relaxed))
+                        {
                             std::thread::sleep(Duration::from_millis(1));
                         }
+                        let Some(c) = weak.upgrade() else { break };
                         c.write(&path);
                     }
                 });
@@ -461,6 +464,19 @@ impl DiskCache {
         }
     }
 
+    /// [`DiskCache::flush`], waiting at most `timeout`: whether every
+    /// block is written.
+    pub fn flush_for(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut pending = self.pending.lock();
+        while !pending.files.is_empty() {
+            if self.drained.wait_until(&mut pending, deadline).timed_out() {
+                return pending.files.is_empty();
+            }
+        }
+        true
+    }
+
     /// The writer thread: publish each pending file (write to `tmp/`,
     /// rename into place), account for it, evict when over the limit.
     fn write(&self, path: &Path) {
@@ -595,6 +611,18 @@ impl DiskCache {
             log::debug!("disk cache: {removed} blocks evicted, {total} bytes held");
         }
         self.used.store(total, Relaxed);
+    }
+}
+
+/// What reads handed the writer and it has not written yet is written as
+/// the cache goes (a command that ends keeps what it read; the writer
+/// thread holds the cache only while it writes one block).
+impl Drop for DiskCache {
+    fn drop(&mut self) {
+        let waiting: Vec<(PathBuf, Arc<Waiting>)> = self.pending.lock().files.drain().collect();
+        for (path, w) in waiting {
+            self.publish(&path, &w);
+        }
     }
 }
 
@@ -771,6 +799,36 @@ mod tests {
         for b in 0..blocks {
             let got = other.get(&id, b as u64, BLOCK as usize).expect("kept");
             assert!(got.iter().all(|&x| x == b as u8));
+        }
+    }
+
+    #[test]
+    fn pending_blocks_are_written_when_the_cache_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 30);
+        c.writer_paused.store(true, Relaxed);
+        let id = ObjectId::new("s3://b", "s3://b/k", "e");
+        for b in 0..4 {
+            c.put(&id, b, Bytes::from(vec![b as u8; 1000]));
+        }
+        assert!(
+            !c.flush_for(Duration::from_millis(50)),
+            "the writer is held"
+        );
+        let paths: Vec<PathBuf> = (0..4).map(|b| c.path(&id, b)).collect();
+        drop(c);
+        // (Dropped here, or by the writer thread if it held the cache at
+        // that moment: written either way.)
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !paths.iter().all(|p| p.exists()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let other = cache(dir.path(), 1 << 30);
+        for b in 0..4 {
+            assert_eq!(
+                other.get(&id, b, 1000).as_deref(),
+                Some(&[b as u8; 1000][..])
+            );
         }
     }
 

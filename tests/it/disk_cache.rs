@@ -489,7 +489,7 @@ fn a_sharded_array_rereads_from_disk() {
     let m = Mount::start(Path::new(&source), &args);
     assert_eq!(std::fs::read(m.path("s.zarr")).unwrap(), want);
     assert!(gets(&m) > 0);
-    settled(&m);
+    // Unmounted at once: the unmount writes what is still pending.
     m.stop();
     let m = Mount::start(Path::new(&source), &args);
     std::fs::metadata(m.path("s.zarr")).unwrap();

@@ -283,6 +283,14 @@ impl Remote {
         self.inner.state.disk_cache.as_ref().map(|c| c.snapshot())
     }
 
+    /// Wait (at most `timeout`) until the disk cache has written every
+    /// block handed to it: `None` without a disk cache, else whether it
+    /// has.
+    pub fn flush_disk_cache(&self, timeout: std::time::Duration) -> Option<bool> {
+        let cache = self.inner.state.disk_cache.as_ref()?;
+        Some(cache.flush_for(timeout))
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &Config {
         &self.inner.state.config
