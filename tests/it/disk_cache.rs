@@ -503,3 +503,156 @@ fn a_sharded_array_rereads_from_disk() {
     assert_eq!(std::fs::read(m.path("s.zarr")).unwrap(), want);
     m.stop();
 }
+
+// Regressions found by a review of the disk cache (session 16).
+
+fn review_net(
+    s3: &common::s3s::S3s,
+    cache: &Path,
+) -> (
+    slabfs::storage::remote::Remote,
+    std::sync::Arc<dyn slabfs::storage::Store>,
+) {
+    use slabfs::storage::Network;
+    use slabfs::storage::location::Location;
+    use slabfs::storage::remote::{Config, Remote};
+    let net = Remote::new(Config {
+        endpoint_url: Some(s3.endpoint()),
+        disk_cache: Some(slabfs::storage::disk_cache::DiskCacheConfig {
+            dir: cache.to_path_buf(),
+            size: 1 << 30,
+        }),
+        ..Default::default()
+    });
+    let url = format!("s3://{BUCKET}/arr");
+    let loc = Location::parse(&url).unwrap();
+    let files = net.files(vec![loc.clone()]).unwrap();
+    let store = files.store_at(&loc).unwrap();
+    (net, store)
+}
+
+fn review_put(s3: &common::s3s::S3s, dir: &Path, key: &str, data: &[u8]) {
+    let f = dir.join(format!("up-{}", data.len()));
+    std::fs::write(&f, data).unwrap();
+    s3.put_files(BUCKET, vec![(key.to_string(), f)]);
+}
+
+fn review_count(net: &slabfs::storage::remote::Remote, kind: &str) -> u64 {
+    let i = slabfs::storage::remote::metrics::KINDS
+        .iter()
+        .position(|k| *k == kind)
+        .unwrap();
+    net.metrics().iter().map(|s| s.requests[i]).sum()
+}
+
+/// A suffix read (a shard index at the end) of a chunk object whose
+/// version the store learned, after the object was replaced upstream by
+/// one of another size: the answer must be the last bytes of one version
+/// or the other, never bytes from the middle of the new one.
+#[test]
+fn review_suffix_after_replace_reads_the_tail() {
+    use slabfs::storage::ByteRange;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let a: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8).collect();
+    let b: Vec<u8> = (0..4u32 << 20).map(|i| (i % 241) as u8 ^ 0x5a).collect();
+    review_put(&s3, tmp.path(), "arr/c/0", &a);
+    let (_net, store) = review_net(&s3, &tmp.path().join("cache"));
+    // An inner chunk read: version A learned (block 0 only fetched).
+    let got = store
+        .get_range("c/0", ByteRange::At { offset: 0, len: 10 })
+        .unwrap()
+        .unwrap();
+    assert_eq!(got, a[..10]);
+    // Replaced upstream by a larger object.
+    review_put(&s3, tmp.path(), "arr/c/0", &b);
+    let tail = store
+        .get_range("c/0", ByteRange::Suffix(10))
+        .unwrap()
+        .unwrap();
+    assert!(
+        tail == a[a.len() - 10..] || tail == b[b.len() - 10..],
+        "the last 10 bytes of neither version: {tail:?} (B at 3 MiB - 10: {:?})",
+        &b[a.len() - 10..a.len()]
+    );
+}
+
+/// An Icechunk chunk read by range (get_immutable) on a miss goes through
+/// the chunk-unit machinery: it notes `chunks/`, and a remount that
+/// misses one chunk lists the whole `chunks/` directory.
+#[test]
+fn review_immutable_miss_lists_chunks_dir_on_remount() {
+    use slabfs::storage::ByteRange;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    for i in 0..5 {
+        review_put(
+            &s3,
+            tmp.path(),
+            &format!("arr/chunks/X{i}"),
+            &vec![i as u8; 1000 + i],
+        );
+    }
+    let cache = tmp.path().join("cache");
+    {
+        let (net, store) = review_net(&s3, &cache);
+        let v = store
+            .get_immutable(
+                "chunks/X0",
+                Some(ByteRange::At {
+                    offset: 0,
+                    len: 100,
+                }),
+                u64::MAX,
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(v, vec![0u8; 100]);
+        net.flush_disk_cache(Duration::from_secs(10));
+        let files = blocks(&cache).len();
+        eprintln!("files in the cache after one immutable range read: {files}");
+    }
+    let (net, store) = review_net(&s3, &cache);
+    let before = review_count(&net, "LIST");
+    store
+        .get_immutable(
+            "chunks/X1",
+            Some(ByteRange::At {
+                offset: 0,
+                len: 100,
+            }),
+            u64::MAX,
+        )
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        review_count(&net, "LIST"),
+        before,
+        "an immutable read listed chunks/"
+    );
+}
+
+/// A range at the far end of u64 (a corrupt manifest's offset): past the
+/// end, an UnexpectedEof error, never a panic.
+#[test]
+fn review_range_near_u64_max_is_an_error() {
+    use slabfs::storage::ByteRange;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    review_put(&s3, tmp.path(), "arr/c/0", &[1u8; 100]);
+    let (_net, store) = review_net(&s3, &tmp.path().join("cache"));
+    let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.get_range(
+            "c/0",
+            ByteRange::At {
+                offset: u64::MAX - 10,
+                len: 5,
+            },
+        )
+    }));
+    let got = got.expect("no panic");
+    assert!(got.is_err(), "{got:?}");
+}

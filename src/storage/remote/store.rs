@@ -935,8 +935,10 @@ impl Store for RemoteStore {
         range: Option<ByteRange>,
         limit: u64,
     ) -> Result<Option<Vec<u8>>> {
+        // Read plainly on a miss: not through the chunk blocks (which
+        // would keep it twice and note its directory for a listing).
         let read = || match range {
-            Some(r) => self.get_range(key, r),
+            Some(r) => self.plain_range(key, r),
             None => self.get(key, limit),
         };
         let version = match range {
@@ -980,19 +982,26 @@ impl Store for RemoteStore {
         if self.listed.is_some() {
             self.prepare_units(&[(key.to_string(), 0)]);
         }
-        let at = match (range, self.listed(key)) {
+        let known = self.listed(key);
+        let at = match (range, &known) {
             (ByteRange::At { offset, len }, _) if len > 0 => {
-                Some(offset..offset.saturating_add(len))
+                offset.checked_add(len).map(|e| offset..e)
             }
-            (ByteRange::Suffix(n), Some((_, size))) if n > 0 && n <= size => Some(size - n..size),
+            (ByteRange::Suffix(n), Some((_, size))) if n > 0 && n <= *size => Some(size - n..*size),
             _ => None,
         };
         if let (Some(_), Some(r)) = (&self.listed, at) {
-            let mut got = self.ranges_through_disk(&[(key.to_string(), vec![r])]);
-            return got
+            let got = self
+                .ranges_through_disk(&[(key.to_string(), vec![r])])
                 .pop()
                 .expect("one answer")
                 .map(|v| v.map(|mut parts| parts.pop().expect("one range")));
+            // A suffix was placed by the size known before: if the object
+            // changed meanwhile (the version known is not that one any
+            // more), its tail is elsewhere: read as asked.
+            if !matches!(range, ByteRange::Suffix(_)) || self.listed(key) == known {
+                return got;
+            }
         }
         self.plain_range(key, range)
     }
@@ -1216,7 +1225,7 @@ impl RemoteStore {
                         state.clone(),
                         self.store(),
                         loc.prefix().clone(),
-                        run.start * BLOCK..run.end * BLOCK,
+                        run.start.saturating_mul(BLOCK)..run.end.saturating_mul(BLOCK),
                         known.as_ref().map(|(tag, _)| tag.clone()),
                     ));
                 }
