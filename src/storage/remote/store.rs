@@ -522,9 +522,7 @@ impl RemoteStore {
         let state = self.remote.state();
         let cache = state.disk_cache.as_ref()?;
         // Nothing of a unit without a note is on disk: not even looked for.
-        let unit = listing_unit(key, self.too_big(key)).0;
-        let memo = self.listed.as_ref()?;
-        if !memo.lock().peek(&unit)?.noted.load(Ordering::Relaxed) {
+        if !self.unit_noted(key) {
             cache.missed();
             return None;
         }
@@ -727,6 +725,47 @@ async fn get_value_once(
         ));
     }
     Ok(Some((body, e_tag)))
+}
+
+/// The runs of consecutive indices of `blocks` (ascending): one GET each.
+fn block_runs(blocks: impl IntoIterator<Item = u64>) -> Vec<Range<u64>> {
+    let mut runs: Vec<Range<u64>> = Vec::new();
+    for b in blocks {
+        match runs.last_mut() {
+            Some(r) if r.end == b => r.end += 1,
+            _ => runs.push(b..b + 1),
+        }
+    }
+    runs
+}
+
+/// Fill `buf` with an object's bytes from `pos` on, out of its `blocks`
+/// ([`BLOCK`] bytes each, by index); an error if one is missing or short.
+fn copy_from_blocks(
+    blocks: &std::collections::BTreeMap<u64, Option<bytes::Bytes>>,
+    mut pos: u64,
+    buf: &mut [u8],
+) -> io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        let b = pos / BLOCK;
+        let data = blocks
+            .get(&b)
+            .and_then(|d| d.as_deref())
+            .unwrap_or_default();
+        let from = (pos - b * BLOCK) as usize;
+        let n = data.len().saturating_sub(from).min(buf.len() - filled);
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("block {b} is missing or short"),
+            ));
+        }
+        buf[filled..filled + n].copy_from_slice(&data[from..from + n]);
+        filled += n;
+        pos += n as u64;
+    }
+    Ok(())
 }
 
 /// A run of whole blocks of an object ([`get_block_run`]): its bytes (the
@@ -1209,16 +1248,7 @@ impl RemoteStore {
             } else {
                 cache.missed();
             }
-            let mut runs: Vec<Range<u64>> = Vec::new();
-            for (&b, slot) in &blocks {
-                if slot.is_some() {
-                    continue;
-                }
-                match runs.last_mut() {
-                    Some(r) if r.end == b => r.end += 1,
-                    _ => runs.push(b..b + 1),
-                }
-            }
+            let runs = block_runs(blocks.iter().filter(|(_, s)| s.is_none()).map(|(&b, _)| b));
             if let Ok(loc) = self.remote.location.child(key) {
                 for run in &runs {
                     futs.push(get_block_run(
@@ -1317,22 +1347,8 @@ impl RemoteStore {
                         };
                         return Err(asked.out_of_bounds(&loc.display(), size));
                     }
-                    let mut v = Vec::with_capacity((r.end - r.start) as usize);
-                    let mut pos = r.start;
-                    while pos < r.end {
-                        let b = pos / BLOCK;
-                        let data = plan.blocks[&b].as_deref().unwrap_or_default();
-                        let from = (pos - b * BLOCK) as usize;
-                        let n = (r.end - pos).min(data.len().saturating_sub(from) as u64);
-                        if n == 0 {
-                            return Err(with_path(&loc)(io::Error::new(
-                                io::ErrorKind::UnexpectedEof,
-                                format!("block {b} is short"),
-                            )));
-                        }
-                        v.extend_from_slice(&data[from..from + n as usize]);
-                        pos += n;
-                    }
+                    let mut v = vec![0; (r.end - r.start) as usize];
+                    copy_from_blocks(&plan.blocks, r.start, &mut v).map_err(with_path(&loc))?;
                     Ok(v)
                 })
                 .collect();
@@ -1692,17 +1708,7 @@ impl RemoteFile {
         }
         self.fetch_blocks(cache, id, &still, &mut blocks)?;
         for (offset, buf) in reads.iter_mut() {
-            let mut pos = *offset;
-            let mut filled = 0;
-            while filled < buf.len() {
-                let b = pos / BLOCK;
-                let data = blocks[&b].as_deref().expect("every block taken or fetched");
-                let from = (pos - b * BLOCK) as usize;
-                let n = (data.len() - from).min(buf.len() - filled);
-                buf[filled..filled + n].copy_from_slice(&data[from..from + n]);
-                filled += n;
-                pos += n as u64;
-            }
+            copy_from_blocks(&blocks, *offset, buf).map_err(|e| self.named(e))?;
         }
         Ok(())
     }
@@ -1718,13 +1724,7 @@ impl RemoteFile {
     ) -> io::Result<()> {
         let size = self.version.size;
         let block_len = |b: u64| (size - b * BLOCK).min(BLOCK) as usize;
-        let mut runs: Vec<Range<u64>> = Vec::new();
-        for &b in wanted {
-            match runs.last_mut() {
-                Some(r) if r.end == b => r.end += 1,
-                _ => runs.push(b..b + 1),
-            }
-        }
+        let runs = block_runs(wanted.iter().copied());
         if !runs.is_empty() {
             let futs = runs
                 .iter()
