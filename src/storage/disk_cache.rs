@@ -303,6 +303,12 @@ impl DiskCache {
         self.counted(self.find(&self.path(id, block), id, block, Some(len)))
     }
 
+    /// [`DiskCache::get`] without counting a hit or a miss: a second look
+    /// at a block just counted.
+    pub fn lookup(&self, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
+        self.find(&self.path(id, block), id, block, Some(len))
+    }
+
     /// `found`, counted as a hit or a miss.
     fn counted(&self, found: Option<Bytes>) -> Option<Bytes> {
         match &found {

@@ -1689,7 +1689,19 @@ impl RemoteFile {
             missing.into_iter().partition(|b| fetching.insert(*b))
         };
         let claimed = Claimed(self, &mine);
-        self.fetch_blocks(cache, id, &mine, &mut blocks)?;
+        // Another read may have fetched and kept one of them between the
+        // look above and the claim: taken from the cache, not fetched
+        // (and written) a second time.
+        let mut to_fetch = Vec::with_capacity(mine.len());
+        for &b in &mine {
+            match cache.lookup(id, b, block_len(b)) {
+                Some(v) => {
+                    blocks.insert(b, Some(v));
+                }
+                None => to_fetch.push(b),
+            }
+        }
+        self.fetch_blocks(cache, id, &to_fetch, &mut blocks)?;
         drop(claimed);
         if !theirs.is_empty() {
             let mut fetching = self.fetching.lock();
