@@ -48,6 +48,11 @@
 //!   kept in memory, checked: reads of neighbouring parts of one object
 //!   (an HDF5 file's chunks, which straddle blocks) do not read and check
 //!   a block twice.
+//! - **Read ahead**: a block read from disk asks the kernel to start
+//!   reading the next [`READ_AHEAD_BLOCKS`] blocks of its object
+//!   (`posix_fadvise(WILLNEED)`), as it does by itself within one file: a
+//!   run of reads through an object finds its blocks in memory instead of
+//!   waiting on the disk for each one.
 //!
 //! # Notes
 //!
@@ -76,6 +81,10 @@ const MAGIC: &[u8; 8] = b"SLABFSB\x01";
 
 /// Blocks read from disk kept in memory (see the module docs): 16 MiB.
 pub const RECENT_BLOCKS: usize = 16;
+
+/// Blocks of an object a read from disk asks the kernel to read ahead
+/// (see the module docs): 8 MiB.
+pub const READ_AHEAD_BLOCKS: u64 = 8;
 
 /// The block index of a note ([`DiskCache::note`]).
 const NOTE: u64 = u64::MAX;
@@ -171,6 +180,9 @@ pub struct DiskCache {
     pending: parking_lot::Mutex<Pending>,
     /// The last blocks read from disk, checked ([`RECENT_BLOCKS`]).
     recent: parking_lot::Mutex<lru::LruCache<PathBuf, Bytes>>,
+    /// The object whose blocks were asked for last ([`READ_AHEAD_BLOCKS`])
+    /// and the last block asked for.
+    ahead: parking_lot::Mutex<(String, u64)>,
     /// Signalled when nothing is pending ([`DiskCache::flush`]).
     drained: parking_lot::Condvar,
     to_writer: parking_lot::Mutex<Option<std::sync::mpsc::Sender<PathBuf>>>,
@@ -225,6 +237,7 @@ impl DiskCache {
             recent: parking_lot::Mutex::new(lru::LruCache::new(
                 std::num::NonZeroUsize::new(RECENT_BLOCKS).expect("not zero"),
             )),
+            ahead: Default::default(),
             drained: Default::default(),
             to_writer: parking_lot::Mutex::new(Some(tx)),
             from_readers: parking_lot::Mutex::new(Some(rx)),
@@ -366,6 +379,7 @@ impl DiskCache {
         };
         match decode(&file, id, block, len) {
             Ok(range) => {
+                self.read_ahead(id, block);
                 touch(path);
                 // A view of the file read, not a copy.
                 let data = Bytes::from(file).slice(range);
@@ -387,6 +401,44 @@ impl DiskCache {
                 None
             }
         }
+    }
+
+    /// Ask the kernel to read the blocks of `id` after `block` that the
+    /// last call did not ask for, up to [`READ_AHEAD_BLOCKS`] ahead; stops
+    /// at the first one not here. Returns how many it asked for.
+    fn read_ahead(&self, id: &ObjectId, block: u64) -> u64 {
+        if block == NOTE {
+            return 0;
+        }
+        let to = block.saturating_add(READ_AHEAD_BLOCKS);
+        let from = {
+            let mut ahead = self.ahead.lock();
+            let from = if ahead.0 == id.hash && (block..to).contains(&ahead.1) {
+                ahead.1 + 1
+            } else {
+                block + 1
+            };
+            if from > to {
+                return 0;
+            }
+            if ahead.0 != id.hash {
+                ahead.0.clone_from(&id.hash);
+            }
+            ahead.1 = to;
+            from
+        };
+        let mut asked = 0;
+        for b in from..=to {
+            let Ok(file) = fs::File::open(self.path(id, b)) else {
+                break;
+            };
+            use std::os::fd::AsRawFd;
+            // SAFETY: a hint about an open descriptor's pages; no memory
+            // is touched.
+            unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_WILLNEED) };
+            asked += 1;
+        }
+        asked
     }
 
     /// Count a miss of a block not looked for (its object's version is
@@ -758,6 +810,37 @@ mod tests {
         assert_eq!(c.get(&id, 0, 3).as_deref(), Some(&b"abc"[..]));
         // Not as another length.
         assert_eq!(c.get(&id, 0, 2), None);
+    }
+
+    #[test]
+    fn a_run_of_reads_from_disk_asks_for_the_next_blocks_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 30);
+        let id = ObjectId::new("s3://b", "s3://b/k", "e");
+        let other = ObjectId::new("s3://b", "s3://b/other", "e");
+        for b in 0..12 {
+            c.put(&id, b, Bytes::from_static(b"abc"));
+        }
+        c.put(&other, 0, Bytes::from_static(b"abc"));
+        c.put(&other, 1, Bytes::from_static(b"abc"));
+        c.flush();
+        let asked = |b: u64| c.read_ahead(&id, b);
+        // The first read asks for the next 8; each next one for one more,
+        // until the object's blocks here end.
+        assert_eq!(asked(0), READ_AHEAD_BLOCKS);
+        assert_eq!(asked(1), 1);
+        assert_eq!(asked(2), 1);
+        assert_eq!(asked(3), 1);
+        assert_eq!(asked(4), 0, "block 11 is the last here");
+        // A read elsewhere in the object starts a run of its own.
+        assert_eq!(asked(2), READ_AHEAD_BLOCKS);
+        // Another object's read, then this one's again: asked anew.
+        assert_eq!(c.read_ahead(&other, 0), 1);
+        assert_eq!(asked(3), READ_AHEAD_BLOCKS);
+        // A read from disk asks: block 0 of `id` read (not from memory).
+        c.recent.lock().clear();
+        assert_eq!(c.get(&id, 0, 3).as_deref(), Some(&b"abc"[..]));
+        assert_eq!(asked(1), 1, "blocks 1-8 were asked for by the read of 0");
     }
 
     #[test]
