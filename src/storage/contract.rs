@@ -159,6 +159,23 @@ pub trait Files: Send + Sync + Debug {
     /// Open `path` for positioned reads.
     fn open(&self, path: &Path) -> io::Result<Arc<dyn ReadAt>>;
 
+    /// Open `path` and read `len` bytes at `offset` of it: the bytes are
+    /// of the version the reader returned reads. The default opens, then
+    /// reads; a remote object does both with one request (a ranged GET
+    /// whose answer tells its size and version, where an open alone is a
+    /// HEAD), which saves a first read a round trip.
+    fn open_and_read(
+        &self,
+        path: &Path,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<(Arc<dyn ReadAt>, bytes::Bytes)> {
+        let file = self.open(path)?;
+        let mut buf = vec![0; len];
+        file.read_exact_at(&mut buf, offset)?;
+        Ok((file, buf.into()))
+    }
+
     /// The Zarr store rooted at the directory `root`.
     fn store(&self, root: &Path) -> Arc<dyn Store>;
 }

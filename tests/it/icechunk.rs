@@ -1051,6 +1051,53 @@ fn virtual_references_into_a_bucket_are_confined_and_checked() {
     );
 }
 
+/// The first chunk read of a virtual object in a bucket opens it with its
+/// GET (whose answer tells the version to check), not a HEAD and a GET:
+/// one round trip fewer before the first bytes. Its version is still
+/// checked (above: a replaced object is refused).
+#[test]
+fn a_virtual_object_is_opened_by_its_first_get() {
+    use common::servers::S3Server;
+    use slabfs::storage::remote::{Config, Remote, metrics::KINDS};
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let generate = fixtures().join("generate.py");
+    python(&[
+        generate.as_os_str(),
+        "s3".as_ref(),
+        dir.as_os_str(),
+        s3.endpoint().as_ref(),
+        BUCKET.as_ref(),
+    ]);
+    let expected_doc = doc(dir);
+    let remote = Arc::new(Remote::new(Config {
+        endpoint_url: Some(s3.endpoint()),
+        timeout: std::time::Duration::from_secs(20),
+        retries: 3,
+        ..Default::default()
+    }));
+    let count = |kind: &str| -> u64 {
+        let i = KINDS.iter().position(|k| *k == kind).unwrap();
+        remote.metrics().iter().map(|s| s.requests[i]).sum()
+    };
+    let repo = PathBuf::from(format!("s3://{BUCKET}/ice/virtual"));
+    let nc = PathBuf::from(expected_doc["container_prefix"].as_str().unwrap());
+    let net: Arc<dyn slabfs::storage::Network> = remote.clone();
+    let ds = dataset::open_in(&repo, cache(), &[nc], Some(net)).unwrap();
+    let heads = count("HEAD");
+    let gets = count("ranged_GET") + count("GET");
+    read_head(&ds, "etag_elev", 16).unwrap();
+    assert_eq!(count("HEAD"), heads, "no HEAD before the first chunk");
+    assert!(count("ranged_GET") + count("GET") > gets);
+    // Every array as zarr-python reads it: the chunk that first GET read
+    // (kept decoded in the cache) and the chunks read through the object
+    // it opened, still without a HEAD.
+    check_all(&ds, &expected(&expected_doc, "main"));
+    assert_eq!(count("HEAD"), heads);
+}
+
 // ---------------------------------------------------------------------------
 // Repositories changed by the icechunk crate itself (a migration, spec-2
 // branches), review of the object-storage change

@@ -704,9 +704,12 @@ impl IcechunkStore {
 
     /// [`Self::read_virtual`] of an object-store or HTTP location: opened
     /// through the URL roots (`--allow-outside URL`, or the repository's
-    /// own bucket), its version (a HEAD) checked against `checksum`, and
-    /// read pinned to that version (`If-Match`), so every byte is of the
-    /// version checked. Open objects are kept ([`OPEN_OBJECTS`] of them)
+    /// own bucket), its version checked against `checksum`, and read
+    /// pinned to that version (`If-Match`), so every byte is of the
+    /// version checked. The first chunk of an object opens it and reads
+    /// in one request ([`crate::storage::Files::open_and_read`]: its answer tells the
+    /// version, no HEAD first), and its bytes are used only once the
+    /// version checks. Open objects are kept ([`OPEN_OBJECTS`] of them)
     /// for the next chunks of the same file; a failed one is dropped.
     fn read_remote(
         &self,
@@ -722,12 +725,15 @@ impl IcechunkStore {
             )
         })?;
         let cached = self.opened.lock().get(url).cloned();
-        let file = match cached {
-            Some(f) => f,
+        let (file, first) = match cached {
+            Some(f) => (f, None),
             None => {
-                let f = files.open(Path::new(url)).map_err(|e| e.to_string())?;
+                let n = usize::try_from(len).map_err(|_| format!("{len} bytes are too many"))?;
+                let (f, bytes) = files
+                    .open_and_read(Path::new(url), offset, n)
+                    .map_err(|e| e.to_string())?;
                 self.opened.lock().put(url.to_string(), f.clone());
-                f
+                (f, Some(bytes))
             }
         };
         let read = || -> std::result::Result<Vec<u8>, String> {
@@ -739,6 +745,9 @@ impl IcechunkStore {
                 .map(|ns| (ns.div_euclid(1_000_000_000), ns.rem_euclid(1_000_000_000)));
             same_version(checksum, e_tag, modified)?;
             let (start, end) = within(offset, len, file.size().map_err(|e| e.to_string())?)?;
+            if let Some(bytes) = first {
+                return Ok(bytes.into());
+            }
             let mut buf = vec![0u8; (end - start) as usize];
             file.read_exact_at(&mut buf, start)
                 .map_err(|e| e.to_string())?;

@@ -1510,7 +1510,66 @@ impl RemoteFile {
         let store = remote.store.clone();
         let path = remote.location.prefix().clone();
         let meta = remote.block_on(async move { store.head(&path).await.map_err(io_error) })?;
-        // The HEAD also answers the first stamps (those of the mount).
+        Ok(RemoteFile::of(remote, meta))
+    }
+
+    /// Open the object at `remote`'s location and read `len` bytes at
+    /// `offset` of it with one ranged GET, whose answer tells the size and
+    /// version a HEAD would: one round trip where [`RemoteFile::open`]
+    /// and a read take two. The bytes are of the version opened.
+    ///
+    /// With a disk cache, an open and a read as two requests instead: the
+    /// read may then come from disk, and a GET would fetch it.
+    pub fn open_reading(
+        remote: Connection,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<(RemoteFile, bytes::Bytes)> {
+        if remote.state().disk_cache.is_some() || len == 0 {
+            let file = RemoteFile::open(remote)?;
+            let mut buf = vec![0; len];
+            file.read_exact_at(&mut buf, offset)?;
+            return Ok((file, buf.into()));
+        }
+        let range = offset
+            .checked_add(len as u64)
+            .map(|end| offset..end)
+            .ok_or_else(|| io::Error::other(format!("bytes {offset}+{len} overflow")))?;
+        let store = remote.store.clone();
+        let path = remote.location.prefix().clone();
+        let state = remote.state().clone();
+        let asked = range.clone();
+        let (meta, bytes) = remote.block_on(async move {
+            let opts = GetOptions {
+                range: Some(GetRange::Bounded(asked.clone())),
+                ..Default::default()
+            };
+            let started = std::time::Instant::now();
+            let r = store.get_opts(&path, opts).await.map_err(io_error)?;
+            state.note_latency(started.elapsed());
+            if r.range != asked {
+                return Err(io::Error::other(format!(
+                    "asked for bytes {asked:?}, the server answered {:?}",
+                    r.range
+                )));
+            }
+            let meta = r.meta.clone();
+            let bytes = r.bytes().await.map_err(io_error)?;
+            Ok((meta, bytes))
+        })?;
+        if bytes.len() != len {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{} bytes received of {len}", bytes.len()),
+            ));
+        }
+        Ok((RemoteFile::of(remote, meta), bytes))
+    }
+
+    /// The object of version `meta` at `remote`'s location.
+    fn of(remote: Connection, meta: object_store::ObjectMeta) -> RemoteFile {
+        // Its HEAD (or first GET) also answers the first stamps (those of
+        // the mount).
         let stamped = Some((std::time::Instant::now(), stamp_of(&meta)));
         let cached = match (&remote.state().disk_cache, &meta.e_tag) {
             (Some(cache), Some(tag)) => {
@@ -1520,7 +1579,7 @@ impl RemoteFile {
             }
             _ => None,
         };
-        Ok(RemoteFile {
+        RemoteFile {
             cached,
             fetching: Default::default(),
             landed: Default::default(),
@@ -1532,7 +1591,7 @@ impl RemoteFile {
             remote,
             stamped: parking_lot::Mutex::new(stamped),
             warm: Default::default(),
-        })
+        }
     }
 
     pub fn location(&self) -> &Location {
@@ -1974,6 +2033,20 @@ impl Files for RemoteFiles {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn ReadAt>> {
         let loc = self.admit(path)?;
         Ok(Arc::new(RemoteFile::open(self.remote(&loc)?)?))
+    }
+
+    /// One ranged GET ([`RemoteFile::open_reading`]), not a HEAD and a GET.
+    fn open_and_read(
+        &self,
+        path: &Path,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<(Arc<dyn ReadAt>, bytes::Bytes)> {
+        let loc = self.admit(path)?;
+        let remote = self.remote(&loc)?;
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", loc.display()));
+        let (file, bytes) = RemoteFile::open_reading(remote, offset, len).map_err(named)?;
+        Ok((Arc::new(file), bytes))
     }
 
     fn store(&self, root: &Path) -> Arc<dyn Store> {
