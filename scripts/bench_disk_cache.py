@@ -23,7 +23,10 @@ GETs the read made (those of opening the dataset, metadata, excluded: the
 disk cache keeps chunks). The write floor is what writing the bytes a cold
 run keeps costs this machine alone: the same number of 1 MiB files
 written into a directory beside the cache and renamed into place, as the
-cache's writer does.
+cache's writer does. The verify floor is the least a warm run's blocks
+cost to read and check: `examples/verify_floor.rs` reads every block
+file the cold run left (the page cache dropped, every file hinted to the
+kernel first) and computes a CRC32C over it, nothing else.
 
 Usage (from the repository root, as root: it mounts):
 
@@ -40,6 +43,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -117,6 +121,10 @@ def one_round(slabfs, url, local, array, workdir, endpoint) -> dict:
     out["no cache"] = run(slabfs, url, array, workdir, ())
     out["cache, cold"] = run(slabfs, url, array, workdir, with_cache)
     out["cache, warm"] = run(slabfs, url, array, workdir, with_cache)
+    lib.drop_caches()
+    floor = subprocess.run([str(slabfs.parent / "examples" / "verify_floor"), str(cache)],
+                           check=True, capture_output=True, text=True)
+    out["verify floor"] = json.loads(floor.stdout)
     out["local disk"] = run(slabfs, str(local), array, workdir, ())
     shutil.rmtree(cache, ignore_errors=True)
     return out
@@ -140,6 +148,9 @@ def main() -> None:
     lib.exit_on_signals()
     data_dir = lib.abs_dir(args.data_dir)
     slabfs = lib.build_slabfs(args.no_build)
+    if not args.no_build:
+        subprocess.run(["cargo", "build", "--release", "--example", "verify_floor"],
+                       cwd=lib.REPO, check=True, stdout=subprocess.DEVNULL)
     data = lib.build_field(data_dir, args.size_mib)
     import bench_hdf5
     h5 = bench_hdf5.make_read_data(data_dir / f"hdf5-read-{args.size_mib}", args.size_mib)
@@ -172,6 +183,7 @@ def main() -> None:
                     continue  # warm-up round
                 for c in CASES:
                     runs[c].append(got[c])
+                runs.setdefault("verify floor", []).append(got["verify floor"])
                 lib.log(f"{name} rep {rep}: " + ", ".join(
                     f"{c} {got[c]['read_s']:.2f} s" for c in CASES))
             results["runs"][name] = runs
@@ -205,6 +217,18 @@ def main() -> None:
         print(f"| {name} | {busy['no cache']:.2f} s | {busy['cache, cold']:.2f} s "
               f"| {med['cache, cold'] - med['no cache']:.3f} s "
               f"| {f['wall_s']:.3f} s, {f['cpu_s']:.3f} s ({f['bytes'] / 2**20:.0f} MiB) |")
+    print("\n| dataset | warm - local disk (time) | daemon CPU, warm - local "
+          "| verify floor (time, CPU) |")
+    print("|---|---:|---:|---:|")
+    for name, runs in results["runs"].items():
+        med = {c: statistics.median(r["read_s"] for r in runs[c]) for c in CASES}
+        cpu = {c: statistics.median(r["daemon_cpu_s"] for r in runs[c]) for c in CASES}
+        fl = runs["verify floor"]
+        print(f"| {name} | {med['cache, warm'] - med['local disk']:.3f} s "
+              f"| {cpu['cache, warm'] - cpu['local disk']:.3f} s "
+              f"| {statistics.median(f['wall_s'] for f in fl):.3f} s, "
+              f"{statistics.median(f['cpu_s'] for f in fl):.3f} s "
+              f"({statistics.median(f['bytes'] for f in fl) / 2**20:.0f} MiB) |")
     print("\nGETs of the warm runs' reads (must be 0):",
           {n: [r["gets"] for r in runs["cache, warm"]] for n, runs in results["runs"].items()})
 
