@@ -8,8 +8,10 @@
 //!
 //! A block is named by its object's identity: the store (endpoint and
 //! URL, without secrets), the object's key, the object's *version* (its
-//! ETag, as the store sent it when the object was opened), and the block's
-//! index; the file's name is a SHA-256 of the first three and the index.
+//! ETag: for a Zarr store's object in one form whether a listing or a GET
+//! said it, for an object read by ranges as its HEAD said it), and the
+//! block's index; the file's name is a SHA-256 of the first three and
+//! the index.
 //! An object replaced upstream has another ETag, so its old blocks are
 //! never asked for again (they age out). Each file carries a header
 //! (magic, block index, length, the identity in full, a CRC32C of the
@@ -104,8 +106,8 @@ pub struct ObjectId {
 
 impl ObjectId {
     /// `store`: the endpoint and store URL; `key`: the object's URL or
-    /// key; `version`: its ETag. None of them may hold a secret: they are
-    /// written into every block's header.
+    /// key; `version`: its ETag (see the module docs). None of them may
+    /// hold a secret: they are written into every block's header.
     pub fn new(store: &str, key: &str, version: &str) -> ObjectId {
         let mut bytes = Vec::with_capacity(store.len() + key.len() + version.len() + 2);
         for (i, part) in [store, key, version].iter().enumerate() {

@@ -27,6 +27,14 @@
 //! read lists nothing and waits for nothing the plain read would not
 //! ([`Unit`]).
 //!
+//! Every ETag a [`RemoteStore`] learns is taken in one form
+//! ([`normal_e_tag`]: strong and quoted), whether a listing or a GET gave
+//! it: stores write one version's tag in several (Azure lists it unquoted
+//! and quotes it in answers), and a listed version must equal the GET's
+//! to find its blocks. A [`RemoteFile`] compares its HEAD's tag with its
+//! GETs' as the server gives both (one form) and pins with it as given:
+//! a weak tag made strong would fail `If-Match` where it matched.
+//!
 //! # Size limits
 //!
 //! [`Store::get`] knows the most bytes a value may hold. The object's
@@ -93,6 +101,26 @@ fn io_error(e: object_store::Error) -> io::Error {
         kind
     };
     io::Error::new(kind, redact(&one_line(&msg)))
+}
+
+/// An ETag in the one form a [`RemoteStore`] keeps, compares, keys the
+/// disk cache by and sends in `If-Match`: strong and quoted (`"abc"`). Stores give one
+/// version's tag in several forms: Azure's listings unquoted (`0x8D…`)
+/// where its GETs quote it, a server that compresses weak (`W/"abc"`);
+/// compared as given, a listed version never equals the GET's, so every
+/// read missed the disk cache and every read of a shard fell back.
+/// Quoted is the form `If-Match` takes (RFC 9110, 8.8.3) and S3's own, so
+/// an S3 object's blocks keep the key they had. (A weak tag sent strong
+/// fails `If-Match` at a server that compares strictly, as RFC 9110 has
+/// it: that read is then read again plainly, as for an object replaced.)
+fn normal_e_tag(raw: &str) -> String {
+    let t = raw.trim();
+    let t = t.strip_prefix("W/").unwrap_or(t);
+    let t = t
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(t);
+    format!("\"{t}\"")
 }
 
 /// Longest message kept from a server's error (a log line, not a page).
@@ -401,7 +429,7 @@ impl RemoteStore {
                         .map(|p| p.as_ref().to_string())
                         .collect::<Vec<_>>()
                         .join("/");
-                    Some((rel, (o.e_tag.clone()?, o.size)))
+                    Some((rel, (normal_e_tag(o.e_tag.as_deref()?), o.size)))
                 };
                 retry_listing(&cfg, &what, || async {
                     let mut out = DirListing::new();
@@ -711,7 +739,7 @@ async fn get_value_once(
         ));
     }
     let len = r.range.end - r.range.start;
-    let e_tag = r.meta.e_tag.clone();
+    let e_tag = r.meta.e_tag.as_deref().map(normal_e_tag);
     if len > limit {
         return Ok(Some((Err(len), e_tag)));
     }
@@ -800,7 +828,7 @@ async fn get_block_run(
             let Some(r) = answered(state, &store, &path, opts, &progress).await? else {
                 return Ok(None);
             };
-            let (e_tag, size) = (r.meta.e_tag.clone(), r.meta.size);
+            let (e_tag, size) = (r.meta.e_tag.as_deref().map(normal_e_tag), r.meta.size);
             let want = range.start..range.end.min(size);
             if r.range != want {
                 return Err(io::Error::other(format!(
@@ -2041,6 +2069,19 @@ mod tests {
         assert_eq!(u("field/0.1.0", false), ("field/".into(), false));
         assert_eq!(u("abc/cd/x", false), ("abc/cd/".into(), false));
         assert_eq!(u("zarr.json", false), (String::new(), false));
+    }
+
+    /// Regression (review of the disk cache): Azure lists a version's ETag
+    /// unquoted and quotes it in a GET's answer, a compressing server
+    /// makes it weak; compared as given they never matched.
+    #[test]
+    fn every_form_of_an_e_tag_is_one_version() {
+        use super::normal_e_tag;
+        for form in ["0x8DCB", "\"0x8DCB\"", "W/\"0x8DCB\"", " \"0x8DCB\" "] {
+            assert_eq!(normal_e_tag(form), "\"0x8DCB\"", "{form}");
+        }
+        assert_ne!(normal_e_tag("\"a\""), normal_e_tag("\"b\""));
+        assert_eq!(normal_e_tag("\"\""), "\"\"");
     }
 
     #[test]
