@@ -710,3 +710,50 @@ fn review28_a_listed_and_an_answered_e_tag_are_one_version() {
         assert_eq!(data_requests(&net), 0, "{quirk}: {:?}", net.disk_cache());
     }
 }
+
+/// A server that ignores `If-Match` answers a chunk object pinned to its
+/// listed version with the version it has now: the answer is served (a
+/// GET's value now, one version), and kept under its own ETag, never
+/// under the one pinned. (It was kept under the pinned one: once the
+/// object went back to that version, a remount served the other
+/// version's bytes as it.)
+#[test]
+fn review28_an_answer_is_kept_under_its_own_version_when_if_match_is_ignored() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    s3.quirks.ignore_if_match.store(true, Relaxed);
+    let tmp = tempfile::tempdir().unwrap();
+    let a = vec![b'a'; 1_500_000];
+    let b = vec![b'b'; 1_500_000];
+    review_put(&s3, tmp.path(), "arr/c/0", &a);
+    review_put(&s3, tmp.path(), "arr/c/1", b"other chunk");
+    let cache = tmp.path().join("cache");
+    let get = |store: &dyn slabfs::storage::Store, key: &str| {
+        store.get_many(&[(key.to_string(), u64::MAX)])[0]
+            .as_ref()
+            .unwrap()
+            .clone()
+            .unwrap()
+    };
+    {
+        // Leaves the note of `c/`, so that the next store lists it.
+        let (net, store) = review_net(&s3, &cache);
+        get(&*store, "c/1");
+        net.flush_disk_cache(Duration::from_secs(10));
+    }
+    {
+        // `c/` listed: c/0 at version A, none of whose blocks is kept.
+        let (net, store) = review_net(&s3, &cache);
+        get(&*store, "c/1");
+        assert_eq!(s3.lists(), 1);
+        // Replaced by B: the GET pinned to A answers B.
+        review_put(&s3, tmp.path(), "arr/c/0", &b);
+        assert_eq!(get(&*store, "c/0"), b, "the value a GET answers now");
+        net.flush_disk_cache(Duration::from_secs(10));
+    }
+    // Back to A (the same bytes: the same ETag): a remount lists A.
+    review_put(&s3, tmp.path(), "arr/c/0", &a);
+    let (_net, store) = review_net(&s3, &cache);
+    assert!(get(&*store, "c/0") == a, "B's bytes served as version A");
+}

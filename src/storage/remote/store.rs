@@ -25,7 +25,9 @@
 //! ([`listing_unit`]) when the disk cache holds a note of that unit (a
 //! mount before kept blocks of it), else from its GET's answer: a first
 //! read lists nothing and waits for nothing the plain read would not
-//! ([`Unit`]).
+//! ([`Unit`]). A value is kept under the ETag of the answer that brought
+//! it, never the one its GET was pinned to: a server that ignores
+//! `If-Match` answers the version it has.
 //!
 //! Every ETag a [`RemoteStore`] learns is taken in one form
 //! ([`normal_e_tag`]: strong and quoted), whether a listing or a GET gave
@@ -969,9 +971,21 @@ impl Store for RemoteStore {
             let (i, loc, limit, tag) = &asked[j];
             let key = &keys[*i].0;
             match (tagged_or_error(loc, *limit, answer), tag) {
-                (Ok(Some((v, got_tag))), tag) => {
-                    if let Some(tag) = tag.as_ref().or(got_tag.as_ref()) {
-                        self.arrived(key, tag, &v);
+                (Ok(Some((v, got_tag))), pinned) => {
+                    // Kept under the version the answer says it is, never
+                    // the one pinned: a server that ignores `If-Match`
+                    // answers the version it has, and bytes kept under
+                    // another version's tag would be served as that
+                    // version. The value is what a GET answers now (one
+                    // request, one version): served either way.
+                    match (got_tag, pinned) {
+                        (Some(got), Some(pinned)) if got != *pinned => {
+                            self.forget_listing(key);
+                            self.keep(key, &got, &v);
+                        }
+                        (Some(got), _) => self.arrived(key, &got, &v),
+                        // No tag to key it by (nor to confirm a pin).
+                        (None, _) => {}
                     }
                     each(*i, Ok(Some(v)));
                 }
