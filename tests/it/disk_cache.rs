@@ -757,3 +757,61 @@ fn review28_an_answer_is_kept_under_its_own_version_when_if_match_is_ignored() {
     let (_net, store) = review_net(&s3, &cache);
     assert!(get(&*store, "c/0") == a, "B's bytes served as version A");
 }
+
+/// A range of 2^52 bytes of a chunk object (a corrupt shard index's
+/// length), whether the object's version is known or not: an error
+/// naming the object, with no memory spent on the length (the blocks it
+/// spans were listed one by one, 2^32 of them, before the object's size
+/// was looked at). In a child process whose address space is bounded.
+#[test]
+fn review28_a_huge_range_is_an_error_without_memory_spent_on_it() {
+    common::in_child(
+        "disk_cache::review28_a_huge_range_in_a_child",
+        // One malloc arena per thread reserves 64 MiB of address space.
+        &[("MALLOC_ARENA_MAX", "2")],
+    );
+}
+
+#[test]
+#[ignore = "run by review28_a_huge_range_is_an_error_without_memory_spent_on_it, in a child"]
+fn review28_a_huge_range_in_a_child() {
+    use slabfs::storage::ByteRange;
+    common::child_only();
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..3u32 << 20).map(|i| (i % 249) as u8).collect();
+    review_put(&s3, tmp.path(), "arr/c/0", &data);
+    review_put(&s3, tmp.path(), "arr/c/1", &data);
+    let (_net, store) = review_net(&s3, &tmp.path().join("cache"));
+    // At most 1 GiB more address space than the process has now.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    let limit = libc::rlimit {
+        rlim_cur: (kib << 10) + (1 << 30),
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit reads the struct it is given, nothing else.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+    let huge = |offset| ByteRange::At {
+        offset,
+        len: 1 << 52,
+    };
+    let small = ByteRange::At { offset: 7, len: 9 };
+    for key in ["c/0", "c/1"] {
+        // c/0: its size not known yet (a first read); c/1: known (learned
+        // by a read of it first).
+        if key == "c/1" {
+            assert_eq!(store.get_range(key, small).unwrap().unwrap(), data[7..16]);
+        }
+        for offset in [5, 2 << 20] {
+            let e = store.get_range(key, huge(offset)).unwrap_err().to_string();
+            assert!(e.contains(&format!("arr/{key}")), "{e}");
+        }
+    }
+    assert_eq!(store.get_range("c/0", small).unwrap().unwrap(), data[7..16]);
+}

@@ -757,6 +757,31 @@ async fn get_value_once(
     Ok(Some((body, e_tag)))
 }
 
+/// The length of block `b` of an object of `size` bytes (0 past its end).
+fn block_len(size: u64, b: u64) -> usize {
+    size.saturating_sub(b.saturating_mul(BLOCK)).min(BLOCK) as usize
+}
+
+/// The runs of blocks that hold `ranges` (non-empty ones; a run holds
+/// every block from the first to the last of the ranges it joins), each
+/// with the end of the bytes wanted in it: worked out from the ranges'
+/// bounds, never block by block, for an object whose size is not known
+/// yet (a wrong length must not make a map of 2^32 blocks).
+fn block_spans(ranges: &[Range<u64>]) -> Vec<(Range<u64>, u64)> {
+    let mut out: Vec<(Range<u64>, u64)> = Vec::new();
+    for r in merge_ranges(ranges, 0) {
+        let blocks = r.start / BLOCK..(r.end - 1) / BLOCK + 1;
+        match out.last_mut() {
+            Some((run, end)) if blocks.start <= run.end => {
+                run.end = run.end.max(blocks.end);
+                *end = (*end).max(r.end);
+            }
+            _ => out.push((blocks, r.end)),
+        }
+    }
+    out
+}
+
 /// The runs of consecutive indices of `blocks` (ascending): one GET each.
 fn block_runs(blocks: impl IntoIterator<Item = u64>) -> Vec<Range<u64>> {
     let mut runs: Vec<Range<u64>> = Vec::new();
@@ -807,14 +832,17 @@ struct BlockRun {
 }
 
 /// The blocks `range` (block-aligned; its end may lie past the object's:
-/// the answer stops there) of `path`, pinned to `if_match` when given;
-/// `None` when the object does not exist. A failed `If-Match` is
-/// `InvalidData`.
+/// the answer stops there) of `path`, of which the reads want the bytes
+/// up to `need`, pinned to `if_match` when given; `None` when the object
+/// does not exist. A failed `If-Match` is `InvalidData`; an object that
+/// ends before `need` is `UnexpectedEof`, said before its body is read (a
+/// wrong length does not fetch the rest of the object).
 async fn get_block_run(
     state: Arc<State>,
     store: Arc<dyn ObjectStore>,
     path: object_store::path::Path,
     range: Range<u64>,
+    need: u64,
     if_match: Option<String>,
 ) -> io::Result<Option<BlockRun>> {
     super::hedge::hedged(&state, |progress| {
@@ -831,6 +859,12 @@ async fn get_block_run(
                 return Ok(None);
             };
             let (e_tag, size) = (r.meta.e_tag.as_deref().map(normal_e_tag), r.meta.size);
+            if need > size {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("bytes up to {need} wanted, past the end ({size} bytes)"),
+                ));
+            }
             let want = range.start..range.end.min(size);
             if r.range != want {
                 return Err(io::Error::other(format!(
@@ -1251,6 +1285,14 @@ impl RemoteStore {
     /// read, whose version is not known yet, learns it from the answers),
     /// all at once, and kept. An object whose version changed since, or
     /// whose answers disagree, is read as without a cache.
+    ///
+    /// A range's length is never trusted before the object's size is
+    /// known (a corrupt shard index may say 2^52 bytes, 2^32 blocks): a
+    /// range past the end of the version known is read as without a cache
+    /// (which says it is past the end, naming the object), and the blocks
+    /// of an object whose size is not known yet are fetched in runs worked
+    /// out from the ranges' bounds, not listed one by one, and not read
+    /// past the object's end ([`get_block_run`]).
     fn ranges_through_disk(
         &self,
         requests: &[(String, Vec<Range<u64>>)],
@@ -1264,49 +1306,72 @@ impl RemoteStore {
         struct Plan {
             /// The version known: ETag and size.
             known: Option<(String, u64)>,
+            /// The blocks wanted, as found on disk (`None`: fetched), while
+            /// the object's size is known (it bounds them).
             blocks: std::collections::BTreeMap<u64, Option<bytes::Bytes>>,
-            runs: Vec<Range<u64>>,
+            /// The runs of blocks fetched, each with the end of the bytes
+            /// wanted in it.
+            runs: Vec<(Range<u64>, u64)>,
+            /// Read as without a cache (a range past the known end).
+            plain: bool,
         }
         let mut plans = Vec::with_capacity(requests.len());
         let mut futs = Vec::new();
         for (key, ranges) in requests {
             let known = self.listed(key);
-            let mut blocks: std::collections::BTreeMap<u64, Option<bytes::Bytes>> =
-                Default::default();
-            for r in ranges.iter().filter(|r| r.start < r.end) {
-                for b in r.start / BLOCK..=(r.end - 1) / BLOCK {
-                    blocks.insert(b, None);
-                }
-            }
-            let id = known.as_ref().and_then(|(tag, _)| self.object_id(key, tag));
-            let noted = self.unit_noted(key);
-            if let (Some(id), Some((_, size)), true) = (&id, &known, noted) {
-                for (b, slot) in blocks.iter_mut() {
-                    let len = size.saturating_sub(b * BLOCK).min(BLOCK) as usize;
-                    if len > 0 {
-                        *slot = cache.get(id, *b, len);
+            let wanted: Vec<Range<u64>> =
+                ranges.iter().filter(|r| r.start < r.end).cloned().collect();
+            let mut plan = Plan {
+                known,
+                blocks: Default::default(),
+                runs: Vec::new(),
+                plain: false,
+            };
+            match &plan.known {
+                // Past the end of the version known: that version is out
+                // of date, or the range is wrong; the plain read says which.
+                Some((_, size)) if wanted.iter().any(|r| r.end > *size) => plan.plain = true,
+                Some((tag, size)) => {
+                    for r in &wanted {
+                        for b in r.start / BLOCK..=(r.end - 1) / BLOCK {
+                            plan.blocks.insert(b, None);
+                        }
                     }
+                    match self.object_id(key, tag) {
+                        Some(id) if self.unit_noted(key) => {
+                            for (b, slot) in plan.blocks.iter_mut() {
+                                *slot = cache.get(&id, *b, block_len(*size, *b));
+                            }
+                        }
+                        _ => cache.missed(),
+                    }
+                    let missing = plan.blocks.iter().filter(|(_, s)| s.is_none());
+                    plan.runs = block_runs(missing.map(|(&b, _)| b))
+                        .into_iter()
+                        .map(|run| {
+                            let end = run.end.saturating_mul(BLOCK).min(*size);
+                            (run, end)
+                        })
+                        .collect();
                 }
-            } else {
-                cache.missed();
+                None => {
+                    cache.missed();
+                    plan.runs = block_spans(&wanted);
+                }
             }
-            let runs = block_runs(blocks.iter().filter(|(_, s)| s.is_none()).map(|(&b, _)| b));
-            if let Ok(loc) = self.remote.location.child(key) {
-                for run in &runs {
+            if let (false, Ok(loc)) = (plan.plain, self.remote.location.child(key)) {
+                for (run, end) in &plan.runs {
                     futs.push(get_block_run(
                         state.clone(),
                         self.store(),
                         loc.prefix().clone(),
                         run.start.saturating_mul(BLOCK)..run.end.saturating_mul(BLOCK),
-                        known.as_ref().map(|(tag, _)| tag.clone()),
+                        *end,
+                        plan.known.as_ref().map(|(tag, _)| tag.clone()),
                     ));
                 }
             }
-            plans.push(Plan {
-                known,
-                blocks,
-                runs,
-            });
+            plans.push(plan);
         }
         let mut got = self.remote.block_on_all(futs).into_iter();
         let mut out = Vec::with_capacity(requests.len());
@@ -1319,6 +1384,14 @@ impl RemoteStore {
                     .expect_err("failed above")));
                 continue;
             };
+            if plan.plain {
+                out.push(
+                    self.plain_ranges(&[(key.clone(), ranges.clone())])
+                        .pop()
+                        .expect("one"),
+                );
+                continue;
+            }
             let answers: Vec<io::Result<Option<BlockRun>>> = plan
                 .runs
                 .iter()
@@ -1361,11 +1434,13 @@ impl RemoteStore {
             };
             self.learn(key, &tag, size);
             let id = self.object_id(key, &tag);
-            for (run, a) in plan.runs.iter().zip(answers) {
+            for ((run, _), a) in plan.runs.iter().zip(answers) {
                 let Ok(Some(a)) = a else { continue };
-                for b in run.clone() {
+                // The blocks the object has (a run worked out from the
+                // ranges may reach past its end).
+                for b in run.start..run.end.min(size.div_ceil(BLOCK)) {
                     let at = ((b - run.start) * BLOCK) as usize;
-                    let len = size.saturating_sub(b * BLOCK).min(BLOCK) as usize;
+                    let len = block_len(size, b);
                     if len == 0 || at + len > a.bytes.len() {
                         continue;
                     }
