@@ -815,3 +815,44 @@ fn review28_a_huge_range_in_a_child() {
     }
     assert_eq!(store.get_range("c/0", small).unwrap().unwrap(), data[7..16]);
 }
+
+/// A batch of chunks in more listing units (here directories) than a
+/// store keeps the listings of (64): a first read lists none of them (the
+/// units pushed out of the 64 kept were listed one after another, for
+/// each key, though nothing was noted), and a remount lists each at most
+/// once, at most 64 of them. Counted at the server.
+#[test]
+fn review28_a_batch_over_more_units_than_are_kept_does_not_list_them_over() {
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let value = |i: usize| format!("chunk {i} ").repeat(100 + i).into_bytes();
+    let mut files = Vec::new();
+    for i in 0..100 {
+        let f = tmp.path().join(format!("chunk-{i}"));
+        std::fs::write(&f, value(i)).unwrap();
+        files.push((format!("arr/d{i}/0"), f));
+    }
+    s3.put_files(BUCKET, files);
+    let keys: Vec<(String, u64)> = (0..100).map(|i| (format!("d{i}/0"), u64::MAX)).collect();
+    let cache = tmp.path().join("cache");
+    let read_all = |store: &dyn slabfs::storage::Store| {
+        for (i, got) in store.get_many(&keys).into_iter().enumerate() {
+            assert_eq!(got.unwrap().unwrap(), value(i), "d{i}/0");
+        }
+    };
+    {
+        let (net, store) = review_net(&s3, &cache);
+        let before = s3.lists();
+        read_all(&*store);
+        assert_eq!(s3.lists() - before, 0, "a first read lists nothing");
+        net.flush_disk_cache(Duration::from_secs(10));
+    }
+    let (net, store) = review_net(&s3, &cache);
+    let before = s3.lists();
+    read_all(&*store);
+    let listed = s3.lists() - before;
+    assert!((1..=64).contains(&listed), "{listed} listings");
+    // The units listed serve their chunks from disk.
+    assert_eq!(data_requests(&net), 100 - listed, "{:?}", net.disk_cache());
+}

@@ -307,7 +307,8 @@ impl Unit {
     }
 }
 
-/// Listings a store keeps for its disk-cache reads.
+/// Listings a store keeps for its disk-cache reads, and the most one
+/// batch lists ([`RemoteStore::prepare_units`]).
 const LISTED_DIRS: usize = 64;
 
 /// A chunk prefix of more objects than this is listed directory by
@@ -361,29 +362,16 @@ impl RemoteStore {
         RemoteStore { remote, listed }
     }
 
-    /// The ETag and size the listing of `key`'s unit gives it
-    /// ([`listing_unit`]; [`RemoteStore::list_units`]), kept while the
-    /// store lives (the dataset's life: a refresh that sees a change opens
-    /// a new one).
+    /// The ETag and size the listing of `key`'s unit gives it, or a GET
+    /// taught ([`listing_unit`]; [`Unit`]), kept while the store lives
+    /// (the dataset's life: a refresh that sees a change opens a new one).
+    /// Only looked up: what is listed is listed by
+    /// [`RemoteStore::prepare_units`], all of a batch's units at once.
     fn listed(&self, key: &str) -> Option<(String, u64)> {
         let memo = self.listed.as_ref()?;
-        let find = |unit: &(String, bool)| -> Option<Option<(String, u64)>> {
-            let l = memo.lock().get(&unit.0).cloned()?;
-            Some(l.versions.read().get(&key[unit.0.len()..]).cloned())
-        };
-        let unit = listing_unit(key, self.too_big(key));
-        if let Some(found) = find(&unit) {
-            return found;
-        }
-        self.list_units(vec![unit.clone()]);
-        // Listed now, or found too big for one listing (then its
-        // directory's).
-        let unit = listing_unit(key, self.too_big(key));
-        if let Some(found) = find(&unit) {
-            return found;
-        }
-        self.list_units(vec![unit.clone()]);
-        find(&unit).flatten()
+        let unit = listing_unit(key, self.too_big(key)).0;
+        let l = memo.lock().get(&unit).cloned()?;
+        l.versions.read().get(&key[unit.len()..]).cloned()
     }
 
     /// Whether the chunk prefix `key` is under was found too large to
@@ -470,25 +458,45 @@ impl RemoteStore {
 
     /// The units of `keys` this store knows nothing of yet: listed (all at
     /// once) where the disk cache has a note of them, else learned from
-    /// the GETs to come ([`Unit`]).
+    /// the GETs to come ([`Unit`]). At most [`LISTED_DIRS`] are listed,
+    /// the number kept: the units of a batch that spans more are not
+    /// listed (its keys are read by GET, as on a first read), since a
+    /// listing kept beyond the bound pushes out another of the same batch
+    /// (which was then listed again, one after another, for each key).
+    /// A chunk prefix found too large to list whole has its keys'
+    /// directories listed next, in the same bound.
     fn prepare_units(&self, keys: &[(String, u64)]) {
         let (Some(memo), Some(cache)) = (&self.listed, &self.remote.state().disk_cache) else {
             return;
         };
-        let mut to_list = Vec::new();
-        for (key, _) in keys {
-            let unit = listing_unit(key, self.too_big(key));
-            if memo.lock().contains(&unit.0) || to_list.contains(&unit) {
-                continue;
-            }
-            match self.note_id(key) {
-                Some(note) if cache.noted(&note) => to_list.push(unit),
-                _ => {
-                    memo.lock().put(unit.0, Arc::new(Unit::default()));
+        let mut bound = LISTED_DIRS;
+        // Twice at most: the second for the directories of a prefix found
+        // too big.
+        for _ in 0..2 {
+            let mut seen = std::collections::HashSet::new();
+            let mut to_list = Vec::new();
+            for (key, _) in keys {
+                let unit = listing_unit(key, self.too_big(key));
+                if !seen.insert(unit.clone()) || memo.lock().contains(&unit.0) {
+                    continue;
+                }
+                match self.note_id(key) {
+                    Some(note) if cache.noted(&note) => {
+                        if to_list.len() < bound {
+                            to_list.push(unit);
+                        }
+                    }
+                    _ => {
+                        memo.lock().put(unit.0, Arc::new(Unit::default()));
+                    }
                 }
             }
+            if to_list.is_empty() {
+                return;
+            }
+            bound -= to_list.len();
+            self.list_units(to_list);
         }
-        self.list_units(to_list);
     }
 
     /// The identity of the note of `key`'s unit (the whole chunk prefix,
@@ -523,6 +531,14 @@ impl RemoteStore {
         };
         let unit_key = listing_unit(key, self.too_big(key)).0;
         let Some(unit) = memo.lock().get(&unit_key).cloned() else {
+            // Not kept (a batch of more units than are kept, or one not
+            // listed for that reason): noted all the same, so that a
+            // later read lists it.
+            if let Some(note) = self.note_id(key)
+                && !cache.noted(&note)
+            {
+                cache.note(&note);
+            }
             return;
         };
         {
