@@ -46,10 +46,11 @@
 //!   served from memory). At most [`PENDING_MAX`] bytes wait: beyond,
 //!   while the writer is behind, a read writes its blocks itself, so
 //!   memory stays bounded and every block read is kept.
-//! - **Read once**: the last [`RECENT_BLOCKS`] blocks read from disk are
-//!   kept in memory, checked: reads of neighbouring parts of one object
-//!   (an HDF5 file's chunks, which straddle blocks) do not read and check
-//!   a block twice.
+//! - **Read once**: the blocks read from disk last, [`RECENT_BYTES`] of
+//!   them, are kept in memory, checked: reads of neighbouring parts of one
+//!   object (an HDF5 file's chunks, which straddle blocks) do not read and
+//!   check a block twice. A whole value larger than that (an Icechunk
+//!   manifest, kept as one file: [`DiskCache::put_value`]) is not kept.
 //!
 //! # Notes
 //!
@@ -76,8 +77,10 @@ pub const BLOCK: u64 = 1 << 20;
 
 const MAGIC: &[u8; 8] = b"SLABFSB\x01";
 
-/// Blocks read from disk kept in memory (see the module docs): 16 MiB.
-pub const RECENT_BLOCKS: usize = 16;
+/// Bytes of the blocks read from disk last kept in memory (see the module
+/// docs): 16 blocks. A file holds a block or a whole value of any size,
+/// so the bound is in bytes, not files.
+pub const RECENT_BYTES: u64 = 16 * BLOCK;
 
 /// The block index of a note ([`DiskCache::note`]).
 const NOTE: u64 = u64::MAX;
@@ -171,8 +174,8 @@ pub struct DiskCache {
     scanned: AtomicBool,
     /// Blocks handed to the writer thread and not written yet.
     pending: parking_lot::Mutex<Pending>,
-    /// The last blocks read from disk, checked ([`RECENT_BLOCKS`]).
-    recent: parking_lot::Mutex<lru::LruCache<PathBuf, Bytes>>,
+    /// The last blocks read from disk, checked ([`RECENT_BYTES`]).
+    recent: parking_lot::Mutex<Recent>,
     /// Signalled when nothing is pending ([`DiskCache::flush`]).
     drained: parking_lot::Condvar,
     to_writer: parking_lot::Mutex<Option<std::sync::mpsc::Sender<PathBuf>>>,
@@ -189,6 +192,47 @@ pub struct DiskCache {
 struct Pending {
     files: std::collections::HashMap<PathBuf, Arc<Waiting>>,
     bytes: u64,
+}
+
+/// The blocks read from disk last, at most [`RECENT_BYTES`] of them.
+#[derive(Debug)]
+struct Recent {
+    files: lru::LruCache<PathBuf, Bytes>,
+    bytes: u64,
+}
+
+impl Default for Recent {
+    fn default() -> Recent {
+        Recent {
+            files: lru::LruCache::unbounded(),
+            bytes: 0,
+        }
+    }
+}
+
+impl Recent {
+    fn get(&mut self, path: &Path) -> Option<&Bytes> {
+        self.files.get(path)
+    }
+
+    /// Keep `data`, read from `path`, pushing out the files read longest
+    /// ago down to the bound; not kept if larger than the bound itself.
+    fn put(&mut self, path: &Path, data: Bytes) {
+        let n = data.len() as u64;
+        if n > RECENT_BYTES {
+            return;
+        }
+        if let Some(old) = self.files.put(path.to_path_buf(), data) {
+            self.bytes -= old.len() as u64;
+        }
+        self.bytes += n;
+        while self.bytes > RECENT_BYTES {
+            let Some((_, old)) = self.files.pop_lru() else {
+                break;
+            };
+            self.bytes -= old.len() as u64;
+        }
+    }
 }
 
 /// A block waiting for the writer thread.
@@ -224,9 +268,7 @@ impl DiskCache {
             evicting: parking_lot::Mutex::new(()),
             scanned: AtomicBool::new(false),
             pending: Default::default(),
-            recent: parking_lot::Mutex::new(lru::LruCache::new(
-                std::num::NonZeroUsize::new(RECENT_BLOCKS).expect("not zero"),
-            )),
+            recent: Default::default(),
             drained: Default::default(),
             to_writer: parking_lot::Mutex::new(Some(tx)),
             from_readers: parking_lot::Mutex::new(Some(rx)),
@@ -371,7 +413,7 @@ impl DiskCache {
                 touch(path);
                 // A view of the file read, not a copy.
                 let data = Bytes::from(file).slice(range);
-                self.recent.lock().put(path.to_path_buf(), data.clone());
+                self.recent.lock().put(path, data.clone());
                 Some(data)
             }
             Err(why) => {
@@ -778,9 +820,44 @@ mod tests {
         let path = c.path(&id, 0);
         let bytes = fs::read(&path).unwrap();
         fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
-        c.recent.lock().clear();
+        *c.recent.lock() = Recent::default();
         assert_eq!(c.get_value(&id), None);
         assert_eq!(c.snapshot().corrupt, 1);
+    }
+
+    /// Regression (review of the disk cache): the blocks read last were
+    /// kept by count (16), and a whole value of any size is one (an
+    /// Icechunk manifest of up to 1 GiB): 16 of them held far more than
+    /// the 16 MiB the docs promise.
+    #[test]
+    fn what_is_kept_of_the_blocks_read_last_is_bounded_in_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 30);
+        let held = |c: &DiskCache| -> u64 {
+            c.recent
+                .lock()
+                .files
+                .iter()
+                .map(|(_, d)| d.len() as u64)
+                .sum()
+        };
+        let id = |i: u32| ObjectId::new("s3://b", &format!("s3://b/manifests/M{i}"), "immutable");
+        let big = RECENT_BYTES as usize / 2 + 1;
+        for i in 0..3 {
+            c.put_value(&id(i), Bytes::from(vec![i as u8; big]));
+        }
+        let huge = Bytes::from(vec![9u8; RECENT_BYTES as usize + 1]);
+        c.put_value(&id(3), huge.clone());
+        c.flush();
+        for i in 0..3 {
+            assert_eq!(c.get_value(&id(i)).unwrap().len(), big);
+            assert!(held(&c) <= RECENT_BYTES, "{} bytes held", held(&c));
+        }
+        assert_eq!(c.get_value(&id(3)), Some(huge));
+        assert!(held(&c) <= RECENT_BYTES, "{} bytes held", held(&c));
+        // The last one read is kept (served again with its file gone).
+        fs::remove_file(c.path(&id(2), 0)).unwrap();
+        assert_eq!(c.get_value(&id(2)).unwrap().len(), big);
     }
 
     #[test]
