@@ -24,7 +24,9 @@
 //! - **Atomic publication**: a block is written to `DIR/tmp/` and renamed
 //!   into place, so a reader (this process or another) sees a whole file
 //!   or none; two processes writing the same block write the same bytes,
-//!   and the last rename wins.
+//!   and the last rename wins. A block already there (by another
+//!   process, or kept again by a read that found only part of its value)
+//!   is not written again, nor counted in the bytes held twice.
 //! - **Crash safety**: a process killed while writing leaves at most a
 //!   file in `DIR/tmp/`, never under `DIR/v1/`; files in `tmp/` of
 //!   processes no longer alive are removed at the next start. A block
@@ -127,15 +129,26 @@ impl ObjectId {
     }
 }
 
-/// What the cache did, for `.slabfs/stats` and the metrics.
+/// What the cache did, for `.slabfs/stats` and the metrics. Each block a
+/// read needs through the cache is counted once: a hit or a miss (a whole
+/// value kept as one file, [`DiskCache::put_value`], counts as one block).
+/// Reads that do not go through the cache (metadata) count as neither.
 #[derive(Debug, Default)]
 pub struct Counters {
+    /// Blocks a read took from the cache: from disk, from the blocks read
+    /// last, or from those waiting to be written.
     pub hits: AtomicU64,
+    /// Blocks a read fetched from the store: not in the cache, or their
+    /// version not known to look them up by.
     pub misses: AtomicU64,
+    /// Block files this process removed to stay under the size.
     pub evictions: AtomicU64,
     /// Blocks found damaged (checksum, length, identity) and removed.
     pub corrupt: AtomicU64,
+    /// Bytes of the hits.
     pub bytes_read: AtomicU64,
+    /// Bytes of the blocks written (notes aside; a block found there
+    /// already is not written again).
     pub bytes_written: AtomicU64,
     pub write_errors: AtomicU64,
 }
@@ -341,38 +354,39 @@ impl DiskCache {
             .join(format!("{}-{block}", &id.hash[2..]))
     }
 
-    /// Block `block` of the object `id`, which must hold `len` bytes;
-    /// `None` (a miss) when it is not here or not whole.
+    /// Block `block` of the object `id`, which must hold `len` bytes,
+    /// counted as a hit; `None` when it is not here or not whole (counted
+    /// when the read fetches it: [`DiskCache::missed`]).
     pub fn get(&self, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
-        self.counted(self.find(&self.path(id, block), id, block, Some(len)))
-    }
-
-    /// [`DiskCache::get`] without counting a hit or a miss: a second look
-    /// at a block just counted.
-    pub fn lookup(&self, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
-        self.find(&self.path(id, block), id, block, Some(len))
-    }
-
-    /// `found`, counted as a hit or a miss.
-    fn counted(&self, found: Option<Bytes>) -> Option<Bytes> {
-        match &found {
-            Some(data) => {
-                self.counters.hits.fetch_add(1, Relaxed);
-                self.counters
-                    .bytes_read
-                    .fetch_add(data.len() as u64, Relaxed);
-            }
-            None => {
-                self.counters.misses.fetch_add(1, Relaxed);
-            }
+        let found = self.lookup(id, block, len);
+        if let Some(data) = &found {
+            self.hit(1, data.len() as u64);
         }
         found
     }
 
+    /// [`DiskCache::get`] without counting it: for a read that serves the
+    /// block only if it finds others too ([`DiskCache::hit`] then).
+    pub fn lookup(&self, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
+        self.find(&self.path(id, block), id, block, Some(len))
+    }
+
+    /// Count `blocks` blocks of `bytes` bytes served from the cache.
+    pub fn hit(&self, blocks: u64, bytes: u64) {
+        self.counters.hits.fetch_add(blocks, Relaxed);
+        self.counters.bytes_read.fetch_add(bytes, Relaxed);
+    }
+
+    /// Count `blocks` blocks a read fetched from the store (not here, or
+    /// their version not known to look them up by).
+    pub fn missed(&self, blocks: u64) {
+        self.counters.misses.fetch_add(blocks, Relaxed);
+    }
+
     /// A whole value kept by [`DiskCache::put_value`] (of any length: one
-    /// file, not split in blocks); `None` (a miss) when it is not here.
-    pub fn get_value(&self, id: &ObjectId) -> Option<Bytes> {
-        self.counted(self.find(&self.path(id, 0), id, 0, None))
+    /// file, not split in blocks), not counted; `None` when it is not here.
+    pub fn lookup_value(&self, id: &ObjectId) -> Option<Bytes> {
+        self.find(&self.path(id, 0), id, 0, None)
     }
 
     /// Keep `data`, the whole value of the object `id`, as one file (a
@@ -431,12 +445,6 @@ impl DiskCache {
                 None
             }
         }
-    }
-
-    /// Count a miss of a block not looked for (its object's version is
-    /// not known, so nothing of it can be here: [`DiskCache::note`]).
-    pub fn missed(&self) {
-        self.counters.misses.fetch_add(1, Relaxed);
     }
 
     /// Leave a note under `id` (an empty block, not counted as data):
@@ -540,6 +548,14 @@ impl DiskCache {
     }
 
     fn publish(&self, path: &Path, w: &Waiting) {
+        // There already (kept by another process, or by a read that found
+        // other blocks of its value missing): the same identity, the same
+        // bytes; neither written nor counted again (it was counted twice
+        // in the bytes held). A damaged one is found at its next read.
+        if fs::symlink_metadata(path).is_ok() {
+            touch(path);
+            return;
+        }
         let n = self.written.fetch_add(1, Relaxed);
         let tmp = self.tmp.join(format!("{}-{n}", std::process::id()));
         // The header here, off the read's path; the data as the read
@@ -652,10 +668,12 @@ impl DiskCache {
                 if total <= target {
                     break;
                 }
-                // Gone already (another process evicted it): counted out.
-                let _ = fs::remove_file(&path);
+                // Gone already (another process evicted it): counted out
+                // of the bytes held, not as this process's eviction.
+                if fs::remove_file(&path).is_ok() {
+                    removed += 1;
+                }
                 total = total.saturating_sub(len);
-                removed += 1;
             }
             self.counters.evictions.fetch_add(removed, Relaxed);
             log::debug!("disk cache: {removed} blocks evicted, {total} bytes held");
@@ -810,18 +828,18 @@ mod tests {
         let c = cache(dir.path(), 1 << 30);
         let id = ObjectId::new("s3://b", "s3://b/chunks/X", "immutable");
         let value: Vec<u8> = (0..3_000_000u32).map(|i| i as u8).collect();
-        assert_eq!(c.get_value(&id), None);
+        assert_eq!(c.lookup_value(&id), None);
         c.put_value(&id, Bytes::from(value.clone()));
         c.flush();
-        assert_eq!(c.get_value(&id).as_deref(), Some(&value[..]));
+        assert_eq!(c.lookup_value(&id).as_deref(), Some(&value[..]));
         let other = ObjectId::new("s3://b", "s3://b/chunks/X", "immutable 0+10");
-        assert_eq!(c.get_value(&other), None);
+        assert_eq!(c.lookup_value(&other), None);
         // Cut short on disk: damage, not a shorter value.
         let path = c.path(&id, 0);
         let bytes = fs::read(&path).unwrap();
         fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
         *c.recent.lock() = Recent::default();
-        assert_eq!(c.get_value(&id), None);
+        assert_eq!(c.lookup_value(&id), None);
         assert_eq!(c.snapshot().corrupt, 1);
     }
 
@@ -850,14 +868,14 @@ mod tests {
         c.put_value(&id(3), huge.clone());
         c.flush();
         for i in 0..3 {
-            assert_eq!(c.get_value(&id(i)).unwrap().len(), big);
+            assert_eq!(c.lookup_value(&id(i)).unwrap().len(), big);
             assert!(held(&c) <= RECENT_BYTES, "{} bytes held", held(&c));
         }
-        assert_eq!(c.get_value(&id(3)), Some(huge));
+        assert_eq!(c.lookup_value(&id(3)), Some(huge));
         assert!(held(&c) <= RECENT_BYTES, "{} bytes held", held(&c));
         // The last one read is kept (served again with its file gone).
         fs::remove_file(c.path(&id(2), 0)).unwrap();
-        assert_eq!(c.get_value(&id(2)).unwrap().len(), big);
+        assert_eq!(c.lookup_value(&id(2)).unwrap().len(), big);
     }
 
     #[test]

@@ -856,3 +856,121 @@ fn review28_a_batch_over_more_units_than_are_kept_does_not_list_them_over() {
     // The units listed serve their chunks from disk.
     assert_eq!(data_requests(&net), 100 - listed, "{:?}", net.disk_cache());
 }
+
+/// The disk cache's counters through one realistic sequence: every block
+/// a read needs counts once, as a hit (from disk, from the blocks read
+/// last, or waiting to be written) or a miss (fetched), whatever the path
+/// (a chunk whole, a shard's range, an Icechunk object, an object read by
+/// ranges); a block found there already is not written or counted again,
+/// and the bytes held are the directory's. (A value whose version was not
+/// known counted one miss however many blocks it had; a value found in
+/// part counted hits for blocks it did not use; a block looked at twice
+/// by two reads counted twice; a block written again counted its bytes
+/// held twice.)
+#[test]
+fn review28_the_counters_add_up() {
+    use slabfs::storage::ByteRange;
+    use slabfs::storage::Network;
+    use slabfs::storage::disk_cache::Snapshot;
+    use slabfs::storage::location::Location;
+    const MIB: u64 = 1 << 20;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let c0: Vec<u8> = (0..5 * MIB / 2).map(|i| (i % 241) as u8).collect();
+    let c1 = vec![7u8; 1000];
+    let x = vec![9u8; 3000];
+    let o: Vec<u8> = (0..2 * MIB + 5).map(|i| (i % 239) as u8).collect();
+    for (key, data) in [
+        ("arr/c/0", &c0),
+        ("arr/c/1", &c1),
+        ("arr/chunks/X", &x),
+        ("arr/o.bin", &o),
+    ] {
+        review_put(&s3, tmp.path(), key, data);
+    }
+    let cache = tmp.path().join("cache");
+    let held = || -> u64 { blocks(&cache).iter().map(|b| b.1).sum() };
+    let count = |net: &slabfs::storage::remote::Remote| {
+        let s = net.disk_cache().unwrap();
+        (s.hits, s.misses, s.bytes_read)
+    };
+    let settle = |net: &slabfs::storage::remote::Remote| -> Snapshot {
+        net.flush_disk_cache(Duration::from_secs(10));
+        net.disk_cache().unwrap()
+    };
+    let keys = [("c/0".to_string(), u64::MAX), ("c/1".to_string(), u64::MAX)];
+    let read_chunks = |store: &dyn slabfs::storage::Store| {
+        let got = store.get_many(&keys);
+        assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&c0[..]));
+        assert_eq!(got[1].as_ref().unwrap().as_deref(), Some(&c1[..]));
+    };
+    let (chunks, small) = (3 + 1, 5 * MIB / 2 + 1000);
+    {
+        let (net, store) = review_net(&s3, &cache);
+        // A first read: every block fetched.
+        read_chunks(&*store);
+        assert_eq!(count(&net), (0, chunks, 0));
+        // Again at once (blocks waiting to be written, or on disk).
+        read_chunks(&*store);
+        assert_eq!(count(&net), (chunks, chunks, small));
+        let s = settle(&net);
+        assert_eq!(s.bytes_written, small);
+        assert_eq!(s.bytes_held, held());
+        // A shard's inner chunk across blocks 0 and 1 of c/0.
+        let part = ByteRange::At {
+            offset: MIB - 10,
+            len: 20,
+        };
+        let got = store.get_range("c/0", part).unwrap().unwrap();
+        assert_eq!(got, c0[MIB as usize - 10..MIB as usize + 10]);
+        assert_eq!(count(&net), (chunks + 2, chunks, small + 2 * MIB));
+        // An Icechunk chunk object: a whole value is one block.
+        for _ in 0..2 {
+            let got = store.get_immutable("chunks/X", None, u64::MAX).unwrap();
+            assert_eq!(got.as_deref(), Some(&x[..]));
+        }
+        assert_eq!(
+            count(&net),
+            (chunks + 3, chunks + 1, small + 2 * MIB + 3000)
+        );
+        let s = settle(&net);
+        assert_eq!(s.bytes_written, small + 3000);
+        assert_eq!(s.bytes_held, held());
+    }
+    // Another process evicted a block of c/0: a remount finds the rest of
+    // c/0 but fetches it whole, and keeps only the block it lacked.
+    let (path, _) = blocks(&cache)
+        .into_iter()
+        .find(|(_, len)| *len > MIB)
+        .unwrap();
+    std::fs::remove_file(path).unwrap();
+    let (net, store) = review_net(&s3, &cache);
+    read_chunks(&*store);
+    assert_eq!(count(&net), (1, 3, 1000));
+    let s = settle(&net);
+    assert_eq!(s.bytes_written, MIB);
+    assert_eq!(s.bytes_held, held());
+    // An object read by ranges (a netCDF file): 3 blocks, fetched, then
+    // found; two reads of one block at once count it once each.
+    let url = format!("s3://{BUCKET}/arr/o.bin");
+    let files = net.files(vec![Location::parse(&url).unwrap()]).unwrap();
+    let f = files.open(std::path::Path::new(&url)).unwrap();
+    let mut buf = vec![0u8; o.len()];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, o);
+    assert_eq!(count(&net), (1, 6, 1000));
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut buf = vec![0u8; o.len()];
+                f.read_exact_at(&mut buf, 0).unwrap();
+                assert_eq!(buf, o);
+            });
+        }
+    });
+    assert_eq!(count(&net), (7, 6, 1000 + 2 * o.len() as u64));
+    let s = settle(&net);
+    assert_eq!(s.bytes_written, MIB + o.len() as u64);
+    assert_eq!(s.bytes_held, held());
+}

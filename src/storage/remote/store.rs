@@ -563,30 +563,36 @@ impl RemoteStore {
     }
 
     /// The value of `key` from the disk cache, at the version `listed`
-    /// (its listing's ETag and size), if every block of it is there.
+    /// (its listing's ETag and size), if every block of it is there (its
+    /// blocks counted as hits then; else as misses when it is fetched:
+    /// [`RemoteStore::fetched`]).
     fn on_disk(&self, key: &str, limit: u64, listed: Option<&(String, u64)>) -> Option<Vec<u8>> {
         let state = self.remote.state();
         let cache = state.disk_cache.as_ref()?;
-        // Nothing of a unit without a note is on disk: not even looked for.
-        if !self.unit_noted(key) {
-            cache.missed();
-            return None;
-        }
-        let Some((tag, size)) = listed else {
-            // Not there when its unit was listed, or not read yet here.
-            cache.missed();
-            return None;
-        };
+        // Nothing of a unit without a note is on disk: not even looked
+        // for. Nor a version not known (not there when its unit was
+        // listed, or not read yet here).
+        let (tag, size) = listed.filter(|_| self.unit_noted(key))?;
         let size = *size;
         if size > limit {
             return None;
         }
         let id = self.object_id(key, tag)?;
         let mut out = Vec::with_capacity(size as usize);
-        for b in 0..size.div_ceil(BLOCK) {
-            out.extend_from_slice(&cache.get(&id, b, (size - b * BLOCK).min(BLOCK) as usize)?);
+        let blocks = size.div_ceil(BLOCK);
+        for b in 0..blocks {
+            out.extend_from_slice(&cache.lookup(&id, b, block_len(size, b))?);
         }
+        cache.hit(blocks, size);
         Some(out)
+    }
+
+    /// Count the blocks of a value of `len` bytes fetched from the store
+    /// by a read through the disk cache as its misses.
+    fn fetched(&self, len: usize) {
+        if let Some(cache) = &self.remote.state().disk_cache {
+            cache.missed((len as u64).div_ceil(BLOCK));
+        }
     }
 
     /// Keep `value`, version `tag` of `key`, in the disk cache.
@@ -1022,6 +1028,7 @@ impl Store for RemoteStore {
             let key = &keys[*i].0;
             match (tagged_or_error(loc, *limit, answer), tag) {
                 (Ok(Some((v, got_tag))), pinned) => {
+                    self.fetched(v.len());
                     // Kept under the version the answer says it is, never
                     // the one pinned: a server that ignores `If-Match`
                     // answers the version it has, and bytes kept under
@@ -1045,7 +1052,11 @@ impl Store for RemoteStore {
                     if source.kind() == io::ErrorKind::InvalidData =>
                 {
                     self.forget_listing(key);
-                    each(*i, self.get_with(loc, GetOptions::default(), *limit, None));
+                    let got = self.get_with(loc, GetOptions::default(), *limit, None);
+                    if let Ok(Some(v)) = &got {
+                        self.fetched(v.len());
+                    }
+                    each(*i, got);
                 }
                 (got, _) => each(*i, got.map(|o| o.map(|(v, _)| v))),
             }
@@ -1081,13 +1092,16 @@ impl Store for RemoteStore {
         let (Some(cache), Some(id)) = (&state.disk_cache, self.object_id(key, &version)) else {
             return read();
         };
-        if let Some(v) = cache.get_value(&id)
+        // A whole value counts as one block, hit or missed.
+        if let Some(v) = cache.lookup_value(&id)
             && v.len() as u64 <= limit
         {
+            cache.hit(1, v.len() as u64);
             return Ok(Some(v.to_vec()));
         }
         let got = read()?;
         if let Some(v) = &got {
+            cache.missed(1);
             cache.put_value(&id, bytes::Bytes::copy_from_slice(v));
         }
         Ok(got)
@@ -1330,6 +1344,8 @@ impl RemoteStore {
             runs: Vec<(Range<u64>, u64)>,
             /// Read as without a cache (a range past the known end).
             plain: bool,
+            /// The blocks found on disk, and their bytes.
+            found: (u64, u64),
         }
         let mut plans = Vec::with_capacity(requests.len());
         let mut futs = Vec::new();
@@ -1342,6 +1358,7 @@ impl RemoteStore {
                 blocks: Default::default(),
                 runs: Vec::new(),
                 plain: false,
+                found: (0, 0),
             };
             match &plan.known {
                 // Past the end of the version known: that version is out
@@ -1353,13 +1370,16 @@ impl RemoteStore {
                             plan.blocks.insert(b, None);
                         }
                     }
-                    match self.object_id(key, tag) {
-                        Some(id) if self.unit_noted(key) => {
-                            for (b, slot) in plan.blocks.iter_mut() {
-                                *slot = cache.get(&id, *b, block_len(*size, *b));
+                    if let Some(id) = self.object_id(key, tag)
+                        && self.unit_noted(key)
+                    {
+                        for (b, slot) in plan.blocks.iter_mut() {
+                            *slot = cache.lookup(&id, *b, block_len(*size, *b));
+                            if let Some(data) = slot {
+                                plan.found.0 += 1;
+                                plan.found.1 += data.len() as u64;
                             }
                         }
-                        _ => cache.missed(),
                     }
                     let missing = plan.blocks.iter().filter(|(_, s)| s.is_none());
                     plan.runs = block_runs(missing.map(|(&b, _)| b))
@@ -1370,10 +1390,7 @@ impl RemoteStore {
                         })
                         .collect();
                 }
-                None => {
-                    cache.missed();
-                    plan.runs = block_spans(&wanted);
-                }
+                None => plan.runs = block_spans(&wanted),
             }
             if let (false, Ok(loc)) = (plan.plain, self.remote.location.child(key)) {
                 for (run, end) in &plan.runs {
@@ -1401,11 +1418,7 @@ impl RemoteStore {
                 continue;
             };
             if plan.plain {
-                out.push(
-                    self.plain_ranges(&[(key.clone(), ranges.clone())])
-                        .pop()
-                        .expect("one"),
-                );
+                out.push(self.plain_counted(&cache, key, ranges));
                 continue;
             }
             let answers: Vec<io::Result<Option<BlockRun>>> = plan
@@ -1441,15 +1454,12 @@ impl RemoteStore {
                 continue;
             }
             let Some((tag, size)) = version.filter(|_| !fallback) else {
-                out.push(
-                    self.plain_ranges(&[(key.clone(), ranges.clone())])
-                        .pop()
-                        .expect("one"),
-                );
+                out.push(self.plain_counted(&cache, key, ranges));
                 continue;
             };
             self.learn(key, &tag, size);
             let id = self.object_id(key, &tag);
+            let mut fetched = 0;
             for ((run, _), a) in plan.runs.iter().zip(answers) {
                 let Ok(Some(a)) = a else { continue };
                 // The blocks the object has (a run worked out from the
@@ -1465,8 +1475,10 @@ impl RemoteStore {
                         cache.put(id, b, block.clone());
                     }
                     plan.blocks.insert(b, Some(block));
+                    fetched += 1;
                 }
             }
+            cache.missed(fetched);
             let parts: Result<Vec<Vec<u8>>> = ranges
                 .iter()
                 .map(|r| {
@@ -1485,9 +1497,31 @@ impl RemoteStore {
                     Ok(v)
                 })
                 .collect();
+            if parts.is_ok() {
+                cache.hit(plan.found.0, plan.found.1);
+            }
             out.push(parts.map(Some));
         }
         out
+    }
+
+    /// One request of [`Store::get_ranges`] read as without the disk
+    /// cache, the blocks its ranges span counted as misses once read.
+    fn plain_counted(
+        &self,
+        cache: &DiskCache,
+        key: &str,
+        ranges: &[Range<u64>],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let got = self
+            .plain_ranges(&[(key.to_string(), ranges.to_vec())])
+            .pop()
+            .expect("one answer");
+        if let Ok(Some(_)) = &got {
+            let spans = block_spans(ranges);
+            cache.missed(spans.iter().map(|(run, _)| run.end - run.start).sum());
+        }
+        got
     }
 
     /// Whether the disk cache has a note of `key`'s unit (its blocks may
@@ -1823,11 +1857,11 @@ impl RemoteFile {
         };
         let claimed = Claimed(self, &mine);
         // Another read may have fetched and kept one of them between the
-        // look above and the claim: taken from the cache, not fetched
-        // (and written) a second time.
+        // look above and the claim: taken from the cache (a hit), not
+        // fetched (and written) a second time.
         let mut to_fetch = Vec::with_capacity(mine.len());
         for &b in &mine {
-            match cache.lookup(id, b, block_len(b)) {
+            match cache.get(id, b, block_len(b)) {
                 Some(v) => {
                     blocks.insert(b, Some(v));
                 }
@@ -1871,6 +1905,7 @@ impl RemoteFile {
         let block_len = |b: u64| (size - b * BLOCK).min(BLOCK) as usize;
         let runs = block_runs(wanted.iter().copied());
         if !runs.is_empty() {
+            cache.missed(wanted.len() as u64);
             let futs = runs
                 .iter()
                 .map(|r| self.get_pinned(r.start * BLOCK..(r.end * BLOCK).min(size)))
