@@ -26,8 +26,8 @@
 //! impl crate::metrics::Collect for DiskCache {
 //!     fn collect(&self, out: &mut crate::metrics::Out<'_>) -> std::fmt::Result {
 //!         let s = self.snapshot();
-//!         out.counter("slabfs_disk_cache_hits", "Blocks found in the disk cache.", s.hits)?;
-//!         out.counter("slabfs_disk_cache_misses", "Blocks not in the disk cache.", s.misses)?;
+//!         out.counter("slabfs_disk_cache_hits", "Blocks reads took from the disk cache.", s.hits)?;
+//!         out.counter("slabfs_disk_cache_misses", "Blocks reads fetched from the store, not in the disk cache.", s.misses)?;
 //!         out.counter("slabfs_disk_cache_evictions", "Blocks removed to stay under --disk-cache-size.", s.evictions)?;
 //!         out.gauge("slabfs_disk_cache_bytes", "Bytes the disk cache directory holds.", s.bytes_held as f64)
 //!     }

@@ -461,12 +461,12 @@ pub fn collectors(
         };
         out.counter(
             "slabfs_disk_cache_hits",
-            "Blocks found in the disk cache.",
+            "Blocks reads took from the disk cache.",
             s.hits,
         )?;
         out.counter(
             "slabfs_disk_cache_misses",
-            "Blocks not in the disk cache.",
+            "Blocks reads fetched from the store, not in the disk cache.",
             s.misses,
         )?;
         out.counter(

@@ -62,12 +62,13 @@
 //!   order joined by `+`): the bytes they made and the time each decode
 //!   took ([`crate::engine::decodes`]); decodes straight into a reply
 //!   included, the fetch before and the copy after not.
-//! - `disk_cache` (with `--disk-cache`): blocks found on disk (`hits`) or
-//!   not (`misses`), removed to stay under the size limit (`evictions`) or
-//!   found damaged and read again (`corrupt`), bytes read from and written
-//!   to it, failed writes (each turns writes off for a minute), the bytes
-//!   it holds and those waiting to be written
-//!   ([`crate::storage::disk_cache`]).
+//! - `disk_cache` (with `--disk-cache`): blocks reads took from it
+//!   (`hits`) or fetched from the store (`misses`; each block a read
+//!   needs counts once, a whole Icechunk object as one), removed to stay
+//!   under the size limit (`evictions`) or found damaged and read again
+//!   (`corrupt`), bytes read from and written to it, failed writes (each
+//!   turns writes off for a minute), the bytes it holds and those waiting
+//!   to be written ([`crate::storage::disk_cache`]).
 //! - `buffers`: the read path's buffer pool ([`crate::engine::buffers`]):
 //!   bytes of spare and per-thread scratch buffers kept for reuse, their
 //!   cap, and buffers handed out reused (`hits`) or allocated (`misses`).

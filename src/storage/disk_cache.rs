@@ -8,8 +8,10 @@
 //!
 //! A block is named by its object's identity: the store (endpoint and
 //! URL, without secrets), the object's key, the object's *version* (its
-//! ETag, as the store sent it when the object was opened), and the block's
-//! index; the file's name is a SHA-256 of the first three and the index.
+//! ETag: for a Zarr store's object in one form whether a listing or a GET
+//! said it, for an object read by ranges as its HEAD said it), and the
+//! block's index; the file's name is a SHA-256 of the first three and
+//! the index.
 //! An object replaced upstream has another ETag, so its old blocks are
 //! never asked for again (they age out). Each file carries a header
 //! (magic, block index, length, the identity in full, a CRC32C of the
@@ -22,7 +24,9 @@
 //! - **Atomic publication**: a block is written to `DIR/tmp/` and renamed
 //!   into place, so a reader (this process or another) sees a whole file
 //!   or none; two processes writing the same block write the same bytes,
-//!   and the last rename wins.
+//!   and the last rename wins. A block already there (by another
+//!   process, or kept again by a read that found only part of its value)
+//!   is not written again, nor counted in the bytes held twice.
 //! - **Crash safety**: a process killed while writing leaves at most a
 //!   file in `DIR/tmp/`, never under `DIR/v1/`; files in `tmp/` of
 //!   processes no longer alive are removed at the next start. A block
@@ -44,10 +48,11 @@
 //!   served from memory). At most [`PENDING_MAX`] bytes wait: beyond,
 //!   while the writer is behind, a read writes its blocks itself, so
 //!   memory stays bounded and every block read is kept.
-//! - **Read once**: the last [`RECENT_BLOCKS`] blocks read from disk are
-//!   kept in memory, checked: reads of neighbouring parts of one object
-//!   (an HDF5 file's chunks, which straddle blocks) do not read and check
-//!   a block twice.
+//! - **Read once**: the blocks read from disk last, [`RECENT_BYTES`] of
+//!   them, are kept in memory, checked: reads of neighbouring parts of one
+//!   object (an HDF5 file's chunks, which straddle blocks) do not read and
+//!   check a block twice. A whole value larger than that (an Icechunk
+//!   manifest, kept as one file: [`DiskCache::put_value`]) is not kept.
 //! - **Read ahead**: a block read from disk asks the kernel to start
 //!   reading the next [`READ_AHEAD_BLOCKS`] blocks of its object
 //!   (`posix_fadvise(WILLNEED)`), as it does by itself within one file: a
@@ -79,8 +84,10 @@ pub const BLOCK: u64 = 1 << 20;
 
 const MAGIC: &[u8; 8] = b"SLABFSB\x01";
 
-/// Blocks read from disk kept in memory (see the module docs): 16 MiB.
-pub const RECENT_BLOCKS: usize = 16;
+/// Bytes of the blocks read from disk last kept in memory (see the module
+/// docs): 16 blocks. A file holds a block or a whole value of any size,
+/// so the bound is in bytes, not files.
+pub const RECENT_BYTES: u64 = 16 * BLOCK;
 
 /// Blocks of an object a read from disk asks the kernel to read ahead
 /// (see the module docs): 8 MiB.
@@ -113,8 +120,8 @@ pub struct ObjectId {
 
 impl ObjectId {
     /// `store`: the endpoint and store URL; `key`: the object's URL or
-    /// key; `version`: its ETag. None of them may hold a secret: they are
-    /// written into every block's header.
+    /// key; `version`: its ETag (see the module docs). None of them may
+    /// hold a secret: they are written into every block's header.
     pub fn new(store: &str, key: &str, version: &str) -> ObjectId {
         let mut bytes = Vec::with_capacity(store.len() + key.len() + version.len() + 2);
         for (i, part) in [store, key, version].iter().enumerate() {
@@ -131,15 +138,26 @@ impl ObjectId {
     }
 }
 
-/// What the cache did, for `.slabfs/stats` and the metrics.
+/// What the cache did, for `.slabfs/stats` and the metrics. Each block a
+/// read needs through the cache is counted once: a hit or a miss (a whole
+/// value kept as one file, [`DiskCache::put_value`], counts as one block).
+/// Reads that do not go through the cache (metadata) count as neither.
 #[derive(Debug, Default)]
 pub struct Counters {
+    /// Blocks a read took from the cache: from disk, from the blocks read
+    /// last, or from those waiting to be written.
     pub hits: AtomicU64,
+    /// Blocks a read fetched from the store: not in the cache, or their
+    /// version not known to look them up by.
     pub misses: AtomicU64,
+    /// Block files this process removed to stay under the size.
     pub evictions: AtomicU64,
     /// Blocks found damaged (checksum, length, identity) and removed.
     pub corrupt: AtomicU64,
+    /// Bytes of the hits.
     pub bytes_read: AtomicU64,
+    /// Bytes of the blocks written (notes aside; a block found there
+    /// already is not written again).
     pub bytes_written: AtomicU64,
     pub write_errors: AtomicU64,
 }
@@ -178,8 +196,8 @@ pub struct DiskCache {
     scanned: AtomicBool,
     /// Blocks handed to the writer thread and not written yet.
     pending: parking_lot::Mutex<Pending>,
-    /// The last blocks read from disk, checked ([`RECENT_BLOCKS`]).
-    recent: parking_lot::Mutex<lru::LruCache<PathBuf, Bytes>>,
+    /// The last blocks read from disk, checked ([`RECENT_BYTES`]).
+    recent: parking_lot::Mutex<Recent>,
     /// The object whose blocks were asked for last ([`READ_AHEAD_BLOCKS`])
     /// and the last block asked for.
     ahead: parking_lot::Mutex<(String, u64)>,
@@ -199,6 +217,47 @@ pub struct DiskCache {
 struct Pending {
     files: std::collections::HashMap<PathBuf, Arc<Waiting>>,
     bytes: u64,
+}
+
+/// The blocks read from disk last, at most [`RECENT_BYTES`] of them.
+#[derive(Debug)]
+struct Recent {
+    files: lru::LruCache<PathBuf, Bytes>,
+    bytes: u64,
+}
+
+impl Default for Recent {
+    fn default() -> Recent {
+        Recent {
+            files: lru::LruCache::unbounded(),
+            bytes: 0,
+        }
+    }
+}
+
+impl Recent {
+    fn get(&mut self, path: &Path) -> Option<&Bytes> {
+        self.files.get(path)
+    }
+
+    /// Keep `data`, read from `path`, pushing out the files read longest
+    /// ago down to the bound; not kept if larger than the bound itself.
+    fn put(&mut self, path: &Path, data: Bytes) {
+        let n = data.len() as u64;
+        if n > RECENT_BYTES {
+            return;
+        }
+        if let Some(old) = self.files.put(path.to_path_buf(), data) {
+            self.bytes -= old.len() as u64;
+        }
+        self.bytes += n;
+        while self.bytes > RECENT_BYTES {
+            let Some((_, old)) = self.files.pop_lru() else {
+                break;
+            };
+            self.bytes -= old.len() as u64;
+        }
+    }
 }
 
 /// A block waiting for the writer thread.
@@ -234,9 +293,7 @@ impl DiskCache {
             evicting: parking_lot::Mutex::new(()),
             scanned: AtomicBool::new(false),
             pending: Default::default(),
-            recent: parking_lot::Mutex::new(lru::LruCache::new(
-                std::num::NonZeroUsize::new(RECENT_BLOCKS).expect("not zero"),
-            )),
+            recent: Default::default(),
             ahead: Default::default(),
             drained: Default::default(),
             to_writer: parking_lot::Mutex::new(Some(tx)),
@@ -310,38 +367,39 @@ impl DiskCache {
             .join(format!("{}-{block}", &id.hash[2..]))
     }
 
-    /// Block `block` of the object `id`, which must hold `len` bytes;
-    /// `None` (a miss) when it is not here or not whole.
+    /// Block `block` of the object `id`, which must hold `len` bytes,
+    /// counted as a hit; `None` when it is not here or not whole (counted
+    /// when the read fetches it: [`DiskCache::missed`]).
     pub fn get(&self, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
-        self.counted(self.find(&self.path(id, block), id, block, Some(len)))
-    }
-
-    /// [`DiskCache::get`] without counting a hit or a miss: a second look
-    /// at a block just counted.
-    pub fn lookup(&self, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
-        self.find(&self.path(id, block), id, block, Some(len))
-    }
-
-    /// `found`, counted as a hit or a miss.
-    fn counted(&self, found: Option<Bytes>) -> Option<Bytes> {
-        match &found {
-            Some(data) => {
-                self.counters.hits.fetch_add(1, Relaxed);
-                self.counters
-                    .bytes_read
-                    .fetch_add(data.len() as u64, Relaxed);
-            }
-            None => {
-                self.counters.misses.fetch_add(1, Relaxed);
-            }
+        let found = self.lookup(id, block, len);
+        if let Some(data) = &found {
+            self.hit(1, data.len() as u64);
         }
         found
     }
 
+    /// [`DiskCache::get`] without counting it: for a read that serves the
+    /// block only if it finds others too ([`DiskCache::hit`] then).
+    pub fn lookup(&self, id: &ObjectId, block: u64, len: usize) -> Option<Bytes> {
+        self.find(&self.path(id, block), id, block, Some(len))
+    }
+
+    /// Count `blocks` blocks of `bytes` bytes served from the cache.
+    pub fn hit(&self, blocks: u64, bytes: u64) {
+        self.counters.hits.fetch_add(blocks, Relaxed);
+        self.counters.bytes_read.fetch_add(bytes, Relaxed);
+    }
+
+    /// Count `blocks` blocks a read fetched from the store (not here, or
+    /// their version not known to look them up by).
+    pub fn missed(&self, blocks: u64) {
+        self.counters.misses.fetch_add(blocks, Relaxed);
+    }
+
     /// A whole value kept by [`DiskCache::put_value`] (of any length: one
-    /// file, not split in blocks); `None` (a miss) when it is not here.
-    pub fn get_value(&self, id: &ObjectId) -> Option<Bytes> {
-        self.counted(self.find(&self.path(id, 0), id, 0, None))
+    /// file, not split in blocks), not counted; `None` when it is not here.
+    pub fn lookup_value(&self, id: &ObjectId) -> Option<Bytes> {
+        self.find(&self.path(id, 0), id, 0, None)
     }
 
     /// Keep `data`, the whole value of the object `id`, as one file (a
@@ -383,7 +441,7 @@ impl DiskCache {
                 touch(path);
                 // A view of the file read, not a copy.
                 let data = Bytes::from(file).slice(range);
-                self.recent.lock().put(path.to_path_buf(), data.clone());
+                self.recent.lock().put(path, data.clone());
                 Some(data)
             }
             Err(why) => {
@@ -439,12 +497,6 @@ impl DiskCache {
             asked += 1;
         }
         asked
-    }
-
-    /// Count a miss of a block not looked for (its object's version is
-    /// not known, so nothing of it can be here: [`DiskCache::note`]).
-    pub fn missed(&self) {
-        self.counters.misses.fetch_add(1, Relaxed);
     }
 
     /// Leave a note under `id` (an empty block, not counted as data):
@@ -548,6 +600,14 @@ impl DiskCache {
     }
 
     fn publish(&self, path: &Path, w: &Waiting) {
+        // There already (kept by another process, or by a read that found
+        // other blocks of its value missing): the same identity, the same
+        // bytes; neither written nor counted again (it was counted twice
+        // in the bytes held). A damaged one is found at its next read.
+        if fs::symlink_metadata(path).is_ok() {
+            touch(path);
+            return;
+        }
         let n = self.written.fetch_add(1, Relaxed);
         let tmp = self.tmp.join(format!("{}-{n}", std::process::id()));
         // The header here, off the read's path; the data as the read
@@ -660,10 +720,12 @@ impl DiskCache {
                 if total <= target {
                     break;
                 }
-                // Gone already (another process evicted it): counted out.
-                let _ = fs::remove_file(&path);
+                // Gone already (another process evicted it): counted out
+                // of the bytes held, not as this process's eviction.
+                if fs::remove_file(&path).is_ok() {
+                    removed += 1;
+                }
                 total = total.saturating_sub(len);
-                removed += 1;
             }
             self.counters.evictions.fetch_add(removed, Relaxed);
             log::debug!("disk cache: {removed} blocks evicted, {total} bytes held");
@@ -838,7 +900,7 @@ mod tests {
         assert_eq!(c.read_ahead(&other, 0), 1);
         assert_eq!(asked(3), READ_AHEAD_BLOCKS);
         // A read from disk asks: block 0 of `id` read (not from memory).
-        c.recent.lock().clear();
+        *c.recent.lock() = Recent::default();
         assert_eq!(c.get(&id, 0, 3).as_deref(), Some(&b"abc"[..]));
         assert_eq!(asked(1), 1, "blocks 1-8 were asked for by the read of 0");
     }
@@ -849,19 +911,54 @@ mod tests {
         let c = cache(dir.path(), 1 << 30);
         let id = ObjectId::new("s3://b", "s3://b/chunks/X", "immutable");
         let value: Vec<u8> = (0..3_000_000u32).map(|i| i as u8).collect();
-        assert_eq!(c.get_value(&id), None);
+        assert_eq!(c.lookup_value(&id), None);
         c.put_value(&id, Bytes::from(value.clone()));
         c.flush();
-        assert_eq!(c.get_value(&id).as_deref(), Some(&value[..]));
+        assert_eq!(c.lookup_value(&id).as_deref(), Some(&value[..]));
         let other = ObjectId::new("s3://b", "s3://b/chunks/X", "immutable 0+10");
-        assert_eq!(c.get_value(&other), None);
+        assert_eq!(c.lookup_value(&other), None);
         // Cut short on disk: damage, not a shorter value.
         let path = c.path(&id, 0);
         let bytes = fs::read(&path).unwrap();
         fs::write(&path, &bytes[..bytes.len() - 1]).unwrap();
-        c.recent.lock().clear();
-        assert_eq!(c.get_value(&id), None);
+        *c.recent.lock() = Recent::default();
+        assert_eq!(c.lookup_value(&id), None);
         assert_eq!(c.snapshot().corrupt, 1);
+    }
+
+    /// Regression (review of the disk cache): the blocks read last were
+    /// kept by count (16), and a whole value of any size is one (an
+    /// Icechunk manifest of up to 1 GiB): 16 of them held far more than
+    /// the 16 MiB the docs promise.
+    #[test]
+    fn what_is_kept_of_the_blocks_read_last_is_bounded_in_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = cache(dir.path(), 1 << 30);
+        let held = |c: &DiskCache| -> u64 {
+            c.recent
+                .lock()
+                .files
+                .iter()
+                .map(|(_, d)| d.len() as u64)
+                .sum()
+        };
+        let id = |i: u32| ObjectId::new("s3://b", &format!("s3://b/manifests/M{i}"), "immutable");
+        let big = RECENT_BYTES as usize / 2 + 1;
+        for i in 0..3 {
+            c.put_value(&id(i), Bytes::from(vec![i as u8; big]));
+        }
+        let huge = Bytes::from(vec![9u8; RECENT_BYTES as usize + 1]);
+        c.put_value(&id(3), huge.clone());
+        c.flush();
+        for i in 0..3 {
+            assert_eq!(c.lookup_value(&id(i)).unwrap().len(), big);
+            assert!(held(&c) <= RECENT_BYTES, "{} bytes held", held(&c));
+        }
+        assert_eq!(c.lookup_value(&id(3)), Some(huge));
+        assert!(held(&c) <= RECENT_BYTES, "{} bytes held", held(&c));
+        // The last one read is kept (served again with its file gone).
+        fs::remove_file(c.path(&id(2), 0)).unwrap();
+        assert_eq!(c.lookup_value(&id(2)).unwrap().len(), big);
     }
 
     #[test]

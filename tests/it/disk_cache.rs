@@ -656,3 +656,321 @@ fn review_range_near_u64_max_is_an_error() {
     let got = got.expect("no panic");
     assert!(got.is_err(), "{got:?}");
 }
+
+// Regressions found by the review of issue 28's disk cache.
+
+/// Data requests (GETs, whole or ranged) `net` made.
+fn data_requests(net: &slabfs::storage::remote::Remote) -> u64 {
+    review_count(net, "GET") + review_count(net, "ranged_GET")
+}
+
+/// A chunk object's version as a listing says it and as a GET's answer
+/// says it are one version, whatever form each gives the ETag in: Azure
+/// lists it unquoted and quotes it in answers; a server may make it weak
+/// in answers. A remount then re-reads the chunk whole and by range (a
+/// shard's inner chunk) from the disk cache with no data request (the
+/// remount missed every time, and the ranges fell back to plain reads).
+#[test]
+fn review28_a_listed_and_an_answered_e_tag_are_one_version() {
+    use slabfs::storage::ByteRange;
+    use std::sync::atomic::Ordering::Relaxed;
+    for quirk in ["unquoted listed", "weak answered"] {
+        let s3 = common::s3s::S3s::start();
+        s3.create_bucket(BUCKET);
+        match quirk {
+            "unquoted listed" => s3.quirks.unquoted_listed_etags.store(true, Relaxed),
+            _ => s3.quirks.weak_etags.store(true, Relaxed),
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..3u32 << 20).map(|i| (i % 253) as u8).collect();
+        review_put(&s3, tmp.path(), "arr/c/0", &data);
+        let cache = tmp.path().join("cache");
+        let inner = ByteRange::At {
+            offset: (1 << 20) + 5,
+            len: 100,
+        };
+        let want_inner = &data[(1 << 20) + 5..(1 << 20) + 105];
+        let read = |store: &dyn slabfs::storage::Store| {
+            let got = store.get_many(&[("c/0".to_string(), u64::MAX)]);
+            assert_eq!(
+                got[0].as_ref().unwrap().as_deref(),
+                Some(&data[..]),
+                "{quirk}"
+            );
+            let part = store.get_range("c/0", inner).unwrap().unwrap();
+            assert_eq!(part, want_inner, "{quirk}");
+        };
+        {
+            let (net, store) = review_net(&s3, &cache);
+            read(&*store);
+            net.flush_disk_cache(Duration::from_secs(10));
+        }
+        let (net, store) = review_net(&s3, &cache);
+        read(&*store);
+        assert_eq!(data_requests(&net), 0, "{quirk}: {:?}", net.disk_cache());
+    }
+}
+
+/// A server that ignores `If-Match` answers a chunk object pinned to its
+/// listed version with the version it has now: the answer is served (a
+/// GET's value now, one version), and kept under its own ETag, never
+/// under the one pinned. (It was kept under the pinned one: once the
+/// object went back to that version, a remount served the other
+/// version's bytes as it.)
+#[test]
+fn review28_an_answer_is_kept_under_its_own_version_when_if_match_is_ignored() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    s3.quirks.ignore_if_match.store(true, Relaxed);
+    let tmp = tempfile::tempdir().unwrap();
+    let a = vec![b'a'; 1_500_000];
+    let b = vec![b'b'; 1_500_000];
+    review_put(&s3, tmp.path(), "arr/c/0", &a);
+    review_put(&s3, tmp.path(), "arr/c/1", b"other chunk");
+    let cache = tmp.path().join("cache");
+    let get = |store: &dyn slabfs::storage::Store, key: &str| {
+        store.get_many(&[(key.to_string(), u64::MAX)])[0]
+            .as_ref()
+            .unwrap()
+            .clone()
+            .unwrap()
+    };
+    {
+        // Leaves the note of `c/`, so that the next store lists it.
+        let (net, store) = review_net(&s3, &cache);
+        get(&*store, "c/1");
+        net.flush_disk_cache(Duration::from_secs(10));
+    }
+    {
+        // `c/` listed: c/0 at version A, none of whose blocks is kept.
+        let (net, store) = review_net(&s3, &cache);
+        get(&*store, "c/1");
+        assert_eq!(s3.lists(), 1);
+        // Replaced by B: the GET pinned to A answers B.
+        review_put(&s3, tmp.path(), "arr/c/0", &b);
+        assert_eq!(get(&*store, "c/0"), b, "the value a GET answers now");
+        net.flush_disk_cache(Duration::from_secs(10));
+    }
+    // Back to A (the same bytes: the same ETag): a remount lists A.
+    review_put(&s3, tmp.path(), "arr/c/0", &a);
+    let (_net, store) = review_net(&s3, &cache);
+    assert!(get(&*store, "c/0") == a, "B's bytes served as version A");
+}
+
+/// A range of 2^52 bytes of a chunk object (a corrupt shard index's
+/// length), whether the object's version is known or not: an error
+/// naming the object, with no memory spent on the length (the blocks it
+/// spans were listed one by one, 2^32 of them, before the object's size
+/// was looked at). In a child process whose address space is bounded.
+#[test]
+fn review28_a_huge_range_is_an_error_without_memory_spent_on_it() {
+    common::in_child(
+        "disk_cache::review28_a_huge_range_in_a_child",
+        // One malloc arena per thread reserves 64 MiB of address space.
+        &[("MALLOC_ARENA_MAX", "2")],
+    );
+}
+
+#[test]
+#[ignore = "run by review28_a_huge_range_is_an_error_without_memory_spent_on_it, in a child"]
+fn review28_a_huge_range_in_a_child() {
+    use slabfs::storage::ByteRange;
+    common::child_only();
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..3u32 << 20).map(|i| (i % 249) as u8).collect();
+    review_put(&s3, tmp.path(), "arr/c/0", &data);
+    review_put(&s3, tmp.path(), "arr/c/1", &data);
+    let (_net, store) = review_net(&s3, &tmp.path().join("cache"));
+    // At most 1 GiB more address space than the process has now.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmSize:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    let limit = libc::rlimit {
+        rlim_cur: (kib << 10) + (1 << 30),
+        rlim_max: libc::RLIM_INFINITY,
+    };
+    // SAFETY: setrlimit reads the struct it is given, nothing else.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
+    let huge = |offset| ByteRange::At {
+        offset,
+        len: 1 << 52,
+    };
+    let small = ByteRange::At { offset: 7, len: 9 };
+    for key in ["c/0", "c/1"] {
+        // c/0: its size not known yet (a first read); c/1: known (learned
+        // by a read of it first).
+        if key == "c/1" {
+            assert_eq!(store.get_range(key, small).unwrap().unwrap(), data[7..16]);
+        }
+        for offset in [5, 2 << 20] {
+            let e = store.get_range(key, huge(offset)).unwrap_err().to_string();
+            assert!(e.contains(&format!("arr/{key}")), "{e}");
+        }
+    }
+    assert_eq!(store.get_range("c/0", small).unwrap().unwrap(), data[7..16]);
+}
+
+/// A batch of chunks in more listing units (here directories) than a
+/// store keeps the listings of (64): a first read lists none of them (the
+/// units pushed out of the 64 kept were listed one after another, for
+/// each key, though nothing was noted), and a remount lists each at most
+/// once, at most 64 of them. Counted at the server.
+#[test]
+fn review28_a_batch_over_more_units_than_are_kept_does_not_list_them_over() {
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let value = |i: usize| format!("chunk {i} ").repeat(100 + i).into_bytes();
+    let mut files = Vec::new();
+    for i in 0..100 {
+        let f = tmp.path().join(format!("chunk-{i}"));
+        std::fs::write(&f, value(i)).unwrap();
+        files.push((format!("arr/d{i}/0"), f));
+    }
+    s3.put_files(BUCKET, files);
+    let keys: Vec<(String, u64)> = (0..100).map(|i| (format!("d{i}/0"), u64::MAX)).collect();
+    let cache = tmp.path().join("cache");
+    let read_all = |store: &dyn slabfs::storage::Store| {
+        for (i, got) in store.get_many(&keys).into_iter().enumerate() {
+            assert_eq!(got.unwrap().unwrap(), value(i), "d{i}/0");
+        }
+    };
+    {
+        let (net, store) = review_net(&s3, &cache);
+        let before = s3.lists();
+        read_all(&*store);
+        assert_eq!(s3.lists() - before, 0, "a first read lists nothing");
+        net.flush_disk_cache(Duration::from_secs(10));
+    }
+    let (net, store) = review_net(&s3, &cache);
+    let before = s3.lists();
+    read_all(&*store);
+    let listed = s3.lists() - before;
+    assert!((1..=64).contains(&listed), "{listed} listings");
+    // The units listed serve their chunks from disk.
+    assert_eq!(data_requests(&net), 100 - listed, "{:?}", net.disk_cache());
+}
+
+/// The disk cache's counters through one realistic sequence: every block
+/// a read needs counts once, as a hit (from disk, from the blocks read
+/// last, or waiting to be written) or a miss (fetched), whatever the path
+/// (a chunk whole, a shard's range, an Icechunk object, an object read by
+/// ranges); a block found there already is not written or counted again,
+/// and the bytes held are the directory's. (A value whose version was not
+/// known counted one miss however many blocks it had; a value found in
+/// part counted hits for blocks it did not use; a block looked at twice
+/// by two reads counted twice; a block written again counted its bytes
+/// held twice.)
+#[test]
+fn review28_the_counters_add_up() {
+    use slabfs::storage::ByteRange;
+    use slabfs::storage::Network;
+    use slabfs::storage::disk_cache::Snapshot;
+    use slabfs::storage::location::Location;
+    const MIB: u64 = 1 << 20;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let c0: Vec<u8> = (0..5 * MIB / 2).map(|i| (i % 241) as u8).collect();
+    let c1 = vec![7u8; 1000];
+    let x = vec![9u8; 3000];
+    let o: Vec<u8> = (0..2 * MIB + 5).map(|i| (i % 239) as u8).collect();
+    for (key, data) in [
+        ("arr/c/0", &c0),
+        ("arr/c/1", &c1),
+        ("arr/chunks/X", &x),
+        ("arr/o.bin", &o),
+    ] {
+        review_put(&s3, tmp.path(), key, data);
+    }
+    let cache = tmp.path().join("cache");
+    let held = || -> u64 { blocks(&cache).iter().map(|b| b.1).sum() };
+    let count = |net: &slabfs::storage::remote::Remote| {
+        let s = net.disk_cache().unwrap();
+        (s.hits, s.misses, s.bytes_read)
+    };
+    let settle = |net: &slabfs::storage::remote::Remote| -> Snapshot {
+        net.flush_disk_cache(Duration::from_secs(10));
+        net.disk_cache().unwrap()
+    };
+    let keys = [("c/0".to_string(), u64::MAX), ("c/1".to_string(), u64::MAX)];
+    let read_chunks = |store: &dyn slabfs::storage::Store| {
+        let got = store.get_many(&keys);
+        assert_eq!(got[0].as_ref().unwrap().as_deref(), Some(&c0[..]));
+        assert_eq!(got[1].as_ref().unwrap().as_deref(), Some(&c1[..]));
+    };
+    let (chunks, small) = (3 + 1, 5 * MIB / 2 + 1000);
+    {
+        let (net, store) = review_net(&s3, &cache);
+        // A first read: every block fetched.
+        read_chunks(&*store);
+        assert_eq!(count(&net), (0, chunks, 0));
+        // Again at once (blocks waiting to be written, or on disk).
+        read_chunks(&*store);
+        assert_eq!(count(&net), (chunks, chunks, small));
+        let s = settle(&net);
+        assert_eq!(s.bytes_written, small);
+        assert_eq!(s.bytes_held, held());
+        // A shard's inner chunk across blocks 0 and 1 of c/0.
+        let part = ByteRange::At {
+            offset: MIB - 10,
+            len: 20,
+        };
+        let got = store.get_range("c/0", part).unwrap().unwrap();
+        assert_eq!(got, c0[MIB as usize - 10..MIB as usize + 10]);
+        assert_eq!(count(&net), (chunks + 2, chunks, small + 2 * MIB));
+        // An Icechunk chunk object: a whole value is one block.
+        for _ in 0..2 {
+            let got = store.get_immutable("chunks/X", None, u64::MAX).unwrap();
+            assert_eq!(got.as_deref(), Some(&x[..]));
+        }
+        assert_eq!(
+            count(&net),
+            (chunks + 3, chunks + 1, small + 2 * MIB + 3000)
+        );
+        let s = settle(&net);
+        assert_eq!(s.bytes_written, small + 3000);
+        assert_eq!(s.bytes_held, held());
+    }
+    // Another process evicted a block of c/0: a remount finds the rest of
+    // c/0 but fetches it whole, and keeps only the block it lacked.
+    let (path, _) = blocks(&cache)
+        .into_iter()
+        .find(|(_, len)| *len > MIB)
+        .unwrap();
+    std::fs::remove_file(path).unwrap();
+    let (net, store) = review_net(&s3, &cache);
+    read_chunks(&*store);
+    assert_eq!(count(&net), (1, 3, 1000));
+    let s = settle(&net);
+    assert_eq!(s.bytes_written, MIB);
+    assert_eq!(s.bytes_held, held());
+    // An object read by ranges (a netCDF file): 3 blocks, fetched, then
+    // found; two reads of one block at once count it once each.
+    let url = format!("s3://{BUCKET}/arr/o.bin");
+    let files = net.files(vec![Location::parse(&url).unwrap()]).unwrap();
+    let f = files.open(std::path::Path::new(&url)).unwrap();
+    let mut buf = vec![0u8; o.len()];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(buf, o);
+    assert_eq!(count(&net), (1, 6, 1000));
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut buf = vec![0u8; o.len()];
+                f.read_exact_at(&mut buf, 0).unwrap();
+                assert_eq!(buf, o);
+            });
+        }
+    });
+    assert_eq!(count(&net), (7, 6, 1000 + 2 * o.len() as u64));
+    let s = settle(&net);
+    assert_eq!(s.bytes_written, MIB + o.len() as u64);
+    assert_eq!(s.bytes_held, held());
+}

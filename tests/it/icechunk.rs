@@ -1267,3 +1267,60 @@ fn odd_ref_names_are_left_out_of_every_version() {
     );
     m.stop();
 }
+
+/// A repository created again at the same prefix of a bucket, read through
+/// a disk cache: its first snapshot, whose name is the same in every
+/// repository, is read from the bucket, never the one kept of the
+/// repository before it (it was kept by name as immutable and served).
+#[test]
+fn a_repository_created_again_is_not_served_its_predecessor_s_first_snapshot() {
+    use common::servers::S3Server;
+    use slabfs::storage::remote::{Config, Remote};
+    let tmp = tempfile::tempdir().unwrap();
+    let create = |dir: &Path| {
+        crate_rt().block_on(async {
+            let storage = icechunk::new_local_filesystem_storage(dir).await.unwrap();
+            icechunk::Repository::create(storage)
+                .spec_version(icechunk::format::format_constants::SpecVersionBin::V2)
+                .execute()
+                .await
+                .unwrap();
+        })
+    };
+    let (old, new) = (tmp.path().join("old"), tmp.path().join("new"));
+    create(&old);
+    // Another second: another time in the snapshot, other bytes.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    create(&new);
+    let first = "snapshots/1CECHNKREP0F1RSTCMT0";
+    assert_ne!(
+        std::fs::read(old.join(first)).unwrap(),
+        std::fs::read(new.join(first)).unwrap()
+    );
+    let s3 = common::s3s::S3s::start();
+    s3.upload_dir(BUCKET, &old, "ice/re");
+    let url = PathBuf::from(format!("s3://{BUCKET}/ice/re"));
+    let open = || {
+        let remote = Arc::new(Remote::new(Config {
+            endpoint_url: Some(s3.endpoint()),
+            disk_cache: Some(slabfs::storage::disk_cache::DiskCacheConfig {
+                dir: tmp.path().join("cache"),
+                size: 1 << 30,
+            }),
+            ..Default::default()
+        }));
+        let net: Arc<dyn slabfs::storage::Network> = remote.clone();
+        // Its main is its first snapshot, which holds nothing yet: read,
+        // and found to be no Zarr hierarchy.
+        let e = dataset::open_in(&url, cache(), &[], Some(net))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("not a Zarr store"), "{e}");
+        remote.flush_disk_cache(std::time::Duration::from_secs(10));
+        remote.disk_cache().unwrap()
+    };
+    let before = open();
+    s3.upload_dir(BUCKET, &new, "ice/re");
+    let again = open();
+    assert_eq!(again.hits, 0, "{before:?} then {again:?}");
+}

@@ -50,11 +50,16 @@ pub struct StoreStorage {
 
 /// Whether the repository object at `key` never changes once written:
 /// the spec names snapshots, manifests, transaction logs and chunks by
-/// unique ids and never rewrites them.
+/// unique ids and never rewrites them. All but the first commit's: its
+/// id is the same in every repository ([`super::FIRST_SNAPSHOT`]), so a
+/// repository created again at the same place has another object under
+/// that name (a disk cache kept the old one, and served it, by name).
 pub fn is_immutable(key: &str) -> bool {
-    ["snapshots/", "manifests/", "transactions/", "chunks/"]
-        .iter()
-        .any(|p| key.starts_with(p))
+    let first = key.rsplit('/').next() == Some(super::FIRST_SNAPSHOT);
+    !first
+        && ["snapshots/", "manifests/", "transactions/", "chunks/"]
+            .iter()
+            .any(|p| key.starts_with(p))
 }
 
 impl StoreStorage {
@@ -85,8 +90,8 @@ impl StoreStorage {
     /// The value of `path`, whole or its `range`. Snapshots, manifests,
     /// transaction logs and chunks never change once written (each is
     /// named by a unique id): read as such ([`Store::get_immutable`]: a
-    /// disk cache keeps them without learning a version); refs, `repo`
-    /// and the config do change.
+    /// disk cache keeps them without learning a version); refs, `repo`,
+    /// the config and the first snapshot ([`is_immutable`]) do change.
     async fn read(&self, path: &str, range: Option<&Range<u64>>) -> StorageResult<Bytes> {
         let key = path.to_string();
         let range = range.map(|r| ByteRange::At {
@@ -283,5 +288,25 @@ impl Storage for StoreStorage {
 
     async fn default_settings(&self) -> StorageResult<Settings> {
         Ok(Settings::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_immutable;
+
+    /// Regression (review of the disk cache): the first snapshot's name is
+    /// the same in every repository, so it was kept by name and a
+    /// repository created again at the same prefix was served its
+    /// predecessor's.
+    #[test]
+    fn the_first_snapshot_is_not_immutable() {
+        assert!(!is_immutable(super::super::FIRST_SNAPSHOT_KEY));
+        assert!(!is_immutable("transactions/1CECHNKREP0F1RSTCMT0"));
+        assert!(is_immutable("snapshots/VNKW2P5H8SF5SW3K4QXG"));
+        assert!(is_immutable("manifests/0G6KZ8F7C4PBDSJ0TVQ0"));
+        assert!(is_immutable("chunks/5PNTJR7NZ2ZQ9AXGMD90"));
+        assert!(!is_immutable("refs/branch.main/ref.json"));
+        assert!(!is_immutable("repo"));
     }
 }

@@ -19,11 +19,16 @@
 //!
 //! Every request's signature is checked against the key in the environment
 //! when the server starts (`AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`).
+//!
+//! A test may turn on [`Quirks`]: answers as other stores give them
+//! (Azure's unquoted listed ETags, weak ETags, `If-Match` ignored), and
+//! the server counts the listings it answers.
 
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
 use s3s::dto::*;
 use s3s::{S3, S3Request, S3Response, S3Result, s3_error};
@@ -33,6 +38,9 @@ use super::servers::S3Server;
 /// s3s-fs on loopback; stopped on drop.
 pub struct S3s {
     pub port: u16,
+    /// How it answers unlike S3 (off unless a test turns them on), and
+    /// what it counts.
+    pub quirks: Arc<Quirks>,
     rt: Option<tokio::runtime::Runtime>,
     // Removed after the runtime stops (fields drop in order).
     root: tempfile::TempDir,
@@ -46,9 +54,11 @@ impl S3s {
     /// On `port` (0: one the OS chooses).
     pub fn start_on(port: u16) -> S3s {
         let root = tempfile::tempdir().unwrap();
+        let quirks = Arc::new(Quirks::default());
         let fs = AsS3 {
             inner: s3s_fs::FileSystem::new(root.path()).unwrap(),
             root: root.path().to_path_buf(),
+            quirks: quirks.clone(),
         };
         let mut builder = s3s::service::S3ServiceBuilder::new(fs);
         if let (Ok(key), Ok(secret)) = (
@@ -68,6 +78,26 @@ impl S3s {
             .block_on(tokio::net::TcpListener::bind(("127.0.0.1", port)))
             .unwrap_or_else(|e| panic!("s3s-fs: bind 127.0.0.1:{port}: {e}"));
         let port = listener.local_addr().unwrap().port();
+        let q = quirks.clone();
+        let serve = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            let (service, quirks) = (service.clone(), q.clone());
+            async move {
+                let listing = req.uri().query().is_some_and(|q| q.contains("list-type=2"));
+                let answer = service.call(req.map(s3s::Body::from)).await?;
+                if !(listing && quirks.unquoted_listed_etags.load(Relaxed)) {
+                    return Ok::<_, s3s::HttpError>(answer);
+                }
+                let (mut head, mut body) = answer.into_parts();
+                let xml = body.store_all_limited(64 << 20).await.unwrap_or_default();
+                let xml = String::from_utf8_lossy(&xml)
+                    .replace("<ETag>\"", "<ETag>")
+                    .replace("\"</ETag>", "</ETag>")
+                    .replace("<ETag>&quot;", "<ETag>")
+                    .replace("&quot;</ETag>", "</ETag>");
+                head.headers.remove(http::header::CONTENT_LENGTH);
+                Ok(http::Response::from_parts(head, s3s::Body::from(xml)))
+            }
+        });
         rt.spawn(async move {
             loop {
                 let Ok((socket, _)) = listener.accept().await else {
@@ -75,15 +105,21 @@ impl S3s {
                 };
                 let _ = socket.set_nodelay(true);
                 let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(socket), service.clone());
+                    .serve_connection(hyper_util::rt::TokioIo::new(socket), serve.clone());
                 tokio::spawn(conn);
             }
         });
         S3s {
             port,
+            quirks,
             rt: Some(rt),
             root,
         }
+    }
+
+    /// Listings (ListObjectsV2) answered so far.
+    pub fn lists(&self) -> u64 {
+        self.quirks.lists.load(Relaxed)
     }
 
     /// For a server kept in a static, never dropped: remove its directory
@@ -135,16 +171,49 @@ impl Drop for S3s {
     }
 }
 
+/// Answers unlike S3's that a test turns on, as other object stores and
+/// S3-compatible servers give them; and the listings answered.
+#[derive(Debug, Default)]
+pub struct Quirks {
+    /// Listings give ETags unquoted, as Azure's do (`<Etag>0x8D…</Etag>`),
+    /// while GETs and HEADs quote them.
+    pub unquoted_listed_etags: AtomicBool,
+    /// GETs and HEADs give weak ETags (`W/"…"`), as an HTTP server that
+    /// compresses does; listings still give them strong.
+    pub weak_etags: AtomicBool,
+    /// `If-Match` is ignored (as s3s-fs itself and some S3-compatible
+    /// servers do): a GET answers the version the server has.
+    pub ignore_if_match: AtomicBool,
+    /// ListObjectsV2 requests answered.
+    pub lists: AtomicU64,
+}
+
 /// s3s-fs answering as S3 does where it does not (the module's list).
 struct AsS3 {
     inner: s3s_fs::FileSystem,
     root: PathBuf,
+    quirks: Arc<Quirks>,
 }
 
 impl AsS3 {
     /// What the file system holds at `bucket`/`key`.
     fn stat(&self, bucket: &str, key: &str) -> Option<std::fs::Metadata> {
         std::fs::metadata(self.root.join(bucket).join(key)).ok()
+    }
+
+    /// The `If-Match` condition to apply: none when it is ignored.
+    fn if_match(&self, asked: Option<ETagCondition>) -> Option<ETagCondition> {
+        asked.filter(|_| !self.quirks.ignore_if_match.load(Relaxed))
+    }
+
+    /// A GET's or HEAD's ETag as the quirks turned on give it.
+    fn answered_tag(&self, tag: Option<ETag>) -> Option<ETag> {
+        match tag {
+            Some(t) if self.quirks.weak_etags.load(Relaxed) => {
+                Some(ETag::Weak(t.value().to_string()))
+            }
+            t => t,
+        }
     }
 
     /// A key that names a directory of objects, not an object.
@@ -226,6 +295,7 @@ as_s3! {
             &self,
             req: S3Request<ListObjectsV2Input>,
         ) -> S3Result<S3Response<ListObjectsV2Output>> {
+            self.quirks.lists.fetch_add(1, Relaxed);
             let bucket = req.input.bucket.clone();
             let mut heads = Vec::new();
             let mut out = self
@@ -260,8 +330,9 @@ as_s3! {
                 return Err(s3_error!(NoSuchKey));
             }
             let (if_match, if_none_match) = (req.input.if_match.clone(), req.input.if_none_match.clone());
-            let out = self.inner.head_object(req).await?;
-            preconditions(out.output.e_tag.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
+            let mut out = self.inner.head_object(req).await?;
+            preconditions(out.output.e_tag.as_ref(), self.if_match(if_match).as_ref(), if_none_match.as_ref())?;
+            out.output.e_tag = self.answered_tag(out.output.e_tag);
             Ok(out)
         }
 
@@ -288,8 +359,9 @@ as_s3! {
                 });
             }
             let (if_match, if_none_match) = (req.input.if_match.clone(), req.input.if_none_match.clone());
-            let out = self.inner.get_object(req).await?;
-            preconditions(out.output.e_tag.as_ref(), if_match.as_ref(), if_none_match.as_ref())?;
+            let mut out = self.inner.get_object(req).await?;
+            preconditions(out.output.e_tag.as_ref(), self.if_match(if_match).as_ref(), if_none_match.as_ref())?;
+            out.output.e_tag = self.answered_tag(out.output.e_tag);
             Ok(out)
         }
     }
