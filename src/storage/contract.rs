@@ -170,14 +170,23 @@ pub trait Files: Send + Sync + Debug {
         offset: u64,
         len: usize,
     ) -> io::Result<(Arc<dyn ReadAt>, bytes::Bytes)> {
-        let file = self.open(path)?;
-        let mut buf = vec![0; len];
-        file.read_exact_at(&mut buf, offset)?;
-        Ok((file, buf.into()))
+        read_opened(self.open(path)?, offset, len)
     }
 
     /// The Zarr store rooted at the directory `root`.
     fn store(&self, root: &Path) -> Arc<dyn Store>;
+}
+
+/// `file` with its `len` bytes at `offset`: [`Files::open_and_read`] as
+/// an open, then a read.
+pub fn read_opened(
+    file: Arc<dyn ReadAt>,
+    offset: u64,
+    len: usize,
+) -> io::Result<(Arc<dyn ReadAt>, bytes::Bytes)> {
+    let mut buf = vec![0; len];
+    file.read_exact_at(&mut buf, offset)?;
+    Ok((file, buf.into()))
 }
 
 /// Files opened by URL, confined to some locations: how formats read the

@@ -437,7 +437,10 @@ impl DiskCache {
         };
         match decode(&file, id, block, len) {
             Ok(range) => {
-                self.read_ahead(id, block);
+                // A whole value is one file: nothing follows it.
+                if len.is_some() {
+                    self.read_ahead(id, block);
+                }
                 touch(path);
                 // A view of the file read, not a copy.
                 let data = Bytes::from(file).slice(range);

@@ -840,6 +840,11 @@ const BUCKET: &str = "slabfs-ice";
 
 /// A network reaching the S3 server at `endpoint`.
 fn network(endpoint: &str) -> Arc<dyn slabfs::storage::Network> {
+    remote(endpoint)
+}
+
+/// [`network`] as itself, whose counters a test reads.
+fn remote(endpoint: &str) -> Arc<slabfs::storage::remote::Remote> {
     Arc::new(slabfs::storage::remote::Remote::new(
         slabfs::storage::remote::Config {
             endpoint_url: Some(endpoint.to_string()),
@@ -848,6 +853,26 @@ fn network(endpoint: &str) -> Arc<dyn slabfs::storage::Network> {
             ..Default::default()
         },
     ))
+}
+
+/// A local S3 server holding `generate.py s3`'s repositories and the
+/// netCDF files their virtual references point into; the generator's
+/// directory (kept while the test runs) and its `expected.json`.
+fn bucket_of_virtual_references() -> (common::s3s::S3s, tempfile::TempDir, Value) {
+    use common::servers::S3Server;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    let tmp = tempfile::tempdir().unwrap();
+    let generate = fixtures().join("generate.py");
+    python(&[
+        generate.as_os_str(),
+        "s3".as_ref(),
+        tmp.path().as_os_str(),
+        s3.endpoint().as_ref(),
+        BUCKET.as_ref(),
+    ]);
+    let expected = doc(tmp.path());
+    (s3, tmp, expected)
 }
 
 /// A server holding the committed repositories: `ice/native` (spec 1, by
@@ -998,19 +1023,8 @@ fn a_repository_in_a_bucket_follows_its_branch_for_one_request_per_pass() {
 #[test]
 fn virtual_references_into_a_bucket_are_confined_and_checked() {
     use common::servers::S3Server;
-    let s3 = common::s3s::S3s::start();
-    s3.create_bucket(BUCKET);
-    let tmp = tempfile::tempdir().unwrap();
+    let (s3, tmp, expected_doc) = bucket_of_virtual_references();
     let dir = tmp.path();
-    let generate = fixtures().join("generate.py");
-    python(&[
-        generate.as_os_str(),
-        "s3".as_ref(),
-        dir.as_os_str(),
-        s3.endpoint().as_ref(),
-        BUCKET.as_ref(),
-    ]);
-    let expected_doc = doc(dir);
     let net = network(&s3.endpoint());
     let repo = PathBuf::from(format!("s3://{BUCKET}/ice/virtual"));
     let nc = PathBuf::from(expected_doc["container_prefix"].as_str().unwrap());
@@ -1058,26 +1072,9 @@ fn virtual_references_into_a_bucket_are_confined_and_checked() {
 #[test]
 fn a_virtual_object_is_opened_by_its_first_get() {
     use common::servers::S3Server;
-    use slabfs::storage::remote::{Config, Remote, metrics::KINDS};
-    let s3 = common::s3s::S3s::start();
-    s3.create_bucket(BUCKET);
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let generate = fixtures().join("generate.py");
-    python(&[
-        generate.as_os_str(),
-        "s3".as_ref(),
-        dir.as_os_str(),
-        s3.endpoint().as_ref(),
-        BUCKET.as_ref(),
-    ]);
-    let expected_doc = doc(dir);
-    let remote = Arc::new(Remote::new(Config {
-        endpoint_url: Some(s3.endpoint()),
-        timeout: std::time::Duration::from_secs(20),
-        retries: 3,
-        ..Default::default()
-    }));
+    use slabfs::storage::remote::metrics::KINDS;
+    let (s3, _tmp, expected_doc) = bucket_of_virtual_references();
+    let remote = remote(&s3.endpoint());
     let count = |kind: &str| -> u64 {
         let i = KINDS.iter().position(|k| *k == kind).unwrap();
         remote.metrics().iter().map(|s| s.requests[i]).sum()

@@ -1634,6 +1634,51 @@ struct Version {
     last_modified: Option<i64>,
 }
 
+/// One ranged GET of `range` of the object at `remote`'s location (pinned
+/// to `if_match` when given): the version the answer tells (its size is
+/// the whole object's) and exactly the bytes asked for, or an error. The
+/// time to the answer's headers is noted as the link's latency.
+fn ranged_get(
+    remote: &Connection,
+    range: Range<u64>,
+    if_match: Option<String>,
+) -> impl std::future::Future<Output = io::Result<(object_store::ObjectMeta, bytes::Bytes)>>
++ Send
++ 'static {
+    let store = remote.store.clone();
+    let path = remote.location.prefix().clone();
+    let state = remote.state().clone();
+    async move {
+        let opts = GetOptions {
+            range: Some(GetRange::Bounded(range.clone())),
+            if_match,
+            ..Default::default()
+        };
+        let started = std::time::Instant::now();
+        let r = store.get_opts(&path, opts).await.map_err(io_error)?;
+        state.note_latency(started.elapsed());
+        if r.range != range {
+            return Err(io::Error::other(format!(
+                "asked for bytes {range:?}, the server answered {:?}",
+                r.range
+            )));
+        }
+        let meta = r.meta.clone();
+        let bytes = r.bytes().await.map_err(io_error)?;
+        if bytes.len() as u64 != range.end - range.start {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!(
+                    "{} bytes received of {}",
+                    bytes.len(),
+                    range.end - range.start
+                ),
+            ));
+        }
+        Ok((meta, bytes))
+    }
+}
+
 /// One object read with ranged GETs, pinned to the version it opened.
 pub struct RemoteFile {
     remote: Connection,
@@ -1684,52 +1729,17 @@ impl RemoteFile {
     /// `offset` of it with one ranged GET, whose answer tells the size and
     /// version a HEAD would: one round trip where [`RemoteFile::open`]
     /// and a read take two. The bytes are of the version opened.
-    ///
-    /// With a disk cache, an open and a read as two requests instead: the
-    /// read may then come from disk, and a GET would fetch it.
     pub fn open_reading(
         remote: Connection,
         offset: u64,
         len: usize,
     ) -> io::Result<(RemoteFile, bytes::Bytes)> {
-        if remote.state().disk_cache.is_some() || len == 0 {
-            let file = RemoteFile::open(remote)?;
-            let mut buf = vec![0; len];
-            file.read_exact_at(&mut buf, offset)?;
-            return Ok((file, buf.into()));
-        }
         let range = offset
             .checked_add(len as u64)
             .map(|end| offset..end)
             .ok_or_else(|| io::Error::other(format!("bytes {offset}+{len} overflow")))?;
-        let store = remote.store.clone();
-        let path = remote.location.prefix().clone();
-        let state = remote.state().clone();
-        let asked = range.clone();
-        let (meta, bytes) = remote.block_on(async move {
-            let opts = GetOptions {
-                range: Some(GetRange::Bounded(asked.clone())),
-                ..Default::default()
-            };
-            let started = std::time::Instant::now();
-            let r = store.get_opts(&path, opts).await.map_err(io_error)?;
-            state.note_latency(started.elapsed());
-            if r.range != asked {
-                return Err(io::Error::other(format!(
-                    "asked for bytes {asked:?}, the server answered {:?}",
-                    r.range
-                )));
-            }
-            let meta = r.meta.clone();
-            let bytes = r.bytes().await.map_err(io_error)?;
-            Ok((meta, bytes))
-        })?;
-        if bytes.len() != len {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!("{} bytes received of {len}", bytes.len()),
-            ));
-        }
+        let get = ranged_get(&remote, range, None);
+        let (meta, bytes) = remote.block_on(get)?;
         Ok((RemoteFile::of(remote, meta), bytes))
     }
 
@@ -1794,23 +1804,14 @@ impl RemoteFile {
         &self,
         range: Range<u64>,
     ) -> impl std::future::Future<Output = io::Result<bytes::Bytes>> + Send + 'static {
-        let store = self.remote.store.clone();
-        let path = self.remote.location.prefix().clone();
+        let get = ranged_get(&self.remote, range, self.version.e_tag.clone());
         let version = self.version.clone();
-        let state = self.remote.state().clone();
         async move {
-            let opts = GetOptions {
-                range: Some(GetRange::Bounded(range.clone())),
-                if_match: version.e_tag.clone(),
-                ..Default::default()
-            };
-            let started = std::time::Instant::now();
-            let r = store.get_opts(&path, opts).await.map_err(io_error)?;
-            state.note_latency(started.elapsed());
+            let (meta, bytes) = get.await?;
             let now = Version {
-                size: r.meta.size,
-                e_tag: r.meta.e_tag.clone(),
-                last_modified: r.meta.last_modified.timestamp_nanos_opt(),
+                size: meta.size,
+                e_tag: meta.e_tag,
+                last_modified: meta.last_modified.timestamp_nanos_opt(),
             };
             let same = match (&version.e_tag, &now.e_tag) {
                 (Some(a), Some(b)) => a == b && version.size == now.size,
@@ -1822,23 +1823,6 @@ impl RemoteFile {
                     io::ErrorKind::InvalidData,
                     "the object changed since it was opened; it is read again once the \
                      dataset is reopened (--refresh)",
-                ));
-            }
-            if r.range != range {
-                return Err(io::Error::other(format!(
-                    "asked for bytes {range:?}, the server answered {:?}",
-                    r.range
-                )));
-            }
-            let bytes = r.bytes().await.map_err(io_error)?;
-            if bytes.len() as u64 != range.end - range.start {
-                return Err(io::Error::new(
-                    io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "{} bytes received of {}",
-                        bytes.len(),
-                        range.end - range.start
-                    ),
                 ));
             }
             Ok(bytes)
@@ -1879,7 +1863,7 @@ impl RemoteFile {
         reads: &mut [(u64, &mut [u8])],
     ) -> io::Result<()> {
         let size = self.version.size;
-        let block_len = |b: u64| (size - b * BLOCK).min(BLOCK) as usize;
+        let block_len = |b: u64| block_len(size, b);
         let mut blocks: std::collections::BTreeMap<u64, Option<bytes::Bytes>> = Default::default();
         for (offset, buf) in reads.iter() {
             if buf.is_empty() {
@@ -1961,7 +1945,7 @@ impl RemoteFile {
         blocks: &mut std::collections::BTreeMap<u64, Option<bytes::Bytes>>,
     ) -> io::Result<()> {
         let size = self.version.size;
-        let block_len = |b: u64| (size - b * BLOCK).min(BLOCK) as usize;
+        let block_len = |b: u64| block_len(size, b);
         let runs = block_runs(wanted.iter().copied());
         if !runs.is_empty() {
             cache.missed(wanted.len() as u64);
@@ -2203,7 +2187,8 @@ impl Files for RemoteFiles {
         Ok(Arc::new(RemoteFile::open(self.remote(&loc)?)?))
     }
 
-    /// One ranged GET ([`RemoteFile::open_reading`]), not a HEAD and a GET.
+    /// One ranged GET ([`RemoteFile::open_reading`]), not a HEAD and a GET
+    /// (unless a disk cache may hold the bytes).
     fn open_and_read(
         &self,
         path: &Path,
@@ -2212,6 +2197,11 @@ impl Files for RemoteFiles {
     ) -> io::Result<(Arc<dyn ReadAt>, bytes::Bytes)> {
         let loc = self.admit(path)?;
         let remote = self.remote(&loc)?;
+        // With a disk cache, an open and a read: the read may come from
+        // disk, where a GET would fetch it.
+        if remote.state().disk_cache.is_some() || len == 0 {
+            return crate::storage::contract::read_opened(self.open(path)?, offset, len);
+        }
         let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", loc.display()));
         let (file, bytes) = RemoteFile::open_reading(remote, offset, len).map_err(named)?;
         Ok((Arc::new(file), bytes))
