@@ -17,9 +17,10 @@
 //! per push (1,440 at the default interval).
 //!
 //! The first push is one interval after the mount (as OpenTelemetry's
-//! periodic readers do); when the mount ends, [`Pusher`]'s drop sends one
-//! last push of the final counts, waiting at most [`LAST_TIMEOUT`] for it,
-//! so a collector that hangs delays the daemon's exit by that at most.
+//! periodic readers do); when the mount ends, [`Pusher`]'s drop abandons
+//! a push in flight and sends one last push of the final counts, waiting
+//! at most [`LAST_TIMEOUT`] for it, so a collector that hangs delays the
+//! daemon's exit by that at most.
 //!
 //! The request goes through reqwest (already the daemon's HTTP client for
 //! remote stores, with its rustls): `http` and `https` URLs, no proxy
@@ -37,11 +38,12 @@
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
+use futures::future::{Either, select};
 use prost::Message;
+use tokio::sync::watch;
 use url::Url;
 
 use crate::metrics::{Registry, otlp};
@@ -142,14 +144,14 @@ pub fn resource(mountpoint: &Path) -> Vec<(String, String)> {
 /// The pushing thread; dropping it stops the pushes after one last.
 #[derive(Debug)]
 pub struct Pusher {
-    stop: Option<mpsc::Sender<()>>,
+    stop: Option<watch::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Drop for Pusher {
     fn drop(&mut self) {
-        // The thread wakes at the sender's drop, pushes once more
-        // (within LAST_TIMEOUT) and ends.
+        // The thread wakes at the sender's drop (abandoning a push in
+        // flight), pushes once more (within LAST_TIMEOUT) and ends.
         drop(self.stop.take());
         if let Some(t) = self.thread.take()
             && t.join().is_err()
@@ -182,7 +184,7 @@ pub fn start(
         .enable_io()
         .enable_time()
         .build()?;
-    let (tx, rx) = mpsc::channel::<()>();
+    let (tx, rx) = watch::channel(());
     let push = Push {
         rt,
         client,
@@ -194,7 +196,7 @@ pub fn start(
     let interval = cfg.interval;
     let thread = std::thread::Builder::new()
         .name("slabfs-otlp".into())
-        .spawn(move || push.run(&rx, interval, timeout))?;
+        .spawn(move || push.run(rx, interval, timeout))?;
     log::info!(
         "pushing metrics to {} every {} s (OTLP/HTTP)",
         cfg.endpoint,
@@ -217,15 +219,26 @@ struct Push {
 }
 
 impl Push {
-    /// Push every `interval` until `stop` is dropped, then once more.
-    fn run(self, stop: &mpsc::Receiver<()>, interval: Duration, timeout: Duration) {
+    /// Push every `interval` until `stop`'s sender is dropped, then once
+    /// more.
+    fn run(self, mut stop: watch::Receiver<()>, interval: Duration, timeout: Duration) {
         let mut health = Health::default();
         let mut next = Instant::now() + interval;
         loop {
             let wait = next.saturating_duration_since(Instant::now());
-            let last = !matches!(stop.recv_timeout(wait), Err(RecvTimeoutError::Timeout));
-            let pushed = self.once(if last { LAST_TIMEOUT } else { timeout });
-            if let Some((level, line)) = health.note(&self.url, pushed, Instant::now()) {
+            // The sender is never used but dropped: `changed` ends then.
+            let last = self
+                .rt
+                .block_on(async { tokio::time::timeout(wait, stop.changed()).await })
+                .is_ok();
+            let pushed = match last {
+                true => self.once(LAST_TIMEOUT, None),
+                false => self.once(timeout, Some(&mut stop)),
+            };
+            // None: abandoned for the last push, which says how it went.
+            if let Some(pushed) = pushed
+                && let Some((level, line)) = health.note(&self.url, pushed, Instant::now())
+            {
                 log::log!(level, "{line}");
             }
             if last {
@@ -241,12 +254,17 @@ impl Push {
         }
     }
 
-    /// One push within `timeout`; what went wrong, as a log line's end.
-    fn once(&self, timeout: Duration) -> Result<(), String> {
-        let families = self
-            .registry
-            .collect()
-            .map_err(|_| "a collector failed; nothing sent".to_string())?;
+    /// One push within `timeout`, abandoned if `stop` ends first (`None`);
+    /// what went wrong, as a log line's end.
+    fn once(
+        &self,
+        timeout: Duration,
+        stop: Option<&mut watch::Receiver<()>>,
+    ) -> Option<Result<(), String>> {
+        let families = match self.registry.collect() {
+            Ok(f) => f,
+            Err(_) => return Some(Err("a collector failed; nothing sent".to_string())),
+        };
         let body =
             otlp::request(&families, &self.resource, self.start, SystemTime::now()).encode_to_vec();
         let sent = async {
@@ -268,15 +286,39 @@ impl Push {
             {
                 body.extend_from_slice(&chunk);
             }
-            Ok::<_, reqwest::Error>((status, protobuf, body))
+            Ok::<Answered, reqwest::Error>((status, protobuf, body))
         };
-        let (status, protobuf, body) = self
-            .rt
-            .block_on(async { tokio::time::timeout(timeout, sent).await })
-            .map_err(|_| format!("no answer within {} s", timeout.as_secs_f64()))?
-            .map_err(|e| error_chain(&e.without_url()))?;
-        answer(status, protobuf, &body)
+        // (A timer is made inside the runtime.)
+        let outcome = self.rt.block_on(async {
+            let sent = tokio::time::timeout(timeout, sent);
+            match stop {
+                None => Some(sent.await),
+                Some(stop) => {
+                    match select(std::pin::pin!(sent), std::pin::pin!(stop.changed())).await {
+                        Either::Left((outcome, _)) => Some(outcome),
+                        Either::Right(_) => None,
+                    }
+                }
+            }
+        })?;
+        Some(answer_of(outcome, timeout))
     }
+}
+
+/// A collector's answer: its status, whether its body is protobuf, and
+/// the body's first [`MAX_ANSWER`] bytes.
+type Answered = (reqwest::StatusCode, bool, Vec<u8>);
+
+/// What became of a push: no answer in time, an error, or the
+/// collector's [`answer`].
+fn answer_of(
+    outcome: Result<reqwest::Result<Answered>, tokio::time::error::Elapsed>,
+    timeout: Duration,
+) -> Result<(), String> {
+    let (status, protobuf, body) = outcome
+        .map_err(|_| format!("no answer within {} s", timeout.as_secs_f64()))?
+        .map_err(|e| error_chain(&e.without_url()))?;
+    answer(status, protobuf, &body)
 }
 
 /// What a collector's answer says: OTLP/HTTP answers `200` with an
@@ -404,6 +446,7 @@ mod tests {
     use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpListener;
+    use std::sync::mpsc;
 
     #[test]
     fn endpoints() {
@@ -616,10 +659,12 @@ mod tests {
         std::thread::sleep(Duration::from_millis(1500));
         let t = Instant::now();
         drop(pusher);
-        // The push in flight (1 s timeout) and the last one (2 s).
+        // The push in flight (1 s timeout) abandoned, the last one (2 s)
+        // waited for.
         let took = t.elapsed();
+        assert!(took >= LAST_TIMEOUT, "{took:?}");
         assert!(
-            took <= Duration::from_secs(1) + LAST_TIMEOUT + Duration::from_millis(500),
+            took <= LAST_TIMEOUT + Duration::from_millis(500),
             "{took:?}"
         );
         drop(held);
