@@ -230,6 +230,17 @@ pub struct MountArgs {
     /// on loopback unless the network is trusted.
     #[arg(long, value_name = "ADDR", value_parser = parse_metrics_addr, help_heading = "Daemon")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// Push the same series to an OpenTelemetry collector (OTLP/HTTP,
+    /// protobuf) at URL, such as http://127.0.0.1:4318/v1/metrics (a URL
+    /// without a path gets /v1/metrics), every --metrics-otlp-interval.
+    /// A collector that is down or slow never slows reads; failures are
+    /// logged, a line every 10 minutes at most (docs/OPERATIONS.md).
+    #[arg(long, value_name = "URL", value_parser = parse_otlp_url, help_heading = "Daemon")]
+    pub metrics_otlp: Option<String>,
+    /// Seconds between pushes to --metrics-otlp (one more at unmount).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..), help_heading = "Daemon")]
+    pub metrics_otlp_interval: u64,
 }
 
 /// `slabfs mount --watch`.
@@ -304,6 +315,14 @@ impl MountArgs {
             all_refs: self.common.all_refs,
             remote: slabfs::storage::remote::Remote::new(self.common.remote.config()),
             metrics: self.metrics,
+            metrics_otlp: self
+                .metrics_otlp
+                .as_deref()
+                .map(|url| slabfs::fs::mount::push::Config {
+                    endpoint: slabfs::fs::mount::push::endpoint(url)
+                        .expect("checked when parsed (parse_otlp_url)"),
+                    interval: Duration::from_secs(self.metrics_otlp_interval),
+                }),
         }
     }
 }
@@ -457,6 +476,14 @@ pub fn parse_metrics_addr(s: &str) -> Result<std::net::SocketAddr, String> {
         .map_err(|e| format!("{s:?}: {e}"))?
         .next()
         .ok_or_else(|| format!("{s:?}: the host has no address"))
+}
+
+/// Parse `--metrics-otlp`: an `http` or `https` URL without credentials
+/// or query string (`slabfs::fs::mount::push::endpoint`), kept as text
+/// (a `Url` made `mount`'s arguments too large beside the other
+/// commands' for clippy's `large_enum_variant`).
+pub fn parse_otlp_url(s: &str) -> Result<String, String> {
+    slabfs::fs::mount::push::endpoint(s).map(String::from)
 }
 
 /// Parse a size with an optional binary (KiB, MiB, GiB, TiB) or decimal
@@ -819,6 +846,39 @@ mod tests {
         }
         let cfg = mount_config(&["--metrics", "9108"]).unwrap();
         assert_eq!(cfg.metrics, Some("127.0.0.1:9108".parse().unwrap()));
+        assert_eq!(cfg.metrics_otlp, None);
+    }
+
+    #[test]
+    fn otlp_push_flags() {
+        let cfg = mount_config(&["--metrics-otlp", "http://127.0.0.1:4318/v1/metrics"]).unwrap();
+        let otlp = cfg.metrics_otlp.unwrap();
+        assert_eq!(otlp.endpoint.as_str(), "http://127.0.0.1:4318/v1/metrics");
+        assert_eq!(otlp.interval, slabfs::fs::mount::push::DEFAULT_INTERVAL);
+        let cfg = mount_config(&[
+            "--metrics-otlp",
+            "https://collector:4318",
+            "--metrics-otlp-interval",
+            "15",
+        ])
+        .unwrap();
+        let otlp = cfg.metrics_otlp.unwrap();
+        assert_eq!(otlp.endpoint.as_str(), "https://collector:4318/v1/metrics");
+        assert_eq!(otlp.interval, Duration::from_secs(15));
+        for bad in [
+            &["--metrics-otlp", "127.0.0.1:4318"][..],
+            &["--metrics-otlp", "http://u:p@c:4318/v1/metrics"],
+            &["--metrics-otlp", "http://c:4318/v1/metrics?key=k"],
+            &["--metrics-otlp", "http://c", "--metrics-otlp-interval", "0"],
+            &[
+                "--metrics-otlp",
+                "http://c",
+                "--metrics-otlp-interval",
+                "1m",
+            ],
+        ] {
+            assert!(mount_config(bad).is_err(), "{bad:?} accepted");
+        }
     }
 
     fn mount_config(args: &[&str]) -> Result<MountConfig, clap::Error> {

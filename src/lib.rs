@@ -10,7 +10,7 @@
 //!           dataset discovery
 //! engine    read planning, index arithmetic, cache, readahead    codec  the codec chain
 //! storage   files and key-value stores, confinement, fault injection
-//! base      error, dtype, logging, histogram, metrics (the Prometheus series' writer)
+//! base      error, dtype, logging, histogram, metrics (the series, as Prometheus text and OTLP)
 //! ```
 //!
 //! A read:

@@ -35,6 +35,7 @@
 //! options), `refresh=SECONDS`, `watch=inotify|walk`, `rescan=SECONDS`,
 //! `max_watches=N`, `max_open_datasets=N`, `uid=N`, `gid=N`, `threads=N`,
 //! `read_ahead_kb=N`, `metrics=ADDR` (`PORT` or `HOST:PORT`),
+//! `metrics_otlp=URL`, `metrics_otlp_interval=SECONDS`,
 //! `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`,
 //! `ref=BRANCH|TAG|SNAPSHOT` (an Icechunk repository's version),
 //! for URL sources `endpoint_url=URL`, `no_sign_request`, `max_requests=N`,
@@ -218,7 +219,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                         return Err(format!(
                             "unknown option {opt:?} (slabfs takes ro, allow_other, \
                              cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
-                             max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, metrics=, allow_outside=, ref=, all_refs, \
+                             max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, metrics=, metrics_otlp=, metrics_otlp_interval=, allow_outside=, ref=, all_refs, \
                              disk_cache=, disk_cache_size=, \
                              endpoint_url=, no_sign_request, max_requests=, request_timeout=, stall_timeout=, \
                              retries=, hdf5_plugins, hdf5_plugin_path=, log_level=, log_file=; \
@@ -318,6 +319,14 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
         }
         "read_ahead_kb" => a.read_ahead_kb = Some(number(need()?)?),
         "metrics" => a.metrics = Some(super::parse_metrics_addr(need()?).map_err(bad)?),
+        "metrics_otlp" => a.metrics_otlp = Some(super::parse_otlp_url(need()?).map_err(bad)?),
+        "metrics_otlp_interval" => {
+            let n: u64 = number(need()?)?;
+            if n == 0 {
+                return Err(bad("at least 1".into()));
+            }
+            a.metrics_otlp_interval = n;
+        }
         // Repeatable; `:` separates several (paths cannot hold commas here).
         "allow_outside" => a
             .common
@@ -441,7 +450,7 @@ mod tests {
             "-o",
             "ro,allow_other,cache_size=64MiB,byte_order=big,views=raw+json+npy,refresh=0,\
              uid=1000,gid=100,threads=3,read_ahead_kb=2048,allow_outside=/srv/a:/srv/b,\
-             metrics=9108",
+             metrics=9108,metrics_otlp=http://127.0.0.1:4318/v1/metrics,metrics_otlp_interval=30",
         ]);
         assert!(!inv.fake);
         let cfg = inv.args.mount_config();
@@ -468,6 +477,9 @@ mod tests {
         assert_eq!(cfg.threads, 3);
         assert_eq!(cfg.read_ahead_kb, Some(2048));
         assert_eq!(cfg.metrics, Some("127.0.0.1:9108".parse().unwrap()));
+        let otlp = cfg.metrics_otlp.unwrap();
+        assert_eq!(otlp.endpoint.as_str(), "http://127.0.0.1:4318/v1/metrics");
+        assert_eq!(otlp.interval, std::time::Duration::from_secs(30));
         assert_eq!(inv.log_level, None);
     }
 
@@ -554,6 +566,11 @@ mod tests {
             "read_ahead_kb=1M",
             "metrics=",
             "metrics=nine",
+            "metrics_otlp=",
+            "metrics_otlp=collector:4318",
+            "metrics_otlp=http://u:p@c:4318",
+            "metrics_otlp_interval=0",
+            "metrics_otlp_interval=1m",
             "ro=1",
             "allow_other=yes",
             "noexec=1",

@@ -15,7 +15,8 @@
 //!    serves.
 //! 3. Opens the dataset and builds the tree ([`SlabFs`]).
 //!    With `--metrics ADDR` the address is bound before this (a port in
-//!    use fails the mount) and served from here on ([`exporter`]).
+//!    use fails the mount) and served from here on ([`exporter`]); with
+//!    `--metrics-otlp URL` the pushes start here ([`push`]).
 //! 4. Mounts (`ro`, `default_permissions`) with `fuser::Session::new`,
 //!    which also completes the FUSE INIT handshake, and hands an unmounter
 //!    to the signal thread. The mount is live from here on: the kernel
@@ -51,6 +52,7 @@ pub mod daemon;
 pub mod exporter;
 pub mod kernel_readahead;
 pub mod notify;
+pub mod push;
 
 /// Everything `slabfs mount` needs, free of clap.
 #[derive(Debug, Clone)]
@@ -107,6 +109,9 @@ pub struct MountConfig {
     /// Serve Prometheus metrics at `http://ADDR/metrics` (`--metrics`);
     /// `None`: no endpoint.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Push the same series to an OpenTelemetry collector
+    /// (`--metrics-otlp`, `--metrics-otlp-interval`); `None`: no push.
+    pub metrics_otlp: Option<push::Config>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +146,12 @@ pub enum MountError {
     #[error("--metrics {addr}: {source}")]
     Metrics {
         addr: std::net::SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("--metrics-otlp {url}: {source}")]
+    MetricsOtlp {
+        url: String,
         #[source]
         source: io::Error,
     },
@@ -218,6 +229,9 @@ enum Phase {
 /// telling `ready` when the mount is live and when it stops. Returns `Ok`
 /// after a clean unmount (signal or external).
 pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
+    // The counters start from zero about now: the start of the cumulative
+    // series pushed with --metrics-otlp.
+    let started = std::time::SystemTime::now();
     let signals = Signals::block().map_err(MountError::Signals)?;
     let mnt = cfg.mountpoint.clone();
     let phase = Arc::new(Mutex::new(Phase::Starting));
@@ -330,11 +344,30 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
             .with_remote(cfg.remote.clone()),
     );
     core.stats().set_not_shown(skipped.len());
-    if let Some((addr, listener)) = metrics {
-        let registry = Arc::new(collectors(&core, &cfg.remote));
-        exporter::serve(listener, registry)
+    // One registry for the endpoint and the push: the same series.
+    let registry = (metrics.is_some() || cfg.metrics_otlp.is_some())
+        .then(|| Arc::new(collectors(&core, &cfg.remote)));
+    if let (Some((addr, listener)), Some(registry)) = (metrics, &registry) {
+        exporter::serve(listener, registry.clone())
             .map_err(|source| MountError::Metrics { addr, source })?;
     }
+    // Stopped, after one last push, when dropped: at the end of the
+    // session below (or if mounting fails).
+    let pusher = match (&cfg.metrics_otlp, &registry) {
+        (Some(otlp), Some(registry)) => Some(
+            push::start(
+                otlp,
+                registry.clone(),
+                push::resource(&canonical_mnt),
+                started,
+            )
+            .map_err(|source| MountError::MetricsOtlp {
+                url: otlp.endpoint.to_string(),
+                source,
+            })?,
+        ),
+        _ => None,
+    };
 
     let mut config = fuser::Config::default();
     config.mount_options = vec![
@@ -423,6 +456,8 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
             DISK_CACHE_FLUSH.as_secs()
         );
     }
+    // The last push: the final counts, the disk cache's writes included.
+    drop(pusher);
     served?;
     log::info!("unmounted {}", mnt.display());
     Ok(())

@@ -12,20 +12,37 @@
 //! - [`no_secret_in_any_label`]: a mount of an S3 bucket (s3s-fs on
 //!   loopback, as tests/it/remote.rs) with the test environment's secret
 //!   key; the endpoint names the store as `s3://bucket` and shows neither
-//!   the key, nor its id, nor anything of a signed request.
+//!   the key, nor its id, nor anything of a signed request, and neither
+//!   do the series it pushes with `--metrics-otlp`.
+//!
+//! `--metrics-otlp URL` (the same series pushed over OTLP/HTTP), against
+//! tests/servers/otlp_receiver.py, which decodes each push with the
+//! OpenTelemetry project's own Python types (`opentelemetry-proto`):
+//!
+//! - [`otlp_pushes_the_series_of_the_endpoint`]: bytes served as pushed
+//!   equal the bytes read; every pushed series, label and value equals the
+//!   endpoint's (counters as cumulative monotonic sums, histograms with
+//!   the same buckets); the resource names slabfs and the mount point.
+//! - [`the_last_push_is_sent_at_unmount`]: with an hour between pushes,
+//!   the one push there is comes at unmount, with the final counts.
+//! - [`a_collector_down_or_hanging_never_slows_reads`]: pushes to a port
+//!   nobody listens on, then to a receiver that never answers: reads
+//!   through the mount stay prompt, the failure is logged once, and the
+//!   daemon still exits promptly.
 
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::mount::Mount;
 use common::s3s::S3s;
-use common::servers::{S3Server, free_port};
+use common::servers::{S3Server, free_port, wait_port};
 use serde_json::Value;
 
 /// The demo dataset of the README: two small Zarr stores.
@@ -433,7 +450,19 @@ fn no_secret_in_any_label() {
     s3.upload_dir(bucket, &demo(), "demo");
     let endpoint = s3.endpoint();
     let url = format!("s3://{bucket}/demo");
-    let (m, addr) = mount_with_metrics(Path::new(&url), &["--endpoint-url", &endpoint]);
+    let receiver = Receiver::start(&[]);
+    let push = receiver.url();
+    let (m, addr) = mount_with_metrics(
+        Path::new(&url),
+        &[
+            "--endpoint-url",
+            &endpoint,
+            "--metrics-otlp",
+            &push,
+            "--metrics-otlp-interval",
+            "1",
+        ],
+    );
     let read = read_files(&m, &["climate.zarr/tas", "elevation.zarr"]);
     let s = settled(addr);
     assert_eq!(s.get("slabfs_read_bytes_total"), read as f64);
@@ -467,5 +496,438 @@ fn no_secret_in_any_label() {
         let labels = line.split_once('{').map_or("", |(_, l)| l);
         assert!(!labels.contains('?') && !labels.contains('@'), "{line}");
     }
+    // The pushed series: the same store name, and nothing more, in any
+    // attribute of any point or of the resource, or any description.
+    let pushed = receiver.wait_for(|p| {
+        let s = Pushed::of(p);
+        s.samples.get(&canonical(&format!(
+            "slabfs_remote_requests_total{{{store},kind=\"GET\"}}"
+        ))) == Some(&gets)
+    });
+    let json = pushed.to_string();
+    assert!(json.contains(&format!("\"s3://{bucket}\"")), "{json}");
+    for secret in [
+        common::AWS_SECRET,
+        common::AWS_KEY_ID,
+        "X-Amz-",
+        "Signature",
+        "Credential",
+        "Authorization",
+        "?",
+        "@",
+    ] {
+        assert!(!json.contains(secret), "{secret:?} in:\n{json}");
+    }
     m.stop();
+}
+
+// ---------------------------------------------------------------------------
+// OTLP push
+// ---------------------------------------------------------------------------
+
+/// tests/servers/otlp_receiver.py on loopback (`--hang`: never answers);
+/// killed on drop.
+struct Receiver {
+    child: Child,
+    port: u16,
+}
+
+impl Receiver {
+    fn start(args: &[&str]) -> Receiver {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/otlp_receiver.py");
+        let mut child = Command::new(common::python())
+            .arg(script)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line.trim().parse().unwrap_or_else(|_| {
+            panic!(
+                "otlp_receiver.py printed {line:?}, not its port \
+                 (opentelemetry-proto is in scripts/requirements.txt)"
+            )
+        });
+        wait_port(port, &mut child, "otlp_receiver.py");
+        Receiver { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/v1/metrics", self.port)
+    }
+
+    /// Every push received so far, decoded; panics if one did not decode.
+    fn pushes(&self) -> Vec<Value> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let (status, _, body) = get(addr, "/_pushes");
+        assert_eq!(status, 200, "{body}");
+        let doc: Value = serde_json::from_str(&body).unwrap();
+        let errors = doc["errors"].as_array().unwrap();
+        assert!(errors.is_empty(), "pushes that did not decode: {errors:?}");
+        doc["pushes"].as_array().unwrap().clone()
+    }
+
+    /// The last push once one satisfies `ok` (within 30 s: a few pushes a
+    /// second apart); panics with the last one otherwise.
+    fn wait_for(&self, ok: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let last = self.pushes().pop();
+            match last {
+                Some(p) if ok(&p) => return p,
+                _ if Instant::now() > deadline => {
+                    let last = last.map(|p| p.to_string()).unwrap_or_default();
+                    panic!(
+                        "no push as expected; the last ({} bytes of JSON):\n{}",
+                        last.len(),
+                        &last[..last.len().min(4000)]
+                    )
+                }
+                _ => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+}
+
+impl Receiver {
+    /// The push that follows the first `n`, once it came (within 30 s).
+    fn push_after(&self, n: usize) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(p) = self.pushes().into_iter().nth(n) {
+                return p;
+            }
+            assert!(Instant::now() < deadline, "no push after the {n}th");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `series` (`name{a="x",b="y"}`, as the text writes it) with its labels
+/// in name order and `le` written as Rust writes the number: one key for
+/// a series, from the text or from a push.
+fn canonical(series: &str) -> String {
+    let Some((name, rest)) = series.split_once('{') else {
+        return key_of(series, Vec::new());
+    };
+    let mut labels = Vec::new();
+    let mut chars = rest.trim_end_matches('}').chars().peekable();
+    while chars.peek().is_some() {
+        let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
+        assert_eq!(chars.next(), Some('"'), "{series}");
+        let mut value = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => value.push(chars.next().unwrap()),
+                '"' => break,
+                c => value.push(c),
+            }
+        }
+        if chars.peek() == Some(&',') {
+            chars.next();
+        }
+        labels.push((key, value));
+    }
+    key_of(name, labels)
+}
+
+fn key_of(name: &str, mut labels: Vec<(String, String)>) -> String {
+    for (k, v) in &mut labels {
+        if k == "le" {
+            let bound: f64 = match v.as_str() {
+                "+Inf" => f64::INFINITY,
+                v => v.parse().unwrap(),
+            };
+            *v = bound.to_string();
+        }
+    }
+    labels.sort();
+    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    format!("{name}{{{}}}", labels.join(","))
+}
+
+/// The endpoint's samples and family names, by [`canonical`] key.
+fn scraped(s: &Scrape) -> (BTreeMap<String, f64>, Vec<String>) {
+    let samples = s
+        .samples
+        .iter()
+        .map(|(k, v)| (canonical(k), *v))
+        .filter(|(k, _)| !k.starts_with("slabfs_uptime_seconds"))
+        .collect();
+    let families = s
+        .text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .collect();
+    (samples, families)
+}
+
+/// One push as the endpoint would show it: each sum as `NAME_total`,
+/// each histogram as its `_bucket` (cumulative, `le` the bounds and
+/// `+Inf`), `_sum` and `_count`, keyed as [`canonical`]; and its family
+/// names in that naming. Checks the data model on the way: sums monotonic
+/// and cumulative, histograms cumulative, every point of a cumulative
+/// series starting at the same time, before it was taken.
+struct Pushed {
+    samples: BTreeMap<String, f64>,
+    families: Vec<String>,
+    start: Option<u64>,
+}
+
+impl Pushed {
+    fn of(push: &Value) -> Pushed {
+        let mut out = Pushed {
+            samples: BTreeMap::new(),
+            families: Vec::new(),
+            start: None,
+        };
+        for m in push["metrics"].as_array().unwrap() {
+            let name = m["name"].as_str().unwrap();
+            let kind = m["kind"].as_str().unwrap();
+            let family = match kind {
+                "sum" => {
+                    assert_eq!(m["monotonic"], true, "{m}");
+                    assert_eq!(m["temporality"], "cumulative", "{m}");
+                    format!("{name}_total")
+                }
+                "histogram" => {
+                    assert_eq!(m["temporality"], "cumulative", "{m}");
+                    name.to_string()
+                }
+                "gauge" => name.to_string(),
+                other => panic!("{name}: a {other}"),
+            };
+            out.families.push(family.clone());
+            if name == "slabfs_uptime_seconds" {
+                continue;
+            }
+            for p in m["points"].as_array().unwrap() {
+                let labels: Vec<(String, String)> = p["attributes"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap().to_string()))
+                    .collect();
+                if kind != "gauge" {
+                    let start = p["start"].as_u64().unwrap();
+                    assert!(start > 0 && start <= p["time"].as_u64().unwrap(), "{p}");
+                    assert_eq!(*out.start.get_or_insert(start), start, "{name}");
+                }
+                let mut put = |name: String, labels: Vec<(String, String)>, v: f64| {
+                    let key = key_of(&name, labels);
+                    assert!(out.samples.insert(key.clone(), v).is_none(), "{key} twice");
+                };
+                if kind == "histogram" {
+                    let bounds = p["explicit_bounds"].as_array().unwrap();
+                    let counts = p["bucket_counts"].as_array().unwrap();
+                    assert_eq!(counts.len(), bounds.len() + 1, "{p}");
+                    let mut below = 0;
+                    for (i, n) in counts.iter().enumerate() {
+                        below += n.as_u64().unwrap();
+                        let le = bounds
+                            .get(i)
+                            .map_or("+Inf".to_string(), |b| b.as_f64().unwrap().to_string());
+                        let mut l = labels.clone();
+                        l.push(("le".into(), le));
+                        put(format!("{name}_bucket"), l, below as f64);
+                    }
+                    let count = p["count"].as_u64().unwrap();
+                    assert_eq!(below, count, "{p}");
+                    put(format!("{name}_count"), labels.clone(), count as f64);
+                    put(format!("{name}_sum"), labels, p["sum"].as_f64().unwrap());
+                } else {
+                    let v = match &p["value"] {
+                        Value::Object(o) if o.contains_key("int") => {
+                            o["int"].as_i64().unwrap() as f64
+                        }
+                        Value::Object(o) => o["double"].as_f64().unwrap(),
+                        v => panic!("{name}: value {v}"),
+                    };
+                    put(family.clone(), labels, v);
+                }
+            }
+        }
+        out
+    }
+
+    fn read_bytes(&self) -> Option<f64> {
+        self.samples
+            .get(&canonical("slabfs_read_bytes_total"))
+            .copied()
+    }
+}
+
+fn mount_pushing(receiver: &str, interval: &str) -> (Mount, SocketAddr) {
+    let (m, addr) = mount_with_metrics(
+        &demo(),
+        &[
+            "--metrics-otlp",
+            receiver,
+            "--metrics-otlp-interval",
+            interval,
+        ],
+    );
+    assert!(
+        m.log().contains(&format!(
+            "pushing metrics to {receiver} every {interval} s (OTLP/HTTP)"
+        )),
+        "{}",
+        m.log()
+    );
+    (m, addr)
+}
+
+#[test]
+fn otlp_pushes_the_series_of_the_endpoint() {
+    let receiver = Receiver::start(&[]);
+    let (m, addr) = mount_pushing(&receiver.url(), "1");
+    let read = read_files(&m, &FILES);
+    settled(addr);
+    // Bytes served, as pushed: the bytes read.
+    let push = receiver.wait_for(|p| Pushed::of(p).read_bytes() == Some(read as f64));
+    let resource = &push["resource"];
+    let mnt = m.mnt.to_str().unwrap();
+    assert_eq!(resource["service.name"], "slabfs", "{resource}");
+    assert_eq!(resource["slabfs.mountpoint"], mnt, "{resource}");
+    let instance = resource["service.instance.id"].as_str().unwrap();
+    assert!(instance.ends_with(&format!(":{mnt}")), "{instance}");
+    assert_eq!(push["scope"], "slabfs");
+
+    // Every series: the same names, labels and values as the endpoint's.
+    // The mount is idle, so the counters stand still: a scrape and the
+    // push after it agree exactly (but for the uptime), once a push has
+    // been taken after the last count (a read is counted after its
+    // answer, a forget whenever the kernel sends it).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (scrape, pushed) = loop {
+        let s = scraped(&Scrape::of(addr));
+        let p = Pushed::of(&receiver.push_after(receiver.pushes().len()));
+        if (p.samples == s.0 && p.families == s.1) || Instant::now() > deadline {
+            break (s, p);
+        }
+    };
+    assert_eq!(pushed.families, scrape.1, "family names: pushed, scraped");
+    let differ: Vec<String> = scrape
+        .0
+        .iter()
+        .filter(|(k, v)| pushed.samples.get(*k) != Some(v))
+        .map(|(k, v)| format!("{k}: scraped {v}, pushed {:?}", pushed.samples.get(k)))
+        .chain(
+            pushed
+                .samples
+                .keys()
+                .filter(|k| !scrape.0.contains_key(*k))
+                .map(|k| format!("{k}: pushed only")),
+        )
+        .collect();
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+    // The histograms are there, read ones among them, with every bucket.
+    let read_buckets = pushed
+        .samples
+        .keys()
+        .filter(|k| {
+            k.starts_with("slabfs_fuse_request_duration_seconds_bucket{")
+                && k.contains("op=\"read\"")
+        })
+        .count();
+    assert_eq!(read_buckets, 27);
+    assert!(pushed.samples.len() > 300, "{}", pushed.samples.len());
+    // Every push counted from the same start: the daemon's.
+    let starts: Vec<Option<u64>> = receiver
+        .pushes()
+        .iter()
+        .map(|p| Pushed::of(p).start)
+        .collect();
+    assert!(starts.windows(2).all(|w| w[0] == w[1]), "{starts:?}");
+    m.stop();
+}
+
+#[test]
+fn the_last_push_is_sent_at_unmount() {
+    let receiver = Receiver::start(&[]);
+    let (m, _) = mount_pushing(&receiver.url(), "3600");
+    let read = read_files(&m, &FILES);
+    assert!(receiver.pushes().is_empty());
+    m.stop();
+    let pushes = receiver.pushes();
+    let [last] = &pushes[..] else {
+        panic!("{} pushes", pushes.len())
+    };
+    // Every read counted: the session ended before the last push.
+    assert_eq!(Pushed::of(last).read_bytes(), Some(read as f64));
+}
+
+/// 4 KiB `O_DIRECT` preads of `tas` for `how_long` (each one a FUSE read
+/// the daemon answers: no page cache), in turn across the file; the
+/// slowest read and how many there were.
+fn read_direct_for(m: &Mount, how_long: Duration) -> (Duration, u32) {
+    const PAGE: usize = 4096;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(m.path("climate.zarr/tas"))
+        .unwrap();
+    let pages = f.metadata().unwrap().len() as usize / PAGE;
+    let mut backing = vec![0u8; 2 * PAGE];
+    let off = backing.as_ptr().align_offset(PAGE);
+    let buf = &mut backing[off..off + PAGE];
+    let (start, mut worst, mut n) = (Instant::now(), Duration::ZERO, 0);
+    while start.elapsed() < how_long {
+        let page = (n as usize * 37) % pages;
+        let t = Instant::now();
+        assert_eq!(f.read_at(buf, (page * PAGE) as u64).unwrap(), PAGE);
+        worst = worst.max(t.elapsed());
+        n += 1;
+    }
+    (worst, n)
+}
+
+#[test]
+fn a_collector_down_or_hanging_never_slows_reads() {
+    // Timing bounds: not beside the tests that keep the cores busy.
+    let _g = common::alone();
+    let hanging = Receiver::start(&["--hang"]);
+    let nobody = format!("http://127.0.0.1:{}/v1/metrics", free_port());
+    for (url, says) in [
+        (nobody.as_str(), "Connection refused"),
+        (&hanging.url(), "no answer within 1 s"),
+    ] {
+        let (m, _) = mount_pushing(url, "1");
+        // Three and a half seconds: three pushes failed meanwhile, each
+        // taking the push thread its whole timeout (1 s) when hanging.
+        let (worst, reads) = read_direct_for(&m, Duration::from_millis(3500));
+        eprintln!("{url}: {reads} reads, the slowest {worst:?}");
+        // A read that waited for a push would take about its timeout.
+        assert!(
+            worst < Duration::from_millis(900),
+            "{url}: the slowest of {reads} reads took {worst:?}"
+        );
+        let log = m.log();
+        let failed: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&format!("metrics push to {url} failed")))
+            .collect();
+        assert_eq!(failed.len(), 1, "{url}: one line while it fails:\n{log}");
+        assert!(failed[0].contains(says), "{}", failed[0]);
+        assert!(failed[0].contains("WARN"), "{}", failed[0]);
+        // The unmount abandons the push in flight and waits for the last
+        // one: at most its timeout, 2 s.
+        let t = Instant::now();
+        m.stop();
+        let stopped = t.elapsed();
+        eprintln!("{url}: stopped in {stopped:?}");
+        assert!(stopped < Duration::from_secs(4), "{url}: {stopped:?}");
+    }
 }
