@@ -159,6 +159,9 @@ struct Inner {
     /// Chunks recently dropped because every byte was served
     /// ([`ChunkCache::served`]), which prefetching skips.
     consumed: LruCache<ChunkKey, ()>,
+    /// Chunks a read is fetching for itself ([`ChunkCache::reading`]),
+    /// which prefetching skips too; bounded by the reads in progress.
+    reading: std::collections::HashSet<ChunkKey>,
 }
 
 /// Consumed chunks remembered: 4 GiB of 1 MiB chunks, a few hundred KiB
@@ -219,6 +222,7 @@ impl ChunkCache {
                 consumed: LruCache::new(
                     std::num::NonZeroUsize::new(CONSUMED_MEMORY).expect("non-zero"),
                 ),
+                reading: Default::default(),
             }),
             decodes: Decodes::default(),
         }
@@ -394,6 +398,7 @@ impl ChunkCache {
         if inner.lru.contains(key)
             || inner.inflight.contains_key(key)
             || inner.consumed.contains(key)
+            || inner.reading.contains(key)
         {
             return false;
         }
@@ -422,10 +427,26 @@ impl ChunkCache {
         })
     }
 
-    /// Whether `key` is cached or being decoded now.
-    pub fn cached_or_loading(&self, key: &ChunkKey) -> bool {
-        let inner = self.inner.lock();
-        inner.lru.contains(key) || inner.inflight.contains_key(key)
+    /// Mark `key` as fetched by a read for itself (with the other chunks
+    /// of the read, [`crate::engine::pieces::PieceSource::fetch_together`]),
+    /// unless it is cached, being decoded, or marked by another read
+    /// (then `None`). Until the mark is dropped, prefetching leaves the key
+    /// alone: a readahead over the blocks a read is fetching at that
+    /// moment fetched each of them a second time. Nothing waits on a mark
+    /// (a read of the key meanwhile loads it for itself, as before): its
+    /// holder may be a piece queued behind the waiters on the rayon pool.
+    pub fn reading(self: &Arc<Self>, key: &ChunkKey) -> Option<Reading> {
+        let mut inner = self.inner.lock();
+        if inner.lru.contains(key)
+            || inner.inflight.contains_key(key)
+            || !inner.reading.insert(key.clone())
+        {
+            return None;
+        }
+        Some(Reading {
+            cache: self.clone(),
+            key: key.clone(),
+        })
     }
 
     /// Whether `key` is cached (without touching its recency).
@@ -520,6 +541,19 @@ impl ChunkCache {
                 inner.bytes -= v.data.len();
             }
         }
+    }
+}
+
+/// A key a read is fetching for itself ([`ChunkCache::reading`]); the
+/// mark goes when this is dropped.
+pub struct Reading {
+    cache: Arc<ChunkCache>,
+    key: ChunkKey,
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.cache.inner.lock().reading.remove(&self.key);
     }
 }
 

@@ -17,7 +17,7 @@ pub use crate::codec::MAX_CHUNK_BYTES;
 use crate::codec::{ChunkRepr, CodecChain};
 use crate::engine::array::{ArrayMeta, ArraySource};
 use crate::engine::buffers::{CHUNK_SLOT, CODEC_SLOT};
-use crate::engine::cache::{ChunkCache, ChunkKey, Claim, SharedBytes, next_source_id};
+use crate::engine::cache::{ChunkCache, ChunkKey, Claim, Reading, SharedBytes, next_source_id};
 use crate::engine::decodes::Decoder;
 use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::tiling::{DimTiling, Piece, Projection};
@@ -534,8 +534,10 @@ impl ArraySource for ChunkedArray {
 /// it; a read inside one chunk, or of chunks all decoded already, stays on
 /// the calling thread.
 impl PieceSource for ChunkedArray {
-    /// A chunk's stored bytes (`None`: it does not exist).
-    type Fetched = Result<Option<Vec<u8>>>;
+    /// A chunk's stored bytes (`None`: it does not exist), fetched with
+    /// the others of the read or left for the piece to fetch, and the
+    /// chunk marked as the read's meanwhile ([`ChunkCache::reading`]).
+    type Fetched = (Option<Result<Option<Vec<u8>>>>, Reading);
 
     fn tiling(&self) -> &[DimTiling] {
         &self.spec.grid
@@ -546,19 +548,28 @@ impl PieceSource for ChunkedArray {
     }
 
     /// Over an object store, the chunks not cached, all at once (one round
-    /// trip, not one per chunk). Their stored bytes are held together
-    /// meanwhile: no more than the read's own output buffer, since codecs
-    /// rarely expand.
+    /// trip, not one per chunk), each marked as this read's until its
+    /// piece is read, so that a readahead at that moment does not fetch
+    /// it too. Their stored bytes are held together meanwhile: no more
+    /// than the read's own output buffer, since codecs rarely expand.
     fn fetch_together(&self, pieces: &[Piece]) -> Vec<Option<Self::Fetched>> {
         let mut fetched: Vec<Option<Self::Fetched>> = pieces.iter().map(|_| None).collect();
-        if self.fetches_together() {
-            let want: Vec<usize> = (0..pieces.len())
-                .filter(|&i| !self.cache.cached_or_loading(&self.key(&pieces[i].tile)))
-                .collect();
-            if want.len() > 1 {
-                let tiles: Vec<&[u64]> = want.iter().map(|&i| pieces[i].tile.as_slice()).collect();
-                for (i, raw) in want.iter().zip(self.fetch_many(&tiles)) {
-                    fetched[*i] = Some(raw);
+        if !self.fetches_together() {
+            return fetched;
+        }
+        let mut want = Vec::new();
+        for (i, piece) in pieces.iter().enumerate() {
+            if let Some(mark) = self.cache.reading(&self.key(&piece.tile)) {
+                fetched[i] = Some((None, mark));
+                want.push(i);
+            }
+        }
+        // One chunk to fetch: its piece fetches it, as a read of one does.
+        if want.len() > 1 {
+            let tiles: Vec<&[u64]> = want.iter().map(|&i| pieces[i].tile.as_slice()).collect();
+            for (i, raw) in want.iter().zip(self.fetch_many(&tiles)) {
+                if let Some((slot, _)) = &mut fetched[*i] {
+                    *slot = Some(raw);
                 }
             }
         }
@@ -626,6 +637,11 @@ impl PieceSource for ChunkedArray {
         // straight into place, bypassing the cache (see ChunkCache::peek).
         // A chunk read piecemeal goes through the cache.
         let key = self.key(&piece.tile);
+        // The mark held until the piece is in place (dropped last).
+        let (fetched, _mark) = match fetched {
+            Some((raw, mark)) => (raw, Some(mark)),
+            None => (None, None),
+        };
         let fetched = parking_lot::Mutex::new(fetched);
         let stored = || match fetched.lock().take() {
             Some(raw) => raw,

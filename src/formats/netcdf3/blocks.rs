@@ -192,4 +192,75 @@ mod tests {
         let entries = [("0", block(0)), ("2", block(2)), ("1", block(1))];
         check_values("FileBlocks", &store, &entries, Limits::default());
     }
+
+    /// A remote file that counts the reads of each block and, while the
+    /// first read of several blocks is in flight, runs a readahead over
+    /// the same blocks on another thread (what the sequential prefetcher
+    /// does when the kernel's requests overlap its window).
+    #[derive(Debug)]
+    struct Racing {
+        data: Vec<u8>,
+        reads: parking_lot::Mutex<Vec<u64>>,
+        array: std::sync::OnceLock<Arc<ChunkedArray>>,
+        raced: std::sync::atomic::AtomicBool,
+    }
+
+    impl ReadAt for Racing {
+        fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            self.reads.lock().push(offset / BLOCK);
+            let at = offset as usize;
+            buf.copy_from_slice(&self.data[at..at + buf.len()]);
+            Ok(())
+        }
+
+        fn size(&self) -> std::io::Result<u64> {
+            Ok(self.data.len() as u64)
+        }
+
+        fn read_many(&self, reads: &mut [(u64, &mut [u8])]) -> std::io::Result<()> {
+            use crate::engine::array::ArraySource;
+            if !self.raced.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let array = self.array.get().expect("set").clone();
+                let whole = crate::engine::index::Region::whole(&array.meta().shape);
+                std::thread::spawn(move || array.prefetch(&[whole]))
+                    .join()
+                    .unwrap();
+            }
+            for (offset, buf) in reads.iter_mut() {
+                self.read_exact_at(buf, *offset)?;
+            }
+            Ok(())
+        }
+
+        fn latency(&self) -> Option<std::time::Duration> {
+            Some(std::time::Duration::from_millis(20))
+        }
+    }
+
+    /// Regression: a read of several blocks fetched them without marking
+    /// them, so a readahead over the same blocks at that moment fetched
+    /// each a second time (a remote netCDF-3 file read sequentially made
+    /// more requests than it has blocks, now and then).
+    #[test]
+    fn a_readahead_does_not_fetch_what_a_read_is_fetching() {
+        use crate::engine::array::ArraySource;
+        let size = 3 * BLOCK;
+        let data: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+        let file = Arc::new(Racing {
+            data: data.clone(),
+            reads: Default::default(),
+            array: Default::default(),
+            raced: Default::default(),
+        });
+        let cache = Arc::new(ChunkCache::new(64 << 20));
+        let array = Arc::new(byte_view("racing.nc", file.clone(), size, cache).unwrap());
+        file.array.set(array.clone()).unwrap();
+        let mut out = vec![0u8; size as usize];
+        let whole = crate::engine::index::Region::whole(&[size]);
+        array.read_region(&whole, &mut out).unwrap();
+        assert!(out == data);
+        let mut reads = file.reads.lock().clone();
+        reads.sort_unstable();
+        assert_eq!(reads, [0, 1, 2], "each block read once");
+    }
 }
