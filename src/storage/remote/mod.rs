@@ -127,6 +127,7 @@
 mod client;
 mod config;
 pub mod hedge;
+mod listings;
 pub mod metrics;
 mod profile;
 mod role;
@@ -200,6 +201,9 @@ pub(crate) struct State {
     stopping: tokio::sync::watch::Sender<bool>,
     /// `--disk-cache`, when it opened.
     pub(crate) disk_cache: Option<Arc<crate::storage::disk_cache::DiskCache>>,
+    /// With the disk cache: the versions its stores know
+    /// ([`listings`]).
+    pub(crate) listings: Option<Arc<listings::Listings>>,
 }
 
 impl State {
@@ -270,6 +274,9 @@ impl Remote {
                     metrics: metrics::Registry::default(),
                     latency_us: std::sync::atomic::AtomicU64::new(0),
                     stopping: tokio::sync::watch::Sender::new(false),
+                    listings: disk_cache
+                        .as_ref()
+                        .map(|_| Arc::new(listings::Listings::new(listings::LISTED_NAMES))),
                     disk_cache,
                 }),
                 rt: OnceLock::new(),

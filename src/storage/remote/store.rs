@@ -25,7 +25,7 @@
 //! ([`listing_unit`]) when the disk cache holds a note of that unit (a
 //! mount before kept blocks of it), else from its GET's answer: a first
 //! read lists nothing and waits for nothing the plain read would not
-//! ([`Unit`]). A value is kept under the ETag of the answer that brought
+//! ([`super::listings`]). A value is kept under the ETag of the answer that brought
 //! it, never the one its GET was pinned to: a server that ignores
 //! `If-Match` answers the version it has.
 //!
@@ -51,11 +51,12 @@ use std::io;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 use futures::StreamExt;
 use object_store::{GetOptions, GetRange, GetResultPayload, ObjectStore, ObjectStoreExt};
 
+use super::listings::{DirListing, LISTED_MAX, StoreListings, TOO_BIG, Unit};
 use super::{Config, Connection, Remote, State, redact};
 use crate::error::{Error, Result};
 use crate::storage::contract::{ByteRange, Files, Listed, ReadAt, Store, UrlFiles};
@@ -272,51 +273,17 @@ pub struct RemoteStore {
     /// With `--disk-cache`: the versions of the chunk objects of each
     /// listing unit ([`listing_unit`]) in use, as its listing said or as
     /// GETs learned them, so a value kept on disk is served by its version
-    /// without a request ([`RemoteStore::on_disk`]).
-    listed: Option<Arc<Listings>>,
+    /// without a request ([`RemoteStore::on_disk`]); this store's part of
+    /// the mount's one memo ([`super::listings`]).
+    listed: Option<Arc<StoreListings>>,
 }
 
-/// The units a store knows the versions of, by unit.
-type Listings = parking_lot::Mutex<lru::LruCache<String, Arc<Unit>>>;
-
-/// One unit's objects: name (relative to the unit) -> (ETag, size).
-type DirListing = HashMap<String, (String, u64)>;
-
-/// What a store knows of one listing unit's versions.
-///
-/// A unit the disk cache holds nothing of (no note: [`DiskCache::noted`])
-/// is not listed: its first reads are plain GETs, all at once, and each
-/// answer's ETag is learned here and keys its blocks (a listing before
-/// them would only delay them by a round trip). The first block kept
-/// leaves a note, so a later mount lists the unit first and finds its
-/// blocks by the versions listed, without a GET.
-#[derive(Debug, Default)]
-struct Unit {
-    versions: parking_lot::RwLock<DirListing>,
-    /// A note is in the disk cache (it was listed because of one, or this
-    /// store left one).
-    noted: AtomicBool,
-}
-
-impl Unit {
-    fn listed(versions: DirListing) -> Unit {
-        Unit {
-            versions: parking_lot::RwLock::new(versions),
-            noted: AtomicBool::new(true),
-        }
-    }
-}
-
-/// Listings a store keeps for its disk-cache reads, and the most one
-/// batch lists ([`RemoteStore::prepare_units`]).
+/// The most units one batch lists ([`RemoteStore::prepare_units`]).
 const LISTED_DIRS: usize = 64;
 
 /// A chunk prefix of more objects than this is listed directory by
 /// directory instead of whole (ten pages of 1,000).
 const LISTED_RECURSIVE: usize = 10_000;
-
-/// The mark of a chunk prefix too large to list whole (no key is empty).
-const TOO_BIG: &str = "";
 
 /// What is listed to learn `key`'s version, and whether recursively: the
 /// prefix of a Zarr v3 array's chunks (`a/c/`: `a/c/0/1/2` has a
@@ -341,11 +308,6 @@ fn listing_unit(key: &str, too_big: bool) -> (String, bool) {
     }
 }
 
-/// A directory listing more objects than this is not kept (its values are
-/// read from the store as without a disk cache): 100,000 names are about
-/// 10 MB.
-const LISTED_MAX: usize = 100_000;
-
 impl fmt::Debug for RemoteStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "RemoteStore({})", self.remote.location.display())
@@ -355,10 +317,11 @@ impl fmt::Debug for RemoteStore {
 impl RemoteStore {
     /// The store of keys under `remote`'s location.
     pub fn new(remote: Connection) -> RemoteStore {
-        let listed = remote.state().disk_cache.as_ref().map(|_| {
-            let n = std::num::NonZeroUsize::new(LISTED_DIRS).expect("not zero");
-            Arc::new(parking_lot::Mutex::new(lru::LruCache::new(n)))
-        });
+        let listed = remote
+            .state()
+            .listings
+            .as_ref()
+            .map(|memo| Arc::new(memo.for_store()));
         RemoteStore { remote, listed }
     }
 
@@ -370,20 +333,14 @@ impl RemoteStore {
     fn listed(&self, key: &str) -> Option<(String, u64)> {
         let memo = self.listed.as_ref()?;
         let unit = listing_unit(key, self.too_big(key)).0;
-        let l = memo.lock().get(&unit).cloned()?;
-        l.versions.read().get(&key[unit.len()..]).cloned()
+        memo.version(&unit, &key[unit.len()..])
     }
 
     /// Whether the chunk prefix `key` is under was found too large to
     /// list whole.
     fn too_big(&self, key: &str) -> bool {
         let (unit, recursive) = listing_unit(key, false);
-        recursive
-            && self.listed.as_ref().is_some_and(|m| {
-                m.lock()
-                    .peek(&unit)
-                    .is_some_and(|l| l.versions.read().contains_key(TOO_BIG))
-            })
+        recursive && self.listed.as_ref().is_some_and(|m| m.too_big(&unit))
     }
 
     /// List the units `units` ([`listing_unit`]) not listed yet, all at
@@ -394,10 +351,7 @@ impl RemoteStore {
     /// as without a disk cache.
     fn list_units(&self, mut units: Vec<(String, bool)>) {
         let Some(memo) = &self.listed else { return };
-        {
-            let mut memo = memo.lock();
-            units.retain(|(u, _)| memo.get(u).is_none());
-        }
+        units.retain(|(u, _)| !memo.contains(u));
         units.sort();
         units.dedup();
         let mut futs = Vec::with_capacity(units.len());
@@ -446,23 +400,21 @@ impl RemoteStore {
             });
         }
         let got = self.remote.block_on_all(futs);
-        let mut memo = memo.lock();
         for ((unit, _), listed) in units.into_iter().zip(got) {
             let listing = listed.unwrap_or_else(|e| {
                 log::debug!("disk cache: {e}");
                 DirListing::new()
             });
-            memo.put(unit, Arc::new(Unit::listed(listing)));
+            memo.put(unit, Unit::listed(listing));
         }
     }
 
     /// The units of `keys` this store knows nothing of yet: listed (all at
     /// once) where the disk cache has a note of them, else learned from
-    /// the GETs to come ([`Unit`]). At most [`LISTED_DIRS`] are listed,
-    /// the number kept: the units of a batch that spans more are not
-    /// listed (its keys are read by GET, as on a first read), since a
-    /// listing kept beyond the bound pushes out another of the same batch
-    /// (which was then listed again, one after another, for each key).
+    /// the GETs to come ([`Unit`]). At most [`LISTED_DIRS`] are listed:
+    /// the units of a batch that spans more are not listed (its keys are
+    /// read by GET, as on a first read); listing them all, one after
+    /// another, cost a batch over 100 directories 100 LISTs.
     /// A chunk prefix found too large to list whole has its keys'
     /// directories listed next, in the same bound.
     fn prepare_units(&self, keys: &[(String, u64)]) {
@@ -477,7 +429,7 @@ impl RemoteStore {
             let mut to_list = Vec::new();
             for (key, _) in keys {
                 let unit = listing_unit(key, self.too_big(key));
-                if !seen.insert(unit.clone()) || memo.lock().contains(&unit.0) {
+                if !seen.insert(unit.clone()) || memo.contains(&unit.0) {
                     continue;
                 }
                 match self.note_id(key) {
@@ -487,7 +439,7 @@ impl RemoteStore {
                         }
                     }
                     _ => {
-                        memo.lock().put(unit.0, Arc::new(Unit::default()));
+                        memo.put(unit.0, Unit::default());
                     }
                 }
             }
@@ -529,29 +481,24 @@ impl RemoteStore {
         let (Some(memo), Some(cache)) = (&self.listed, &self.remote.state().disk_cache) else {
             return;
         };
-        let unit_key = listing_unit(key, self.too_big(key)).0;
-        let Some(unit) = memo.lock().get(&unit_key).cloned() else {
-            // Not kept (a batch of more units than are kept, or one not
-            // listed for that reason): noted all the same, so that a
-            // later read lists it.
-            if let Some(note) = self.note_id(key)
-                && !cache.noted(&note)
-            {
-                cache.note(&note);
+        let unit = listing_unit(key, self.too_big(key)).0;
+        match memo.learn(&unit, &key[unit.len()..], tag, size) {
+            Some(true) => {}
+            Some(false) => {
+                if let Some(note) = self.note_id(key) {
+                    cache.note(&note);
+                }
             }
-            return;
-        };
-        {
-            let mut versions = unit.versions.write();
-            let rel = &key[unit_key.len()..];
-            if versions.len() < LISTED_MAX && !versions.contains_key(rel) {
-                versions.insert(rel.to_string(), (tag.to_string(), size));
+            // Not kept (a batch of more units than are listed, or pushed
+            // out since): noted all the same, so that a later read lists
+            // it.
+            None => {
+                if let Some(note) = self.note_id(key)
+                    && !cache.noted(&note)
+                {
+                    cache.note(&note);
+                }
             }
-        }
-        if !unit.noted.swap(true, Ordering::Relaxed)
-            && let Some(note) = self.note_id(key)
-        {
-            cache.note(&note);
         }
     }
 
@@ -611,7 +558,7 @@ impl RemoteStore {
     fn forget_listing(&self, key: &str) {
         let unit = listing_unit(key, self.too_big(key)).0;
         if let Some(memo) = &self.listed {
-            memo.lock().pop(&unit);
+            memo.forget(&unit);
         }
     }
 
@@ -1528,14 +1475,7 @@ impl RemoteStore {
     /// be there).
     fn unit_noted(&self, key: &str) -> bool {
         let unit = listing_unit(key, self.too_big(key)).0;
-        self.listed
-            .as_ref()
-            .and_then(|m| {
-                m.lock()
-                    .peek(&unit)
-                    .map(|u| u.noted.load(Ordering::Relaxed))
-            })
-            .unwrap_or(false)
+        self.listed.as_ref().is_some_and(|m| m.noted(&unit))
     }
 
     /// [`Store::get_ranges`] without the disk cache: the ranges of each
