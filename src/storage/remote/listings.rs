@@ -140,7 +140,12 @@ impl StoreListings {
     /// used).
     pub(super) fn version(&self, unit: &str, name: &str) -> Option<(String, u64)> {
         let mut inner = self.shared.inner.lock();
-        inner.units.get(&self.key(unit))?.versions.get(name).cloned()
+        inner
+            .units
+            .get(&self.key(unit))?
+            .versions
+            .get(name)
+            .cloned()
     }
 
     /// Whether `unit` is known (listed, or learning).
@@ -255,7 +260,11 @@ mod tests {
         assert!(old.version("c/", "1").is_some());
         assert!(new.version("c/", "1").is_none());
         assert!(!new.contains("c/"));
-        assert_eq!(new.learn("c/", "1", "\"x\"", 1), None, "not kept: not learned");
+        assert_eq!(
+            new.learn("c/", "1", "\"x\"", 1),
+            None,
+            "not kept: not learned"
+        );
         new.put("c/".into(), Unit::default());
         assert_eq!(new.learn("c/", "1", "\"x\"", 1), Some(false));
         assert_eq!(new.learn("c/", "2", "\"y\"", 1), Some(true));
