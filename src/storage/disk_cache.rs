@@ -211,6 +211,10 @@ pub struct DiskCache {
     /// Tests hold the writer thread back with it.
     #[cfg(test)]
     writer_paused: AtomicBool,
+    /// Tests write a block with it after the first walk, before its
+    /// count is taken.
+    #[cfg(test)]
+    during_scan: parking_lot::Mutex<Option<Waiting>>,
 }
 
 #[derive(Debug, Default)]
@@ -302,6 +306,8 @@ impl DiskCache {
             me: me.clone(),
             #[cfg(test)]
             writer_paused: AtomicBool::new(false),
+            #[cfg(test)]
+            during_scan: Default::default(),
         }))
     }
 
@@ -676,8 +682,22 @@ impl DiskCache {
                 }
             }
         }
-        let (files, total) = self.walk();
-        self.used.store(total, Relaxed);
+        // Blocks written during the walk were counted by their writes, and
+        // the walk may or may not have seen them: counted on top of what
+        // it found (over rather than under the truth, so the bound holds;
+        // the next eviction's walk counts exactly).
+        let before = self.used.load(Relaxed);
+        let (files, found) = self.walk();
+        #[cfg(test)]
+        if let Some(w) = self.during_scan.lock().take() {
+            self.publish(&self.path(&w.id, w.block), &w);
+        }
+        let total = found
+            + self
+                .used
+                .fetch_update(Relaxed, Relaxed, |u| Some(u.saturating_sub(before) + found))
+                .unwrap_or(before)
+                .saturating_sub(before);
         self.scanned.store(true, Relaxed);
         log::info!(
             "disk cache {}: {} blocks, {total} bytes (limit {}); {stale} partial files of \
@@ -859,6 +879,37 @@ mod tests {
         assert_eq!(c.get(&id, 0, 4), None, "a wrong length is damage");
         let s = c.snapshot();
         assert_eq!((s.hits, s.corrupt), (2, 1));
+    }
+
+    /// Regression: the first walk's count replaced the bytes held, and
+    /// blocks written while it walked (after it had passed their
+    /// directory) were not counted until the next eviction.
+    #[test]
+    fn blocks_written_during_the_first_walk_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = ObjectId::new("s3://b", "s3://b/k", "e");
+        {
+            let c = cache(dir.path(), 1 << 30);
+            c.put(&id, 0, Bytes::from(vec![7u8; 1000]));
+            c.flush();
+        }
+        let c = DiskCache::open(&DiskCacheConfig {
+            dir: dir.path().to_path_buf(),
+            size: 1 << 30,
+        })
+        .unwrap();
+        *c.during_scan.lock() = Some(Waiting {
+            id,
+            block: 1,
+            data: Bytes::from(vec![8u8; 1000]),
+        });
+        c.start();
+        while !c.scanned() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let on_disk = c.walk().1;
+        assert!(on_disk > 2000, "{on_disk}");
+        assert_eq!(c.snapshot().bytes_held, on_disk);
     }
 
     #[test]
