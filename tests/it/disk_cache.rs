@@ -745,6 +745,55 @@ fn review28_an_answer_is_kept_under_its_own_version_when_if_match_is_ignored() {
     assert!(get(&*store, "c/0") == a, "B's bytes served as version A");
 }
 
+/// A server that ignores `If-Match` answers a range of a chunk object
+/// pinned to its listed version with another version: the answer is read
+/// again plainly, and the listing, out of date, is dropped, so the next
+/// read lists again and asks once. (The listing stayed: every later read
+/// of that object cost two requests, the pinned one and the plain one.)
+#[test]
+fn an_answer_of_another_version_drops_the_listing() {
+    use slabfs::storage::ByteRange;
+    use std::sync::atomic::Ordering::Relaxed;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    s3.quirks.ignore_if_match.store(true, Relaxed);
+    let tmp = tempfile::tempdir().unwrap();
+    review_put(&s3, tmp.path(), "arr/c/0", &vec![b'a'; 3 << 20]);
+    review_put(&s3, tmp.path(), "arr/c/1", b"other chunk");
+    let cache = tmp.path().join("cache");
+    {
+        // Leaves the note of `c/`, so that the next store lists it.
+        let (net, store) = review_net(&s3, &cache);
+        store.get_many(&[("c/1".to_string(), u64::MAX)])[0]
+            .as_ref()
+            .unwrap();
+        net.flush_disk_cache(Duration::from_secs(10));
+    }
+    let (net, store) = review_net(&s3, &cache);
+    let range = ByteRange::At {
+        offset: (1 << 20) + 7,
+        len: 100,
+    };
+    // `c/` listed (c/0 at version A, none of its blocks kept), then c/0
+    // replaced by B.
+    store.get_many(&[("c/1".to_string(), u64::MAX)])[0]
+        .as_ref()
+        .unwrap();
+    assert_eq!(s3.lists(), 1);
+    review_put(&s3, tmp.path(), "arr/c/0", &vec![b'b'; 3 << 20]);
+    let read = || {
+        let before = data_requests(&net);
+        let got = store.get_range("c/0", range).unwrap().unwrap();
+        assert_eq!(got, vec![b'b'; 100], "the bytes of the version now");
+        data_requests(&net) - before
+    };
+    assert_eq!(read(), 2, "the pinned GET answered B, read again plainly");
+    let lists = s3.lists();
+    assert_eq!(read(), 1, "listed again: B's blocks by one pinned GET");
+    assert_eq!(s3.lists(), lists + 1);
+    assert_eq!(read(), 0, "B's blocks from disk");
+}
+
 /// A range of 2^52 bytes of a chunk object (a corrupt shard index's
 /// length), whether the object's version is known or not: an error
 /// naming the object, with no memory spent on the length (the blocks it

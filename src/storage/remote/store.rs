@@ -1383,7 +1383,15 @@ impl RemoteStore {
                     Ok(Some(run)) => match (&version, &run.e_tag) {
                         (None, Some(tag)) => version = Some((tag.clone(), run.size)),
                         (Some((tag, size)), Some(t)) if t == tag && *size == run.size => {}
-                        _ => fallback = true,
+                        _ => {
+                            // Another version than the one listed (a
+                            // server that ignores If-Match answers what it
+                            // has): the listing is out of date.
+                            if plan.known.is_some() {
+                                self.forget_listing(key);
+                            }
+                            fallback = true;
+                        }
                     },
                     Ok(None) => missing = true,
                     // Replaced since listed (a failed If-Match), or any
