@@ -794,6 +794,45 @@ fn an_answer_of_another_version_drops_the_listing() {
     assert_eq!(read(), 0, "B's blocks from disk");
 }
 
+/// An object whose server gives weak ETags (`W/"…"`, as an HTTP server
+/// or CDN that compresses does) and compares `If-Match` strongly, as RFC
+/// 9110 says it must, read by ranges (a netCDF file), with and without the
+/// disk cache: every range is read, still pinned to the version opened by
+/// the answer's ETag and size. (Its ranges were sent `If-Match: W/"…"`,
+/// which such a server never admits: every read failed with EIO.)
+#[test]
+fn an_object_with_a_weak_e_tag_is_read_by_ranges_from_a_strict_server() {
+    use slabfs::storage::Network;
+    use slabfs::storage::location::Location;
+    use slabfs::storage::remote::{Config, Remote};
+    use std::sync::atomic::Ordering::Relaxed;
+    let s3 = common::s3s::S3s::start();
+    s3.create_bucket(BUCKET);
+    s3.quirks.weak_etags.store(true, Relaxed);
+    s3.quirks.strict_if_match.store(true, Relaxed);
+    let tmp = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..3u32 << 20).map(|i| (i % 247) as u8).collect();
+    review_put(&s3, tmp.path(), "f.nc", &data);
+    for cached in [false, true] {
+        let net = Remote::new(Config {
+            endpoint_url: Some(s3.endpoint()),
+            disk_cache: cached.then(|| slabfs::storage::disk_cache::DiskCacheConfig {
+                dir: tmp.path().join("cache"),
+                size: 1 << 30,
+            }),
+            ..Default::default()
+        });
+        let url = format!("s3://{BUCKET}/f.nc");
+        let files = net.files(vec![Location::parse(&url).unwrap()]).unwrap();
+        let f = files.open(Path::new(&url)).unwrap();
+        let mut buf = vec![0u8; 100];
+        let at = (1 << 20) + 3;
+        f.read_exact_at(&mut buf, at as u64)
+            .unwrap_or_else(|e| panic!("disk cache {cached}: {e}"));
+        assert!(buf == data[at..at + 100], "disk cache {cached}");
+    }
+}
+
 /// A range of 2^52 bytes of a chunk object (a corrupt shard index's
 /// length), whether the object's version is known or not: an error
 /// naming the object, with no memory spent on the length (the blocks it

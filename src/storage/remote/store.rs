@@ -8,8 +8,10 @@
 //! A whole value ([`Store::get`]) is one GET: one version. A
 //! [`RemoteFile`] is read with many ranged GETs, so it pins the version it
 //! opened: the size and ETag of its HEAD. Every range is sent with
-//! `If-Match: ETAG`, and the answer's ETag, size and range are checked
-//! too (a server that ignores `If-Match` is still caught). An object
+//! `If-Match: ETAG` (unless the tag is weak, `W/"…"`, which `If-Match`
+//! never admits: it compares strongly), and the answer's ETag, size and
+//! range are checked too (a server that ignores `If-Match` is still
+//! caught). An object
 //! replaced since it was opened is an error for that read (EIO), never
 //! bytes of the new version spliced into the old; the refresh reopens the
 //! dataset and reads the new one. A server that ignores `Range` (answers
@@ -34,8 +36,10 @@
 //! it: stores write one version's tag in several (Azure lists it unquoted
 //! and quotes it in answers), and a listed version must equal the GET's
 //! to find its blocks. A [`RemoteFile`] compares its HEAD's tag with its
-//! GETs' as the server gives both (one form) and pins with it as given:
-//! a weak tag made strong would fail `If-Match` where it matched.
+//! GETs' as the server gives both (one form), and pins with it as given,
+//! or not at all when it is weak. (A chunk object's GET is pinned to the
+//! strong form of its listed tag: a server that gives weak tags and
+//! compares strongly refuses it, and the chunk is read again plainly.)
 //!
 //! # Size limits
 //!
@@ -1627,6 +1631,11 @@ fn ranged_get(
     }
 }
 
+/// Whether `tag` is a weak ETag (`W/"…"`).
+fn is_weak(tag: &str) -> bool {
+    tag.trim_start().starts_with("W/")
+}
+
 /// One object read with ranged GETs, pinned to the version it opened.
 pub struct RemoteFile {
     remote: Connection,
@@ -1745,14 +1754,19 @@ impl RemoteFile {
     }
 
     /// One ranged GET of `range`, pinned to the version opened (`If-Match`
-    /// its ETag; without ETags, size and time must hold): an object that
+    /// its ETag, unless weak; the answer's ETag and size must be the ones
+    /// opened; without ETags, size and time must hold): an object that
     /// changed since is an error, never mixed bytes. The time to the
     /// answer's headers is noted as the link's latency.
     fn get_pinned(
         &self,
         range: Range<u64>,
     ) -> impl std::future::Future<Output = io::Result<bytes::Bytes>> + Send + 'static {
-        let get = ranged_get(&self.remote, range, self.version.e_tag.clone());
+        // A weak tag is not sent: `If-Match` compares strongly (RFC 9110),
+        // so a server that does never admits one; the answer's tag and size
+        // are checked below all the same.
+        let if_match = self.version.e_tag.clone().filter(|t| !is_weak(t));
+        let get = ranged_get(&self.remote, range, if_match);
         let version = self.version.clone();
         async move {
             let (meta, bytes) = get.await?;

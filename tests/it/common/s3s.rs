@@ -184,6 +184,10 @@ pub struct Quirks {
     /// `If-Match` is ignored (as s3s-fs itself and some S3-compatible
     /// servers do): a GET answers the version the server has.
     pub ignore_if_match: AtomicBool,
+    /// `If-Match` compares strongly, as RFC 9110 says it must (s3s-fs
+    /// compares the tags' values): a weak tag, asked or answered
+    /// (`weak_etags`), never matches.
+    pub strict_if_match: AtomicBool,
     /// ListObjectsV2 requests answered.
     pub lists: AtomicU64,
 }
@@ -201,9 +205,22 @@ impl AsS3 {
         std::fs::metadata(self.root.join(bucket).join(key)).ok()
     }
 
-    /// The `If-Match` condition to apply: none when it is ignored.
+    /// The `If-Match` condition to apply: none when it is ignored; one no
+    /// tag meets when it is weak, or the tag answered is, and the server
+    /// compares strongly.
     fn if_match(&self, asked: Option<ETagCondition>) -> Option<ETagCondition> {
-        asked.filter(|_| !self.quirks.ignore_if_match.load(Relaxed))
+        let strict = self.quirks.strict_if_match.load(Relaxed);
+        let q = &self.quirks;
+        asked
+            .filter(|_| !q.ignore_if_match.load(Relaxed))
+            .map(|c| match c {
+                ETagCondition::ETag(t)
+                    if strict && (matches!(t, ETag::Weak(_)) || q.weak_etags.load(Relaxed)) =>
+                {
+                    ETagCondition::ETag(ETag::Strong("never matches".into()))
+                }
+                c => c,
+            })
     }
 
     /// A GET's or HEAD's ETag as the quirks turned on give it.
