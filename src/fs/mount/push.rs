@@ -580,12 +580,14 @@ mod tests {
                 }
                 let mut body = vec![0; len];
                 r.read_exact(&mut body).unwrap();
-                let mut s = r.into_inner();
-                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                    .unwrap();
+                // On the channel before the answer: a pusher that has its
+                // answer finds the body there (it raced the answer before).
                 if tx.send(body).is_err() {
                     return;
                 }
+                let mut s = r.into_inner();
+                s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    .unwrap();
             }
         });
         (url, rx)
