@@ -427,6 +427,15 @@ impl ChunkCache {
         })
     }
 
+    /// Note that a read took chunk `key` whole, decoded straight into its
+    /// buffer without keeping it ([`peek`](Self::peek)): like a chunk
+    /// consumed through the cache ([`served`](Self::served)), it is not
+    /// prefetched again (a readahead over it, another reader's or one of
+    /// the kernel's requests out of order, fetched it a second time).
+    pub fn taken_whole(&self, key: &ChunkKey) {
+        self.inner.lock().consumed.put(key.clone(), ());
+    }
+
     /// Mark `key` as fetched by a read for itself (with the other chunks
     /// of the read, [`crate::engine::pieces::PieceSource::fetch_together`]),
     /// unless it is cached, being decoded, or marked by another read

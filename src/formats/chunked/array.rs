@@ -669,7 +669,25 @@ impl PieceSource for ChunkedArray {
             view.copy_from(&data, &shape, &piece.tile_start);
             return Ok(());
         }
-        let Some(raw) = stored()? else {
+        let taken = self.read_whole(piece, view, stored()?);
+        if taken.is_ok() {
+            self.cache.taken_whole(&key);
+        }
+        taken
+    }
+}
+
+impl ChunkedArray {
+    /// Put chunk `piece.tile`, stored as `raw` (`None`: not stored), whole
+    /// into `view`, decoded straight into it when it is contiguous there.
+    fn read_whole(
+        &self,
+        piece: &Piece,
+        mut view: DisjointView<'_>,
+        raw: Option<Vec<u8>>,
+    ) -> Result<()> {
+        let shape = self.chunk_shape(&piece.tile);
+        let Some(raw) = raw else {
             view.fill(&self.spec.meta.fill_value);
             return Ok(());
         };

@@ -263,4 +263,32 @@ mod tests {
         reads.sort_unstable();
         assert_eq!(reads, [0, 1, 2], "each block read once");
     }
+
+    /// Regression: the chunks a read of several took whole (decoded
+    /// straight into its buffer, not cached) were fetched again by a
+    /// readahead over them that came after (another reader's, or the
+    /// kernel's requests out of order), where a chunk consumed through
+    /// the cache was not.
+    #[test]
+    fn a_readahead_does_not_fetch_what_a_read_took_whole() {
+        use crate::engine::array::ArraySource;
+        let size = 3 * BLOCK;
+        let data: Vec<u8> = (0..size).map(|i| (i * 5 % 241) as u8).collect();
+        let file = Arc::new(Racing {
+            data: data.clone(),
+            reads: Default::default(),
+            array: Default::default(),
+            raced: true.into(),
+        });
+        let cache = Arc::new(ChunkCache::new(64 << 20));
+        let array = byte_view("whole.nc", file.clone(), size, cache).unwrap();
+        let mut out = vec![0u8; size as usize];
+        let whole = crate::engine::index::Region::whole(&[size]);
+        array.read_region(&whole, &mut out).unwrap();
+        assert!(out == data);
+        array.prefetch(std::slice::from_ref(&whole));
+        let mut reads = file.reads.lock().clone();
+        reads.sort_unstable();
+        assert_eq!(reads, [0, 1, 2], "each block read once");
+    }
 }
