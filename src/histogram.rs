@@ -65,6 +65,21 @@ pub struct Cumulative {
     pub sum: u64,
 }
 
+impl Cumulative {
+    /// How many values lay in each bucket alone: below the first bound,
+    /// then between each bound and the next, and last at or past the last
+    /// bound ([`BOUNDS_NS`] and one more). Prometheus's encoder takes the
+    /// first [`BOUNDS_NS`] of them and adds them up; OTLP sends them all.
+    pub fn per_bucket(&self) -> impl Iterator<Item = u64> + '_ {
+        let mut below = 0;
+        self.below.iter().chain([&self.count]).map(move |&n| {
+            let own = n - below;
+            below = n;
+            own
+        })
+    }
+}
+
 /// Percentiles of a [`Histogram`], in nanoseconds (0 when empty).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Summary {
@@ -220,6 +235,15 @@ mod tests {
             let want = values.iter().filter(|&&v| v < b).count() as u64;
             assert_eq!(c.below[i], want, "below {b}");
         }
+        // Each bucket alone: [0, b0), [b0, b1), ..., [last, inf).
+        let mut lower = 0;
+        let uppers = BOUNDS_NS.iter().copied().chain([u64::MAX]);
+        for (upper, own) in uppers.zip(c.per_bucket()) {
+            let want = values.iter().filter(|&&v| v >= lower && v < upper).count();
+            assert_eq!(own, want as u64, "[{lower}, {upper})");
+            lower = upper;
+        }
+        assert_eq!(c.per_bucket().count(), BOUNDS_NS.len() + 1);
         assert_eq!(BOUNDS_NS[0], 1024);
         assert_eq!(*BOUNDS_NS.last().unwrap(), 1 << 35);
     }

@@ -315,17 +315,12 @@ impl prometheus_client::collector::Collector for Text {
                     Value::Counter(v) => enc.encode_counter::<NoLabelSet, _, u64>(v, None)?,
                     Value::Gauge(v) => enc.encode_gauge(v)?,
                     Value::Histogram(c) => {
-                        // `le` in seconds; the encoder takes each bucket's
-                        // own count and adds them up.
-                        let mut below = 0;
+                        // `le` in seconds; the encoder adds the buckets'
+                        // own counts up.
                         let buckets: Vec<(f64, u64)> = BOUNDS_NS
                             .iter()
-                            .zip(c.below)
-                            .map(|(&bound, n)| {
-                                let own = n - below;
-                                below = n;
-                                (bound as f64 / 1e9, own)
-                            })
+                            .map(|&bound| bound as f64 / 1e9)
+                            .zip(c.per_bucket())
                             .collect();
                         enc.encode_histogram::<NoLabelSet>(
                             c.sum as f64 / 1e9,

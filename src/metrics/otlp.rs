@@ -137,19 +137,9 @@ fn metric(f: &Sampled, start: u64, now: u64) -> Metric {
                 .iter()
                 .filter_map(|s| match &s.value {
                     Value::Histogram(c) => {
-                        // Each bucket's own count, then those past the
-                        // last bound (Prometheus's `+Inf` less the rest).
-                        let mut below = 0;
-                        let mut bucket_counts: Vec<u64> = c
-                            .below
-                            .iter()
-                            .map(|&n| {
-                                let own = n - below;
-                                below = n;
-                                own
-                            })
-                            .collect();
-                        bucket_counts.push(c.count - below);
+                        // Each bucket's own count, the last past the last
+                        // bound (Prometheus's `+Inf` less the rest).
+                        let bucket_counts = c.per_bucket().collect();
                         Some(HistogramDataPoint {
                             attributes: attributes(&s.labels),
                             start_time_unix_nano: start,
