@@ -18,7 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("usage: flat_read SOURCE ARRAY OFFSET LENGTH");
         std::process::exit(2);
     }
-    let ds = dataset::open(args[1].as_ref(), Arc::new(ChunkCache::new(64 << 20)))?;
+    let ds = dataset::Opener::new(Arc::new(ChunkCache::new(64 << 20))).open(args[1].as_ref())?;
     let entry = ds
         .get(&args[2])
         .ok_or_else(|| format!("{}: no array {}", args[1], args[2]))?;

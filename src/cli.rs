@@ -379,14 +379,18 @@ impl Common {
 /// The datasets of `source` for `ls` and `cat`, URLs reached through a
 /// remote state of their own, made from the remote options.
 fn open_source(source: &std::path::Path, common: &Common) -> slabfs::Result<dataset::Dataset> {
+    opener(common).open(source)
+}
+
+/// The opener of `ls` and `cat`: their cache, `--allow-outside` and
+/// `--ref`, URLs reached through a remote state of their own, made from
+/// the remote options.
+fn opener(common: &Common) -> dataset::Opener {
     let network = std::sync::Arc::new(slabfs::storage::remote::Remote::new(common.remote.config()));
-    dataset::open_version(
-        source,
-        common.reference.as_deref(),
-        cache(common),
-        &common.allow_outside,
-        Some(network),
-    )
+    dataset::Opener::new(cache(common))
+        .allow_outside(&common.allow_outside)
+        .network(Some(network))
+        .reference(common.reference.as_deref())
 }
 
 /// `cat --all-refs`: the version of the repository `source` the path
@@ -397,9 +401,7 @@ fn open_version_of(
     array: &str,
     common: &Common,
 ) -> slabfs::Result<dataset::Dataset> {
-    let network = std::sync::Arc::new(slabfs::storage::remote::Remote::new(common.remote.config()));
-    let versions =
-        dataset::refs_archive(source, cache(common), &common.allow_outside, Some(network))?;
+    let versions = opener(common).versions(source)?;
     let unit = array.splitn(3, '/').take(2).collect::<Vec<_>>().join("/");
     let not_found = || slabfs::Error::NotFound(format!("{}: {array}", source.display()));
     let found = versions.find(&unit).ok_or_else(not_found)?;
@@ -570,24 +572,13 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
                 }
                 std::ops::ControlFlow::Continue(())
             };
-            match &common.reference {
-                _ if common.all_refs => dataset::for_each_version(
-                    &source,
-                    cache(&common),
-                    &common.allow_outside,
-                    Some(std::sync::Arc::new(network)),
-                    &mut print,
-                )?,
-                Some(_) => {
-                    let _ = print(open_source(&source, &common)?);
-                }
-                None => dataset::for_each_in(
-                    &source,
-                    cache(&common),
-                    &common.allow_outside,
-                    Some(std::sync::Arc::new(network)),
-                    &mut print,
-                )?,
+            let opener = dataset::Opener::new(cache(&common))
+                .allow_outside(&common.allow_outside)
+                .network(Some(std::sync::Arc::new(network)))
+                .reference(common.reference.as_deref());
+            match common.all_refs {
+                true => opener.for_each_version(&source, &mut print)?,
+                false => opener.for_each(&source, &mut print)?,
             }
             match failed {
                 Some(e) => Err(e.into()),

@@ -168,7 +168,7 @@ fn copy_dir(from: &Path, to: &Path) {
 pub fn open_and_probe(dir: &str, name: &str, data: &[u8]) {
     let path = scratch().join(dir).join(name);
     std::fs::write(&path, data).expect("write the fuzz input");
-    if let Ok(ds) = slabfs::formats::dataset::open(&path, cache()) {
+    if let Ok(ds) = slabfs::formats::dataset::Opener::new(cache()).open(&path) {
         for entry in &ds.entries {
             probe(entry.array.as_ref());
         }

@@ -41,17 +41,9 @@
 
 #![forbid(unsafe_code)]
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-
-use crate::engine::cache::ChunkCache;
-use crate::storage::local;
-use crate::storage::local::confine::Roots;
-use crate::storage::scope::Scope;
-use crate::storage::{Files, UrlFiles};
-
 pub mod chunked;
 pub mod dataset;
+pub mod entry;
 pub mod hdf5;
 pub mod icechunk;
 pub mod kerchunk;
@@ -59,50 +51,7 @@ pub mod nca;
 pub mod netcdf;
 pub mod netcdf3;
 pub mod packed;
+pub mod registry;
 pub mod zarr;
 
-/// How the formats open what a source references: the files seam, the
-/// shared chunk cache and where references may lead. One set for every
-/// format a mount opens (aggregations pass it on to their fragments).
-#[derive(Clone)]
-pub struct Options {
-    /// Every referenced local file must resolve under one of these.
-    /// Empty: the directory holding the file being opened.
-    pub roots: Vec<PathBuf>,
-    /// The URLs references may read (a remote source's own location and
-    /// `--allow-outside URL`s); `None`: no URL at all.
-    /// They are reached through the [`crate::storage::Network`]
-    /// the dataset was opened with ([`dataset::open_in`]); formats never
-    /// name the network code.
-    pub remote: Option<Arc<dyn UrlFiles>>,
-    /// The chunk cache Zarr arrays and blocked archives read through.
-    pub cache: Arc<ChunkCache>,
-    /// How data files and stores are opened ([`crate::storage::contract`]);
-    /// it opens the URLs of `remote` too.
-    pub files: Arc<dyn Files>,
-}
-
-impl Options {
-    pub fn new(roots: Vec<PathBuf>, cache: Arc<ChunkCache>) -> Options {
-        Options {
-            roots,
-            remote: None,
-            cache,
-            files: local::os(),
-        }
-    }
-
-    /// Where the references made by the file at `file` may lead
-    /// ([`Scope`]): a remote file's only to the URL roots, a local
-    /// file's to the local roots too.
-    pub fn scope_for(&self, file: &Path) -> Arc<Scope> {
-        let local = if crate::storage::location::url_of(file).is_some() {
-            Roots::default()
-        } else if self.roots.is_empty() {
-            Roots::new(file.parent().map(Path::to_path_buf))
-        } else {
-            Roots::new(self.roots.iter().cloned())
-        };
-        Arc::new(Scope::new(Arc::new(local), self.remote.clone()))
-    }
-}
+pub use entry::Options;

@@ -117,7 +117,21 @@ pub fn open_any_with(
         source,
     };
     let file = files.open(path).map_err(io)?;
-    Ok(match kind_of(file.as_ref()).map_err(io)? {
+    open_reader(name, file, cache, sources)
+}
+
+/// [`open_any_with`] of a file already open, named `name` in messages.
+pub fn open_reader(
+    name: String,
+    file: Arc<dyn ReadAt>,
+    cache: &Arc<ChunkCache>,
+    sources: Option<hdf5::vds::Sources>,
+) -> Result<Opened> {
+    let kind = kind_of(file.as_ref()).map_err(|source| Error::Io {
+        path: name.clone(),
+        source,
+    })?;
+    Ok(match kind {
         Kind::Classic(_) => Opened::Netcdf3(Box::new(netcdf3::File::from_reader(
             name,
             file,

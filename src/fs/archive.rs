@@ -37,7 +37,7 @@ impl SlabFs {
         let found = found.or_else(|| lazy.archive.find(unit));
         let Some(found) = found else { return Ok(None) };
         let tree = lazy.open(unit, found, &self.config, SystemTime::now())?;
-        if tree.is_some() && matches!(found, Found::Store { .. } | Found::Repository) {
+        if tree.is_some() && found.is_directory_dataset() {
             self.touch(unit, true);
         }
         Ok(tree)
@@ -55,26 +55,24 @@ impl SlabFs {
         let view = || {
             let (stem, _) = name.rsplit_once('.')?;
             let unit = child_path(dir, stem);
-            if lazy.archive.find(&unit) != Some(Found::Store { array: true }) {
-                return None;
-            }
-            Some(self.lookup_in_unit(lazy, &unit, Found::Store { array: true }, &rel))
+            let found = lazy.archive.find(&unit).filter(|f| f.is_single())?;
+            Some(self.lookup_in_unit(lazy, &unit, found, &rel))
         };
         let found = match lazy.archive.find(&rel) {
             None => return view(),
             // A dataset only if it holds references: opened to know.
-            Some(Found::Json) => match self.open_unit(lazy, &rel, Some(Found::Json)) {
+            Some(found) if found.by_content() => match self.open_unit(lazy, &rel, Some(found)) {
                 Ok(None) => return view(),
-                Ok(Some(_)) => return Some(self.lookup_in_unit(lazy, &rel, Found::Json, &rel)),
+                Ok(Some(_)) => return Some(self.lookup_in_unit(lazy, &rel, found, &rel)),
                 Err(e) => return Some(Err(e)),
             },
             Some(found) => found,
         };
         // A dataset open since before it changed what it is (a directory
         // that became a single-array store, or a group): opened again.
-        let kind = match found {
-            Found::Store { array: true } => Kind::File,
-            _ => Kind::Directory,
+        let kind = match found.is_single() {
+            true => Kind::File,
+            false => Kind::Directory,
         };
         if let Some(tree) = lazy.get(&rel)
             && tree.node(&rel).map(Node::kind) != Some(kind)
@@ -91,7 +89,7 @@ impl SlabFs {
                 Ok(self.attr(ino, &Place::Listed(Arc::from(rel))))
             }
             // One file: its size needs the open.
-            Found::Store { array: true } => self.lookup_in_unit(lazy, &rel, found, &rel),
+            _ if found.is_single() => self.lookup_in_unit(lazy, &rel, found, &rel),
             _ => {
                 let ino = self.inodes.remember(&rel, Kind::Directory, Some(&rel));
                 // The tree open now, if its root is this directory (a
@@ -161,7 +159,7 @@ impl SlabFs {
                 // A single-array store: the array file and its
                 // views, known by name (the ENVI header only if
                 // ENVI can describe the array: that needs it open).
-                Found::Store { array: true } if !self.config.views.hdr => {
+                f if f.is_single() && !self.config.views.hdr => {
                     let v = self.config.views;
                     if v.raw {
                         out.push((name.clone(), Kind::File, unit.clone()));
@@ -173,7 +171,7 @@ impl SlabFs {
                         }
                     }
                 }
-                Found::Store { array: true } | Found::Json => {
+                f if f.is_single() || f.by_content() => {
                     // Only its tree says: the array and its views
                     // beside it, or whether it is references.
                     match self.open_unit(lazy, &rel, Some(*f)) {
@@ -194,9 +192,9 @@ impl SlabFs {
                         // A dataset that fails: listed, failing
                         // inside (as every other one).
                         Err(_) => {
-                            let kind = match f {
-                                Found::Json => Kind::Directory,
-                                _ => Kind::File,
+                            let kind = match f.is_single() {
+                                true => Kind::File,
+                                false => Kind::Directory,
                             };
                             out.push((name.clone(), kind, unit));
                         }

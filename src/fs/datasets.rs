@@ -187,7 +187,8 @@ impl Lazy {
         if !found.is_dataset() {
             return Ok(None);
         }
-        let json_stamp = (found == Found::Json)
+        let json_stamp = found
+            .by_content()
             .then(|| self.archive.stamp(unit))
             .flatten();
         if let Some(stamp) = json_stamp
@@ -367,7 +368,10 @@ mod tests {
 
     fn archive_fs(root: &Path, max_open: usize) -> SlabFs {
         let cache = Arc::new(ChunkCache::new(1 << 20));
-        let archive = Archive::new(root, cache, &[], None).unwrap();
+        let archive = crate::formats::dataset::Opener::new(cache)
+            .archive(root)
+            .unwrap()
+            .unwrap();
         SlabFs::of_archive(archive, max_open, config(Views::default()))
     }
 

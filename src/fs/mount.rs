@@ -294,20 +294,14 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     // A directory of datasets: each opened on first use (ready at once,
     // whatever its size). One dataset (a file, a store, a URL): loaded now.
     // A version of a repository (`--ref`) is one dataset.
+    let opener = dataset::Opener::new(cache.clone())
+        .allow_outside(&cfg.allow_outside)
+        .network(Some(network))
+        .reference(cfg.reference.as_deref());
     let archive = match cfg.reference {
-        _ if cfg.all_refs => Some(dataset::refs_archive(
-            &source,
-            cache.clone(),
-            &cfg.allow_outside,
-            Some(network.clone()),
-        )?),
+        _ if cfg.all_refs => Some(opener.versions(&source)?),
         Some(_) => None,
-        None => dataset::archive_of(
-            &source,
-            cache.clone(),
-            &cfg.allow_outside,
-            Some(network.clone()),
-        )?,
+        None => opener.archive(&source)?,
     };
     let (core, shown, skipped) = if let Some(archive) = archive {
         let core = SlabFs::of_archive(archive, cfg.max_open_datasets, fs_config);
@@ -315,15 +309,7 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
         (core, shown, Vec::new())
     } else {
         // A load: its log lines are not repeated by the refreshes that follow.
-        let ds = crate::logging::loading(|| {
-            dataset::open_version(
-                &source,
-                cfg.reference.as_deref(),
-                cache.clone(),
-                &cfg.allow_outside,
-                Some(network),
-            )
-        })?;
+        let ds = crate::logging::loading(|| opener.open(&source))?;
         for s in &ds.skipped {
             log::warn!("not shown: {s}");
         }

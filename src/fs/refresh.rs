@@ -603,15 +603,11 @@ impl Pass<'_> {
         fs.stats().record_full_walk();
         // What the loaders log is logged once an hour, not every pass
         // (crate::logging).
-        let opened = crate::logging::loading(|| {
-            dataset::open_version(
-                source,
-                self.reference.as_deref(),
-                self.cache.clone(),
-                self.allow_outside,
-                fs.network(),
-            )
-        });
+        let opener = dataset::Opener::new(self.cache.clone())
+            .allow_outside(self.allow_outside)
+            .network(fs.network())
+            .reference(self.reference.as_deref());
+        let opened = crate::logging::loading(|| opener.open(source));
         let ds = match opened {
             Ok(ds) => ds,
             Err(e) => {
@@ -898,8 +894,10 @@ mod tests {
     /// one (tracking changes).
     fn archive_fs(root: &Path) -> Arc<SlabFs> {
         let cache = Arc::new(ChunkCache::new(1 << 20));
-        let archive =
-            crate::formats::dataset::archive::Archive::new(root, cache.clone(), &[], None).unwrap();
+        let archive = crate::formats::dataset::Opener::new(cache.clone())
+            .archive(root)
+            .unwrap()
+            .unwrap();
         Arc::new(SlabFs::of_archive(archive, 100, config(Views::default())).with_cache(cache))
     }
 

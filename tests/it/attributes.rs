@@ -93,7 +93,9 @@ fn every_fixture_directory_has_its_writers_attributes() {
     let mut checked = 0;
     let mut dims_checked = 0;
     for (source, groups, entry_dims) in expected_with_dims() {
-        let ds = dataset::open(&fixtures().join(&source), cache()).unwrap();
+        let ds = dataset::Opener::new(cache())
+            .open(&fixtures().join(&source))
+            .unwrap();
         for (group, attrs) in &groups {
             let attrs = attrs.as_object().unwrap();
             match ds.directories.get(group) {
@@ -154,7 +156,7 @@ fn every_fixture_directory_has_its_writers_attributes() {
 #[test]
 fn netcdf3_globals_through_a_mount() {
     let dir = fixtures().join("netcdf3/data");
-    let ds = dataset::open(&dir, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&dir).unwrap();
     let want = groups_of("netcdf3/data/classic_types.nc")[""].clone();
     let got = &ds.directories["classic_types.nc"];
     assert!(json_eq(&Value::Object(got.attributes.clone()), &want));
@@ -221,7 +223,9 @@ fn netcdf3_dimensions_match_netcdf4_python() {
                 )
             })
             .collect();
-        let ds = dataset::open(&root.join(file), cache()).unwrap();
+        let ds = dataset::Opener::new(cache())
+            .open(&root.join(file))
+            .unwrap();
         let mut got = ds
             .directories
             .get("")
@@ -283,7 +287,7 @@ fn kerchunk_root_attributes_through_a_mount() {
 #[test]
 fn cf_aggregation_globals() {
     let dir = fixtures().join("nca/data/cf/basic");
-    let ds = dataset::open(&dir, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&dir).unwrap();
     let want = groups_of("nca/data/cf/basic/agg.nc")[""].clone();
     assert!(ds.entries.iter().any(|e| e.path.starts_with("agg.nc/")));
     assert!(json_eq(
@@ -308,14 +312,16 @@ fn nca_descriptor_attributes() {
         serde_json::to_vec(&doc).unwrap(),
     )
     .unwrap();
-    let ds = dataset::open(tmp.path(), cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     let mut want = attrs.as_object().unwrap().clone();
     want.insert("Conventions".into(), json!("CF-1.8 NCA"));
     let got = &ds.directories["agg.nca.json"];
     assert_eq!(got.attributes, want);
     assert!(got.source.ends_with("agg.nca.json"));
     // As SOURCE: at the root.
-    let ds = dataset::open(&tmp.path().join("agg.nca.json"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&tmp.path().join("agg.nca.json"))
+        .unwrap();
     assert_eq!(ds.directories[""].attributes, want);
 }
 
@@ -359,7 +365,7 @@ fn refresh_updates_a_files_attributes() {
     let file = tmp.path().join("a.nc");
     std::fs::copy(data.join("ncgen_classic.nc"), &file).unwrap();
     std::fs::copy(data.join("classic_records.nc"), tmp.path().join("b.nc")).unwrap();
-    let ds = dataset::open(tmp.path(), cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     let fs = SlabFs::of_dataset(&ds, config());
     let before = groups_of("netcdf3/data/ncgen_classic.nc")[""].clone();
     assert!(json_eq(
@@ -368,11 +374,11 @@ fn refresh_updates_a_files_attributes() {
     ));
 
     // Unchanged: nothing to do.
-    let again = dataset::open(tmp.path(), cache()).unwrap();
+    let again = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     assert!(fs.refresh(&again, &NoKernel).is_empty());
 
     std::fs::copy(data.join("ncgen_cdf5.nc"), &file).unwrap();
-    let changed = dataset::open(tmp.path(), cache()).unwrap();
+    let changed = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     let changes = fs.refresh(&changed, &NoKernel);
     assert_eq!(changes.attributes, ["a.nc"], "{changes:?}");
     let after = groups_of("netcdf3/data/ncgen_cdf5.nc")[""].clone();
@@ -390,7 +396,7 @@ fn refresh_updates_a_files_attributes() {
     assert!(json_eq(&serde_json::from_slice(&x).unwrap(), &after));
 
     std::fs::remove_file(&file).unwrap();
-    let gone = dataset::open(tmp.path(), cache()).unwrap();
+    let gone = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     let changes = fs.refresh(&gone, &NoKernel);
     assert_eq!(changes.attributes, ["a.nc"], "{changes:?}");
     assert!(fs.lookup(ROOT_INO, OsStr::new("a.nc")).is_err());
@@ -432,7 +438,9 @@ pub fn getxattr(path: &Path, name: &str) -> std::io::Result<Vec<u8>> {
 fn nczarr_bookkeeping_is_hidden() {
     let want = groups_of("nczarr/v2.zarr");
     for store in ["v490.zarr", "v49lower.zarr"] {
-        let ds = dataset::open(&fixtures().join("nczarr").join(store), cache()).unwrap();
+        let ds = dataset::Opener::new(cache())
+            .open(&fixtures().join("nczarr").join(store))
+            .unwrap();
         for (group, attrs) in &want {
             let got = ds
                 .directories
@@ -470,7 +478,7 @@ fn refresh_keeps_a_half_written_references_files_groups() {
     });
     let text = serde_json::to_vec_pretty(&refs).unwrap();
     std::fs::write(&file, &text).unwrap();
-    let ds = dataset::open(tmp.path(), cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     assert!(ds.skipped.is_empty());
     let fs = SlabFs::of_dataset(&ds, config());
     let grp = json!({"units": "K", "n": 3});
@@ -483,7 +491,7 @@ fn refresh_keeps_a_half_written_references_files_groups() {
 
     // Half written: the pass reports the file as failed.
     std::fs::write(&file, &text[..text.len() / 2]).unwrap();
-    let half = dataset::open(tmp.path(), cache()).unwrap();
+    let half = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     assert_eq!(half.skipped.len(), 1, "{:?}", half.skipped);
     let changes = fs.refresh(&half, &NoKernel);
     assert!(changes.attributes.is_empty(), "{changes:?}");
@@ -495,7 +503,7 @@ fn refresh_keeps_a_half_written_references_files_groups() {
 
     // Whole again: nothing changed.
     std::fs::write(&file, &text).unwrap();
-    let again = dataset::open(tmp.path(), cache()).unwrap();
+    let again = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     let changes = fs.refresh(&again, &NoKernel);
     assert!(changes.attributes.is_empty(), "{changes:?}");
 }

@@ -45,7 +45,7 @@ fn gzip_encode(raw: &[u8]) -> Vec<u8> {
 }
 
 fn read_all(dir: &Path) -> Result<Vec<u8>, Error> {
-    let ds = dataset::open(dir, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(dir).unwrap();
     let e = &ds.entries[0];
     let mut buf = vec![0u8; e.array.meta().nbytes() as usize];
     read_at(e.array.as_ref(), 0, &mut buf, Endian::Little).map(|_| buf)
@@ -53,7 +53,7 @@ fn read_all(dir: &Path) -> Result<Vec<u8>, Error> {
 
 /// Reads of chunk 1 (bytes 8..16) succeed and give 4..8.
 fn second_chunk_ok(dir: &Path) {
-    let ds = dataset::open(dir, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(dir).unwrap();
     let mut buf = vec![0u8; 8];
     read_at(ds.entries[0].array.as_ref(), 8, &mut buf, Endian::Little).unwrap();
     let want: Vec<u8> = (4u16..8).flat_map(|v| v.to_le_bytes()).collect();
@@ -198,7 +198,7 @@ fn missing_chunk_reads_fill_without_touching_others() {
     std::fs::remove_file(dir.join("0")).unwrap();
     // Corrupt the other chunk: a read of chunk 0 alone must not touch it.
     std::fs::write(dir.join("1"), b"garbage").unwrap();
-    let ds = dataset::open(&dir, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&dir).unwrap();
     let mut buf = vec![0u8; 8];
     read_at(ds.entries[0].array.as_ref(), 0, &mut buf, Endian::Little).unwrap();
     assert_eq!(buf, [7u8, 0, 7, 0, 7, 0, 7, 0]);
@@ -259,7 +259,7 @@ fn malformed_metadata_is_skipped_with_a_message_naming_the_file() {
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(d.join(".zarray"), zarray).unwrap();
     }
-    let ds = dataset::open(tmp.path(), cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     let paths: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["good.zarr"]);
     for (name, _, needle) in cases {
@@ -376,7 +376,7 @@ fn bytes_codec_without_endian_on_a_multibyte_type_fails_at_open() {
         });
         std::fs::write(root.join(name).join("zarr.json"), meta.to_string()).unwrap();
     }
-    let ds = dataset::open(&root, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&root).unwrap();
     let paths: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(paths, ["fine"]);
     let msg = ds.skipped[0].to_string();

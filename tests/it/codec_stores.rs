@@ -60,7 +60,9 @@ fn stores() -> PathBuf {
 
 #[test]
 fn every_store_reads_as_zarr_python_reads_it() {
-    let ds = dataset::open(&stores(), Arc::new(ChunkCache::new(16 << 20))).unwrap();
+    let ds = dataset::Opener::new(Arc::new(ChunkCache::new(16 << 20)))
+        .open(&stores())
+        .unwrap();
     let skipped: Vec<String> = ds.skipped.iter().map(|e| format!("{e:#}")).collect();
     let mut failures = Vec::new();
     for case in cases() {

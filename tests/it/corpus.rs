@@ -181,7 +181,7 @@ fn check(a: &dyn slabfs::ArraySource, want: &Value) -> Outcome {
 
 /// Open `path` with slabfs and check every expected dataset of `file`.
 fn walk_file(path: &Path, file: &Value) -> FileOutcome {
-    let ds = match dataset::open(path, Arc::new(ChunkCache::new(64 << 20))) {
+    let ds = match dataset::Opener::new(Arc::new(ChunkCache::new(64 << 20))).open(path) {
         Ok(ds) => ds,
         Err(e) => return FileOutcome::Refused(e.to_string()),
     };

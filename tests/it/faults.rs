@@ -60,7 +60,9 @@ fn new_cache() -> Arc<ChunkCache> {
 
 /// Open `source` with every file and store read through `plan`.
 fn open(source: &Path, plan: &Arc<FaultPlan>, cache: &Arc<ChunkCache>) -> Dataset {
-    dataset::open_with(source, cache.clone(), &[], FaultyFiles::os(plan.clone()))
+    dataset::Opener::new(cache.clone())
+        .files(FaultyFiles::os(plan.clone()))
+        .open(source)
         .unwrap_or_else(|e| panic!("{}: {e}", source.display()))
 }
 
@@ -654,7 +656,11 @@ fn kerchunk_reference() {
         let refs = fixtures().join("kerchunk/data/netcdf4.json");
         let store = kerchunk::load(
             &refs,
-            &slabfs::formats::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20))),
+            &slabfs::formats::Options::new(
+                vec![],
+                Arc::new(ChunkCache::new(1 << 20)),
+                slabfs::formats::registry::builtin(),
+            ),
         )
         .unwrap()
         .expect("a references file");
@@ -985,7 +991,7 @@ fn metadata_documents_of_absurd_size_are_refused_unread() {
     // A v2 group whose child array's metadata is huge: the group opens.
     write(&root.join("group.zarr/.zgroup"), r#"{"zarr_format": 2}"#);
     huge(&root.join("group.zarr/a/.zarray"));
-    let ds = dataset::open(root, new_cache()).unwrap();
+    let ds = dataset::Opener::new(new_cache()).open(root).unwrap();
     assert!(ds.entries.is_empty());
     for d in docs.iter().chain([&root.join("group.zarr/a/.zarray")]) {
         let msg = skipped_naming(&ds, d);
@@ -1020,7 +1026,7 @@ fn a_netcdf3_header_longer_than_its_bound_is_refused() {
     f.set_len(h.len() as u64 + n as u64 + 8).unwrap();
     f.write_all_at(&[0u8; 8], h.len() as u64 + n as u64)
         .unwrap();
-    let ds = dataset::open(tmp.path(), new_cache()).unwrap();
+    let ds = dataset::Opener::new(new_cache()).open(tmp.path()).unwrap();
     let msg = skipped_naming(&ds, &p);
     assert!(msg.contains("header"), "{msg}");
 }
@@ -1074,7 +1080,7 @@ fn arrays_of_almost_2_64_bytes_read_at_their_far_end() {
     write(&rows.join(".zarray"), zarray(&[max / 2, 2], &[1, 2]));
     write(&rows.join(format!("{}.0", max / 2 - 1)), [40u8, 41]);
 
-    let ds = dataset::open(tmp.path(), new_cache()).unwrap();
+    let ds = dataset::Opener::new(new_cache()).open(tmp.path()).unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     for name in ["v2.zarr", "v3.zarr"] {
         let a = array(&ds, name);
@@ -1174,7 +1180,7 @@ fn zarr_shapes_and_chunk_grids_that_overflow_are_refused() {
         write(&root.join(dir).join(file), doc);
     }
     let t = Instant::now();
-    let ds = dataset::open(root, new_cache()).unwrap();
+    let ds = dataset::Opener::new(new_cache()).open(root).unwrap();
     assert!(
         t.elapsed() < Duration::from_secs(10),
         "took {:?}",
@@ -1276,7 +1282,7 @@ fn aggregations_with_overflowing_shapes_or_partition_matrices() {
         ),
     );
     let t = Instant::now();
-    let ds = dataset::open(root, new_cache()).unwrap();
+    let ds = dataset::Opener::new(new_cache()).open(root).unwrap();
     assert!(
         t.elapsed() < Duration::from_secs(10),
         "took {:?}",
@@ -1333,7 +1339,7 @@ fn a_netcdf3_variable_of_almost_2_64_bytes_is_refused_or_read_at_its_end() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("huge.nc");
     write(&p, &h);
-    let ds = dataset::open(tmp.path(), new_cache()).unwrap();
+    let ds = dataset::Opener::new(new_cache()).open(tmp.path()).unwrap();
     let msg = skipped_naming(&ds, &p);
     assert!(msg.contains("2^64") || msg.contains("overflow"), "{msg}");
 }
@@ -1453,7 +1459,7 @@ fn a_cf_aggregation_whose_fragment_count_overflows_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("agg.nc");
     write(&p, nc.bytes());
-    let ds = dataset::open(&p, new_cache()).unwrap();
+    let ds = dataset::Opener::new(new_cache()).open(&p).unwrap();
     assert!(ds.get("agg").is_none());
     let msg = skipped_naming(&ds, &p);
     assert!(msg.contains("fragments"), "{msg}");

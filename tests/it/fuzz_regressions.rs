@@ -168,7 +168,8 @@ fn blocked_empty_variable_offset_past_data() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/fuzz")
         .join(name);
-    let err = slabfs::formats::dataset::open(&path, cache())
+    let err = slabfs::formats::dataset::Opener::new(cache())
+        .open(&path)
         .err()
         .expect("the archive is refused");
     assert!(err.to_string().contains(name), "{err}");

@@ -112,7 +112,7 @@ fn every_dataset_reads_as_its_writer_reads_it() {
     let mut checked = 0;
     for file in manifest() {
         let name = file["file"].as_str().unwrap();
-        let ds = dataset::open(&data(name), cache()).unwrap();
+        let ds = dataset::Opener::new(cache()).open(&data(name)).unwrap();
         let want: Vec<&str> = {
             let mut v: Vec<&str> = file["datasets"]
                 .as_array()
@@ -205,7 +205,9 @@ fn superblock_versions_of_the_fixtures() {
 
 #[test]
 fn why_datasets_are_skipped() {
-    let ds = dataset::open(&data("h5_latest.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&data("h5_latest.h5"))
+        .unwrap();
     let line = |name: &str| {
         ds.skipped
             .iter()
@@ -227,7 +229,7 @@ fn why_datasets_are_skipped() {
 
 #[test]
 fn netcdf_bookkeeping_stays_hidden() {
-    let ds = dataset::open(&data("nc4.nc"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&data("nc4.nc")).unwrap();
     // Dimensions without coordinate variables are no variables; a
     // variable named like a dimension shows without netCDF's prefix.
     for hidden in ["nv", "nchar", "_nc4_non_coord_lev"] {
@@ -251,7 +253,7 @@ fn a_user_block_is_skipped_and_any_extension_sniffed() {
     std::fs::copy(data("userblock.h5"), tmp.path().join("ub.nc4")).unwrap();
     std::fs::copy(data("h5_earliest.h5"), tmp.path().join("x.HDF5")).unwrap();
     std::fs::copy(data("classic.nc"), tmp.path().join("c.nc")).unwrap();
-    let ds = dataset::open(tmp.path(), cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     let paths: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
     assert!(paths.contains(&"ub.nc4/a"), "{paths:?}");
     assert!(paths.contains(&"x.HDF5/grp/sub/vals"), "{paths:?}");
@@ -259,7 +261,7 @@ fn a_user_block_is_skipped_and_any_extension_sniffed() {
     // SOURCE itself is sniffed whatever its name.
     let one = tmp.path().join("no_extension");
     std::fs::copy(data("userblock.h5"), &one).unwrap();
-    let ds = dataset::open(&one, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&one).unwrap();
     assert_eq!(ds.entries.len(), 1);
 }
 
@@ -346,7 +348,7 @@ fn xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
 fn open_and_read_all(path: &Path) -> Vec<String> {
     let label = path.file_name().unwrap().to_string_lossy().into_owned();
     let mut errors = Vec::new();
-    match dataset::open(path, cache()) {
+    match dataset::Opener::new(cache()).open(path) {
         Err(e) => errors.push(e.to_string()),
         Ok(ds) => {
             errors.extend(ds.skipped.iter().map(|e| e.to_string()));
@@ -448,7 +450,7 @@ fn a_chunk_address_past_the_end_fails_its_reads_only() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("moved.h5");
     std::fs::write(&p, &b).unwrap();
-    let ds = dataset::open(&p, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&p).unwrap();
     let fletcher = &ds.get("fletcher").unwrap().array;
     let mut buf = vec![0u8; 20];
     let err = read_at(fletcher.as_ref(), 0, &mut buf, Endian::Little).unwrap_err();
@@ -480,8 +482,12 @@ fn kerchunk_references_and_the_native_reader_agree() {
     // h5py): the same bytes either way, array by array (the file has no
     // unwritten chunks where the two fill values differ).
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kerchunk/data");
-    let native = dataset::open(&dir.join("netcdf4.h5"), cache()).unwrap();
-    let refs = dataset::open(&dir.join("netcdf4.json"), cache()).unwrap();
+    let native = dataset::Opener::new(cache())
+        .open(&dir.join("netcdf4.h5"))
+        .unwrap();
+    let refs = dataset::Opener::new(cache())
+        .open(&dir.join("netcdf4.json"))
+        .unwrap();
     assert_eq!(native.entries.len(), refs.entries.len());
     for r in &refs.entries {
         let n = native
@@ -504,7 +510,9 @@ fn paged_extensible_array_data_blocks_are_read() {
     // ext_paged has chunks in paged data blocks (super block 13 on), one
     // page written after an unwritten one; before paged data blocks were
     // read, the dataset was skipped as unsupported.
-    let ds = dataset::open(&data("paged.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&data("paged.h5"))
+        .unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     for name in ["ext_paged", "ext_paged_gzip", "fixed_many"] {
         let a = &ds.get(name).unwrap().array;
@@ -532,7 +540,7 @@ fn a_chunk_index_is_walked_on_first_read_and_a_failed_walk_is_retried() {
     let tmp = tempfile::tempdir().unwrap();
     let p = tmp.path().join("damaged.h5");
     std::fs::write(&p, &b).unwrap();
-    let ds = dataset::open(&p, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&p).unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     let fixed = &ds.get("fixed_many").unwrap().array;
     let want = expected("paged.h5.fixed_many.bin");

@@ -215,7 +215,9 @@ fn the_library_reads_every_plugin_filter_as_h5py_does() {
         true,
         plugin_dir().as_os_str(),
     ));
-    let ds = dataset::open(&data("plugins.h5"), Arc::new(ChunkCache::new(1 << 20))).unwrap();
+    let ds = dataset::Opener::new(Arc::new(ChunkCache::new(1 << 20)))
+        .open(&data("plugins.h5"))
+        .unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     let mut n = 0;
     for (file, name, _) in manifest().into_iter().filter(|m| m.0 == "plugins.h5") {
@@ -228,7 +230,9 @@ fn the_library_reads_every_plugin_filter_as_h5py_does() {
 
     // A corrupt chunk fails the reads that touch it, every time (nothing
     // failed is cached), and only those.
-    let ds = dataset::open(&data("corrupt.h5"), Arc::new(ChunkCache::new(1 << 20))).unwrap();
+    let ds = dataset::Opener::new(Arc::new(ChunkCache::new(1 << 20)))
+        .open(&data("corrupt.h5"))
+        .unwrap();
     let bad = &ds.get("bad").unwrap().array;
     let want = expected("corrupt.h5", "bad");
     for _ in 0..2 {

@@ -101,7 +101,10 @@ fn check_every_version_in(
         .collect();
     assert_eq!(refs.len(), 4, "{refs:?}");
     for r in &refs {
-        let ds = dataset::open_repository(repo, r, cache(), &[], network.clone())
+        let ds = dataset::Opener::new(cache())
+            .network(network.clone())
+            .reference(Some(r))
+            .open(repo)
             .unwrap_or_else(|e| panic!("{r}: {e}"));
         check_all(&ds, &expected(&expected_doc, r));
     }
@@ -120,7 +123,9 @@ fn a_native_repository_reads_as_zarr_python_reads_it() {
     let dir = fixtures();
     let expected_doc = doc(&dir);
     assert_eq!(expected_doc["spec_version"], 1);
-    let ds = dataset::open(&dir.join("native"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&dir.join("native"))
+        .unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     check_all(&ds, &expected(&expected_doc, "main"));
     // The root group's and a nested group's attributes.
@@ -150,7 +155,10 @@ fn virtual_references_read_where_admitted_and_unchanged() {
     let expected_doc = virtual_repository(&dir);
     let repo = dir.join("virtual");
     let src = dir.join("src");
-    let ds = dataset::open_with_roots(&repo, cache(), std::slice::from_ref(&src)).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .allow_outside(std::slice::from_ref(&src))
+        .open(&repo)
+        .unwrap();
     // `stale` is the reference that must fail: not in zarr-python's list.
     let want = expected(&expected_doc, "main");
     let mut with_stale = want.clone();
@@ -181,7 +189,7 @@ fn virtual_references_read_where_admitted_and_unchanged() {
         "{stale}"
     );
     // Without --allow-outside the files are outside the roots.
-    let confined = dataset::open(&repo, cache()).unwrap();
+    let confined = dataset::Opener::new(cache()).open(&repo).unwrap();
     let outside = read(&confined, "nc4/tas").unwrap_err().to_string();
     assert!(outside.contains("sample4.nc"), "{outside}");
     assert!(
@@ -194,7 +202,10 @@ fn virtual_references_read_where_admitted_and_unchanged() {
     let bytes = std::fs::read(&nc4).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(10));
     std::fs::write(&nc4, &bytes).unwrap();
-    let fresh = dataset::open_with_roots(&repo, cache(), std::slice::from_ref(&src)).unwrap();
+    let fresh = dataset::Opener::new(cache())
+        .allow_outside(std::slice::from_ref(&src))
+        .open(&repo)
+        .unwrap();
     let etag = read(&fresh, "etag_elev").unwrap_err().to_string();
     assert!(etag.contains("ETag"), "{etag}");
 }
@@ -225,7 +236,11 @@ fn virtual_files_stay_open_and_are_checked_on_every_read() {
     let repo = dir.join("virtual");
     let src = dir.join("src");
     let nc4 = src.join("sample4.nc");
-    let opts = slabfs::formats::Options::new(vec![repo.clone(), src.clone()], cache());
+    let opts = slabfs::formats::Options::new(
+        vec![repo.clone(), src.clone()],
+        cache(),
+        slabfs::formats::registry::builtin(),
+    );
     let store = IcechunkStore::open(&repo, None, &opts).unwrap();
     let get = |key: &str| store.get(key, u64::MAX).map(|v| v.expect(key));
     // tas (6, 18, 24) in chunks (2, 9, 12): 12 chunks of sample4.nc.
@@ -341,7 +356,9 @@ fn every_version_reads_as_zarr_python_reads_it() {
     );
     assert_eq!(out.stdout.len(), 4000);
     assert_eq!(sha256(&out.stdout), sha);
-    let err = dataset::open_repository(&repo, "no-such-ref", cache(), &[], None)
+    let err = dataset::Opener::new(cache())
+        .reference(Some("no-such-ref"))
+        .open(&repo)
         .err()
         .unwrap()
         .to_string();
@@ -350,7 +367,9 @@ fn every_version_reads_as_zarr_python_reads_it() {
         "{err}"
     );
     let plain = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr");
-    let err = dataset::open_repository(&plain, "main", cache(), &[], None)
+    let err = dataset::Opener::new(cache())
+        .reference(Some("main"))
+        .open(&plain)
         .err()
         .unwrap()
         .to_string();
@@ -369,7 +388,7 @@ fn a_spec2_repository_reads_as_written() {
     assert!(repo.join("repo").is_file() && !repo.join("refs").exists());
     let expected_doc = check_every_version(&dir, &repo);
     // Without --ref: main.
-    let ds = dataset::open(&repo, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&repo).unwrap();
     check_all(&ds, &expected(&expected_doc, "main"));
 }
 
@@ -384,7 +403,7 @@ fn broken_repositories_fail_naming_what_is_broken() {
     common::mount::copy_tree(&fixtures().join("native"), &repo);
     let want = expected(&doc(&fixtures()), "main");
     // A chunk object gone.
-    let ds = dataset::open(&repo, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&repo).unwrap();
     let chunks: Vec<PathBuf> = std::fs::read_dir(repo.join("chunks"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -403,7 +422,11 @@ fn broken_repositories_fail_naming_what_is_broken() {
         let bytes = std::fs::read(&p).unwrap();
         std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
     }
-    let err = dataset::open(&repo, cache()).err().unwrap().to_string();
+    let err = dataset::Opener::new(cache())
+        .open(&repo)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("broken") && err.contains("Icechunk"), "{err}");
 }
 
@@ -477,7 +500,11 @@ fn a_repository_is_confined_and_recognised_by_its_signature() {
     let root = tmp.path().canonicalize().unwrap();
     let repo = root.join("repo");
     common::mount::copy_tree(&fixtures().join("native"), &repo);
-    let opts = slabfs::formats::Options::new(vec![repo.clone()], cache());
+    let opts = slabfs::formats::Options::new(
+        vec![repo.clone()],
+        cache(),
+        slabfs::formats::registry::builtin(),
+    );
     // A caller's limit holds before anything is read.
     let store = IcechunkStore::open(&repo, None, &opts).unwrap();
     let err = store.get("big/c/0/0", 100).unwrap_err();
@@ -498,7 +525,7 @@ fn a_repository_is_confined_and_recognised_by_its_signature() {
         std::fs::remove_file(&p).unwrap();
         std::os::unix::fs::symlink(&secret, &p).unwrap();
     }
-    let ds = dataset::open(&repo, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&repo).unwrap();
     let r = read_head(&ds, "big", 4096);
     assert!(r.is_err(), "read through a symlink outside the roots");
     // Only a repository is one: a directory with `refs/` and `snapshots/`
@@ -617,7 +644,8 @@ fn a_repository_s_metadata_is_read_confined() {
         let repo = repo.to_path_buf();
         std::thread::spawn(move || {
             let _ = tx.send(
-                dataset::open(&repo, cache())
+                dataset::Opener::new(cache())
+                    .open(&repo)
                     .map(|_| ())
                     .map_err(|e| e.to_string()),
             );
@@ -640,7 +668,9 @@ fn a_repository_s_metadata_is_read_confined() {
     let tag = repo.join("refs/tag.v1/ref.json");
     std::fs::rename(&tag, root.join("tag-ref.json")).unwrap();
     std::os::unix::fs::symlink(root.join("tag-ref.json"), &tag).unwrap();
-    let err = dataset::open_repository(&repo, "v1", cache(), &[], None)
+    let err = dataset::Opener::new(cache())
+        .reference(Some("v1"))
+        .open(&repo)
         .err()
         .unwrap()
         .to_string();
@@ -695,7 +725,7 @@ fn containers_of_every_store_kind_parse() {
         repo.display().to_string()
     );
     python(&["-c".as_ref(), script.as_ref()]);
-    let ds = dataset::open(&repo, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&repo).unwrap();
     assert_eq!(
         read_head(&ds, "a", 16).unwrap(),
         [7i32; 4].map(i32::to_le_bytes).concat()
@@ -739,14 +769,22 @@ fn parts_of_chunks_read_as_the_whole_chunk_s_parts() {
     // The last line: icechunk-python may warn on stdout before it.
     let printed = String::from_utf8(out.stdout).unwrap();
     let sha = printed.lines().last().unwrap().trim().to_string();
-    let ds = dataset::open(&repo, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&repo).unwrap();
     check_all(&ds, &[("sharded".to_string(), sha)]);
     // Parts of chunks: a native shard, and the committed fixture's inline
     // chunk.
-    let opts = slabfs::formats::Options::new(vec![repo.clone()], cache());
+    let opts = slabfs::formats::Options::new(
+        vec![repo.clone()],
+        cache(),
+        slabfs::formats::registry::builtin(),
+    );
     let store = IcechunkStore::open(&repo, None, &opts).unwrap();
     let native_fixture = fixtures().join("native");
-    let fixture_opts = slabfs::formats::Options::new(vec![native_fixture.clone()], cache());
+    let fixture_opts = slabfs::formats::Options::new(
+        vec![native_fixture.clone()],
+        cache(),
+        slabfs::formats::registry::builtin(),
+    );
     let fixture = IcechunkStore::open(&native_fixture, None, &fixture_opts).unwrap();
     for (store, key) in [(&store, "sharded/c/1/0"), (&fixture, "tiny/c/0")] {
         let whole = store.get(key, u64::MAX).unwrap().unwrap();
@@ -777,7 +815,11 @@ fn parts_of_chunks_read_as_the_whole_chunk_s_parts() {
     // when read, and the part reads.
     use slabfs::storage::testing::faults::{Fault, FaultPlan, FaultyFiles, Rule};
     let plan = FaultPlan::new();
-    let mut faulty = slabfs::formats::Options::new(vec![repo.clone()], cache());
+    let mut faulty = slabfs::formats::Options::new(
+        vec![repo.clone()],
+        cache(),
+        slabfs::formats::registry::builtin(),
+    );
     faulty.files = Arc::new(FaultyFiles::new(faulty.files.clone(), plan.clone()));
     let store = IcechunkStore::open(&repo, None, &faulty).unwrap();
     let rule = Rule::new("chunks/", Fault::Error(std::io::ErrorKind::Other)).bytes(40..41);
@@ -825,7 +867,9 @@ fn a_virtual_reference_to_an_encoded_file_name_reads() {
         nc = src.join("with space.nc").display().to_string(),
     );
     python(&["-c".as_ref(), script.as_ref()]);
-    let ds = dataset::open_with_roots(&dir.join("virtual"), cache(), std::slice::from_ref(&src))
+    let ds = dataset::Opener::new(cache())
+        .allow_outside(std::slice::from_ref(&src))
+        .open(&dir.join("virtual"))
         .unwrap();
     let read =
         |path: &str| read_head(&ds, path, 18 * 24 * 2).unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -903,10 +947,16 @@ fn repositories_in_a_bucket_read_at_every_version() {
         Some(net.clone()),
     );
     // Without --ref: main.
-    let ds = dataset::open_in(&url("ice/native"), cache(), &[], Some(net.clone())).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .network(Some(net.clone()))
+        .open(&url("ice/native"))
+        .unwrap();
     check_all(&ds, &expected(&doc(&fixtures()), "main"));
     // A prefix of repositories: each a dataset at main.
-    let ds = dataset::open_in(&url("ice"), cache(), &[], Some(net.clone())).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .network(Some(net.clone()))
+        .open(&url("ice"))
+        .unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     let under = |p: &str| -> Vec<String> {
         let mut v: Vec<String> = ds
@@ -924,7 +974,10 @@ fn repositories_in_a_bucket_read_at_every_version() {
     want.sort();
     assert_eq!(under("native/"), want);
     assert!(!under("spec2/").is_empty());
-    let err = dataset::open_repository(&url("ice"), "main", cache(), &[], Some(net))
+    let err = dataset::Opener::new(cache())
+        .network(Some(net))
+        .reference(Some("main"))
+        .open(&url("ice"))
         .err()
         .unwrap()
         .to_string();
@@ -1028,11 +1081,17 @@ fn virtual_references_into_a_bucket_are_confined_and_checked() {
     let net = network(&s3.endpoint());
     let repo = PathBuf::from(format!("s3://{BUCKET}/ice/virtual"));
     let nc = PathBuf::from(expected_doc["container_prefix"].as_str().unwrap());
-    let ds =
-        dataset::open_in(&repo, cache(), std::slice::from_ref(&nc), Some(net.clone())).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .allow_outside(std::slice::from_ref(&nc))
+        .network(Some(net.clone()))
+        .open(&repo)
+        .unwrap();
     check_all(&ds, &expected(&expected_doc, "main"));
     // Outside the repository's prefix, not admitted: refused, named.
-    let ds = dataset::open_in(&repo, cache(), &[], Some(net.clone())).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .network(Some(net.clone()))
+        .open(&repo)
+        .unwrap();
     let err = read_head(&ds, "nc4/elev", 16).unwrap_err().to_string();
     assert!(
         err.contains("sample4.nc") && err.contains("outside"),
@@ -1040,7 +1099,11 @@ fn virtual_references_into_a_bucket_are_confined_and_checked() {
     );
     // sample4.nc replaced upstream (one byte of elev changed): the ETag
     // reference fails; the other reads of the file see a new version too.
-    let ds = dataset::open_in(&repo, cache(), &[nc], Some(net)).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .allow_outside(&[nc])
+        .network(Some(net))
+        .open(&repo)
+        .unwrap();
     let mut bytes = std::fs::read(dir.join("src/sample4.nc")).unwrap();
     let before = read_head(&ds, "etag_elev", 18 * 24 * 2).unwrap();
     let at = bytes
@@ -1082,7 +1145,11 @@ fn a_virtual_object_is_opened_by_its_first_get() {
     let repo = PathBuf::from(format!("s3://{BUCKET}/ice/virtual"));
     let nc = PathBuf::from(expected_doc["container_prefix"].as_str().unwrap());
     let net: Arc<dyn slabfs::storage::Network> = remote.clone();
-    let ds = dataset::open_in(&repo, cache(), &[nc], Some(net)).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .allow_outside(&[nc])
+        .network(Some(net))
+        .open(&repo)
+        .unwrap();
     let heads = count("HEAD");
     let gets = count("ranged_GET") + count("GET");
     read_head(&ds, "etag_elev", 16).unwrap();
@@ -1225,13 +1292,19 @@ fn a_zarr_store_with_groups_named_like_a_repository_is_a_zarr_store() {
     s3.upload_dir(BUCKET, &z, "z.zarr");
     let net = network(&s3.endpoint());
     let url = PathBuf::from(format!("s3://{BUCKET}/z.zarr"));
-    let ds = dataset::open_in(&url, cache(), &[], Some(net.clone())).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .network(Some(net.clone()))
+        .open(&url)
+        .unwrap();
     assert_eq!(
         read_head(&ds, "a", 16).unwrap(),
         [7i32; 4].map(i32::to_le_bytes).concat()
     );
     let url = PathBuf::from(format!("s3://{BUCKET}/"));
-    let ds = dataset::open_in(&url, cache(), &[], Some(net)).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .network(Some(net))
+        .open(&url)
+        .unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     assert!(ds.entries.iter().any(|e| e.path == "z.zarr/a"));
 }
@@ -1309,7 +1382,9 @@ fn a_repository_created_again_is_not_served_its_predecessor_s_first_snapshot() {
         let net: Arc<dyn slabfs::storage::Network> = remote.clone();
         // Its main is its first snapshot, which holds nothing yet: read,
         // and found to be no Zarr hierarchy.
-        let e = dataset::open_in(&url, cache(), &[], Some(net))
+        let e = dataset::Opener::new(cache())
+            .network(Some(net))
+            .open(&url)
             .err()
             .unwrap();
         assert!(e.to_string().contains("not a Zarr store"), "{e}");

@@ -40,7 +40,9 @@ fn cache() -> Arc<ChunkCache> {
 }
 
 fn open(path: &Path) -> Dataset {
-    dataset::open(path, cache()).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    dataset::Opener::new(cache())
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn skipped(ds: &Dataset) -> Vec<String> {
@@ -413,7 +415,7 @@ fn bad(name: &str) -> PathBuf {
 }
 
 fn open_err(path: &Path) -> String {
-    match dataset::open(path, cache()) {
+    match dataset::Opener::new(cache()).open(path) {
         Ok(_) => panic!("{} opened", path.display()),
         Err(e) => e.to_string(),
     }
@@ -515,7 +517,9 @@ fn missing_targets_and_short_files_fail_reads_naming_the_file() {
     .unwrap();
     let nc = std::fs::read(fixtures().join("data/classic.nc")).unwrap();
     std::fs::write(tmp.path().join("classic.nc"), &nc[..nc.len() - 40]).unwrap();
-    let ds = dataset::open(&tmp.path().join("classic.json"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&tmp.path().join("classic.json"))
+        .unwrap();
     let m = manifest();
     check_bytes(
         ds.get("elev").unwrap().array.as_ref(),
@@ -591,7 +595,10 @@ fn symlinks_out_of_the_root_are_refused_at_load_and_at_read() {
         "{s:#?}"
     );
     // An allowed extra root (as `--allow-outside` gives) lets it through.
-    let ds = dataset::open_with_roots(&refs, cache(), &[tmp.path().to_path_buf()]).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .allow_outside(&[tmp.path().to_path_buf()])
+        .open(&refs)
+        .unwrap();
     assert!(skipped(&ds).is_empty(), "{:?}", skipped(&ds));
     assert!(ds.get("temp").is_some());
 
@@ -644,7 +651,11 @@ fn kerchunk_store_conforms() {
     std::fs::write(&path, doc.to_string()).unwrap();
     let store = kerchunk::load(
         &path,
-        &slabfs::formats::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20))),
+        &slabfs::formats::Options::new(
+            vec![],
+            Arc::new(ChunkCache::new(1 << 20)),
+            slabfs::formats::registry::builtin(),
+        ),
     )
     .unwrap()
     .unwrap();
@@ -673,7 +684,11 @@ fn the_store_reads_exactly_the_referenced_bytes() {
     std::fs::write(&path, doc.to_string()).unwrap();
     let store = kerchunk::load(
         &path,
-        &slabfs::formats::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20))),
+        &slabfs::formats::Options::new(
+            vec![],
+            Arc::new(ChunkCache::new(1 << 20)),
+            slabfs::formats::registry::builtin(),
+        ),
     )
     .unwrap()
     .unwrap();
@@ -764,7 +779,11 @@ fn change_stamps_follow_the_references_and_their_targets() {
         std::fs::write(dir.join("r.json"), doc.to_string()).unwrap();
         kerchunk::load(
             &dir.join("r.json"),
-            &slabfs::formats::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20))),
+            &slabfs::formats::Options::new(
+                vec![],
+                Arc::new(ChunkCache::new(1 << 20)),
+                slabfs::formats::registry::builtin(),
+            ),
         )
         .unwrap()
         .unwrap()
@@ -814,7 +833,10 @@ fn mangled_reference_files_never_panic() {
         std::fs::write(&path, &bytes).unwrap();
         // The data file is a symlink into the fixtures: allow the
         // fixtures' data directory as a root too.
-        let Ok(ds) = dataset::open_with_roots(&path, cache(), &[fixtures().join("data")]) else {
+        let Ok(ds) = dataset::Opener::new(cache())
+            .allow_outside(&[fixtures().join("data")])
+            .open(&path)
+        else {
             continue;
         };
         opened += 1;

@@ -80,6 +80,10 @@ fn layer_named(segment: &str) -> Option<(&'static str, u32)> {
 /// lower rank only.
 fn format_rank(module: &str) -> Option<u32> {
     Some(match module {
+        // What a format is to discovery (its registry entry, the dataset
+        // it opens into, the options it opens with): every format's
+        // entry is one of these; it names no format.
+        "entry" => 0,
         // The chunked array every chunked format reads through; it knows
         // no metadata dialect. netcdf3 reads remote files in blocks
         // through it, hdf5 datasets are chunked arrays over the file.
@@ -91,7 +95,9 @@ fn format_rank(module: &str) -> Option<u32> {
         "packed" | "kerchunk" | "icechunk" => 2,
         "netcdf" => 3,
         "nca" => 4,
-        "dataset" => 5,
+        // The table of every format's entry.
+        "registry" => 5,
+        "dataset" => 6,
         _ => return None,
     })
 }

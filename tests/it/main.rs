@@ -39,6 +39,7 @@ mod netcdf3;
 mod ops;
 mod packed;
 mod readers;
+mod registry;
 mod remote;
 mod remote_faults;
 mod security;

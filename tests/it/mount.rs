@@ -189,10 +189,10 @@ fn layout_matches_ls_with_sidecars_modes_and_sizes() {
     want.extend(listed.keys().map(|p| format!("{p}.json")));
     // Each directory with attributes holds its sidecar `.json`
     // (tests/it/attributes.rs checks their content).
-    let ds = slabfs::formats::dataset::open(
-        &fixtures(),
-        std::sync::Arc::new(slabfs::engine::cache::ChunkCache::new(1 << 20)),
-    )
+    let ds = slabfs::formats::dataset::Opener::new(std::sync::Arc::new(
+        slabfs::engine::cache::ChunkCache::new(1 << 20),
+    ))
+    .open(&fixtures())
     .unwrap();
     assert!(!ds.directories.is_empty());
     want.extend(ds.directories.keys().map(|d| format!("{d}/.json")));

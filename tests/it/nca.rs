@@ -90,7 +90,9 @@ fn cases() -> Vec<Case> {
 }
 
 fn open_data() -> Dataset {
-    let ds = dataset::open(&root().join("data"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&root().join("data"))
+        .unwrap();
     let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
     assert!(skipped.is_empty(), "fixtures failed to open: {skipped:#?}");
     ds
@@ -297,7 +299,7 @@ fn nca_netcdf_files_hide_private_variables() {
 /// file's error, or its variables' (then none may have loaded). An
 /// aggregation netCDF file's other variables (coordinates) still load.
 fn load_error(path: &Path, roots: Vec<PathBuf>) -> String {
-    let opts = Options::new(roots, cache());
+    let opts = Options::new(roots, cache(), slabfs::formats::registry::builtin());
     if path.extension().is_some_and(|e| e == "nc") {
         let v = nca::netcdf::open(path, &opts).unwrap();
         assert!(!v.skipped.is_empty(), "{}: no error", path.display());
@@ -355,7 +357,9 @@ fn bad_descriptors_fail_clearly() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
     // A directory of broken descriptors still opens, reporting each.
-    let ds = dataset::open(&root().join("bad"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&root().join("bad"))
+        .unwrap();
     assert!(ds.entries.iter().all(|e| !e.path.ends_with(".nca.json/v")));
     assert!(ds.get("cf_shape/agg.nc/q").is_none());
     assert!(ds.get("cf_shape/agg.nc/lat").is_some());
@@ -367,7 +371,7 @@ fn overlap_and_cycle_errors_are_typed() {
     let r = |name: &str| {
         nca::open_json(
             &root().join("bad").join(name),
-            &Options::new(vec![root()], cache()),
+            &Options::new(vec![root()], cache(), slabfs::formats::registry::builtin()),
         )
         .unwrap()
         .skipped
@@ -432,11 +436,14 @@ fn references_must_stay_under_the_allowed_roots() {
         );
     }
     // The mount's SOURCE is the root: the descriptors are skipped...
-    let ds = dataset::open(&inside, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&inside).unwrap();
     assert!(ds.entries.is_empty());
     assert_eq!(ds.skipped.len(), 3);
     // ...unless --allow-outside names the other directory.
-    let ds = dataset::open_with_roots(&inside, cache(), std::slice::from_ref(&outside)).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .allow_outside(std::slice::from_ref(&outside))
+        .open(&inside)
+        .unwrap();
     assert_eq!(ds.entries.len(), 3, "{:?}", ds.skipped);
     let a = ds.get("symlink.nca.json/v").unwrap().array.clone();
     assert_eq!(
@@ -450,7 +457,11 @@ fn a_missing_fragment_reads_once_it_appears() {
     let tmp = tempfile::tempdir().unwrap();
     let desc = tmp.path().join("late.nca.json");
     std::fs::write(&desc, raw_descriptor("late.bin", 3)).unwrap();
-    let vars = nca::open_json(&desc, &Options::new(vec![], cache())).unwrap();
+    let vars = nca::open_json(
+        &desc,
+        &Options::new(vec![], cache(), slabfs::formats::registry::builtin()),
+    )
+    .unwrap();
     let a = vars.arrays[0].1.clone();
     let e = read_le(a.as_ref(), 0, 24, Endian::Little).unwrap_err();
     assert!(e.to_string().contains("late.bin"), "{e}");
@@ -496,7 +507,7 @@ fn nesting_is_limited() {
         )
         .unwrap();
     }
-    let opts = Options::new(vec![], cache());
+    let opts = Options::new(vec![], cache(), slabfs::formats::registry::builtin());
     // Shallow nesting reads through every level.
     let v = nca::open_json(&tmp.path().join("d5.nca.json"), &opts).unwrap();
     let a = v.arrays[0].1.clone();
@@ -551,7 +562,11 @@ fn the_documented_example_is_accepted() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("doc.nca.json");
     std::fs::write(&path, &doc[start..end]).unwrap();
-    let vars = nca::open_json(&path, &Options::new(vec![], cache())).unwrap();
+    let vars = nca::open_json(
+        &path,
+        &Options::new(vec![], cache(), slabfs::formats::registry::builtin()),
+    )
+    .unwrap();
     let a = vars.arrays[0].1.clone();
     let e = read_le(a.as_ref(), 0, 8, Endian::Little).unwrap_err();
     assert!(e.to_string().contains("tas_0.nc"), "{e}");
@@ -664,7 +679,7 @@ fn sparse_parts_read_the_selected_elements() {
     std::fs::write(tmp.path().join("s.nca.json"), desc.to_string()).unwrap();
     let vars = nca::open_json(
         &tmp.path().join("s.nca.json"),
-        &Options::new(vec![], cache()),
+        &Options::new(vec![], cache(), slabfs::formats::registry::builtin()),
     )
     .unwrap();
     let a = vars.arrays[0].1.clone();
@@ -699,7 +714,11 @@ fn mutated_descriptors_never_panic() {
         let t = std::fs::read_to_string(data.join(name)).unwrap();
         texts.push(t.replace("\"frag/", &format!("\"{frag}")));
     }
-    let opts = Options::new(vec![data.clone(), tmp.path().to_path_buf()], cache());
+    let opts = Options::new(
+        vec![data.clone(), tmp.path().to_path_buf()],
+        cache(),
+        slabfs::formats::registry::builtin(),
+    );
     let mut rng = Lcg(0xbad);
     let (mut loaded, mut refused) = (0, 0);
     for i in 0..300 {
@@ -937,7 +956,11 @@ fn cfa04_mutated_metadata_never_panics() {
     let tmp = tempfile::tempdir().unwrap();
     let data = root().join("data/cfa04");
     std::os::unix::fs::symlink(data.join("frag"), tmp.path().join("frag")).unwrap();
-    let opts = Options::new(vec![root(), tmp.path().to_path_buf()], cache());
+    let opts = Options::new(
+        vec![root(), tmp.path().to_path_buf()],
+        cache(),
+        slabfs::formats::registry::builtin(),
+    );
     let mut rng = Lcg(0xcfa04);
     let (mut loaded, mut refused) = (0, 0);
     for (name, var) in [("tas.nc", "tas"), ("units.nc", "t"), ("defaults.nc", "w")] {
@@ -1033,7 +1056,7 @@ fn cfa04_files_written_by_cf_python_3_13_read_back() {
     let m: Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(m["versions"]["cf-python"], "3.13.1");
-    let ds = dataset::open(&dir, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&dir).unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     let arrays = m["arrays"].as_array().unwrap();
     assert_eq!(arrays.len(), 3);
@@ -1111,7 +1134,11 @@ fn a_top_level_conventions_is_accepted() {
     doc["Conventions"] = Value::from("CF-1.6 NCA");
     let path = tmp.path().join("conv.nca.json");
     std::fs::write(&path, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
-    let opts = Options::new(vec![root(), tmp.path().to_path_buf()], cache());
+    let opts = Options::new(
+        vec![root(), tmp.path().to_path_buf()],
+        cache(),
+        slabfs::formats::registry::builtin(),
+    );
     let vars = match nca::open_json(&path, &opts) {
         Ok(v) => v,
         Err(e) => panic!("refused whole: {}", chain(&e)),
@@ -1190,7 +1217,11 @@ fn fragments_are_found_by_the_names_netcdf_c_reads() {
     });
     let path = tmp.path().join("names.nca.json");
     std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
-    let opts = Options::new(vec![names.clone(), tmp.path().to_path_buf()], cache());
+    let opts = Options::new(
+        vec![names.clone(), tmp.path().to_path_buf()],
+        cache(),
+        slabfs::formats::registry::builtin(),
+    );
     let vars = nca::open_json(&path, &opts).unwrap();
     let skipped: Vec<String> = vars.skipped.iter().map(chain).collect();
     assert!(skipped.is_empty(), "{skipped:#?}");
@@ -1216,13 +1247,10 @@ fn fragments_are_found_by_the_names_netcdf_c_reads() {
 fn a_failing_netcdf4_fragment_fails_only_its_reads() {
     use slabfs::storage::testing::faults::{Fault, FaultPlan, FaultyFiles, Rule};
     let plan = FaultPlan::new();
-    let ds = dataset::open_with(
-        &root().join("data"),
-        cache(),
-        &[],
-        FaultyFiles::os(plan.clone()),
-    )
-    .unwrap();
+    let ds = dataset::Opener::new(cache())
+        .files(FaultyFiles::os(plan.clone()))
+        .open(&root().join("data"))
+        .unwrap();
     // nc4.nca.json tas (time 6, lat 4, lon 5): partition [0] is
     // frag/nc4_0.nc (deflate + shuffle chunks), time 0..2.
     let c = case("nc4.nca.json/tas");
@@ -1271,7 +1299,7 @@ fn netcdf4_cases_are_covered() {
         slabfs::formats::netcdf::sniff(&agg).unwrap(),
         slabfs::formats::netcdf::Kind::Hdf5
     );
-    let ds = dataset::open(&agg, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&agg).unwrap();
     let names: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
     assert!(names.contains(&"q"), "{names:?}");
     // Definition variables hidden, and not reported as skipped.

@@ -116,7 +116,7 @@ fn json_eq(a: &Value, b: &Value) -> bool {
 
 #[test]
 fn every_variable_reads_as_netcdf4_python_reads_it() {
-    let ds = dataset::open(&data_dir(), cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&data_dir()).unwrap();
     let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
     assert!(skipped.is_empty(), "{skipped:#?}");
     let mut failures = Vec::new();
@@ -310,7 +310,7 @@ fn slabfs_ls_and_cat() {
         let mut want =
             std::fs::read(fixtures().join(format!("expected/{stem}.{var}.bin"))).unwrap();
         if cfg!(target_endian = "big") {
-            let ds = dataset::open(&data_dir(), cache()).unwrap();
+            let ds = dataset::Opener::new(cache()).open(&data_dir()).unwrap();
             let unit = ds
                 .get(&format!("{file}/{var}"))
                 .unwrap()
@@ -511,7 +511,7 @@ fn hostile_headers_are_clear_errors() {
     let p = tmp.path().join("bad.nc");
     let check = |bytes: &[u8], want: &str| {
         std::fs::write(&p, bytes).unwrap();
-        let err = match dataset::open(&p, cache()) {
+        let err = match dataset::Opener::new(cache()).open(&p) {
             Ok(_) => panic!("{want}: opened"),
             Err(e) => e,
         };
@@ -538,7 +538,7 @@ fn hostile_headers_are_clear_errors() {
     let at = b.windows(2).position(|w| w == b"t\0").unwrap();
     b[at] = 0xff;
     std::fs::write(&p, &b).unwrap();
-    let ds = dataset::open(&p, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&p).unwrap();
     let m = ds.entries[0].array.meta();
     assert_eq!(m.dimension_names, [Some("\u{fffd}".to_string())]);
     // An empty file is no dataset; opened as netCDF it is too short.
@@ -655,7 +655,7 @@ fn names_read_as_netcdf_c_reads_them() {
     for file in manifest.as_array().unwrap() {
         let path = names_dir().join(file["file"].as_str().unwrap());
         let shown_path = path.display().to_string();
-        let ds = match dataset::open(&path, cache()) {
+        let ds = match dataset::Opener::new(cache()).open(&path) {
             Ok(ds) => ds,
             Err(e) => {
                 failures.push(format!("{shown_path}: refused whole: {e}"));

@@ -116,7 +116,7 @@ fn archives_read_as_netcdf4_python_reads_the_original() {
         for (k, &(block, codec, shuffle)) in PACKINGS.iter().enumerate() {
             let archive = tmp.path().join(format!("{k}.ncb"));
             pack(&orig.path, &archive, &opts(block, codec, shuffle)).unwrap();
-            let ds = dataset::open(&archive, cache()).unwrap();
+            let ds = dataset::Opener::new(cache()).open(&archive).unwrap();
             assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
             assert_eq!(ds.entries.len(), orig.vars.len(), "{}", orig.path.display());
             for (name, want) in &orig.vars {
@@ -283,7 +283,7 @@ fn a_corrupt_block_fails_only_the_reads_that_touch_it() {
     bad[((a + b) / 2) as usize] ^= 0x10;
     std::fs::write(&archive, &bad).unwrap();
 
-    let ds = dataset::open(&archive, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&archive).unwrap();
     let temp = ds.get("temp").unwrap().array.clone();
     let want = expected("temp");
     let mut buf = vec![0u8; 100];
@@ -375,7 +375,7 @@ fn forged_blocks_fail_without_unbounded_decompression() {
         let (a, b) = idx.block_range(k);
         let good = std::fs::read(&archive).unwrap()[a as usize..b as usize].to_vec();
         forge_block(&archive, var, k, &make(&good));
-        let ds = dataset::open(&archive, cache()).unwrap();
+        let ds = dataset::Opener::new(cache()).open(&archive).unwrap();
         let temp = ds.get("temp").unwrap().array.clone();
         let mut buf = vec![0u8; 200];
         let err = read_at(temp.as_ref(), k * 1000 + 10, &mut buf, Endian::Little).unwrap_err();
@@ -403,7 +403,7 @@ fn a_truncated_or_damaged_archive_is_skipped_with_a_message() {
     flipped[n - 10] ^= 1; // inside the index
     std::fs::write(tmp.path().join("index.ncb"), &flipped).unwrap();
 
-    let ds = dataset::open(tmp.path(), cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(tmp.path()).unwrap();
     let listed: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
     assert!(
         listed.iter().all(|p| p.starts_with("good.ncb/")),

@@ -145,12 +145,10 @@ fn open_roots(
     cache: Arc<ChunkCache>,
     allow_outside: &[PathBuf],
 ) -> slabfs::Result<Dataset> {
-    dataset::open_in(
-        path,
-        cache,
-        allow_outside,
-        Some(Arc::new(net()) as Arc<dyn Network>),
-    )
+    dataset::Opener::new(cache)
+        .allow_outside(allow_outside)
+        .network(Some(Arc::new(net()) as Arc<dyn Network>))
+        .open(path)
 }
 
 fn open(url: &str) -> Dataset {
@@ -3738,4 +3736,55 @@ fn a_bucket_prefix_mounts_lazily_one_listing_per_level() {
         assert_eq!(md.len().to_string(), size, "{p}");
     }
     m.stop();
+}
+
+/// The format registry (tests/it/registry.rs): a format of the suite's
+/// own, plugged in by its entry alone, is found in a bucket as on disk:
+/// by the eager walk of a prefix, by the lazy archive's listing and
+/// open, and as one object; without its entry the same objects are not.
+#[test]
+fn a_registered_format_is_found_in_a_bucket() {
+    use crate::registry::{VALUES, formats, le_bytes, read_all, test_file};
+    let _g = serial();
+    let s3 = S3::start();
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("runs")).unwrap();
+    std::fs::write(tmp.path().join("runs/a.tfmt"), test_file(&VALUES)).unwrap();
+    s3.upload_dir(BUCKET, tmp.path(), "reg");
+    configure(Some(s3.endpoint()));
+    let opener = |known| {
+        let o = dataset::Opener::new(Arc::new(ChunkCache::new(1 << 20)))
+            .network(Some(Arc::new(net()) as Arc<dyn Network>));
+        match known {
+            true => o.formats(formats()),
+            false => o,
+        }
+    };
+    let prefix = format!("s3://{BUCKET}/reg");
+    let ds = opener(true).open(Path::new(&prefix)).unwrap();
+    let e = ds
+        .get("runs/a.tfmt/values")
+        .unwrap_or_else(|| panic!("{:?}", ds.skipped));
+    assert_eq!(read_all(e.array.as_ref()), le_bytes(&VALUES));
+    let archive = opener(true).archive(Path::new(&prefix)).unwrap().unwrap();
+    let listed = archive.list("runs").unwrap();
+    assert_eq!(
+        listed.len(),
+        1,
+        "{:?}",
+        listed.iter().map(|l| &l.0).collect::<Vec<_>>()
+    );
+    let ds = archive.open("runs/a.tfmt", listed[0].1).unwrap().unwrap();
+    let e = ds.get("runs/a.tfmt/values").unwrap();
+    assert_eq!(read_all(e.array.as_ref()), le_bytes(&VALUES));
+    let object = format!("{prefix}/runs/a.tfmt");
+    let one = opener(true).open(Path::new(&object)).unwrap();
+    assert_eq!(
+        read_all(one.get("values").unwrap().array.as_ref()),
+        le_bytes(&VALUES)
+    );
+    // Without the entry.
+    let ds = opener(false).open(Path::new(&prefix)).unwrap();
+    assert!(ds.entries.is_empty() && ds.skipped.is_empty());
+    assert!(opener(false).open(Path::new(&object)).is_err());
 }

@@ -57,7 +57,10 @@ fn open(root: &Path, allow: &[PathBuf]) -> Dataset {
     let (root, allow) = (root.to_path_buf(), allow.to_vec());
     let what = format!("opening {}", root.display());
     within(60, &what, move || {
-        dataset::open_with_roots(&root, cache(), &allow).unwrap()
+        dataset::Opener::new(cache())
+            .allow_outside(&allow)
+            .open(&root)
+            .unwrap()
     })
 }
 
@@ -912,7 +915,7 @@ fn reference_cycles_are_clear_errors() {
 
     let ds = within(60, "opening the cycles", {
         let d = d.clone();
-        move || dataset::open(&d, cache()).unwrap()
+        move || dataset::Opener::new(cache()).open(&d).unwrap()
     });
     let paths: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
     for (file, var) in [
@@ -974,7 +977,7 @@ fn nesting_deeper_than_the_limit_is_a_clear_error() {
     }
     let ds = within(60, "opening the chain", {
         let d = d.clone();
-        move || dataset::open(&d, cache()).unwrap()
+        move || dataset::Opener::new(cache()).open(&d).unwrap()
     });
     for k in 1..=16 {
         let path = format!("d{k:02}.nca.json/v");
@@ -1584,8 +1587,11 @@ fn nested_fan_out_is_built_once_per_descriptor() {
     }
     let top = d.join("f12.nca.json");
     let vars = within(10, "opening 12 levels of fan-out 4", move || {
-        slabfs::formats::nca::open_json(&top, &slabfs::formats::Options::new(vec![], cache()))
-            .unwrap()
+        slabfs::formats::nca::open_json(
+            &top,
+            &slabfs::formats::Options::new(vec![], cache(), slabfs::formats::registry::builtin()),
+        )
+        .unwrap()
     });
     let errors: Vec<String> = vars.skipped.iter().map(|e| chain(e)).collect();
     assert_eq!(vars.arrays.len(), 1, "{errors:#?}");
@@ -1613,7 +1619,7 @@ fn partitions_of_one_file_share_one_descriptor() {
     std::fs::write(d.join("flat.nca.json"), doc.to_string()).unwrap();
     let vars = slabfs::formats::nca::open_json(
         &d.join("flat.nca.json"),
-        &slabfs::formats::Options::new(vec![], cache()),
+        &slabfs::formats::Options::new(vec![], cache(), slabfs::formats::registry::builtin()),
     )
     .unwrap();
     let errors: Vec<String> = vars.skipped.iter().map(|e| chain(e)).collect();

@@ -62,7 +62,9 @@ fn cases() -> Vec<Case> {
 }
 
 fn open_all() -> Dataset {
-    let ds = dataset::open(&fixtures(), Arc::new(ChunkCache::new(64 << 20))).unwrap();
+    let ds = dataset::Opener::new(Arc::new(ChunkCache::new(64 << 20)))
+        .open(&fixtures())
+        .unwrap();
     let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
     assert!(skipped.is_empty(), "fixtures failed to open: {skipped:#?}");
     ds

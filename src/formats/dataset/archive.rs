@@ -1,11 +1,13 @@
-//! A directory SOURCE read lazily: what [`super::open`] of a directory
+//! A directory SOURCE read lazily: what [`super::Opener::open`] of a directory
 //! finds, one directory and one dataset at a time.
 //!
-//! The walk of [`super::open`] meets each entry of a directory by its name
-//! and kind: a plain directory is walked, a Zarr store (a directory with a
-//! metadata key), a file with a netCDF or HDF5 extension, an NCA
-//! descriptor and a `*.json` file (kerchunk references, if it holds them)
-//! are datasets, anything else is not looked at. [`Archive`] applies the
+//! The walk meets each entry of a directory by its name and kind, as the
+//! format registry classifies it ([`crate::formats::entry::Formats`]): a
+//! plain directory is walked, a directory a directory format recognises
+//! (a Zarr store, an Icechunk repository), and a file a format claims by
+//! name (a netCDF or HDF5 file, an NCA descriptor, a `*.json` file that
+//! may hold kerchunk references) are datasets, anything else is not
+//! looked at. [`Archive`] applies the
 //! same rules to one directory ([`Archive::list`]) or one entry
 //! ([`Archive::find`]) without opening anything but a store's root
 //! metadata, and opens one dataset on demand ([`Archive::open`]): the
@@ -19,15 +21,15 @@
 //! single-array store) is its own listing's (and a `zarr.json`'s GET).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use super::{Backend, Dataset, Found, MAX_DEPTH, add_found, confined_options, found_by_name};
-use crate::engine::cache::ChunkCache;
+use super::{Backend, Dataset, Found, Listing, MAX_DEPTH, open_found};
 use crate::error::{Error, Result};
-use crate::formats::{Options, icechunk, zarr};
+use crate::formats::Options;
+use crate::formats::entry::{At, DirProbe, Stamp};
+use crate::formats::{icechunk, zarr};
+use crate::storage::Store;
 use crate::storage::local::confine::Roots;
 use crate::storage::local::fs_store::FsStore;
-use crate::storage::{Network, Store};
 
 /// A directory SOURCE, or a bucket prefix, and how its datasets open. See
 /// the module docs.
@@ -36,18 +38,6 @@ pub struct Archive {
 }
 
 impl Archive {
-    /// The archive of the directory `source`: its datasets open with the
-    /// cache, roots and `--allow-outside` locations [`super::open_in`]
-    /// would use (URL roots connected now, so a bad one fails at mount).
-    pub fn new(
-        source: &Path,
-        cache: Arc<ChunkCache>,
-        allow_outside: &[PathBuf],
-        network: Option<Arc<dyn Network>>,
-    ) -> Result<Archive> {
-        Local::new(source, cache, allow_outside, network).map(|l| Archive::with(Box::new(l)))
-    }
-
     pub(super) fn with(inner: Box<dyn Backend>) -> Archive {
         Archive { inner }
     }
@@ -78,7 +68,7 @@ impl Archive {
     /// The entries of the plain directory `rel` ("" the source) the walk
     /// looks at, sorted by name. An error: the directory cannot be read.
     pub fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
-        self.inner.list(rel)
+        self.inner.list(rel).map(|(listed, _)| listed)
     }
 
     /// Open the dataset `rel` found as `found`, its arrays and directories
@@ -106,7 +96,7 @@ impl Archive {
 }
 
 /// A directory on disk.
-struct Local {
+pub(super) struct Local {
     source: PathBuf,
     opts: Options,
     roots: Roots,
@@ -115,22 +105,15 @@ struct Local {
 }
 
 impl Local {
-    /// The archive of the directory `source`: its datasets open with the
-    /// cache, roots and `--allow-outside` locations [`super::open_in`]
-    /// would use (URL roots connected now, so a bad one fails at mount).
-    fn new(
-        source: &Path,
-        cache: Arc<ChunkCache>,
-        allow_outside: &[PathBuf],
-        network: Option<Arc<dyn Network>>,
-    ) -> Result<Local> {
-        let (opts, roots) = confined_options(source, cache, allow_outside, network.as_deref())?;
-        Ok(Local {
+    /// The archive of the directory `source`: its datasets open with
+    /// `opts`, and only what resolves under `roots` is looked at.
+    pub(super) fn new(source: &Path, opts: Options, roots: Roots) -> Local {
+        Local {
             source: source.to_path_buf(),
             opts,
             roots,
             heads: icechunk::Heads::default(),
-        })
+        }
     }
 
     fn path(&self, rel: &str) -> PathBuf {
@@ -151,11 +134,9 @@ impl Local {
         kind: std::fs::FileType,
     ) -> Option<Found> {
         if kind.is_dir() {
-            if icechunk::is_repository(path) {
-                return Some(Found::Repository);
-            }
-            return match zarr::store_root(path) {
-                Some(array) => Some(Found::Store { array }),
+            let probe = DirProbe::new(path, &self.opts);
+            return match self.opts.formats.classify_dir(&probe, true) {
+                Some(found) => Some(found),
                 None if depth < MAX_DEPTH => Some(Found::Directory),
                 None => None,
             };
@@ -163,24 +144,27 @@ impl Local {
         if !kind.is_file() {
             return None;
         }
-        found_by_name(name)
+        self.opts.formats.classify_file(name)
     }
 
-    /// A symlink that resolves outside the roots (or to a special file):
-    /// not an entry of this mount. Logged at debug; `slabfs ls` says it.
-    fn outside(&self, path: &Path) -> bool {
-        match self.roots.check(path) {
-            Ok(_) => false,
-            Err(real) => {
-                log::debug!(
-                    "not shown: {} resolves to {}, outside the allowed roots ({})",
-                    path.display(),
-                    real.display(),
-                    self.roots.describe()
-                );
-                true
-            }
-        }
+    /// Why a symlink that resolves outside the roots (or to a special
+    /// file) is not an entry of this mount; `None` when it is one.
+    fn outside(&self, path: &Path) -> Option<Error> {
+        let real = self.roots.check(path).err()?;
+        log::debug!(
+            "not shown: {} resolves to {}, outside the allowed roots ({})",
+            path.display(),
+            real.display(),
+            self.roots.describe()
+        );
+        Some(Error::metadata(
+            path.display().to_string(),
+            format!(
+                "resolves to {}, outside the allowed roots ({}): not shown",
+                real.display(),
+                self.roots.describe()
+            ),
+        ))
     }
 }
 
@@ -197,33 +181,30 @@ impl Backend for Local {
     }
 
     /// A file's identity, size and times (one `stat`); a store's, the
-    /// stamp of every file in it (a walk, [`Store::change_stamp`]).
+    /// stamp of every file in it (a walk, [`Store::change_stamp`]); a
+    /// repository's, its head's.
     fn version(&self, rel: &str, found: Found) -> Option<u64> {
         use std::hash::{DefaultHasher, Hash, Hasher};
         use std::os::unix::fs::MetadataExt;
-        match found {
-            Found::File => {
+        match found.stamp() {
+            Stamp::File => {
                 let m = std::fs::metadata(self.path(rel)).ok()?;
                 let mut h = DefaultHasher::new();
                 (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()).hash(&mut h);
                 (m.ctime(), m.ctime_nsec()).hash(&mut h);
                 Some(h.finish())
             }
-            Found::Store { .. } => FsStore::new(self.path(rel)).change_stamp("").ok().flatten(),
-            // Its head (served at `main`), read through the confined
-            // store like the rest of the repository.
-            Found::Repository => {
+            Stamp::Store => FsStore::new(self.path(rel)).change_stamp("").ok().flatten(),
+            // Read through the confined store like the rest of the
+            // repository.
+            Stamp::Head => {
                 let store = self.opts.files.store(&self.path(rel));
                 self.heads.version(rel, store, None)
             }
-            Found::Directory | Found::Descriptor | Found::Json => None,
+            Stamp::Reopen => None,
         }
     }
 
-    /// What the walk makes of the entry `rel` (a `/`-separated path under
-    /// the source whose parent is a plain directory the walk enters):
-    /// `None` when it does not look at it (a hidden or unknown name, gone,
-    /// too deep, a special file, a symlink leading outside the roots).
     fn find(&self, rel: &str) -> Option<Found> {
         let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
         let depth = rel.matches('/').count();
@@ -233,7 +214,7 @@ impl Backend for Local {
         let path = self.path(rel);
         let mut kind = std::fs::symlink_metadata(&path).ok()?.file_type();
         if kind.is_symlink() {
-            if self.outside(&path) {
+            if self.outside(&path).is_some() {
                 return None;
             }
             kind = std::fs::metadata(&path).ok()?.file_type();
@@ -241,9 +222,7 @@ impl Backend for Local {
         self.classify(&path, name, depth, kind)
     }
 
-    /// The entries of the plain directory `rel` ("" the source) the walk
-    /// looks at, sorted by name. An error: the directory cannot be read.
-    fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
+    fn list(&self, rel: &str) -> Result<Listing> {
         let dir = self.path(rel);
         let depth = if rel.is_empty() {
             0
@@ -255,6 +234,7 @@ impl Backend for Local {
             source: e,
         };
         let mut out = Vec::new();
+        let mut refused = Vec::new();
         for e in std::fs::read_dir(&dir).map_err(io_err)? {
             let Ok(e) = e else { continue };
             let Ok(name) = e.file_name().into_string() else {
@@ -268,7 +248,13 @@ impl Backend for Local {
             };
             let path = e.path();
             if kind.is_symlink() {
-                if self.outside(&path) {
+                // A symlink may lead anywhere: only what resolves under
+                // the roots is a dataset of this mount (devices and FIFOs
+                // never are). Said only of a name the walk would look at.
+                if let Some(why) = self.outside(&path) {
+                    if self.opts.formats.classify_file(&name).is_some() || path.is_dir() {
+                        refused.push(why);
+                    }
                     continue;
                 }
                 match std::fs::metadata(&path) {
@@ -281,20 +267,22 @@ impl Backend for Local {
             }
         }
         out.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(out)
+        Ok((out, refused))
     }
 
-    /// Open the dataset `rel` found as `found`, its arrays and directories
-    /// at their mount paths (under `rel`). `Ok(None)`: a JSON file that
-    /// holds no references (no dataset, not shown).
     fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
         let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
-        let mut ds = Dataset::default();
-        if !add_found(&mut ds, &self.path(rel), rel, name, found, &self.opts)? {
-            return Ok(None);
-        }
-        ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(Some(ds))
+        let path = self.path(rel);
+        let at = At {
+            path: &path,
+            prefix: rel,
+            name,
+            file: None,
+            store: None,
+            reference: None,
+            opts: &self.opts,
+        };
+        open_found(found, &at)
     }
 }
 

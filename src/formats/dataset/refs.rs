@@ -19,13 +19,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::{Backend, Dataset, Found, GroupSource, push_hierarchy};
+use super::{Backend, Dataset, Found, Listing};
 use crate::error::{Error, Result};
 use crate::formats::icechunk::{self, At, IcechunkStore};
-use crate::formats::{Options, zarr};
+use crate::formats::zarr::{self, Groups};
+use crate::formats::{Options, entry};
 use crate::storage::ByteRange;
 
 /// The three directories of versions.
+/// What every version is: the repository, at that version.
+const VERSION: Found = Found::Dataset {
+    format: &icechunk::ENTRY,
+    single: false,
+};
+
 const BRANCHES: &str = "branches";
 const TAGS: &str = "tags";
 const SNAPSHOTS: &str = "snapshots";
@@ -121,9 +128,9 @@ impl Backend for Refs {
     /// list every ref every second).
     fn forget_listings(&self) {}
 
-    fn list(&self, rel: &str) -> Result<Vec<(String, Found)>> {
-        let names = |v: &[String]| v.iter().map(|n| (n.clone(), Found::Repository)).collect();
-        match rel {
+    fn list(&self, rel: &str) -> Result<Listing> {
+        let names = |v: &[String]| v.iter().map(|n| (n.clone(), VERSION)).collect();
+        let listed = match rel {
             "" => Ok([BRANCHES, SNAPSHOTS, TAGS]
                 .iter()
                 .map(|d| (d.to_string(), Found::Directory))
@@ -136,7 +143,8 @@ impl Backend for Refs {
                 path: format!("{}/{rel}", self.dir.display()),
                 source: std::io::Error::from(std::io::ErrorKind::NotFound),
             }),
-        }
+        };
+        listed.map(|l| (l, Vec::new()))
     }
 
     fn find(&self, rel: &str) -> Option<Found> {
@@ -159,11 +167,11 @@ impl Backend for Refs {
             }
             At::Named(_) => false,
         };
-        there.then_some(Found::Repository)
+        there.then_some(VERSION)
     }
 
     fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
-        let at = Refs::at(rel).filter(|_| found == Found::Repository);
+        let at = Refs::at(rel).filter(|_| found == VERSION);
         let Some(at) = at else {
             return Err(Error::metadata(
                 format!("{}/{rel}", self.dir.display()),
@@ -173,11 +181,17 @@ impl Backend for Refs {
         let store = IcechunkStore::open_at(&self.dir, &at, &self.opts)?;
         let h = zarr::open_store(Arc::new(store), self.opts.cache.clone())?;
         let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
-        let mut ds = Dataset::default();
+        let at = entry::At {
+            path: &self.dir,
+            prefix: rel,
+            name,
+            file: None,
+            store: None,
+            reference: None,
+            opts: &self.opts,
+        };
         let source = self.dir.display().to_string();
-        push_hierarchy(&mut ds, h, rel, name, &source, GroupSource::Nested);
-        ds.entries.sort_by(|a, b| a.path.cmp(&b.path));
-        Ok(Some(ds))
+        Ok(Some(h.into_dataset(&at, &source, Groups::Nested)))
     }
 
     /// A branch: its ref's version (one read); a tag or a snapshot never

@@ -55,7 +55,9 @@ use crate::storage::location::url_of;
 use crate::storage::scope::Scope;
 use crate::storage::{ByteRange, ReadAt, Store};
 
+pub mod entry;
 mod storage;
+pub use entry::ENTRY;
 pub use storage::MAX_OBJECT_BYTES;
 
 /// The id of every repository's first snapshot (its creation), in both

@@ -45,6 +45,7 @@
 //!   that touch it, naming the file, so the rest of the dataset mounts and
 //!   the live refresh picks the file up when it appears.
 
+pub mod entry;
 pub mod error;
 pub mod refs;
 pub mod store;
@@ -53,6 +54,7 @@ pub mod template;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use entry::ENTRY;
 pub use error::RefsError;
 pub use store::RefStore;
 

@@ -42,6 +42,10 @@ pub enum Format {
     /// One value everywhere (`data.value`): CF-1.13 `unique_values`
     /// fragments. Not a descriptor format.
     Constant,
+    /// A file of another format the registry knows, told by its content
+    /// (a fragment without `format`): `data.ncvar` names an array of the
+    /// dataset it opens into. Not a descriptor format.
+    Other(&'static crate::formats::entry::FormatEntry),
 }
 
 impl Format {

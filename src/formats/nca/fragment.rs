@@ -39,6 +39,8 @@ use super::ncfile::NcFile;
 use crate::engine::array::ArraySource;
 use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
+use crate::formats::Options;
+use crate::formats::entry::{At, DirProbe, Formats, Found};
 use crate::formats::netcdf;
 use crate::storage::location::url_of;
 use crate::storage::scope::{Refusal, Scope};
@@ -70,6 +72,8 @@ pub struct Context {
     pub cache: Arc<ChunkCache>,
     /// How fragment files and stores are opened.
     pub files: Arc<dyn Files>,
+    /// The formats a fragment without `format` is told by.
+    pub formats: Formats,
     /// The NCA file (descriptor) itself, canonical (or its URL).
     pub file: PathBuf,
     /// Its netCDF form, when it is a netCDF file.
@@ -148,10 +152,12 @@ impl Opened {
 }
 
 impl Context {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         scope: Arc<Scope>,
         cache: Arc<ChunkCache>,
         files: Arc<dyn Files>,
+        formats: Formats,
         file: PathBuf,
         netcdf: Option<Arc<NcFile>>,
         chain: Vec<(PathBuf, String)>,
@@ -161,6 +167,7 @@ impl Context {
             scope,
             cache,
             files,
+            formats,
             file,
             netcdf,
             chain,
@@ -233,12 +240,12 @@ impl Context {
             Some(f) => f,
             None if is_self => own_format,
             None if own_format == Format::NetCdf => Format::NetCdf,
-            None => sniff(&path, self.files.as_ref()).ok_or_else(|| {
+            None => sniff(&path, self.files.as_ref(), &self.formats).ok_or_else(|| {
                 NcaError::invalid(
                     format!("{}.format", spec.label),
                     format!(
-                        "absent, and {} is not recognisably netCDF, Zarr or a descriptor: \
-                         say which",
+                        "absent, and {} is not recognisably netCDF, Zarr, a descriptor or \
+                         a file of another format slabfs reads: say which",
                         path.display()
                     ),
                 )
@@ -259,7 +266,9 @@ impl Context {
                  variable's own attributes say how it is packed",
             ));
         }
-        if matches!(format, Format::NetCdf | Format::Nca) && spec.data.ncvar.is_none() {
+        if matches!(format, Format::NetCdf | Format::Nca | Format::Other(_))
+            && spec.data.ncvar.is_none()
+        {
             return Err(NcaError::Missing(format!("{}.data.ncvar", spec.label)));
         }
         if format == Format::Raw && (spec.data.shape.is_none() || spec.data.dtype.is_none()) {
@@ -280,7 +289,10 @@ impl Context {
     /// nested descriptors are checked for cycles and depth. Nested
     /// aggregations and Zarr fragments are built once per load.
     pub fn open(&self, spec: &PartitionSpec, target: &Target) -> Result<Opened> {
-        let memo = matches!(target.format, Format::Nca | Format::Zarr | Format::NetCdf);
+        let memo = matches!(
+            target.format,
+            Format::Nca | Format::Zarr | Format::NetCdf | Format::Other(_)
+        );
         let key = (
             target.path.clone(),
             target.ncvar.clone().unwrap_or_default(),
@@ -371,6 +383,39 @@ impl Context {
                 })?;
                 Ok(Opened::Nested(agg))
             }
+            Format::Other(format) => {
+                // The fragment opened as its format opens any file; what
+                // it references in turn may lead only to its own
+                // directory (and through the load's confined files).
+                let roots = target.path.parent().map(Path::to_path_buf);
+                let mut opts = Options::new(
+                    roots.into_iter().collect(),
+                    self.cache.clone(),
+                    self.formats.clone(),
+                );
+                opts.files = self.files.clone();
+                let at = At {
+                    path: &target.path,
+                    prefix: "",
+                    name: "",
+                    file: None,
+                    store: None,
+                    reference: None,
+                    opts: &opts,
+                };
+                let ds = self.formats.open_file(&at, Some(format))?.ok_or_else(|| {
+                    Error::metadata(target.path.display().to_string(), "holds no dataset")
+                })?;
+                let want = target
+                    .ncvar
+                    .as_deref()
+                    .unwrap_or_default()
+                    .trim_matches('/');
+                let array = ds.get(want).ok_or_else(|| {
+                    Error::NotFound(format!("{}: variable {want}", target.path.display()))
+                })?;
+                Ok(Opened::Plain(array.array.clone()))
+            }
         }
     }
 
@@ -406,6 +451,7 @@ impl Context {
             self.scope.clone(),
             self.cache.clone(),
             self.files.clone(),
+            self.formats.clone(),
             file.to_path_buf(),
             netcdf,
             chain,
@@ -445,8 +491,12 @@ impl Context {
 }
 
 /// Guess the format of an existing file for a JSON descriptor's partition
-/// without `format`. `None`: cannot tell (or the file does not exist).
-fn sniff(path: &Path, files: &dyn Files) -> Option<Format> {
+/// without `format`, with the format registry's rules (`formats`): a
+/// directory a directory format recognises (Zarr), a file by its first
+/// bytes (netCDF, or any other format the registry sniffs), a `.json`
+/// name a nested descriptor. `None`: cannot tell (or the file does not
+/// exist).
+fn sniff(path: &Path, files: &dyn Files, formats: &Formats) -> Option<Format> {
     let by_name = || {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         match ext.as_str() {
@@ -463,7 +513,7 @@ fn sniff(path: &Path, files: &dyn Files) -> Option<Format> {
         return match by_name() {
             named @ Some(Format::Zarr | Format::Nca) => named,
             named => match files.open(path) {
-                Ok(f) => sniff_bytes(f.as_ref()),
+                Ok(f) => sniff_bytes(f.as_ref(), formats),
                 Err(_) => named,
             },
         };
@@ -474,19 +524,25 @@ fn sniff(path: &Path, files: &dyn Files) -> Option<Format> {
         return by_name();
     }
     if path.is_dir() {
-        return crate::formats::zarr::is_store(path).then_some(Format::Zarr);
+        return match formats.classify_dir(&DirProbe::with_files(path, files), false)? {
+            Found::Dataset { format, .. } if format.name == "zarr" => Some(Format::Zarr),
+            _ => None,
+        };
     }
     if path.extension().is_some_and(|e| e == "json") {
         return Some(Format::Nca);
     }
-    sniff_bytes(files.open(path).ok()?.as_ref())
+    sniff_bytes(files.open(path).ok()?.as_ref(), formats)
 }
 
-/// netCDF, if the file's magic number says so.
-fn sniff_bytes(file: &dyn ReadAt) -> Option<Format> {
-    match netcdf::kind_of(file) {
-        Ok(netcdf::Kind::Classic(_)) | Ok(netcdf::Kind::Hdf5) => Some(Format::NetCdf),
-        _ => None,
+/// The fragment format a file's first bytes say: netCDF (classic or
+/// netCDF-4, read with its conventions: this folder's own), else another
+/// format the registry sniffs. A blocked archive is no fragment.
+fn sniff_bytes(file: &dyn ReadAt, formats: &Formats) -> Option<Format> {
+    match netcdf::kind_of(file).ok()? {
+        netcdf::Kind::Classic(_) | netcdf::Kind::Hdf5 => Some(Format::NetCdf),
+        netcdf::Kind::Packed => None,
+        netcdf::Kind::Other => formats.sniff(file).ok()?.map(Format::Other),
     }
 }
 
@@ -573,7 +629,11 @@ mod tests {
         let path =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nca/data/nested.nca.json");
         let watched = Arc::new(Watched::default());
-        let mut opts = crate::formats::Options::new(vec![], Arc::new(ChunkCache::new(1 << 20)));
+        let mut opts = crate::formats::Options::new(
+            vec![],
+            Arc::new(ChunkCache::new(1 << 20)),
+            crate::formats::entry::Formats::new(&[]),
+        );
         opts.files = watched.clone();
         let vars = super::super::open_json(&path, &opts).unwrap();
         assert!(vars.skipped.is_empty(), "{:?}", vars.skipped);

@@ -69,6 +69,7 @@ pub mod cfa04;
 pub mod constant;
 pub mod convert;
 pub mod descriptor;
+pub mod entry;
 pub mod error;
 pub mod fragment;
 pub mod ncfile;
@@ -82,6 +83,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use aggregate::Aggregation;
+pub use entry::{DESCRIPTOR, NETCDF};
 pub use error::NcaError;
 
 use crate::engine::array::ArraySource;
@@ -157,6 +159,7 @@ pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
                 scope.clone(),
                 opts.cache.clone(),
                 opts.files.clone(),
+                opts.formats.clone(),
                 real.clone(),
                 None,
                 vec![(real.clone(), var.clone())],

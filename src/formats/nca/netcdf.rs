@@ -107,6 +107,7 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
                 scope.clone(),
                 opts.cache.clone(),
                 opts.files.clone(),
+                opts.formats.clone(),
                 real.clone(),
                 Some(file.clone()),
                 vec![(real.clone(), v.name.clone())],

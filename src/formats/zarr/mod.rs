@@ -7,6 +7,7 @@
 //! [`ChunkedArray`]; an array whose metadata is broken is skipped and reported
 //! in [`Hierarchy::skipped`] so the rest of the store still mounts.
 
+pub mod entry;
 pub mod fill;
 pub mod json;
 pub mod nczarr;
@@ -24,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::formats::chunked::{ArraySpec, ChunkedArray};
 use crate::storage::Store;
 use crate::storage::local::FsStore;
+pub use entry::{ENTRY, Groups};
 use json::{MAX_METADATA_BYTES, obj};
 
 /// One group or array of a store.

@@ -26,7 +26,9 @@ fn sidecar(path: &Path) -> Value {
 fn netcdf4_group_attributes() {
     let groups = groups("attrs.nc");
     assert!(groups["obs/raw"].as_object().is_some_and(|a| !a.is_empty()));
-    let ds = dataset::open(&data("attrs.nc"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&data("attrs.nc"))
+        .unwrap();
     for (g, want) in &groups {
         match ds.directories.get(g) {
             Some(d) => assert!(
@@ -114,7 +116,9 @@ fn netcdf4_group_attributes() {
 #[test]
 fn hdf5_dataset_named_like_the_sidecar_keeps_its_name() {
     let groups = groups("attrs.h5");
-    let ds = dataset::open(&data("attrs.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&data("attrs.h5"))
+        .unwrap();
     assert!(json_eq_obj(&ds.directories[""].attributes, &groups[""]));
     assert!(json_eq_obj(&ds.directories["g"].attributes, &groups["g"]));
 

@@ -179,7 +179,7 @@ fn szip_block_sizes_and_nbit_read_end_to_end() {
         .collect();
     let datasets = m[0]["datasets"].as_array().unwrap();
     assert!(datasets.len() >= 10);
-    let ds = dataset::open(&data(file), cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&data(file)).unwrap();
     assert!(ds.skipped.is_empty(), "{:#?}", ds.skipped);
     let bin = env!("CARGO_BIN_EXE_slabfs");
     let mount = Mount::start(&fixtures().join("data"), &["--byte-order", "little"]);

@@ -39,7 +39,9 @@ fn the_hdf5_librarys_nbit_floats_and_long_doubles_read_as_h5py_reads_them() {
 /// in a big-endian mount, and no ENVI header (ENVI has no such type).
 #[test]
 fn a_long_double_is_served_as_numpys_longdouble() {
-    let ds = dataset::open(&data("floats.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&data("floats.h5"))
+        .unwrap();
     for name in ["ld16", "ld12", "ld16_be"] {
         let m = ds.get(name).unwrap().array.meta();
         assert_eq!(m.dtype, DataType::X87Extended, "{name}");
@@ -136,7 +138,7 @@ fn a_corrupt_float_description_is_a_skip_with_a_line() {
         }
         std::fs::write(&p, &b).unwrap();
         let errors = open_and_read_all(&p);
-        let ds = dataset::open(&p, cache()).unwrap();
+        let ds = dataset::Opener::new(cache()).open(&p).unwrap();
         let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
         for name in ["nbit_le", "nbit_be"] {
             assert!(ds.get(name).is_none(), "edit {k}={v}: {name} shown");

@@ -21,7 +21,7 @@ use super::*;
 #[test]
 fn an_unknown_message_flagged_fail_if_unknown_refuses_its_object_as_hdf5_does() {
     const FILE: &str = "hdf5_thirdparty/hdf5lib_test_tbogus.h5";
-    let ds = dataset::open(&corpus(FILE), cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&corpus(FILE)).unwrap();
     for (path, kind) in [("Dataset3", "0x0009"), ("group/Dataset3", "0x001a")] {
         assert!(ds.get(path).is_none(), "{path} served");
         let line = ds
@@ -68,11 +68,9 @@ fn an_unknown_message_flagged_fail_if_unknown_refuses_its_object_as_hdf5_does() 
 /// line saying there is nothing to serve, not "not supported yet".
 #[test]
 fn a_null_dataspace_is_skipped_with_a_line_saying_there_is_nothing_to_serve() {
-    let ds = dataset::open(
-        &corpus("hdf5_thirdparty/hdf5json_null_space_dset.h5"),
-        cache(),
-    )
-    .unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&corpus("hdf5_thirdparty/hdf5json_null_space_dset.h5"))
+        .unwrap();
     assert!(ds.get("DS1").is_none());
     let lines: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
     assert_eq!(lines.len(), 1, "{lines:?}");

@@ -41,7 +41,7 @@ fn external_files_missing_or_outside_the_root_fail_their_reads_naming_them() {
     std::fs::copy(data("external_missing.h5"), &file).unwrap();
     std::fs::write(tmp.path().join("ext_outside.bin"), [9u8, 8, 7, 6]).unwrap();
 
-    let ds = dataset::open(&file, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&file).unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     assert_eq!(
         read_all(&ds, "fine").unwrap(),
@@ -58,7 +58,10 @@ fn external_files_missing_or_outside_the_root_fail_their_reads_naming_them() {
         "{e}"
     );
     // Allowed outside: read from its file.
-    let ds = dataset::open_with_roots(&file, cache(), &[tmp.path().to_path_buf()]).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .allow_outside(&[tmp.path().to_path_buf()])
+        .open(&file)
+        .unwrap();
     assert_eq!(read_all(&ds, "outside").unwrap(), [9, 8, 7, 6]);
 
     // slabfs cat: an error naming the file, nothing on stdout.
@@ -193,7 +196,7 @@ pub(super) fn corpus_reads_as_h5py_reads_it(files: &[&str], min: usize, refused:
     for (i, f) in files.iter().enumerate() {
         let name = format!("{i}_{}", f.file_name().unwrap().to_str().unwrap());
         std::fs::copy(f, mounted.join(&name)).unwrap();
-        let ds = dataset::open(f, cache()).unwrap();
+        let ds = dataset::Opener::new(cache()).open(f).unwrap();
         for s in &ds.skipped {
             if refused.is_some_and(|r| s.to_string().contains(r)) {
                 failures.push(format!("{}: {s}", f.display()));

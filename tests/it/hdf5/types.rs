@@ -72,21 +72,23 @@ fn enum_members_and_stored_integer_types_are_in_sidecars_of_a_mount() {
 #[test]
 fn soft_links_and_loops_are_no_skipped_datasets() {
     for file in ["links.h5", "links_earliest.h5"] {
-        let ds = dataset::open(&data(file), cache()).unwrap();
+        let ds = dataset::Opener::new(cache()).open(&data(file)).unwrap();
         assert!(ds.skipped.is_empty(), "{file}: {:?}", ds.skipped);
     }
     // HDF5's own test file: two soft links in an old-style group (symbol
     // table entries of cache type 2) were skipped as "object header at
     // 0xffffffffffffffff ... overflows".
-    let ds = dataset::open(&corpus("hdf5lib_tools_testfiles_tslink.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&corpus("hdf5lib_tools_testfiles_tslink.h5"))
+        .unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     // h5repack's hard-link file: a dataset under four names, two links
     // back up the tree.
-    let ds = dataset::open(
-        &corpus("hdf5lib_tools_test_h5repack_testfiles_h5repack_hlink.h5"),
-        cache(),
-    )
-    .unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&corpus(
+            "hdf5lib_tools_test_h5repack_testfiles_h5repack_hlink.h5",
+        ))
+        .unwrap();
     let paths: Vec<&str> = ds.entries.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(
         paths,
@@ -100,7 +102,7 @@ fn a_file_with_a_metadata_cache_image_is_read() {
     // header (at 0x30) is zeros on disk, the real one in the image. h5py
     // reads DSET[i, j] = i * j (int32).
     let f = corpus("hdf5lib_tools_test_misc_testfiles_h5clear_mdc_image.h5");
-    let ds = dataset::open(&f, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&f).unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     let a = &ds.get("DSET").unwrap().array;
     assert_eq!(a.meta().shape, [50, 100]);
@@ -123,11 +125,11 @@ fn a_file_with_a_metadata_cache_image_is_read() {
 fn messages_in_the_shared_message_heap_are_read() {
     // HDF5's h5stat test file: dataset2 and dataset3 share their messages
     // through the heap (h5py reads 5 x 2 int64 zeros from each).
-    let ds = dataset::open(
-        &corpus("hdf5lib_tools_test_h5stat_testfiles_h5stat_tsohm.h5"),
-        cache(),
-    )
-    .unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&corpus(
+            "hdf5lib_tools_test_h5stat_testfiles_h5stat_tsohm.h5",
+        ))
+        .unwrap();
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     for name in ["dataset", "dataset2", "dataset3"] {
         let a = &ds.get(name).unwrap().array;
@@ -146,12 +148,14 @@ fn enum_and_bitfield_files_of_other_writers_are_served() {
         ("hdf5json_enum_dset.h5", 1),
         ("hdf5json_bitfield_dset.h5", 1),
     ] {
-        let ds = dataset::open(&corpus(file), cache()).unwrap();
+        let ds = dataset::Opener::new(cache()).open(&corpus(file)).unwrap();
         assert!(ds.skipped.is_empty(), "{file}: {:?}", ds.skipped);
         assert_eq!(ds.entries.len(), n, "{file}");
     }
     // h5py reads enum_uint16_data as 0, 1, 2, 3 (RED, GREEN, BLUE, YELLOW).
-    let ds = dataset::open(&corpus("jhdf_test_enum_datasets_latest.hdf5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&corpus("jhdf_test_enum_datasets_latest.hdf5"))
+        .unwrap();
     let a = &ds.get("enum_uint16_data").unwrap().array;
     let want: Vec<u8> = [0u16, 1, 2, 3]
         .iter()
@@ -169,23 +173,27 @@ fn an_integer_with_padding_bits_of_another_writer_is_served() {
     // h5repack's test file: dset_int31, 31 bits of a 4-byte integer,
     // unfiltered (dset_nbit beside it needs the nbit codec). h5py reads
     // 0..800 as int32.
-    let ds = dataset::open(
-        &corpus("hdf5lib_tools_test_h5repack_testfiles_h5repack_nbit.h5"),
-        cache(),
-    )
-    .unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&corpus(
+            "hdf5lib_tools_test_h5repack_testfiles_h5repack_nbit.h5",
+        ))
+        .unwrap();
     let a = &ds.get("dset_int31").unwrap().array;
     assert_eq!(a.meta().dtype, DataType::Int32);
     let want: Vec<u8> = (0..800i32).flat_map(|v| v.to_le_bytes()).collect();
     check_ranges(a.as_ref(), &want, 0, 10).unwrap();
     // Floats of HDF5's nbit test (20 bits at offset 7) are no IEEE floats:
     // served converted, as h5py reads them (tests/it/hdf5/floats.rs).
-    let ds = dataset::open(&corpus("hdf5lib_test_le_data.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&corpus("hdf5lib_test_le_data.h5"))
+        .unwrap();
     let a = &ds.get("Nbit_float_data_le").unwrap().array;
     assert_eq!(a.meta().dtype, DataType::Float32);
     // 3 bits of a 4-byte integer: HDF5 2.0 refuses to open it (h5py reads
     // nothing), so slabfs skips it with a line that says so.
-    let ds = dataset::open(&corpus("hdf5lib_tools_testfiles_tfilters.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&corpus("hdf5lib_tools_testfiles_tfilters.h5"))
+        .unwrap();
     let line = ds
         .skipped
         .iter()
@@ -225,7 +233,9 @@ fn old_shared_messages_find_their_committed_types() {
     // entry: the name offset came first and was read as the address
     // ("object header at 0x10: object header version 4"). Read right,
     // the committed types are compounds, and the line says so.
-    let ds = dataset::open(&corpus("hdf5lib_tools_testfiles_tcompound.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&corpus("hdf5lib_tools_testfiles_tcompound.h5"))
+        .unwrap();
     assert_eq!(ds.skipped.len(), 5);
     for e in &ds.skipped {
         let l = e.to_string();

@@ -70,7 +70,9 @@ fn the_hdf5_librarys_virtual_datasets_read_as_h5py_reads_them() {
     assert_eq!(want.len(), 8, "{want:?}");
     let mut failures = Vec::new();
     for (i, (file, path, shape)) in want.iter().enumerate() {
-        let ds = dataset::open(&tmp.path().join(file), cache()).unwrap();
+        let ds = dataset::Opener::new(cache())
+            .open(&tmp.path().join(file))
+            .unwrap();
         let Some(e) = ds.get(path) else {
             failures.push(format!("{file}:{path} not shown: {:?}", ds.skipped));
             continue;
@@ -121,7 +123,9 @@ fn read_rows(a: &dyn slabfs::ArraySource, rows: std::ops::Range<u64>) -> Result<
 
 #[test]
 fn a_missing_source_fails_the_reads_that_touch_it_naming_it() {
-    let ds = dataset::open(&bad("missing.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&bad("missing.h5"))
+        .unwrap();
     let v = &ds.get("v").unwrap().array;
     assert_eq!(v.meta().shape, [3, 4]);
     // Row 0 from the file itself, row 2 covered by no mapping (fill).
@@ -142,7 +146,9 @@ fn a_missing_source_fails_the_reads_that_touch_it_naming_it() {
 #[test]
 fn a_source_outside_the_roots_is_not_read() {
     // `outside` maps ../data/vds_src0.h5: outside vds_bad, the root here.
-    let ds = dataset::open(&bad("missing.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&bad("missing.h5"))
+        .unwrap();
     let a = &ds.get("outside").unwrap().array;
     let mut buf = vec![0u8; 40];
     let e = read_at(a.as_ref(), 0, &mut buf, Endian::Little)
@@ -153,8 +159,10 @@ fn a_source_outside_the_roots_is_not_read() {
         "{e}"
     );
     // With the data directory allowed too, it reads as h5py does.
-    let ds =
-        dataset::open_with_roots(&bad("missing.h5"), cache(), &[fixtures().join("data")]).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .allow_outside(&[fixtures().join("data")])
+        .open(&bad("missing.h5"))
+        .unwrap();
     let a = &ds.get("outside").unwrap().array;
     read_at(a.as_ref(), 0, &mut buf, Endian::Little).unwrap();
     let got: Vec<i32> = buf

@@ -33,7 +33,9 @@ fn ten_unlimited_mappings_from_the_file_itself_load_in_ten_opens() {
     // Each of v0..v9 probes `.`'s `s`: that probe builds `s` only, not
     // the ten virtual datasets again (10^8 parses before the fix).
     let ds = within(60, || {
-        dataset::open(&data("vds_fanout.h5"), cache()).unwrap()
+        dataset::Opener::new(cache())
+            .open(&data("vds_fanout.h5"))
+            .unwrap()
     });
     let want = [1, 11, 21, 31, 41, 51];
     for k in 0..10 {
@@ -46,7 +48,9 @@ fn ten_unlimited_mappings_from_the_file_itself_load_in_ten_opens() {
 #[test]
 fn a_virtual_dataset_reading_itself_fails_at_once_naming_the_loop() {
     let ds = within(60, || {
-        dataset::open(&fixtures().join("vds_bad/loop.h5"), cache()).unwrap()
+        dataset::Opener::new(cache())
+            .open(&fixtures().join("vds_bad/loop.h5"))
+            .unwrap()
     });
     // Twelve mappings of `self` from `self`: each read read twelve
     // more, 12^8 in all, before the fix; now the copy built for the
@@ -72,7 +76,7 @@ fn an_external_file_that_appears_after_the_load_is_read() {
     let tmp = tempfile::tempdir().unwrap();
     let file = tmp.path().join("external_missing.h5");
     std::fs::copy(data("external_missing.h5"), &file).unwrap();
-    let ds = dataset::open(&file, cache()).unwrap();
+    let ds = dataset::Opener::new(cache()).open(&file).unwrap();
     let a = &ds.get("gone").unwrap().array;
     let mut buf = vec![0u8; 12];
     let e = read_at(a.as_ref(), 0, &mut buf, Endian::Little).unwrap_err();
@@ -99,15 +103,21 @@ fn a_printf_series_member_that_cannot_be_read_is_not_its_end() {
     ] {
         std::fs::copy(data(f), tmp.path().join(f)).unwrap();
     }
-    let ds = dataset::open(&tmp.path().join("vds.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&tmp.path().join("vds.h5"))
+        .unwrap();
     assert_eq!(ds.get("series").unwrap().array.meta().shape, [12]);
     // Member 2 gone: the series ends there (HDF5's rule).
     std::fs::remove_file(tmp.path().join("vds_series_2.h5")).unwrap();
-    let ds = dataset::open(&tmp.path().join("vds.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&tmp.path().join("vds.h5"))
+        .unwrap();
     assert_eq!(ds.get("series").unwrap().array.meta().shape, [8]);
     // Member 1 not HDF5: not an end, a failure naming it.
     std::fs::write(tmp.path().join("vds_series_1.h5"), b"not an HDF5 file").unwrap();
-    let ds = dataset::open(&tmp.path().join("vds.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&tmp.path().join("vds.h5"))
+        .unwrap();
     assert!(ds.get("series").is_none());
     let why: Vec<String> = ds.skipped.iter().map(|e| format!("{e:#}")).collect();
     assert!(
@@ -128,9 +138,13 @@ fn a_printf_series_member_that_cannot_be_read_is_not_its_end() {
 #[test]
 fn a_netcdf_source_shorter_than_its_unlimited_dimension_fails_the_read() {
     let bad = fixtures().join("vds_bad");
-    let src = dataset::open(&bad.join("nc_src.nc"), cache()).unwrap();
+    let src = dataset::Opener::new(cache())
+        .open(&bad.join("nc_src.nc"))
+        .unwrap();
     assert_eq!(src.get("short").unwrap().array.meta().shape, [4]);
-    let ds = dataset::open(&bad.join("from_nc.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&bad.join("from_nc.h5"))
+        .unwrap();
     let a = &ds.get("v").unwrap().array;
     let e = ints(a.as_ref()).unwrap_err();
     assert!(
@@ -147,7 +161,9 @@ fn rewriting_an_external_data_file_changes_the_datasets_stamp() {
     for f in ["external.h5", "ext_a.bin", "ext_b.bin", "ext_c.bin"] {
         std::fs::copy(data(f), tmp.path().join(f)).unwrap();
     }
-    let ds = dataset::open(&tmp.path().join("external.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&tmp.path().join("external.h5"))
+        .unwrap();
     let a = &ds.get("two_files").unwrap().array;
     let before = a.change_stamp().data;
     assert!(before.is_some());
@@ -167,7 +183,9 @@ fn rewriting_a_vds_source_changes_the_datasets_stamp() {
     for f in ["vds.h5", "vds_src0.h5", "vds_src1.h5"] {
         std::fs::copy(data(f), tmp.path().join(f)).unwrap();
     }
-    let ds = dataset::open(&tmp.path().join("vds.h5"), cache()).unwrap();
+    let ds = dataset::Opener::new(cache())
+        .open(&tmp.path().join("vds.h5"))
+        .unwrap();
     let a = &ds.get("stack").unwrap().array;
     let before = a.change_stamp().data;
     assert!(before.is_some());
