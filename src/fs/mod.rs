@@ -13,7 +13,7 @@
 //!
 //! # Layout
 //!
-//! The tree mirrors [`crate::formats::dataset::open`]: each entry's path components
+//! The tree mirrors [`crate::formats::dataset::Opener::open`]: each entry's path components
 //! become directories and the array is a file at its path, exactly the
 //! paths `slabfs ls` prints (in an archive, a plain directory shows even
 //! when no dataset is under it: knowing would mean walking it). Beside each array `NAME`, depending on
@@ -305,7 +305,7 @@ pub struct SlabFs {
 }
 
 impl SlabFs {
-    /// Build the tree of `entries` (as `dataset::open` lists them).
+    /// Build the tree of `entries` (as `Opener::open` lists them).
     pub fn new(entries: &[Entry], config: FsConfig) -> SlabFs {
         let ds = Dataset {
             entries: entries.to_vec(),

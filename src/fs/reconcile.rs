@@ -134,7 +134,7 @@ fn unchanged(old: &Tracked, new: &dyn ArraySource, stamp: &ChangeStamp) -> bool 
 
 impl SlabFs {
     /// Bring the tree of a mount of one dataset in step with `ds`, a fresh
-    /// `dataset::open` of the source, telling the kernel what changed
+    /// `Opener::open` of the source, telling the kernel what changed
     /// through `inval`. See the module docs. (An archive's datasets are
     /// refreshed by [`SlabFs::refresh_archive`].)
     pub fn refresh(&self, ds: &Dataset, inval: &dyn Invalidate) -> Changes {

@@ -5,7 +5,7 @@
 //!
 //! # Finding changes
 //!
-//! Re-opening everything finds every change but costs a `dataset::open`
+//! Re-opening everything finds every change but costs a `Opener::open`
 //! per dataset per pass (about 45 µs of CPU for a small netCDF file: an
 //! idle mount of 100,000 files re-opened every 5 s spends most of a
 //! core, for ever). So a directory SOURCE (an archive, [`super::datasets`])

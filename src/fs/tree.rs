@@ -216,7 +216,7 @@ impl Planned<'_> {
     }
 }
 
-/// A path `dataset::open` may produce and the tree can hold: relative,
+/// A path `Opener::open` may produce and the tree can hold: relative,
 /// `/`-separated, no empty, `.` or `..` components, no NUL, no component
 /// longer than [`NAME_MAX`] bytes (names come from dataset metadata;
 /// `statfs` promises 255, programs size buffers by it, and other file

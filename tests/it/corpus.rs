@@ -20,7 +20,7 @@
 //! type as the memory type, no conversion). What no flat file carries
 //! (opaque, compound, variable-length, reference, array, null
 //! dataspaces) is not compared and counted by class. Each file is opened
-//! once with [`slabfs::formats::dataset::open`] (what the mount serves) in
+//! once with [`slabfs::formats::dataset::Opener::open`] (what the mount serves) in
 //! its own thread, so that a panic or a hang is reported against the file
 //! instead of ending the walk.
 //!

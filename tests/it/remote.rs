@@ -133,13 +133,13 @@ fn configure(endpoint: Option<String>) {
     });
 }
 
-/// `dataset::open` of `path` (a URL or a local path), URLs reached
+/// `Opener::open` of `path` (a URL or a local path), URLs reached
 /// through this test's [`Remote`].
 fn open_path(path: &Path, cache: Arc<ChunkCache>) -> slabfs::Result<Dataset> {
     open_roots(path, cache, &[])
 }
 
-/// `dataset::open_with_roots`, URLs reached through this test's [`Remote`].
+/// `dataset::Opener::allow_outside`, URLs reached through this test's [`Remote`].
 fn open_roots(
     path: &Path,
     cache: Arc<ChunkCache>,

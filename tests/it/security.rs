@@ -697,7 +697,7 @@ fn references_out_of_the_root_are_refused_naming_the_reference() {
     assert!(leaks.is_empty(), "the secret is served by {leaks:?}");
 }
 
-/// `--allow-outside DIR` (`dataset::open_with_roots`) admits exactly DIR:
+/// `--allow-outside DIR` (`dataset::Opener::allow_outside`) admits exactly DIR:
 /// the references into it load and serve the secret (which shows the
 /// tests above would see a leak), references into its sibling `DIR2`
 /// (whose name extends DIR's) and everything else stay refused.

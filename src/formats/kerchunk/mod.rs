@@ -36,7 +36,7 @@
 //!   [`crate::storage::local::confine`] does for aggregations) under an allowed
 //!   root: by default the directory holding the references file; through
 //!   [`crate::formats::dataset`], the mounted SOURCE plus the extra roots of
-//!   `dataset::open_with_roots` (`--allow-outside`). Another scheme
+//!   `dataset::Opener::allow_outside` (`--allow-outside`). Another scheme
 //!   (`s3://`, `http://`, `memory://`...) or a file outside is refused
 //!   when the file is loaded: the arrays whose keys hold such a ref do not
 //!   load (reported as skipped, naming the ref), the others do.

@@ -4,7 +4,7 @@
 //! [`Store`]s ([`FsStore`]); netCDF-3 files, blocked archives and raw NCA
 //! fragments are single files read with positioned reads ([`ReadAt`]:
 //! [`CachedFile`]). [`OsFiles`] opens both. The daemon uses it; tests hand
-//! a wrapper to [`crate::formats::dataset::open_with`] that injects I/O
+//! a wrapper to [`crate::formats::dataset::Opener::files`] that injects I/O
 //! errors, short reads, delays and flipped bytes, to check that every source turns a
 //! failed read into an error for that read alone and that the cache never
 //! keeps what a failed read produced.

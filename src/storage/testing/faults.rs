@@ -6,7 +6,7 @@
 //! than under `tests/` so that every integration test (and future fuzz
 //! targets) can wrap the very seam the daemon reads through,
 //! [`crate::storage::Files`]: hand a
-//! [`FaultyFiles`] to [`crate::formats::dataset::open_with`] and every data file and
+//! [`FaultyFiles`] to [`crate::formats::dataset::Opener::files`] and every data file and
 //! Zarr store of the dataset is read through the wrappers below. The
 //! daemon never builds one; nothing here runs unless a test asks for it.
 //! (mountpoint-s3 keeps its `failure_client` beside its mock client for
