@@ -494,7 +494,7 @@ fn a_new_commit_shows_in_a_mount_of_its_branch() {
 /// taken for one.
 #[test]
 fn a_repository_is_confined_and_recognised_by_its_signature() {
-    use slabfs::formats::icechunk::{IcechunkStore, is_repository};
+    use slabfs::formats::icechunk::IcechunkStore;
     use slabfs::storage::Store;
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().canonicalize().unwrap();
@@ -536,8 +536,21 @@ fn a_repository_is_confined_and_recognised_by_its_signature() {
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr/v3/blosc.zarr"),
         &plain.join("snapshots/t.zarr"),
     );
-    assert!(!is_repository(&plain));
-    assert!(is_repository(&repo));
+    let opener = dataset::Opener::new(cache());
+    assert!(!opener.is_dataset_dir(&plain));
+    assert!(opener.is_dataset_dir(&repo));
+    let names: Vec<String> = opener
+        .open(&plain)
+        .unwrap()
+        .entries
+        .into_iter()
+        .map(|e| e.path)
+        .collect();
+    assert!(
+        names.iter().all(|n| n.starts_with("snapshots/t.zarr")),
+        "{names:?}"
+    );
+    assert!(!names.is_empty());
 }
 
 /// Every version in one mount (`--all-refs`): `branches/` and `tags/`

@@ -51,7 +51,6 @@ use crate::error::{Error, Result};
 use crate::formats::Options;
 use crate::storage::local::confine::Roots;
 use crate::storage::local::descriptors::CachedFile;
-use crate::storage::location::url_of;
 use crate::storage::scope::Scope;
 use crate::storage::{ByteRange, ReadAt, Store};
 
@@ -67,13 +66,6 @@ const FIRST_SNAPSHOT: &str = "1CECHNKREP0F1RSTCMT0";
 
 /// [`FIRST_SNAPSHOT`]'s key in a repository.
 pub const FIRST_SNAPSHOT_KEY: &str = "snapshots/1CECHNKREP0F1RSTCMT0";
-
-/// Whether the directory `dir` holds an Icechunk repository: its first
-/// snapshot, and either `refs/` (spec 1) or the `repo` object (spec 2).
-pub fn is_repository(dir: &Path) -> bool {
-    dir.join("snapshots").join(FIRST_SNAPSHOT).is_file()
-        && (dir.join("refs").is_dir() || dir.join("repo").is_file())
-}
 
 /// Whether the listing of a prefix (each name with whether it is itself
 /// a prefix) is an Icechunk repository's root: `snapshots/` and either
@@ -910,10 +902,4 @@ impl Store for IcechunkStore {
         (&self.snapshot, prefix).hash(&mut h);
         Ok(Some(h.finish()))
     }
-}
-
-/// Whether the local directory `source` holds a repository (a URL is
-/// classified by its listing, `formats::dataset`).
-pub fn is_source(source: &Path) -> bool {
-    url_of(source).is_none() && is_repository(source)
 }
