@@ -96,8 +96,25 @@ fn format_rank(module: &str) -> Option<u32> {
     })
 }
 
+/// The number of `#`s of the raw string literal (`r"`, `r#"`, `br#"`...)
+/// whose `r` is `b[i]`, if one starts there.
+fn raw_start(b: &[u8], i: usize) -> Option<usize> {
+    let ident = |j: usize| b[j].is_ascii_alphanumeric() || b[j] == b'_';
+    // What comes before the literal (before its `b` prefix if it has one)
+    // is not part of a name: `bar"` is not a raw string.
+    let before = match i.checked_sub(1) {
+        Some(j) if b[j] == b'b' => j.checked_sub(1),
+        j => j,
+    };
+    if before.is_some_and(ident) {
+        return None;
+    }
+    let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+    (b.get(i + 1 + hashes) == Some(&b'"')).then_some(hashes)
+}
+
 /// `text` with comments, string and char literals blanked out.
-fn code_only(text: &str) -> String {
+pub(crate) fn code_only(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -114,6 +131,20 @@ fn code_only(text: &str) -> String {
                     i += 1;
                 }
                 i += 2;
+            }
+            // Raw strings (`r"..."`, `r#"..."#`, `br#"..."#`): no escapes,
+            // and they may hold quotes and braces.
+            b'r' if raw_start(b, i).is_some() => {
+                let hashes = raw_start(b, i).unwrap_or(0);
+                let close: Vec<u8> = std::iter::once(b'"')
+                    .chain(std::iter::repeat_n(b'#', hashes))
+                    .collect();
+                i += 2 + hashes;
+                while i < b.len() && !b[i..].starts_with(&close) {
+                    i += 1;
+                }
+                i += close.len();
+                out.push_str("\"\"");
             }
             b'"' => {
                 i += 1;
@@ -650,7 +681,7 @@ fn describe(
     )
 }
 
-fn source_files() -> Vec<(String, String)> {
+pub(crate) fn source_files() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);

@@ -23,6 +23,7 @@ mod corpus;
 mod descriptors;
 mod disk_cache;
 mod faults;
+mod forwarding;
 mod fuzz_regressions;
 mod hdf5;
 mod hdf5_plugins;
