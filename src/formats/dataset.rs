@@ -112,7 +112,7 @@ impl Found {
 }
 
 /// Where an archive's listings, lookups and opens go: a directory on
-/// disk ([`Local`]) or a bucket prefix (`super::remote`).
+/// disk (`archive::Local`) or a bucket prefix (`super::remote`).
 pub(crate) trait Backend: Send + Sync {
     fn source(&self) -> &Path;
     fn stamp(&self, _rel: &str) -> Option<(std::time::SystemTime, u64)> {

@@ -117,7 +117,7 @@ pub fn array(
     array_of(file, dataset, meta, Elements::Bytes(endian), storage, cache)
 }
 
-/// [`array`] of elements stored as `elements` says (their stored size
+/// [`array()`] of elements stored as `elements` says (their stored size
 /// may differ from `meta`'s served one).
 pub fn array_of(
     file: &Arc<FileRef>,

@@ -10,7 +10,7 @@
 //! blocks of a large read, decoding whole blocks straight into the reply,
 //! the sequential prefetcher and the use-once rule all apply unchanged.
 //! The last block is shorter than the others, so the grid lists its cut
-//! explicitly ([`DimTiling::Explicit`]) unless the data fills it.
+//! explicitly ([`DimTiling::Explicit`](crate::engine::index::tiling::DimTiling::Explicit)) unless the data fills it.
 //!
 //! [`Reshaped`] shows that 1-D array with the variable's real shape: a box
 //! of the N-D array is a set of runs of the linear stream (one run when the
