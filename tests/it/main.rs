@@ -29,6 +29,7 @@ mod hdf5;
 mod hdf5_plugins;
 mod icechunk;
 mod kerchunk;
+mod latency;
 mod layers;
 mod lazy;
 mod metrics;
