@@ -6,12 +6,22 @@
 //!
 //! ```text
 //! fs        the mounted tree, its views, refresh, the FUSE adapter
-//! formats   zarr, netcdf3, packed, nca, kerchunk: each an ArraySource;
-//!           dataset discovery
-//! engine    read planning, index arithmetic, cache, readahead    codec  the codec chain
-//! storage   files and key-value stores, confinement, fault injection
+//! formats   zarr, netcdf3, hdf5, packed, nca, kerchunk, icechunk: each an
+//!           ArraySource; dataset discovery
+//! engine    read planning, index arithmetic, cache, readahead   ┐
+//! codec     the codec chain                                     ├ peers
+//! storage   files and key-value stores (local, remote), scope   ┘
 //! base      error, dtype, logging, histogram, metrics (the series, as Prometheus text and OTLP)
 //! ```
+//!
+//! Engine, codec and storage import none of one another; the formats
+//! combine them.
+//!
+//! The docs are built with private items (`.ci/run`: `cargo doc
+//! --document-private-items`, warnings as errors): module docs are design
+//! notes that link the private types they describe, and those links
+//! resolve in that build, so linking a private item from a public one is
+//! allowed below; a broken link fails.
 //!
 //! A read:
 //!
@@ -26,6 +36,7 @@
 //! ```
 
 #![deny(clippy::undocumented_unsafe_blocks)]
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub mod codec;
 pub mod dtype;

@@ -260,9 +260,10 @@ fn interleave<const N: usize>(streams: &[&[u8]; N], out: &mut [u8]) -> usize {
 /// bounds are the iterators'.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 mod sse2 {
-    // The register operations are safe to call since Rust 1.87 (SSE2 is
-    // always enabled on x86-64) but need `unsafe` on the 1.85 we support.
-    #![allow(unused_unsafe)]
+    // The register operations need `unsafe` here too: a caller may call
+    // them safely only if it is itself `#[target_feature(enable = "sse2")]`
+    // (since Rust 1.87), and SSE2 being on for the whole build (x86-64's
+    // baseline) does not count.
 
     use std::arch::x86_64::{
         __m128i, _mm_loadu_si128, _mm_storeu_si128, _mm_unpackhi_epi8, _mm_unpackhi_epi16,

@@ -5,6 +5,34 @@
 //! [`ArraySource`]; the read path ([`crate::engine::read`]) turns a byte range of
 //! the flat file into boxes and asks the source for each. Sources fill
 //! boxes in native byte order; the read path converts once at the end.
+//!
+//! # Wrappers
+//!
+//! Some sources show another one with a few answers changed: an HDF5
+//! dataset padded to its unlimited dimension, a filtered dataset that
+//! picks one of two chains, a 1-D block stream shown with its variable's
+//! shape. Each implements [`Wrapper`] (its [`inner`](Wrapper::inner)
+//! source, and the methods it changes) and gets [`ArraySource`] from the
+//! blanket impl below, which forwards every method it does not change to
+//! the inner source. A wrapper that implemented [`ArraySource`] itself got
+//! the trait's default for every method it did not write, and those are
+//! "local, nothing cached": `MaskAware` and `Extended` (HDF5) and
+//! `Reshaped` (blocked archives) answered that of a remote array, so its
+//! reads always went to the waiting pool and the readahead sized it as a
+//! local one (issue 41).
+//!
+//! What keeps this true as the trait grows: `tests/it/forwarding.rs`
+//! checks as text that [`Wrapper`] and the blanket impl name every method
+//! of [`ArraySource`] (a new method cannot fall back to its default in a
+//! wrapper unseen), that a wrapper showing another index space (one that
+//! changes [`meta`](Wrapper::meta)) decides every method taking a region
+//! itself (forwarding a region of the outer shape to the inner source is
+//! wrong there), and that every other implementation of [`ArraySource`]
+//! outside tests is on its list of sources that read their own data or
+//! combine several, with the reason.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 
@@ -126,7 +154,7 @@ pub trait ArraySource: Send + Sync {
     /// length): what another dataset that names it reads (an HDF5
     /// virtual dataset's source: past the stored extent is missing data,
     /// not fill). `None` (the default): as shown.
-    fn stored(&self) -> Option<std::sync::Arc<dyn ArraySource>> {
+    fn stored(&self) -> Option<Arc<dyn ArraySource>> {
         None
     }
 
@@ -146,7 +174,7 @@ pub trait ArraySource: Send + Sync {
     /// decoded in the cache, so that the read waits on nothing: no
     /// network, no disk, no decode. The mount answers such a read on the
     /// thread the request arrived on and hands the others to threads that
-    /// may wait ([`crate::fs::SlabFs::read_or_defer`]). `false` (the
+    /// may wait ([`crate::fs::SlabFs::serve_read`]). `false` (the
     /// default) is always safe: it only costs that hand-over. Cheap, and
     /// decided without I/O.
     fn cached(&self, region: &Region) -> bool {
@@ -158,7 +186,7 @@ pub trait ArraySource: Send + Sync {
     /// lives, for remote sources ([`crate::storage::Store::latency`]);
     /// `None` for local ones. Readahead keeps more in flight for a source
     /// that has one ([`crate::engine::readahead`]).
-    fn fetch_latency(&self) -> Option<std::time::Duration> {
+    fn fetch_latency(&self) -> Option<Duration> {
         None
     }
 
@@ -170,5 +198,175 @@ pub trait ArraySource: Send + Sync {
     /// read to report. Sources without a cache do nothing.
     fn prefetch(&self, regions: &[Region]) {
         let _ = regions;
+    }
+}
+
+/// A source that shows another one, its [`inner`](Self::inner), changing
+/// some of its answers: every method defaults to the inner source's
+/// answer, and a wrapper writes only the ones it changes. The blanket
+/// impl makes every wrapper an [`ArraySource`] (the module doc says why
+/// this is the one way to write one). The methods mirror
+/// [`ArraySource`]'s, whose docs say what each answers.
+pub trait Wrapper: Send + Sync {
+    /// The source this one shows, which answers what the wrapper does not
+    /// change.
+    fn inner(&self) -> &dyn ArraySource;
+
+    fn meta(&self) -> &ArrayMeta {
+        self.inner().meta()
+    }
+
+    fn change_stamp(&self) -> ChangeStamp {
+        self.inner().change_stamp()
+    }
+
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        self.inner().read_region(region, out)
+    }
+
+    fn stored(&self) -> Option<Arc<dyn ArraySource>> {
+        self.inner().stored()
+    }
+
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        self.inner().read_shared(region)
+    }
+
+    fn cached(&self, region: &Region) -> bool {
+        self.inner().cached(region)
+    }
+
+    fn fetch_latency(&self) -> Option<Duration> {
+        self.inner().fetch_latency()
+    }
+
+    fn prefetch(&self, regions: &[Region]) {
+        self.inner().prefetch(regions)
+    }
+}
+
+/// Every method, named once: none falls back to [`ArraySource`]'s default
+/// (checked by `tests/it/forwarding.rs`).
+impl<W: Wrapper> ArraySource for W {
+    fn meta(&self) -> &ArrayMeta {
+        Wrapper::meta(self)
+    }
+
+    fn change_stamp(&self) -> ChangeStamp {
+        Wrapper::change_stamp(self)
+    }
+
+    fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+        Wrapper::read_region(self, region, out)
+    }
+
+    fn stored(&self) -> Option<Arc<dyn ArraySource>> {
+        Wrapper::stored(self)
+    }
+
+    fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+        Wrapper::read_shared(self, region)
+    }
+
+    fn cached(&self, region: &Region) -> bool {
+        Wrapper::cached(self, region)
+    }
+
+    fn fetch_latency(&self) -> Option<Duration> {
+        Wrapper::fetch_latency(self)
+    }
+
+    fn prefetch(&self, regions: &[Region]) {
+        Wrapper::prefetch(self, regions)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A source whose every answer differs from the trait's default, and
+    /// which records the calls that answer nothing.
+    struct Answers {
+        meta: ArrayMeta,
+        calls: Mutex<Vec<String>>,
+    }
+
+    impl ArraySource for Answers {
+        fn meta(&self) -> &ArrayMeta {
+            &self.meta
+        }
+        fn change_stamp(&self) -> ChangeStamp {
+            ChangeStamp {
+                cache_id: Some(7),
+                data: Some(8),
+                elsewhere: true,
+            }
+        }
+        fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+            out.fill(region.start[0] as u8);
+            Ok(())
+        }
+        fn stored(&self) -> Option<Arc<dyn ArraySource>> {
+            Some(Arc::new(Answers {
+                meta: self.meta.clone(),
+                calls: Mutex::default(),
+            }))
+        }
+        fn read_shared(&self, region: &Region) -> Option<Result<SharedBytes>> {
+            Some(Ok(SharedBytes::owned(vec![9; region.count[0] as usize])))
+        }
+        fn cached(&self, region: &Region) -> bool {
+            region.start[0] == 1
+        }
+        fn fetch_latency(&self) -> Option<Duration> {
+            Some(Duration::from_millis(20))
+        }
+        fn prefetch(&self, regions: &[Region]) {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("prefetch {}", regions.len()));
+        }
+    }
+
+    /// A wrapper that changes nothing.
+    struct Same(Answers);
+
+    impl Wrapper for Same {
+        fn inner(&self) -> &dyn ArraySource {
+            &self.0
+        }
+    }
+
+    /// A wrapper that writes only `inner` answers every method as its
+    /// inner source does, none with the trait's default.
+    #[test]
+    fn a_wrapper_forwards_every_method_it_does_not_change() {
+        let meta = ArrayMeta::new("t", vec![4], DataType::UInt8, vec![0]).unwrap();
+        let same = Same(Answers {
+            meta: meta.clone(),
+            calls: Mutex::default(),
+        });
+        let a: &dyn ArraySource = &same;
+        let at = |start| Region {
+            start: vec![start],
+            count: vec![2],
+        };
+        assert_eq!(a.meta(), &meta);
+        assert_eq!(a.change_stamp(), same.0.change_stamp());
+        let mut out = [0u8; 2];
+        a.read_region(&at(3), &mut out).unwrap();
+        assert_eq!(out, [3, 3]);
+        assert_eq!(
+            a.stored().unwrap().fetch_latency(),
+            Some(Duration::from_millis(20))
+        );
+        assert_eq!(&*a.read_shared(&at(0)).unwrap().unwrap(), &[9, 9]);
+        assert!(a.cached(&at(1)) && !a.cached(&at(0)));
+        assert_eq!(a.fetch_latency(), Some(Duration::from_millis(20)));
+        a.prefetch(&[at(0), at(2)]);
+        assert_eq!(*same.0.calls.lock().unwrap(), ["prefetch 2"]);
     }
 }

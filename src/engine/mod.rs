@@ -3,7 +3,7 @@
 //! Everything between "the kernel asks for bytes `offset..offset+len` of a
 //! flat file" and "a source, fill this box of your index space":
 //!
-//! - [`array`]: the one trait every format implements,
+//! - [`array`](mod@array): the one trait every format implements,
 //!   [`array::ArraySource`] (metadata, `read_region` of a box into a
 //!   strided destination, lent replies, change stamps, prefetch).
 //! - [`index`]: pure index arithmetic: a linear byte range as a few
@@ -22,9 +22,12 @@
 //! - [`readahead`]: sequential-read detection and background prefetch.
 //! - [`decodes`]: decodes counted by codec chain (count, bytes, time).
 //!
-//! May import: [`crate::storage`], [`crate::dtype`], [`crate::error`].
-//! Never a format or a codec: formats plug in through
-//! [`array::ArraySource`] (checked by `tests/it/layers.rs`).
+//! May import: the base modules ([`crate::dtype`], [`crate::error`],
+//! [`crate::histogram`], [`crate::metrics`]). Never storage, a codec or a
+//! format: the three are peers, and formats combine them (a format
+//! fetches a chunk from storage, decodes it with a codec chain, keeps it
+//! in the engine's cache) and plug in through [`array::ArraySource`]
+//! (checked by `tests/it/layers.rs`).
 
 pub mod array;
 pub mod buffers;

@@ -53,6 +53,19 @@
 //!   an eighth of it, so at most half), whatever the link.
 //!
 //! Local sources are unchanged: one prefetch, the configured maximum.
+//!
+//! # The first reads
+//!
+//! A stream is sequential from its third read, so that a random reader
+//! never opens a window. Over a network that costs the first reads a
+//! round trip each, one after another: nothing of the file is on its way
+//! before they ask (issue 41 counted it: of the 32 reads of 1 MiB of a
+//! Zarr array at 20 ms, `tests/it/latency.rs`, 9 waited). So a stream of
+//! a remote source whose first read is at byte 0 (`dd`, `cp`, a reader
+//! starting at the top) is sequential from that read: its first window
+//! is fetched together with it. A random reader that happens to start at
+//! byte 0 costs one [`MIN_WINDOW`] fetched for nothing, once per open;
+//! its later reads are judged as always.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -162,13 +175,18 @@ impl Readahead {
                 busy: Arc::new(AtomicUsize::new(0)),
                 since: None,
             });
+            let latency = array.fetch_latency();
             let continues = s.end != u64::MAX && offset.abs_diff(s.end) <= SLACK;
             s.run = if continues {
                 s.run.saturating_add(1)
+            } else if s.end == u64::MAX && offset == 0 && latency.is_some() {
+                // A remote file read from its first byte: sequential at
+                // once (see the module docs, "The first reads").
+                s.end = 0;
+                SEQUENTIAL_RUN
             } else {
                 1
             };
-            let latency = array.fetch_latency();
             if s.run >= SEQUENTIAL_RUN {
                 let (t0, at0) = *s.since.get_or_insert((Instant::now(), s.end));
                 let secs = t0.elapsed().as_secs_f64();
@@ -288,6 +306,8 @@ mod tests {
     struct Recorder {
         meta: ArrayMeta,
         asked: Mutex<Vec<(u64, u64)>>,
+        /// What it answers as its fetch latency (`None`: local).
+        latency: Option<Duration>,
     }
 
     impl ArraySource for Recorder {
@@ -296,6 +316,9 @@ mod tests {
         }
         fn read_region(&self, _: &Region, _: &mut [u8]) -> Result<()> {
             unreachable!("readahead only prefetches")
+        }
+        fn fetch_latency(&self) -> Option<Duration> {
+            self.latency
         }
         fn prefetch(&self, regions: &[Region]) {
             // 1-d: each region is an element range.
@@ -307,10 +330,54 @@ mod tests {
     }
 
     fn recorder(bytes: u64) -> Arc<Recorder> {
+        recorder_of(bytes, None)
+    }
+
+    fn remote_recorder(bytes: u64) -> Arc<Recorder> {
+        recorder_of(bytes, Some(Duration::from_millis(20)))
+    }
+
+    fn recorder_of(bytes: u64, latency: Option<Duration>) -> Arc<Recorder> {
         Arc::new(Recorder {
             meta: ArrayMeta::new("t", vec![bytes], DataType::UInt8, vec![0]).unwrap(),
             asked: Mutex::new(Vec::new()),
+            latency,
         })
+    }
+
+    /// Issue 41: a remote file read from its first byte prefetches its
+    /// first window with its first read (it waited for a third read, each
+    /// of the two before it a round trip of its own); read from elsewhere,
+    /// or a local file, it still waits for the third.
+    #[test]
+    fn a_remote_stream_from_byte_zero_is_sequential_at_once() {
+        let r = remote_recorder(256 << 20);
+        let a: Arc<dyn ArraySource> = r.clone();
+        let ra = Readahead::new(8 << 20);
+        ra.on_read(1, &a, 0, K);
+        assert_eq!(asked(&r, 1), vec![(K, K + MIN_WINDOW)]);
+        // The next reads go on growing the window from there.
+        ra.on_read(1, &a, K, K);
+        let got = asked(&r, 2);
+        assert_eq!(got[1], (K + MIN_WINDOW, 2 * K + 2 * MIN_WINDOW), "{got:?}");
+
+        // From elsewhere: the third read, as for any stream.
+        let r = remote_recorder(256 << 20);
+        let a: Arc<dyn ArraySource> = r.clone();
+        ra.on_read(2, &a, 10 * K, K);
+        ra.on_read(2, &a, 11 * K, K);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(r.asked.lock().is_empty());
+        ra.on_read(2, &a, 12 * K, K);
+        assert_eq!(asked(&r, 1), vec![(13 * K, 13 * K + MIN_WINDOW)]);
+
+        // A local file from byte 0: the third read too.
+        let r = recorder(256 << 20);
+        let a: Arc<dyn ArraySource> = r.clone();
+        ra.on_read(3, &a, 0, K);
+        ra.on_read(3, &a, K, K);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(r.asked.lock().is_empty());
     }
 
     /// Wait until the background prefetches have recorded `n` ranges.

@@ -18,7 +18,9 @@
 //!   files) whose partitions are arrays of any other format;
 //! - [`kerchunk`]: kerchunk / fsspec references into other files;
 //! - [`hdf5`]: netCDF-4 and other HDF5 files, each dataset a chunked
-//!   array over the file's chunk index.
+//!   array over the file's chunk index;
+//! - [`icechunk`]: Icechunk repositories at one snapshot, as a Zarr v3
+//!   store (native, inline and virtual chunks).
 //!
 //! Two modules sit above the formats and choose between them:
 //! [`netcdf`] tells a netCDF-family file by its magic number (classic,
@@ -29,8 +31,8 @@
 //! May import: the engine, the codecs, storage and the base modules, and
 //! one format another only downwards (`zarr`, `hdf5`, `netcdf3` and
 //! `packed` use `chunked`: a remote classic file is read in blocks through
-//! a `ChunkedArray`; `packed` and `nca` use `netcdf3`; `kerchunk` and
-//! `nca` use `zarr`); never
+//! a `ChunkedArray`; `packed` and `nca` use `netcdf3`; `kerchunk`,
+//! `icechunk` and `nca` use `zarr`); never
 //! [`crate::fs`] (checked by `tests/it/layers.rs`).
 //!
 //! No `unsafe` here (the compiler holds that, `forbid(unsafe_code)`): a

@@ -292,7 +292,7 @@ pub struct SlabFs {
     /// Sequential readahead into the chunk cache (off without a cache).
     readahead: Readahead,
     /// Threads for reads that may wait on the network
-    /// ([`SlabFs::read_or_defer`]); `None`: every read is answered on the
+    /// ([`SlabFs::serve_read`]); `None`: every read is answered on the
     /// caller's thread (a mount that reads no URL).
     waiting: Option<waiting::Waiting>,
     /// The remote state the mount reads URLs through (its refresh asks
@@ -396,7 +396,7 @@ impl SlabFs {
     }
 
     /// Answer reads that may wait on the network on up to `threads`
-    /// threads of their own ([`SlabFs::read_or_defer`]); 0 = never (every
+    /// threads of their own ([`SlabFs::serve_read`]); 0 = never (every
     /// read on the caller's thread).
     pub fn with_waiting_threads(mut self, threads: usize) -> SlabFs {
         self.waiting = (threads > 0).then(|| waiting::Waiting::new(threads));

@@ -6,9 +6,8 @@
 //! Operators keep mounts alive for months while writers append time steps,
 //! rewrite chunks and add datasets. The refresh thread finds what changed
 //! ([`super::refresh`], "Finding changes"), loads it again, and hands the
-//! result to [`SlabFs::refresh`] (a whole source) or
-//! [`SlabFs::refresh_under`] (the datasets at some mount paths only) of a
-//! mount of one dataset, or asks [`SlabFs::refresh_archive`] to open the
+//! result to [`SlabFs::refresh`] (a whole source) of a mount of one
+//! dataset, or asks [`SlabFs::refresh_archive`] to open the
 //! changed datasets of an archive again, which:
 //!
 //! 1. **Compares** each array path with the tree it serves. An array is

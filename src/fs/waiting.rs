@@ -7,7 +7,7 @@
 //! them, and every other request would queue behind: a `stat`, a `readdir`,
 //! a sidecar's 200 bytes, a read whose chunks are in memory. So a read
 //! that may wait (a remote array's range whose chunks are not all decoded
-//! in the cache: [`super::SlabFs::read_or_defer`]) is handed to this pool
+//! in the cache: [`super::SlabFs::serve_read`]) is handed to this pool
 //! with its reply, and the FUSE thread goes back to the kernel for the
 //! next request. Everything else is answered on the FUSE thread, as
 //! before: handing it over would only add a thread switch.

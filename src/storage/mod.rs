@@ -41,7 +41,10 @@
 //! Imports inside storage run one way: `contract` and `fan_out` are
 //! leaves; `local` and `remote` build on them; `scope` on both.
 //!
-//! May import: [`crate::error`] and nothing else of the crate (checked by
+//! May import: the base modules ([`crate::error`]; the remote stores'
+//! series, [`remote::metrics`], use [`crate::histogram`] and
+//! [`crate::metrics`]), never the engine, the codecs or a format: the
+//! three are peers, and formats combine them (checked by
 //! `tests/it/layers.rs`).
 
 pub mod contract;

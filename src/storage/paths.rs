@@ -12,7 +12,7 @@ use crate::storage::contract::Files;
 /// changes when the file is rewritten or replaced; `None` if it cannot be
 /// read. How sources that read single files answer
 /// [`crate::engine::array::ArraySource::change_stamp`] when their
-/// [`ReadAt::stamp`] cannot.
+/// [`ReadAt::stamp`](crate::storage::ReadAt::stamp) cannot.
 pub fn file_stamp(path: &Path) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     use std::os::unix::fs::MetadataExt;
@@ -58,7 +58,7 @@ pub fn real_path(path: &Path) -> io::Result<std::path::PathBuf> {
 /// `files`, local or remote alike. Its first bytes (up to
 /// [`SNIFF_BYTES`]) are shown to `wanted` first: `Ok(None)` when it says
 /// the file is not what the caller reads, without reading the rest or
-/// minding its size. Larger than `limit` bytes: [`Error::TooLarge`].
+/// minding its size. Larger than `limit` bytes: [`Error::TooLarge`](crate::error::Error::TooLarge).
 pub fn read_document(
     files: &dyn Files,
     path: &Path,

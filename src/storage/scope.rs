@@ -20,13 +20,13 @@
 //! - any other scheme (`memory://`, `simplecache::s3://`...) is refused.
 //!
 //! [`Location::parse`](super::location::Location) resolves `.`, `..` and
-//! their percent-encoded forms before [`Location::within`] compares whole
+//! their percent-encoded forms before [`Location::within`](super::location::Location::within) compares whole
 //! segments, so `s3://b/data/%2e%2e/x` is outside `s3://b/data` and
 //! `s3://b/database` is not inside it.
 //!
 //! A local source whose references may read URLs opens them through
 //! [`WithUrls`]: local paths go to the local [`Files`] (confined as
-//! always), URLs to the URL roots' [`RemoteFiles`].
+//! always), URLs to the URL roots' [`RemoteFiles`](super::remote::RemoteFiles).
 
 use std::io;
 use std::path::{Path, PathBuf};

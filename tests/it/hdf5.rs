@@ -559,3 +559,74 @@ fn a_chunk_index_is_walked_on_first_read_and_a_failed_walk_is_retried() {
     read_at(fixed.as_ref(), 0, &mut got, Endian::Little).unwrap();
     assert!(got == want);
 }
+
+/// Issue 41: the wrappers over a dataset's chunked array (`MaskAware` for
+/// a filtered one, `Extended` for one shorter than its unlimited
+/// dimension) answer `fetch_latency` and `cached` as that array does.
+/// They answered the trait's defaults ("local", "not cached"), so a remote
+/// dataset read ahead as a local one and every read of it, its chunks
+/// decoded already, went to the waiting pool. The file reports a latency
+/// as a remote object does; each region is checked before and after its
+/// chunks are prefetched, and read against the writer's bytes.
+#[test]
+fn wrapped_datasets_of_a_remote_file_answer_its_latency_and_their_cached_chunks() {
+    use slabfs::engine::index::Region;
+    use slabfs::storage::testing::{Flight, LatentFile};
+    let latency = std::time::Duration::from_millis(1);
+    let open = |file: &str| {
+        let path = data(file);
+        let local = slabfs::storage::local::os().open(&path).unwrap();
+        let remote = Arc::new(LatentFile::new(local, latency, Flight::new()));
+        hdf5::from_reader(
+            path.display().to_string(),
+            remote,
+            Arc::new(ChunkCache::new(16 << 20)),
+        )
+        .unwrap()
+    };
+    let region = |start: &[u64], count: &[u64]| Region {
+        start: start.to_vec(),
+        count: count.to_vec(),
+    };
+    let nc4 = open("nc4.nc");
+    let filters = open("filters.h5");
+    // (file, dataset, a region whose chunks are all stored, its bytes:
+    // the first ones of the dataset's).
+    let cases = [
+        (
+            &nc4,
+            "nc4.nc",
+            "temp",
+            region(&[0, 0, 0], &[1, 4, 5]),
+            20 * 4,
+        ),
+        (&nc4, "nc4.nc", "short_rec", region(&[0, 0], &[1, 4]), 4 * 2),
+        (
+            &filters,
+            "filters.h5",
+            "masked",
+            region(&[0, 0], &[3, 100]),
+            300 * 4,
+        ),
+    ];
+    for (contents, file, name, region, len) in cases {
+        let (_, array) = contents
+            .arrays
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("{file}: no {name}"));
+        assert_eq!(array.fetch_latency(), Some(latency), "{file} {name}");
+        assert!(!array.cached(&region), "{file} {name}: nothing read yet");
+        array.prefetch(std::slice::from_ref(&region));
+        assert!(array.cached(&region), "{file} {name}: prefetched");
+        let mut got = vec![0u8; len];
+        array.read_region(&region, &mut got).unwrap();
+        let want = expected(&format!("{file}.{name}.bin"));
+        assert!(got == want[..len], "{file} {name}");
+    }
+    // The records short_rec never had are fill: nothing to wait for.
+    let (_, short) = nc4.arrays.iter().find(|(n, _)| n == "short_rec").unwrap();
+    assert_eq!(short.meta().shape, [3, 4]);
+    assert!(short.cached(&region(&[1, 0], &[2, 4])));
+    assert_eq!(short.stored().unwrap().meta().shape, [1, 4]);
+}

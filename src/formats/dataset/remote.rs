@@ -25,7 +25,7 @@
 //! CFA-0.4 aggregation variables in netCDF objects. Their references are
 //! resolved against their own URL ([`crate::storage::scope`]).
 //!
-//! The formats read through [`RemoteFiles`], which answers their paths
+//! The formats read through [`RemoteFiles`](crate::storage::remote::RemoteFiles), which answers their paths
 //! (the URL joined with names, as `Path`s) with ranged GETs and keys, and
 //! refuses any location outside the source's bucket and prefix (or host
 //! and path) unless `--allow-outside URL` admits it, and any local path

@@ -51,7 +51,7 @@ use crate::codec::{
     undo_bytes_to_bytes,
 };
 use crate::dtype::Endian;
-use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
+use crate::engine::array::{ArrayMeta, ArraySource, Wrapper};
 use crate::engine::cache::{ChunkCache, SharedBytes};
 use crate::engine::index::Region;
 use crate::engine::index::copy::{copy_region, fill_region};
@@ -117,7 +117,7 @@ pub fn array(
     array_of(file, dataset, meta, Elements::Bytes(endian), storage, cache)
 }
 
-/// [`array`] of elements stored as `elements` says (their stored size
+/// [`array()`] of elements stored as `elements` says (their stored size
 /// may differ from `meta`'s served one).
 pub fn array_of(
     file: &Arc<FileRef>,
@@ -256,13 +256,12 @@ impl MaskAware {
     }
 }
 
-impl ArraySource for MaskAware {
-    fn meta(&self) -> &ArrayMeta {
-        self.plain.meta()
-    }
-
-    fn change_stamp(&self) -> ChangeStamp {
-        self.plain.change_stamp()
+/// The plain array answers what does not depend on the chain (metadata,
+/// change stamp, latency: both arrays share one store); reads go to the
+/// one the store picked.
+impl Wrapper for MaskAware {
+    fn inner(&self) -> &dyn ArraySource {
+        self.plain.as_ref()
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
@@ -273,6 +272,16 @@ impl ArraySource for MaskAware {
         match self.pick() {
             Ok(a) => a.read_shared(region),
             Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// The picked array's chunks; before the index is read nothing of this
+    /// dataset was decoded, and finding out would be I/O.
+    fn cached(&self, region: &Region) -> bool {
+        match self.store.masked.get() {
+            Some(true) => self.masked.cached(region),
+            Some(false) => self.plain.cached(region),
+            None => false,
         }
     }
 
@@ -661,13 +670,16 @@ impl Extended {
     }
 }
 
-impl ArraySource for Extended {
-    fn meta(&self) -> &ArrayMeta {
-        &self.meta
+/// Shows a larger index space than `inner`'s: every method taking a
+/// region clips it to the stored extent; the change stamp and the latency
+/// are the stored dataset's.
+impl Wrapper for Extended {
+    fn inner(&self) -> &dyn ArraySource {
+        self.inner.as_ref()
     }
 
-    fn change_stamp(&self) -> ChangeStamp {
-        self.inner.change_stamp()
+    fn meta(&self) -> &ArrayMeta {
+        &self.meta
     }
 
     fn stored(&self) -> Option<Arc<dyn ArraySource>> {
@@ -703,6 +715,12 @@ impl ArraySource for Extended {
         (self.clip(region).as_ref() == Some(region))
             .then(|| self.inner.read_shared(region))
             .flatten()
+    }
+
+    /// The stored part's chunks; a region wholly past the stored extent is
+    /// fill, which waits on nothing.
+    fn cached(&self, region: &Region) -> bool {
+        self.clip(region).is_none_or(|c| self.inner.cached(&c))
     }
 
     fn prefetch(&self, regions: &[Region]) {

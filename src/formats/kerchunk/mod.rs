@@ -4,7 +4,7 @@
 //! the JSON, or a byte range of another file. kerchunk writes them for
 //! netCDF-3, netCDF-4/HDF5, GRIB... files, so that their chunks can be
 //! read as a Zarr store without the format's library. slabfs reads them
-//! the same way: the references become a [`Store`](crate::storage::Store)
+//! the same way: the references become a [`Store`]
 //! ([`RefStore`]) and the ordinary Zarr reader
 //! ([`crate::formats::zarr::open_store`]) does the rest, so every codec, fill value
 //! and dtype rule of Zarr applies unchanged. (kerchunk's HDF5 translator

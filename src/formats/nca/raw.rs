@@ -3,7 +3,7 @@
 //!
 //! Reads are positioned reads of exactly the runs a box needs, computed
 //! and merged by the netCDF-3 reader's layout code ([`VarLayout::runs`],
-//! [`coalesce`]): a fixed netCDF-3 variable is the same thing, big-endian.
+//! [`coalesce`](crate::formats::netcdf3::layout::coalesce)): a fixed netCDF-3 variable is the same thing, big-endian.
 //! The bytes are then swapped to native order once.
 
 use std::path::Path;

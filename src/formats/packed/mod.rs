@@ -5,7 +5,7 @@
 //! variable's data as one linear byte stream cut into equal blocks (the
 //! last shorter), each compressed on its own (zstd or deflate) and listed
 //! with its offset and CRC-32C in an index at the end of the file. The
-//! format is specified in `docs/FORMAT-BLOCKED-NC3.md`; [`format`] is its
+//! format is specified in `docs/FORMAT-BLOCKED-NC3.md`; [`format`](mod@format) is its
 //! code.
 //!
 //! - [`pack()`](pack::pack) reads a classic file through the ordinary

@@ -10,7 +10,7 @@
 //! blocks of a large read, decoding whole blocks straight into the reply,
 //! the sequential prefetcher and the use-once rule all apply unchanged.
 //! The last block is shorter than the others, so the grid lists its cut
-//! explicitly ([`DimTiling::Explicit`]) unless the data fills it.
+//! explicitly ([`DimTiling::Explicit`](crate::engine::index::tiling::DimTiling::Explicit)) unless the data fills it.
 //!
 //! [`Reshaped`] shows that 1-D array with the variable's real shape: a box
 //! of the N-D array is a set of runs of the linear stream (one run when the
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use super::format::{BlockCodec, FormatError, SUPERBLOCK_LEN, Superblock, VarIndex, parse_index};
 use crate::codec::{CodecError, v2_chain};
 use crate::dtype::Endian;
-use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
+use crate::engine::array::{ArrayMeta, ArraySource, Wrapper};
 use crate::engine::cache::{ChunkCache, SharedBytes};
 use crate::engine::index::{Region, c_strides, checked_num_elements, contiguous_run};
 use crate::error::{Error, Result};
@@ -332,6 +332,30 @@ pub struct Reshaped<A> {
 }
 
 impl<A> Reshaped<A> {
+    /// The stretch of the flat stream from the first element of `regions`
+    /// to their last (row-major, the first and last elements of a box are
+    /// its corners); `None` when they hold no element.
+    fn span(&self, regions: &[Region]) -> Option<Region> {
+        let strides = c_strides(&self.meta.shape);
+        let linear =
+            |index: &[u64]| -> u64 { index.iter().zip(&strides).map(|(i, s)| i * s).sum() };
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        for r in regions.iter().filter(|r| r.num_elements() > 0) {
+            let last: Vec<u64> = r
+                .start
+                .iter()
+                .zip(&r.count)
+                .map(|(s, n)| s + n - 1)
+                .collect();
+            lo = lo.min(linear(&r.start));
+            hi = hi.max(linear(&last) + 1);
+        }
+        (lo < hi).then(|| Region {
+            start: vec![lo],
+            count: vec![hi - lo],
+        })
+    }
+
     /// For each contiguous run of `region` in the row-major order of
     /// `shape`: its first linear element and length, in order.
     fn runs(&self, region: &Region, mut f: impl FnMut(u64, u64) -> Result<()>) -> Result<()> {
@@ -374,13 +398,22 @@ impl<A> Reshaped<A> {
     }
 }
 
-impl<A: ArraySource> ArraySource for Reshaped<A> {
+/// Shows another index space than the 1-D `inner`: every method taking a
+/// region maps it to runs of the stream; the change stamp and the latency
+/// are the stream's.
+impl<A: ArraySource> Wrapper for Reshaped<A> {
+    fn inner(&self) -> &dyn ArraySource {
+        &self.inner
+    }
+
     fn meta(&self) -> &ArrayMeta {
         &self.meta
     }
 
-    fn change_stamp(&self) -> ChangeStamp {
-        self.inner.change_stamp()
+    /// As shown: the flat stream is how the archive stores the variable,
+    /// not another array of it.
+    fn stored(&self) -> Option<Arc<dyn ArraySource>> {
+        None
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
@@ -408,20 +441,19 @@ impl<A: ArraySource> ArraySource for Reshaped<A> {
         })
     }
 
-    fn prefetch(&self, regions: &[Region]) {
-        let (mut lo, mut hi) = (u64::MAX, 0u64);
-        for region in regions {
-            let _ = self.runs(region, |first, len| {
-                lo = lo.min(first);
-                hi = hi.max(first + len);
-                Ok(())
-            });
+    /// The stretch of the stream from the region's first run to its last:
+    /// a region's runs are many short ones at worst, and the blocks
+    /// between them are few (a false answer only costs the hand-over).
+    fn cached(&self, region: &Region) -> bool {
+        match self.span(std::slice::from_ref(region)) {
+            Some(span) => self.inner.cached(&span),
+            None => true,
         }
-        if lo < hi {
-            self.inner.prefetch(&[Region {
-                start: vec![lo],
-                count: vec![hi - lo],
-            }]);
+    }
+
+    fn prefetch(&self, regions: &[Region]) {
+        if let Some(span) = self.span(regions) {
+            self.inner.prefetch(&[span]);
         }
     }
 }
@@ -472,6 +504,44 @@ mod tests {
         check_values("packed BlockStore", &store, &entries, Limits::default());
     }
 
+    /// Issue 41: a variable of an archive read from an object store
+    /// answers its blocks' latency and whether they are cached, as the
+    /// blocks' array does (`Reshaped` answered "local" and "not cached",
+    /// the trait's defaults: no read-ahead sized to the link, every read
+    /// handed to the waiting pool).
+    #[test]
+    fn a_remote_archives_variables_answer_latency_and_cached_blocks() {
+        use crate::formats::packed::{PackOptions, pack};
+        use crate::storage::testing::{Flight, LatentFile};
+        let tmp = tempfile::tempdir().unwrap();
+        let input = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/netcdf3/data/classic_types.nc");
+        let path = tmp.path().join("packed.nc");
+        let opts = PackOptions {
+            block_size: 8,
+            ..PackOptions::default()
+        };
+        pack(&input, &path, &opts).unwrap();
+        let latency = std::time::Duration::from_millis(1);
+        let local = crate::storage::local::os().open(&path).unwrap();
+        let remote = Arc::new(LatentFile::new(local, latency, Flight::new()));
+        let file = open_file(path.display().to_string(), remote, None).unwrap();
+        let mut seen = 0;
+        for v in file.variables() {
+            let array = file.array_at(v.index).unwrap();
+            assert_eq!(array.fetch_latency(), Some(latency), "{}", v.name);
+            let whole = Region::whole(&array.meta().shape);
+            if whole.num_elements() == 0 {
+                continue;
+            }
+            assert!(!array.cached(&whole), "{}: nothing read yet", v.name);
+            array.prefetch(std::slice::from_ref(&whole));
+            assert!(array.cached(&whole), "{}: prefetched", v.name);
+            seen += (array.meta().rank() > 1) as usize;
+        }
+        assert!(seen > 0, "a variable of more than one dimension");
+    }
+
     /// A 1-D source whose element `i` is `i` as a u32.
     struct Counting(ArrayMeta);
 
@@ -488,6 +558,32 @@ mod tests {
     }
 
     proptest! {
+        /// The stretch of the stream `cached` and `prefetch` ask for runs
+        /// from the first of a box's runs to the end of its last.
+        #[test]
+        fn a_boxs_span_runs_from_its_first_run_to_its_last(
+            shape in proptest::collection::vec(1u64..6, 0..4),
+            seed in any::<u64>(),
+        ) {
+            let n: u64 = shape.iter().product();
+            let flat = ArrayMeta::new("t", vec![n], DataType::UInt32, vec![0; 4]).unwrap();
+            let meta = ArrayMeta::new("t", shape.clone(), DataType::UInt32, vec![0; 4]).unwrap();
+            let r = Reshaped { meta, inner: Counting(flat) };
+            let mut s = seed;
+            let mut next = |m: u64| { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); (s >> 33) % m };
+            let start: Vec<u64> = shape.iter().map(|&e| next(e)).collect();
+            let count: Vec<u64> = shape.iter().zip(&start).map(|(&e, &a)| 1 + next(e - a)).collect();
+            let region = Region { start, count };
+            let (mut lo, mut hi) = (u64::MAX, 0);
+            r.runs(&region, |first, len| {
+                lo = lo.min(first);
+                hi = hi.max(first + len);
+                Ok(())
+            }).unwrap();
+            let want = Region { start: vec![lo], count: vec![hi - lo] };
+            prop_assert_eq!(r.span(std::slice::from_ref(&region)), Some(want));
+        }
+
         /// Every element of a box of the reshaped view is the linear index
         /// a brute-force row-major walk gives.
         #[test]
@@ -498,7 +594,7 @@ mod tests {
             let n: u64 = shape.iter().product();
             let flat = ArrayMeta::new("t", vec![n], DataType::UInt32, vec![0; 4]).unwrap();
             let meta = ArrayMeta::new("t", shape.clone(), DataType::UInt32, vec![0; 4]).unwrap();
-            let r = Reshaped { meta, inner: Counting(flat) };
+            let r: &dyn ArraySource = &Reshaped { meta, inner: Counting(flat) };
             let mut s = seed;
             let mut next = |m: u64| { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); (s >> 33) % m };
             let start: Vec<u64> = shape.iter().map(|&e| next(e)).collect();

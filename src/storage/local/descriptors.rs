@@ -12,7 +12,7 @@
 //! fragment) used to keep that file open for as long as it lived: one
 //! descriptor per file of the archive, so a directory of a few thousand
 //! files failed to mount at the common limit of 1,024 ("Too many open
-//! files"). Now [`super::files::OsFiles::open`] returns a
+//! files"). Now [`super::files::OsFiles`]'s `open` returns a
 //! [`CachedFile`]: it remembers the path and the identity (device, inode)
 //! of the file it opened, and borrows a descriptor from the process-wide
 //! [`Descriptors`] cache for each read. The cache keeps at most its

@@ -1,5 +1,6 @@
 //! Remote sources: object stores (S3, GCS, Azure) and plain HTTP(S), behind
-//! the same two seams as the file system ([`Store`] and [`ReadAt`]).
+//! the same two seams as the file system ([`Store`](super::Store) and
+//! [`ReadAt`](super::ReadAt)).
 //!
 //! # How a URL becomes bytes
 //!
@@ -22,7 +23,8 @@
 //! The crate of choice is Apache Arrow's `object_store` (one `ObjectStore`
 //! trait over S3, GCS, Azure and HTTP, with signing, credential discovery
 //! and retries). Its types stay inside this module: the layers above see
-//! only [`Store`], [`ReadAt`] and [`Files`](super::Files).
+//! only [`Store`](super::Store), [`ReadAt`](super::ReadAt) and
+//! [`Files`](super::Files).
 //!
 //! # One value, not statics
 //!
@@ -49,7 +51,8 @@
 //! # Threads and bounds
 //!
 //! `object_store` is async. The read path is not: FUSE threads and the
-//! rayon decode pool call [`Store::get`] and [`ReadAt::read_exact_at`] and
+//! rayon decode pool call [`Store::get`](super::Store::get) and
+//! [`ReadAt::read_exact_at`](super::ReadAt::read_exact_at) and
 //! wait. So a [`Remote`] owns one small tokio runtime
 //! ([`Remote::runtime`], [`Config::threads`] workers, 2 by default): a
 //! blocking call hands its request to it and waits for the answer. A
@@ -155,7 +158,7 @@ pub use store::{COALESCE_GAP, RemoteFile, RemoteFiles, RemoteStore, STAMP_REUSE}
 /// stop flag ([`Remote::cancel_all`]).
 ///
 /// Created by the CLI from its options and handed down: to the formats
-/// (as the [`Network`] of [`crate::formats::Options`]) and to the file
+/// (as the [`Network`](super::Network) of [`crate::formats::Options`]) and to the file
 /// system (`.slabfs/stats`, the refresh, the unmount). Cheap to clone
 /// (one `Arc`). Two values share nothing: two mounts in one process, or
 /// two tests of one binary, have their own limits, counts and runtime.
