@@ -69,10 +69,9 @@ pub const METADATA_KEYS: [&str; 5] = ["zarr.json", ".zmetadata", ".zgroup", ".za
 pub fn store_root(dir: &Path) -> Option<bool> {
     let v3 = dir.join("zarr.json");
     if v3.is_file() {
-        let node_type = std::fs::File::open(&v3).ok().and_then(|f| {
-            use std::io::Read;
-            let mut text = Vec::new();
-            f.take(MAX_METADATA_BYTES).read_to_end(&mut text).ok()?;
+        // Through the storage seam, as every read of a format is.
+        let text = FsStore::new(dir).get("zarr.json", MAX_METADATA_BYTES);
+        let node_type = text.ok().flatten().and_then(|text| {
             let v: Value = serde_json::from_slice(&text).ok()?;
             v.get("node_type")?.as_str().map(str::to_string)
         });
