@@ -45,7 +45,8 @@
 //!   test every implementation runs.
 //!
 //! Imports inside storage run one way: `contract` and `fan_out` are
-//! leaves; `local` and `remote` build on them; `scope` on both.
+//! leaves; `local`, `remote` and `ranged` build on them; `scope` on
+//! `local` and `remote`.
 //!
 //! May import: [`crate::error`] and nothing else of the crate (checked by
 //! `tests/it/layers.rs`).

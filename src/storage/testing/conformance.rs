@@ -533,8 +533,12 @@ pub fn check_files(name: &str, files: &dyn Files, root: &Path, limits: Limits) {
 }
 
 /// Every local implementation in the crate runs the conformance test.
-/// (Remote ones: `tests/it/remote.rs`, `storage_conformance_*`; the
-/// kerchunk store: `formats::kerchunk::store`.)
+/// (Elsewhere: the remote ones in `tests/it/remote.rs`,
+/// `storage_conformance_*`; the kerchunk store in `tests/it/kerchunk.rs`;
+/// `IcechunkStore` in `tests/it/icechunk.rs`; `storage::ranged`'s
+/// `RangedStore` in its module, and over each format's locator in
+/// `formats::netcdf3::blocks`, `formats::packed::reader` and
+/// `formats::hdf5::array`.)
 #[cfg(test)]
 mod tests {
     use super::*;
