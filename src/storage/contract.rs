@@ -273,10 +273,12 @@ pub trait Store: Send + Sync + Debug {
     /// default reads them one after another, which is right for a local
     /// store (the caller decodes on several threads anyway), and for a
     /// store with a [`latency`](Self::latency) (one whose `get` is a
-    /// blocking round trip: an HDF5 file or a blocked archive read from
-    /// an object store) several at once on threads ([`super::fan_out::fan_out`]); an
-    /// object store issues them all at once on its runtime, so a read of
-    /// many chunks costs one round trip instead of one per chunk.
+    /// blocking round trip) several at once on threads
+    /// ([`super::fan_out::fan_out`]); an object store issues them all at
+    /// once on its runtime, and the ranges of one file
+    /// ([`super::ranged::RangedStore`]: HDF5 chunks, archive blocks) are
+    /// one [`ReadAt::read_many`] of merged ranges, so a read of many
+    /// chunks costs one round trip instead of one per chunk.
     fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
         if self.latency().is_some() && keys.len() > 1 {
             return fan_out(keys.len(), |i| self.get(&keys[i].0, keys[i].1));

@@ -29,6 +29,12 @@
 //! - [`disk_cache`]: remote bytes kept on local disk across restarts and
 //!   shared by a node's processes (`--disk-cache`), verified on every
 //!   read; the remote adapter reads through it.
+//! - [`ranged`]: byte ranges of one file or object as a [`Store`]
+//!   ([`ranged::RangedStore`]): the store of every format whose chunks
+//!   are ranges of its own container (HDF5, blocked archives, remote
+//!   netCDF-3 blocks); the format says where chunk `c` is
+//!   ([`ranged::Locate`]), the store reads batches with one
+//!   [`ReadAt::read_many`] of merged ranges.
 //! - [`paths`] (helpers over any [`Files`], local or remote:
 //!   stamps, existence, small documents), [`read_cache`] (a block cache
 //!   over any [`ReadAt`] for metadata parsing), [`fan_out`] (threads for
@@ -39,7 +45,8 @@
 //!   test every implementation runs.
 //!
 //! Imports inside storage run one way: `contract` and `fan_out` are
-//! leaves; `local` and `remote` build on them; `scope` on both.
+//! leaves; `local`, `remote` and `ranged` build on them; `scope` on
+//! `local` and `remote`.
 //!
 //! May import: the base modules ([`crate::error`]; the remote stores'
 //! series, [`remote::metrics`], use [`crate::histogram`] and
@@ -53,6 +60,7 @@ pub mod fan_out;
 pub mod local;
 pub mod location;
 pub mod paths;
+pub mod ranged;
 pub mod read_cache;
 pub mod remote;
 pub mod scope;

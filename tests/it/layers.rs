@@ -30,6 +30,10 @@
 //! name them through `storage::location`; `fs` and `cli` wire the remote
 //! state in. A format's unit tests (its `#[cfg(test)] mod tests`) may
 //! wire one too, as the CLI does.
+//!
+//! And the storage seam itself: no file under `src/formats/` opens,
+//! creates or reads a file with `std::fs` ([`opens_files`] says what is
+//! allowed and why).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -984,4 +988,130 @@ fn the_checker_sees_formats_naming_the_network() {
         "use crate::storage::remote::{self, Remote};",
     );
     assert!(wiring.is_empty(), "{wiring:?}");
+}
+
+/// Where the code of a file under `src/formats/` (comments and strings
+/// blanked, its unit tests left out) opens, creates or reads a file itself
+/// instead of through the storage seam (`storage::Files`, `storage::Store`,
+/// `storage::local`): `std::fs::File::open`/`create`/`create_new`/
+/// `options`, `OpenOptions`, `std::fs::read`, `read_to_string`, `write`,
+/// `copy`, and `File::open`... in a file that imports `std::fs::File`.
+/// Every byte a format reads must pass the seam, so confinement, fault
+/// injection and remote stores apply to it (docs/ARCHITECTURE.md, "Why
+/// this shape").
+///
+/// Allowed, because they read no file's bytes: `std::fs::metadata`,
+/// `symlink_metadata`, `read_dir` and `canonicalize` (discovery walks
+/// directories and classifies what it finds by type and name, and stamps
+/// files by identity and times: `formats/dataset*.rs`, `kerchunk/store.rs`,
+/// `icechunk/mod.rs`), and naming `std::fs::File` or `std::fs::Metadata`
+/// as a type (Icechunk keeps the descriptors `storage::local` opened and
+/// reads them through `storage::local::read_open_verified`). A format's
+/// unit tests may write and read fixtures as they like.
+fn opens_files(file: &str, code: &str) -> Vec<String> {
+    let code = code
+        .find("#[cfg(test)]\nmod tests")
+        .map_or(code, |at| &code[..at]);
+    let mut calls: Vec<String> = [
+        "File::open",
+        "File::create",
+        "File::create_new",
+        "File::options",
+    ]
+    .iter()
+    .map(|c| format!("fs::{c}"))
+    .chain(["fs::read(", "fs::read_to_string", "fs::write", "fs::copy"].map(String::from))
+    .chain(["OpenOptions".to_string()])
+    .collect();
+    // `File` imported from `std::fs` (alone or in a group): its opens
+    // under the short name too. (A `File` of slabfs's own, as
+    // `netcdf3::File`, opens through the seam.)
+    let imports_file = use_statements(code).iter().any(|(r, _)| {
+        let stmt: String = code[r.clone()].split_whitespace().collect();
+        stmt.contains("std::fs::File")
+            || stmt.split_once("std::fs::{").is_some_and(|(_, group)| {
+                group
+                    .split(['}', ','])
+                    .any(|name| name == "File" || name.starts_with("File as"))
+            })
+    });
+    if imports_file {
+        calls.extend(["open", "create", "create_new", "options"].map(|c| format!("File::{c}")));
+    }
+    let mut bad = Vec::new();
+    for call in &calls {
+        let mut from = 0;
+        while let Some(at) = code[from..].find(call.as_str()) {
+            let start = from + at;
+            from = start + call.len();
+            let before = code[..start].chars().next_back();
+            let after = code[from..].chars().next();
+            let starts_word =
+                !before.is_some_and(|c| c.is_alphanumeric() || c == '_') || before == Some(':');
+            let ends_word =
+                call.ends_with('(') || !after.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            // `File::open` of a path through `fs::`: reported as that.
+            let short = call.starts_with("File::");
+            let short_of_long = short && code[..start].ends_with("fs::");
+            // `netcdf3::File::open` and the like: slabfs's own `File`.
+            let own_file =
+                short && code[..start].ends_with("::") && !code[..start].ends_with("fs::");
+            if starts_word && ends_word && !short_of_long && !own_file {
+                let line = code[..start].matches('\n').count() + 1;
+                bad.push(format!(
+                    "{file}:{line} (formats) calls {}: read through the storage seam",
+                    call.trim_end_matches('(')
+                ));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn no_format_opens_a_file_past_the_storage_seam() {
+    let mut bad = Vec::new();
+    for (file, text) in source_files() {
+        if file.starts_with("src/formats/") {
+            bad.extend(opens_files(&file, &code_only(&text)));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "files opened past the storage seam:\n{}",
+        bad.join("\n")
+    );
+}
+
+/// The checker finds opens and reads past the seam (full paths, `File`
+/// imported alone or in a group, `OpenOptions`, `std::fs::read`), and
+/// passes what reads no bytes (metadata, directory walks, `File` as a
+/// type), slabfs's own `File`s, comments, strings and unit tests.
+#[test]
+fn the_checker_sees_formats_opening_files() {
+    let check = |text: &str| opens_files("src/formats/x.rs", &code_only(text));
+    assert_eq!(
+        check("fn f() { let t = std::fs::File::open(p).ok(); }").len(),
+        1
+    );
+    assert_eq!(
+        check("use std::fs::File;\nfn f() { File::open(p); }").len(),
+        1
+    );
+    assert_eq!(
+        check("use std::fs::{self, File};\nfn f() { File::create(p); fs::read(q); }").len(),
+        2
+    );
+    assert_eq!(check("fn f() { std::fs::read_to_string(p); }").len(), 1);
+    assert_eq!(
+        check("use std::fs::OpenOptions;\nfn f() { OpenOptions::new().open(p); }").len(),
+        2
+    );
+    let quiet = check(
+        "//! std::fs::File::open\nuse std::fs;\n\
+         fn f(d: &std::fs::File) { let s = \"fs::read(x)\"; fs::metadata(p); \
+         std::fs::read_dir(d); netcdf3::File::open(p); File::open(p); }\n\
+         #[cfg(test)]\nmod tests {\n    fn g() { std::fs::read(p).unwrap(); }\n}",
+    );
+    assert!(quiet.is_empty(), "{quiet:?}");
 }

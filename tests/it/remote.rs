@@ -2170,6 +2170,43 @@ fn hdf5_chunks_of_a_read_are_fetched_concurrently() {
     );
 }
 
+/// The chunks of one read of an HDF5 dataset over HTTP cost requests by
+/// the ranges they merge into, not one each: `fixed` in `h5_latest.h5`
+/// has 12 chunks, and the whole file is smaller than the 1 MiB gap ranges
+/// of one object are merged across (`ReadAt::coalesce_gap`), so the 12
+/// are one ranged GET (they were 12 GETs on 12 threads,
+/// `Store::get_each`'s default). Counted at the server, not timed; the
+/// first read walks the chunk index, the second only fetches chunks (the
+/// cache keeps none).
+#[test]
+fn hdf5_chunks_of_a_read_cost_one_request_per_merged_range() {
+    let _g = serial();
+    configure(None);
+    let path = fixtures().join("hdf5/data/h5_latest.h5");
+    assert!(std::fs::metadata(&path).unwrap().len() < 1 << 20);
+    let http = Http::start(&fixtures(), false);
+    let url = http.url("hdf5/data/h5_latest.h5");
+    let ds = open_path(Path::new(&url), Arc::new(ChunkCache::new(0)))
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let entry = ds.get("fixed").expect("listed");
+    let (_, expected) = hdf5_cases("h5_latest.h5")
+        .into_iter()
+        .find(|(p, _)| p == "fixed")
+        .unwrap();
+    let mut got = vec![0u8; expected.len()];
+    let read = |got: &mut [u8]| {
+        slabfs::engine::read::read_at(entry.array.as_ref(), 0, got, slabfs::dtype::Endian::Little)
+            .unwrap()
+    };
+    assert_eq!(read(&mut got), expected.len());
+    got.fill(0);
+    let before = http.requests();
+    assert_eq!(read(&mut got), expected.len());
+    let requests = http.requests_since(before);
+    assert!(got == expected, "bytes differ");
+    assert_eq!(requests, 1, "12 chunks within the coalescing gap");
+}
+
 /// The change stamps of all the variables of one netCDF-3 object cost one
 /// HEAD, not one each (a refresh pass asks for every variable's; the 13
 /// files of `nc3/` cost 117 HEADs at mount before).

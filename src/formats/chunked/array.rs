@@ -25,6 +25,7 @@ use crate::engine::index::{Region, contiguous_run};
 use crate::engine::pieces::{PieceSource, prefetch_pieces, read_pieces};
 use crate::error::{Error, Result};
 use crate::storage::Store;
+use crate::storage::ranged::RangedStore;
 
 /// How chunk coordinates become store keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +72,9 @@ pub struct ArraySpec {
 pub struct ChunkedArray {
     spec: ArraySpec,
     store: Arc<dyn Store>,
+    /// The same store when its chunks are ranges of one file, asked for by
+    /// coordinates ([`ChunkedArray::ranged`]): no key is made for a fetch.
+    ranged: Option<Arc<RangedStore>>,
     /// Key prefix of the array inside its store: "" or "path/to/array/".
     prefix: String,
     cache: Arc<ChunkCache>,
@@ -107,7 +111,7 @@ impl ChunkedArray {
         mut meta: ArrayMeta,
         block: u64,
         chain: CodecChain,
-        store: Arc<dyn Store>,
+        store: Arc<RangedStore>,
         cache: Arc<ChunkCache>,
     ) -> Result<ChunkedArray> {
         let len = meta.shape[0];
@@ -127,7 +131,28 @@ impl ChunkedArray {
             chain,
             sharding: None,
         };
-        ChunkedArray::new(spec, store, "", cache)
+        ChunkedArray::ranged(spec, store, cache)
+    }
+
+    /// [`ChunkedArray::new`] over the ranges of one file: chunks are
+    /// fetched by their coordinates ([`RangedStore::get_each_at`]), which
+    /// the store's locator looks up as they are (an HDF5 chunk index, a
+    /// block table), with no key made and parsed back. `spec` may not be
+    /// sharded.
+    pub fn ranged(
+        spec: ArraySpec,
+        store: Arc<RangedStore>,
+        cache: Arc<ChunkCache>,
+    ) -> Result<ChunkedArray> {
+        if spec.sharding.is_some() {
+            return Err(Error::metadata(
+                &spec.meta.source,
+                "a sharded array over the ranges of a file",
+            ));
+        }
+        let mut array = ChunkedArray::new(spec, store.clone(), "", cache)?;
+        array.ranged = Some(store);
+        Ok(array)
     }
 
     /// Check the spec's grid and codecs against its shape, and build the
@@ -167,6 +192,7 @@ impl ChunkedArray {
         let array = ChunkedArray {
             spec,
             store,
+            ranged: None,
             prefix,
             cache,
             id: next_source_id(),
@@ -373,6 +399,11 @@ impl ChunkedArray {
             got.into_iter().enumerate().for_each(|(i, g)| each(i, g));
             return;
         }
+        if let Some(ranged) = &self.ranged {
+            let wanted: Vec<(&[u64], u64)> =
+                tiles.iter().map(|t| (*t, self.fetch_limit(t))).collect();
+            return ranged.get_each_at(&wanted, each);
+        }
         let keys: Vec<(String, u64)> = tiles
             .iter()
             .map(|t| (self.chunk_key(t), self.fetch_limit(t)))
@@ -393,6 +424,9 @@ impl ChunkedArray {
                 self.version,
                 limit,
             );
+        }
+        if let Some(ranged) = &self.ranged {
+            return ranged.get_at(tile, limit);
         }
         let key = self.chunk_key(tile);
         // As one of many (`get_many`), not as a single value (`get`): a

@@ -9,9 +9,15 @@
 //! | --- | --- | --- |
 //! | Zarr v2/v3, NCZarr (`formats::zarr`) | the chunk grid, or a shard's inner chunks | the store's directory or bucket |
 //! | kerchunk (`formats::kerchunk`) | the references' chunk keys | ranges of the referenced files |
-//! | HDF5 / netCDF-4 (`formats::hdf5`) | the dataset's chunk index | ranges of the file |
-//! | netCDF-3 over an object store (`formats::netcdf3::blocks`) | 1 MiB blocks of the file | ranges of the object |
-//! | blocked archives (`formats::packed`) | the compressed blocks | the archive's block table |
+//! | HDF5 / netCDF-4 (`formats::hdf5`) | the dataset's chunk index | ranges of the file (`RangedStore`) |
+//! | netCDF-3 over an object store (`formats::netcdf3::blocks`) | 1 MiB blocks of the file | ranges of the object (`RangedStore`) |
+//! | blocked archives (`formats::packed`) | the compressed blocks | ranges of the archive, by its block table (`RangedStore`) |
+//!
+//! The last three are one store, [`crate::storage::ranged::RangedStore`]:
+//! the format says where chunk `c` is ([`crate::storage::ranged::Locate`]),
+//! and [`ChunkedArray::ranged`] hands it each chunk's coordinates as they
+//! are (a Zarr-style key is made only for key-value stores, and for
+//! messages).
 //!
 //! A format says what it knows in an [`ArraySpec`] (metadata, grid, key
 //! encoding, chain, and for Zarr v3 sharding how shards are read) and hands

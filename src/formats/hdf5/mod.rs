@@ -18,7 +18,7 @@
 //!     through the global heap)
 //!       └ index::LazyChunks (v1 B-tree, single chunk, implicit, fixed array,
 //!         extensible array, v2 B-tree)
-//!           └ array::array ─ ChunkedArray over an H5Store (key i.j.k → range)
+//!           └ array::array ─ ChunkedArray over a RangedStore (coordinates → range)
 //! ```
 //!
 //! # Why our own reader

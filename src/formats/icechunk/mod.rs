@@ -832,6 +832,16 @@ impl IcechunkStore {
                 return Ok(None);
             };
             let size = doc.len() as u64;
+            // A document is held in memory already, but the caller's
+            // limit is the contract's all the same (a Zarr reader bounds
+            // metadata by it, and sees the same answer from every store).
+            if range.is_none() && size > limit {
+                return Err(Error::TooLarge {
+                    path: self.describe(key),
+                    size,
+                    limit,
+                });
+            }
             let (start, end) = match range {
                 Some(r) => r
                     .resolve(size)

@@ -11,8 +11,10 @@
 //! So a remote classic file is also shown to itself as a one-dimensional
 //! array of bytes chunked in [`BLOCK`]-byte blocks (key `i` is block `i`,
 //! a ranged GET pinned to the object's version), a [`ChunkedArray`] over
-//! [`FileBlocks`] with no codec but `bytes`, exactly as a blocked archive
-//! shows its compressed blocks ([`crate::formats::packed::reader`]). The
+//! the file's ranges ([`RangedStore`], the blocks found by [`FileBlocks`])
+//! with no codec but `bytes`, exactly as a blocked archive shows its
+//! compressed blocks ([`crate::formats::packed::reader`]). The blocks of
+//! one read are one [`ReadAt::read_many`] (adjacent blocks one range). The
 //! variables read their runs from it, so the shared chunk cache keeps
 //! recent blocks (bounded by the cache budget), the blocks of one read are
 //! fetched at once, and the sequential prefetcher fetches the blocks of
@@ -32,14 +34,16 @@ use crate::engine::cache::ChunkCache;
 use crate::error::{Error, Result};
 use crate::formats::chunked::ChunkedArray;
 use crate::storage::ReadAt;
-use crate::storage::Store;
 use crate::storage::paths::file_stamp;
+use crate::storage::ranged::{Locate, Located, RangedStore};
 
 /// Bytes per block: about what one round trip is worth on a fast link,
 /// the size of the Zarr chunks slabfs reads best.
 pub const BLOCK: u64 = 1 << 20;
 
-/// The blocks of one file as a key-value store: key `i` is block `i`.
+/// Where the blocks of one file are: block `i` is bytes
+/// `[i * BLOCK, (i + 1) * BLOCK)`, the last one short. The reading is the
+/// [`RangedStore`]'s.
 #[derive(Debug)]
 pub struct FileBlocks {
     path: String,
@@ -47,108 +51,43 @@ pub struct FileBlocks {
     size: u64,
 }
 
-impl FileBlocks {
-    /// The byte range of block `key`, if it is one.
-    fn range(&self, key: &str) -> Option<(u64, u64)> {
-        let i = key.parse::<u64>().ok()?;
-        let start = i.checked_mul(BLOCK).filter(|&s| s < self.size)?;
-        Some((start, (start + BLOCK).min(self.size)))
+impl Locate for FileBlocks {
+    fn rank(&self) -> usize {
+        1
     }
 
-    fn io_error(&self, key: &str, e: std::io::Error) -> Error {
-        Error::Io {
-            path: self.describe(key),
-            source: e,
-        }
-    }
-}
-
-impl Store for FileBlocks {
-    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        let Some((a, b)) = self.range(key) else {
-            return Ok(None);
-        };
-        if b - a > limit {
-            return Err(Error::TooLarge {
-                path: self.describe(key),
-                size: b - a,
-                limit,
-            });
-        }
-        let mut buf = vec![0u8; (b - a) as usize];
-        self.file
-            .read_exact_at(&mut buf, a)
-            .map_err(|e| self.io_error(key, e))?;
-        Ok(Some(buf))
-    }
-
-    /// All the blocks at once ([`ReadAt::read_many`]: the ranged GETs of
-    /// a remote object go out together); if that fails, block by block,
-    /// so one bad block fails only the reads that need it.
-    fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
-        let ranges: Vec<Option<(u64, u64)>> = keys
-            .iter()
-            .map(|(k, limit)| self.range(k).filter(|(a, b)| b - a <= *limit))
-            .collect();
-        let mut bufs: Vec<Vec<u8>> = ranges
-            .iter()
-            .map(|r| r.map_or(Vec::new(), |(a, b)| vec![0u8; (b - a) as usize]))
-            .collect();
-        let mut reads: Vec<(u64, &mut [u8])> = ranges
-            .iter()
-            .zip(bufs.iter_mut())
-            .filter_map(|(r, b)| r.map(|(a, _)| (a, b.as_mut_slice())))
-            .collect();
-        if keys.len() > 1 && self.file.read_many(&mut reads).is_ok() {
-            drop(reads);
-            return keys
-                .iter()
-                .zip(ranges)
-                .zip(bufs)
-                .map(|(((k, limit), r), buf)| match r {
-                    Some(_) => Ok(Some(buf)),
-                    None => self.get(k, *limit),
-                })
-                .collect();
-        }
-        drop(reads);
-        keys.iter().map(|(k, limit)| self.get(k, *limit)).collect()
-    }
-
-    /// [`get_many`](Self::get_many) (one `read_many`, no threads), the
-    /// values handed on when all are in: blocks need no decoding, so
-    /// there is nothing to overlap with the transfer.
-    fn get_each(
-        &self,
-        keys: &[(String, u64)],
-        each: &mut dyn FnMut(usize, Result<Option<Vec<u8>>>),
-    ) {
-        for (i, got) in self.get_many(keys).into_iter().enumerate() {
-            each(i, got);
-        }
-    }
-
-    fn list_dir(&self, _dir: &str) -> Result<Vec<(String, bool)>> {
-        Ok(Vec::new())
-    }
-
-    fn latency(&self) -> Option<std::time::Duration> {
-        self.file.latency()
+    fn locate(&self, coords: &[u64]) -> Result<Located> {
+        let start = coords[0].checked_mul(BLOCK).filter(|&s| s < self.size);
+        Ok(match start {
+            Some(start) => Located::At {
+                offset: start,
+                len: (start + BLOCK).min(self.size) - start,
+                tag: 0,
+            },
+            None => Located::Missing,
+        })
     }
 
     fn describe(&self, key: &str) -> String {
-        match self.range(key) {
-            Some((a, b)) => format!("{} (bytes {a}..{b})", self.path),
-            None => format!("{} (block {key})", self.path),
-        }
+        format!("{} (block {key})", self.path)
     }
 
-    fn change_stamp(&self, _prefix: &str) -> Result<Option<u64>> {
+    fn change_stamp(&self) -> Result<Option<u64>> {
         Ok(self
             .file
             .stamp()
             .or_else(|| file_stamp(std::path::Path::new(&self.path))))
     }
+}
+
+/// The blocks of `file` as a store: key `i` is block `i`.
+fn block_store(path: &str, file: Arc<dyn ReadAt>, size: u64) -> RangedStore {
+    let blocks = FileBlocks {
+        path: path.to_string(),
+        file: file.clone(),
+        size,
+    };
+    RangedStore::new(file, Arc::new(blocks))
 }
 
 /// The bytes of `file` (`size` of them, named `path`) as a 1-D `uint8`
@@ -162,11 +101,7 @@ pub fn byte_view(
     let chain = v2_chain(1, false, Endian::Little, &[], None)
         .map_err(|e| Error::metadata(path, e.to_string()))?;
     let meta = ArrayMeta::new(path.to_string(), vec![size], DataType::UInt8, vec![0])?;
-    let store = Arc::new(FileBlocks {
-        path: path.to_string(),
-        file,
-        size,
-    });
+    let store = Arc::new(block_store(path, file, size));
     ChunkedArray::blocks(meta, BLOCK, chain, store, cache)
 }
 
@@ -182,15 +117,15 @@ mod tests {
     fn file_blocks_conform() {
         let size = 2 * BLOCK + 1000;
         let data: Vec<u8> = (0..size).map(|i| (i * 31 % 253) as u8).collect();
-        let store = FileBlocks {
-            path: "mem.nc".to_string(),
-            file: Arc::new(InMemory(data.clone())),
-            size,
-        };
+        let store = block_store("mem.nc", Arc::new(InMemory(data.clone())), size);
         let block =
             |i: u64| data[(i * BLOCK) as usize..((i + 1) * BLOCK).min(size) as usize].to_vec();
         let entries = [("0", block(0)), ("2", block(2)), ("1", block(1))];
-        check_values("FileBlocks", &store, &entries, Limits::default());
+        let limits = Limits {
+            flat: true,
+            ..Limits::default()
+        };
+        check_values("FileBlocks", &store, &entries, limits);
     }
 
     /// A remote file that counts the reads of each block and, while the
@@ -207,7 +142,11 @@ mod tests {
 
     impl ReadAt for Racing {
         fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-            self.reads.lock().push(offset / BLOCK);
+            // Every block the read covers (adjacent blocks are one read).
+            let end = offset + buf.len() as u64;
+            self.reads
+                .lock()
+                .extend(offset / BLOCK..end.div_ceil(BLOCK));
             let at = offset as usize;
             buf.copy_from_slice(&self.data[at..at + buf.len()]);
             Ok(())

@@ -15,10 +15,9 @@
 //! temporary file is removed on every error path.
 
 use std::cell::RefCell;
-use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rayon::prelude::*;
 
@@ -31,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::formats::netcdf3::header::NumRecs;
 use crate::formats::netcdf3::{self, Format};
 use crate::storage::Files;
-use crate::storage::local::OsFiles;
+use crate::storage::local::{OsFiles, TempOutput};
 
 /// How `pack` compresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,14 +217,12 @@ pub fn pack(input: &Path, output: &Path, opts: &PackOptions) -> Result<PackStats
 fn classic_header(input: &Path, file: &netcdf3::File) -> Result<Vec<u8>> {
     let header = file.header();
     let mut bytes = vec![0u8; header.len as usize];
-    let f = std::fs::File::open(input).map_err(|e| Error::Io {
+    let io_err = |e| Error::Io {
         path: input.display().to_string(),
         source: e,
-    })?;
-    f.read_exact_at(&mut bytes, 0).map_err(|e| Error::Io {
-        path: input.display().to_string(),
-        source: e,
-    })?;
+    };
+    let f = OsFiles::unconfined().open(input).map_err(io_err)?;
+    f.read_exact_at(&mut bytes, 0).map_err(io_err)?;
     if header.numrecs == NumRecs::Streaming {
         // numrecs follows the 4-byte magic: 8 bytes in CDF-5, else 4.
         let n = file.numrecs();
@@ -288,70 +285,5 @@ fn out_err(output: &Path, source: std::io::Error) -> Error {
     Error::Io {
         path: output.display().to_string(),
         source,
-    }
-}
-
-/// A file being written next to its final name, renamed into place by
-/// [`commit`](TempOutput::commit) and removed if dropped before.
-pub(crate) struct TempOutput {
-    temp: PathBuf,
-    target: PathBuf,
-    file: Option<std::fs::File>,
-}
-
-impl TempOutput {
-    pub(crate) fn create(target: &Path) -> Result<TempOutput> {
-        let dir = match target.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let name = target
-            .file_name()
-            .ok_or_else(|| Error::metadata(target.display().to_string(), "not a file name"))?;
-        let temp = dir.join(format!(
-            ".{}.slabfs-{}.tmp",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)
-            .map_err(|e| out_err(&temp, e))?;
-        Ok(TempOutput {
-            temp,
-            target: target.to_path_buf(),
-            file: Some(file),
-        })
-    }
-
-    pub(crate) fn file(&self) -> &std::fs::File {
-        self.file.as_ref().expect("open until commit")
-    }
-
-    /// Sync the file, rename it over the target and sync the directory.
-    pub(crate) fn commit(mut self) -> Result<()> {
-        let file = self.file.take().expect("open until commit");
-        file.sync_all().map_err(|e| out_err(&self.temp, e))?;
-        drop(file);
-        std::fs::rename(&self.temp, &self.target).map_err(|e| out_err(&self.target, e))?;
-        if let Some(dir) = self.target.parent().filter(|p| !p.as_os_str().is_empty()) {
-            // Best effort: the data is safe; only the rename's durability
-            // across a power cut depends on this.
-            if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
-                log::warn!("{}: cannot sync the directory: {e}", dir.display());
-            }
-        }
-        self.temp = PathBuf::new();
-        Ok(())
-    }
-}
-
-impl Drop for TempOutput {
-    fn drop(&mut self) {
-        if !self.temp.as_os_str().is_empty() {
-            self.file.take();
-            let _ = std::fs::remove_file(&self.temp);
-        }
     }
 }

@@ -4,11 +4,12 @@
 //! A variable's data is one linear byte stream cut into blocks, which is
 //! exactly a one-dimensional Zarr array of the variable's elements chunked
 //! by the block (big-endian `bytes`, optionally `shuffle`, then zstd or
-//! zlib). So each variable
-//! is a [`ChunkedArray`] of shape `[elements]` over a [`BlockStore`] whose
-//! key `i` is block `i`: the shared chunk cache, parallel decoding of the
-//! blocks of a large read, decoding whole blocks straight into the reply,
-//! the sequential prefetcher and the use-once rule all apply unchanged.
+//! zlib). So each variable is a [`ChunkedArray`] of shape `[elements]`
+//! over the archive's ranges ([`RangedStore`], block `i` found by
+//! [`BlockStore`] in the index): the shared chunk cache, parallel decoding
+//! of the blocks of a large read, decoding whole blocks straight into the
+//! reply, the sequential prefetcher and the use-once rule all apply
+//! unchanged; the blocks of a read are one [`ReadAt::read_many`].
 //! The last block is shorter than the others, so the grid lists its cut
 //! explicitly ([`DimTiling::Explicit`](crate::engine::index::tiling::DimTiling::Explicit)) unless the data fills it.
 //!
@@ -36,8 +37,8 @@ use crate::formats::netcdf3::header::{self, Header, NumRecs};
 use crate::formats::netcdf3::layout::Layout;
 use crate::formats::netcdf3::{HeaderError, MAX_HEADER_BYTES};
 use crate::storage::ReadAt;
-use crate::storage::Store;
 use crate::storage::paths::file_stamp;
+use crate::storage::ranged::{Locate, Located, RangedStore};
 
 /// An open archive, shared by its variables.
 #[derive(Debug)]
@@ -71,15 +72,13 @@ impl Archive {
         })
     }
 
-    /// The compressed bytes of block `i` of variable `var`, checked against
-    /// the index's CRC-32C. `name` is the variable's, for errors.
-    pub fn block(&self, var: usize, i: u64, name: &str) -> Result<Vec<u8>> {
+    /// The compressed bytes `buf` of block `i` of variable `var`, as read
+    /// from the range the index gives, checked against the index's
+    /// CRC-32C. `name` is the variable's, for errors.
+    pub fn check_block(&self, var: usize, i: u64, name: &str, buf: &[u8]) -> Result<()> {
         let v = &self.vars[var];
         let (a, b) = v.block_range(i);
-        let what = format!("variable {name:?} block {i}, bytes {a}..{b}");
-        let mut buf = vec![0u8; (b - a) as usize];
-        self.pread(&mut buf, a, &what)?;
-        let computed = crc32c::crc32c(&buf);
+        let computed = crc32c::crc32c(buf);
         let stored = v.crcs[i as usize];
         if computed != stored {
             return Err(Error::Chunk {
@@ -94,7 +93,7 @@ impl Archive {
                 .into(),
             });
         }
-        Ok(buf)
+        Ok(())
     }
 }
 
@@ -262,16 +261,15 @@ pub fn array(
         meta.dtype.clone(),
         meta.fill_value.clone(),
     )?;
-    let store = Arc::new(BlockStore {
-        archive: archive.clone(),
-        var,
-        name: name.to_string(),
-    });
+    let store = Arc::new(BlockStore::store(archive, var, name));
     let inner = ChunkedArray::blocks(flat, block_elems, chain, store, cache)?;
     Ok(Arc::new(Reshaped { meta, inner }))
 }
 
-/// The blocks of one variable as a key-value store: key `i` is block `i`.
+/// Where the blocks of one variable are (key `i` is block `i`, at the
+/// range the archive's index gives), each checked against its CRC-32C
+/// once read. The reading is the [`RangedStore`]'s: the blocks of a read
+/// are one [`ReadAt::read_many`].
 #[derive(Debug)]
 struct BlockStore {
     archive: Arc<Archive>,
@@ -279,31 +277,41 @@ struct BlockStore {
     name: String,
 }
 
-impl Store for BlockStore {
-    fn get(&self, key: &str, limit: u64) -> Result<Option<Vec<u8>>> {
-        let v = &self.archive.vars[self.var];
-        let Some(i) = key.parse::<u64>().ok().filter(|&i| i < v.nblocks()) else {
-            return Ok(None);
+impl BlockStore {
+    /// The blocks of variable `var` (named `name`) of `archive`.
+    fn store(archive: &Arc<Archive>, var: usize, name: &str) -> RangedStore {
+        let blocks = BlockStore {
+            archive: archive.clone(),
+            var,
+            name: name.to_string(),
         };
-        let (a, b) = v.block_range(i);
-        if b - a > limit {
-            return Err(Error::TooLarge {
-                path: self.describe(key),
-                size: b - a,
-                limit,
-            });
+        RangedStore::new(archive.file.clone(), Arc::new(blocks))
+    }
+}
+
+impl Locate for BlockStore {
+    fn rank(&self) -> usize {
+        1
+    }
+
+    fn locate(&self, coords: &[u64]) -> Result<Located> {
+        let v = &self.archive.vars[self.var];
+        let i = coords[0];
+        if i >= v.nblocks() {
+            return Ok(Located::Missing);
         }
-        self.archive.block(self.var, i, &self.name).map(Some)
+        let (a, b) = v.block_range(i);
+        Ok(Located::At {
+            offset: a,
+            len: b - a,
+            tag: 0,
+        })
     }
 
-    fn list_dir(&self, _dir: &str) -> Result<Vec<(String, bool)>> {
-        Ok(Vec::new())
-    }
-
-    /// The archive file's: an archive read from an object store fetches
-    /// the blocks of a read several at once ([`Store::get_many`]).
-    fn latency(&self) -> Option<std::time::Duration> {
-        self.archive.file.latency()
+    fn finish(&self, coords: &[u64], _tag: u32, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        self.archive
+            .check_block(self.var, coords[0], &self.name, &bytes)?;
+        Ok(bytes)
     }
 
     fn describe(&self, key: &str) -> String {
@@ -313,9 +321,26 @@ impl Store for BlockStore {
         )
     }
 
+    /// A block cut short by the end of the file: the archive is truncated.
+    fn read_error(&self, key: &str, offset: u64, len: u64, e: std::io::Error) -> Error {
+        let end = offset + len;
+        let source = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            std::io::Error::new(
+                e.kind(),
+                format!("bytes {offset}..{end} lie past the end of the file: it is truncated"),
+            )
+        } else {
+            e
+        };
+        Error::Io {
+            path: format!("{} (bytes {offset}..{end})", self.describe(key)),
+            source,
+        }
+    }
+
     /// The archive file's identity and times: archives are replaced whole
     /// (pack writes a new file and renames it), never edited.
-    fn change_stamp(&self, _prefix: &str) -> Result<Option<u64>> {
+    fn change_stamp(&self) -> Result<Option<u64>> {
         Ok(self
             .archive
             .file
@@ -496,12 +521,12 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect();
-        let store = BlockStore {
-            archive: Arc::new(archive),
-            var,
-            name: "v".to_string(),
+        let store = BlockStore::store(&Arc::new(archive), var, "v");
+        let limits = Limits {
+            flat: true,
+            ..Limits::default()
         };
-        check_values("packed BlockStore", &store, &entries, Limits::default());
+        check_values("packed BlockStore", &store, &entries, limits);
     }
 
     /// Issue 41: a variable of an archive read from an object store

@@ -17,11 +17,11 @@
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::pack::TempOutput;
 use crate::dtype::Endian;
 use crate::engine::read::read_at;
 use crate::error::{Error, Result};
 use crate::formats::netcdf3;
+use crate::storage::local::TempOutput;
 
 /// What an unpack did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

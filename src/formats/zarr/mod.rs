@@ -50,11 +50,6 @@ pub struct Hierarchy {
 /// against symlink loops, far beyond any real hierarchy.
 const MAX_DEPTH: usize = 64;
 
-/// Whether `dir` is the root of a Zarr store (v2 or v3).
-pub fn is_store(dir: &Path) -> bool {
-    STORE_KEYS.iter().any(|f| dir.join(f).is_file())
-}
-
 /// The keys whose presence at its root makes a directory or a prefix a
 /// Zarr store, in the order [`open_store`] reads them.
 pub const STORE_KEYS: [&str; 4] = ["zarr.json", ".zmetadata", ".zgroup", ".zarray"];
@@ -62,29 +57,6 @@ pub const STORE_KEYS: [&str; 4] = ["zarr.json", ".zmetadata", ".zgroup", ".zarra
 /// Every metadata key of a store: with them a directory gains or loses
 /// its being a store, or a node its attributes.
 pub const METADATA_KEYS: [&str; 5] = ["zarr.json", ".zmetadata", ".zgroup", ".zarray", ".zattrs"];
-
-/// Whether the directory `dir` is a store ([`is_store`]) and, if it is,
-/// whether its root is an array (`.zarray`, or a `zarr.json` whose
-/// `node_type` is `array`; read with the same bound as any metadata): one
-/// file in the mount rather than a directory. The keys are tried in the
-/// order [`open_store`] tries them.
-pub fn store_root(dir: &Path) -> Option<bool> {
-    let v3 = dir.join("zarr.json");
-    if v3.is_file() {
-        let node_type = std::fs::File::open(&v3).ok().and_then(|f| {
-            use std::io::Read;
-            let mut text = Vec::new();
-            f.take(MAX_METADATA_BYTES).read_to_end(&mut text).ok()?;
-            let v: Value = serde_json::from_slice(&text).ok()?;
-            v.get("node_type")?.as_str().map(str::to_string)
-        });
-        return Some(node_type.as_deref() == Some("array"));
-    }
-    if dir.join(".zarray").is_file() {
-        return Some(true);
-    }
-    is_store(dir).then_some(false)
-}
 
 /// Open the store rooted at the directory `dir`.
 pub fn open(dir: &Path, cache: Arc<ChunkCache>) -> Result<Hierarchy> {

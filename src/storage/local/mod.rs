@@ -16,11 +16,15 @@
 //! - [`fs_store`]: [`FsStore`], a directory as a [`crate::storage::Store`].
 //! - [`files`]: [`OsFiles`], the real file system as a
 //!   [`crate::storage::Files`].
+//! - [`output`]: [`TempOutput`], the only code that creates a local file
+//!   (`slabfs pack` and `unpack` write their outputs through it).
 
 pub mod confine;
 pub mod descriptors;
 pub mod files;
 pub mod fs_store;
+pub mod output;
 
 pub use files::{OsFiles, confined, os};
 pub use fs_store::{FsStore, TORN_READ_RETRIES, file_identity, read_open_verified, read_verified};
+pub use output::TempOutput;

@@ -71,6 +71,14 @@ pub struct Limits {
     /// object and a 200, which object_store refuses as a server that
     /// ignores ranges (S3 itself answers 416, which is `UnexpectedEof`).
     pub empty_suffix_any_io_error: bool,
+    /// Its keys are computed over a format's container (block `i` of a
+    /// file, chunk `(i, j)` of an HDF5 dataset), not names in a
+    /// directory: there is nothing to list, and `list_dir` answers every
+    /// prefix as the contract answers one with nothing under it (empty).
+    /// [`check_values`] checks that; a store with directories has its
+    /// listing checked by [`check_listing`] on the fixture or
+    /// [`check_own_listing`] on its own keys.
+    pub flat: bool,
 }
 
 /// Whether `e` is the contract's "range past the end": [`Error::Io`]
@@ -177,6 +185,68 @@ pub fn check_values(name: &str, store: &dyn Store, entries: &[(&str, Vec<u8>)], 
     check_missing(name, store);
     check_batches(name, store, entries);
     check_concurrently(name, store, entries);
+    if limits.flat {
+        for dir in ["", entries[0].0, "a"] {
+            let got = store.list_dir(dir);
+            assert!(
+                matches!(&got, Ok(v) if v.is_empty()),
+                "{name}: a flat store lists {dir:?} as empty: {got:?}"
+            );
+        }
+    }
+}
+
+/// The listing promises on a store's own keys (a hierarchy whose names
+/// are not the fixture's, as an Icechunk snapshot's): under each of
+/// `dirs` every name once, sorted; a name that is not a prefix is a key
+/// with a value, one that is lists something; a missing prefix lists as
+/// empty.
+pub fn check_own_listing(name: &str, store: &dyn Store, dirs: &[&str]) {
+    for dir in dirs {
+        let listed = store
+            .list_dir(dir)
+            .unwrap_or_else(|e| panic!("{name}: list_dir({dir:?}): {e}"));
+        assert!(!listed.is_empty(), "{name}: list_dir({dir:?}) is empty");
+        let mut sorted = listed.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(
+            listed, sorted,
+            "{name}: list_dir({dir:?}) sorted, each once"
+        );
+        let slash = format!("{}/", dir.trim_end_matches('/'));
+        assert_eq!(
+            store.list_dir(&slash).ok(),
+            Some(listed.clone()),
+            "{name}: list_dir({slash:?})"
+        );
+        for (entry, is_dir) in listed {
+            let key = match dir.trim_end_matches('/') {
+                "" => entry.clone(),
+                d => format!("{d}/{entry}"),
+            };
+            if is_dir {
+                let under = store.list_dir(&key);
+                assert!(
+                    matches!(&under, Ok(v) if !v.is_empty()),
+                    "{name}: the prefix {key:?} lists nothing: {under:?}"
+                );
+            } else {
+                let got = store.get(&key, u64::MAX);
+                assert!(
+                    matches!(got, Ok(Some(_))),
+                    "{name}: the listed {key:?} has no value: {got:?}"
+                );
+            }
+        }
+    }
+    for missing in ["nowhere", "nowhere/at/all"] {
+        assert_eq!(
+            store.list_dir(missing).ok(),
+            Some(Vec::new()),
+            "{name}: a missing prefix"
+        );
+    }
 }
 
 /// A missing key: `Ok(None)` from every getter.
@@ -463,8 +533,12 @@ pub fn check_files(name: &str, files: &dyn Files, root: &Path, limits: Limits) {
 }
 
 /// Every local implementation in the crate runs the conformance test.
-/// (Remote ones: `tests/it/remote.rs`, `storage_conformance_*`; the
-/// kerchunk store: `formats::kerchunk::store`.)
+/// (Elsewhere: the remote ones in `tests/it/remote.rs`,
+/// `storage_conformance_*`; the kerchunk store in `tests/it/kerchunk.rs`;
+/// `IcechunkStore` in `tests/it/icechunk.rs`; `storage::ranged`'s
+/// `RangedStore` in its module, and over each format's locator in
+/// `formats::netcdf3::blocks`, `formats::packed::reader` and
+/// `formats::hdf5::array`.)
 #[cfg(test)]
 mod tests {
     use super::*;
