@@ -426,7 +426,17 @@ impl ChunkedArray {
             );
         }
         if let Some(ranged) = &self.ranged {
-            return ranged.get_at(tile, limit);
+            let raw = ranged.get_at(tile, limit)?;
+            log::debug!(
+                "{}: chunk {tile:?}: {}",
+                self.spec.meta.source,
+                raw.as_ref()
+                    .map_or("missing, fill value".to_string(), |r| format!(
+                        "decoding {} bytes",
+                        r.len()
+                    ))
+            );
+            return Ok(raw);
         }
         let key = self.chunk_key(tile);
         // As one of many (`get_many`), not as a single value (`get`): a
