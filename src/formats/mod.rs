@@ -22,11 +22,15 @@
 //! - [`icechunk`]: Icechunk repositories at one snapshot, as a Zarr v3
 //!   store (native, inline and virtual chunks).
 //!
-//! Two modules sit above the formats and choose between them:
-//! [`netcdf`] tells a netCDF-family file by its magic number (classic,
-//! blocked archive or HDF5), and [`dataset`] finds every dataset under a mount's
-//! source. A new format lands in its own folder here and is chosen in
-//! those two places.
+//! Discovery knows a format by its entry alone ([`entry::FormatEntry`]:
+//! the names it claims, its magic sniff or directory probe, its open),
+//! every entry listed once in [`registry`]; [`dataset`] finds every
+//! dataset under a mount's source by asking the list
+//! ([`entry::Formats`]), and [`netcdf`] picks the reader of a
+//! netCDF-family file (classic, blocked archive or HDF5) for the netCDF
+//! entry and for aggregations. A new format lands in its own folder here
+//! with its entry and takes one line in the registry (see
+//! [`registry`]).
 //!
 //! May import: the engine, the codecs, storage and the base modules, and
 //! one format another only downwards (`zarr`, `hdf5`, `netcdf3` and

@@ -16,7 +16,8 @@
 //!   a generic reader).
 //! - a batch of chunks is one [`ReadAt::read_many`]: the ranges sorted and
 //!   merged where they lie at most [`ReadAt::coalesce_gap`] apart (up to
-//!   [`MAX_WINDOW`] bytes a window), so over an object store a read of N
+//!   [`MAX_WINDOW`] bytes a window locally, [`REMOTE_MAX_WINDOW`] from an
+//!   object), so over an object store a read of N
 //!   chunks is a few ranged GETs issued together on the remote runtime
 //!   (`storage::remote`'s `RemoteFile::read_many`), not N blocking GETs
 //!   on N threads. Locally the gap is 0: adjacent chunks are one `pread`.
@@ -35,10 +36,19 @@ use std::sync::Arc;
 use super::contract::{ReadAt, Store};
 use crate::error::{Error, Result};
 
-/// The longest window of merged ranges read as one: bounds the scratch
-/// held for one window (its chunks are copied out of it), and is the
-/// largest a remote read merges elsewhere (`netcdf3`'s `REMOTE_MAX_WINDOW`).
+/// The longest window of merged ranges read as one from a local file:
+/// bounds the scratch held for one window (its chunks are copied out of
+/// it).
 pub const MAX_WINDOW: u64 = 16 << 20;
+
+/// The longest window merged from a file with a latency (an object):
+/// ranges of 1 MiB or more each go as a GET of their own, side by side,
+/// rather than one after another on one connection. Merging pays for
+/// small chunks, whose cost is the round trip; a long merged GET costs a
+/// stream its parallelism (a stalled 2 MiB GET stalled both blocks a read
+/// of two needed: tests/it/remote.rs
+/// `a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection`).
+pub const REMOTE_MAX_WINDOW: u64 = 1 << 20;
 
 /// Where a chunk's bytes are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,7 +243,11 @@ impl RangedStore {
         ranged.sort_by_key(|r| r.1);
         let gap = self.file.coalesce_gap();
         let spans: Vec<(u64, u64)> = ranged.iter().map(|r| (r.1, r.2)).collect();
-        let windows = windows(&spans, gap, MAX_WINDOW);
+        let max = match self.file.latency() {
+            Some(_) => REMOTE_MAX_WINDOW,
+            None => MAX_WINDOW,
+        };
+        let windows = windows(&spans, gap, max);
         let mut bufs: Vec<Vec<u8>> = spans
             .iter()
             .map(|&(_, len)| vec![0; len as usize])

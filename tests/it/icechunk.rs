@@ -1428,7 +1428,11 @@ fn an_icechunk_store_conforms() {
     let doc: Value =
         serde_json::from_slice(&std::fs::read(fixtures().join("expected.json")).unwrap()).unwrap();
     let main = &doc["read"]["main"];
-    let opts = slabfs::formats::Options::new(vec![dir.clone()], cache());
+    let opts = slabfs::formats::Options::new(
+        vec![dir.clone()],
+        cache(),
+        slabfs::formats::registry::builtin(),
+    );
     let store = IcechunkStore::open(&dir, None, &opts).unwrap();
     let get = |key: &str| {
         store

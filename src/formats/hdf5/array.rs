@@ -287,7 +287,7 @@ impl Wrapper for MaskAware {
     /// The picked array's chunks; before the index is read nothing of this
     /// dataset was decoded, and finding out would be I/O.
     fn cached(&self, region: &Region) -> bool {
-        match self.store.masked.get() {
+        match self.chunks.masked.get() {
             Some(true) => self.masked.cached(region),
             Some(false) => self.plain.cached(region),
             None => false,
