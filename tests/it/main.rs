@@ -20,6 +20,7 @@ mod cache;
 mod codec_stores;
 mod codecs;
 mod corpus;
+mod dependencies;
 mod descriptors;
 mod disk_cache;
 mod faults;

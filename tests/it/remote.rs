@@ -468,6 +468,120 @@ fn http_urls_name_one_dataset_read_with_ranges() {
     }
 }
 
+/// A CA named `ca_name` (`ca.pem`) and a certificate it signed for
+/// 127.0.0.1 (`cert.pem`, key `key.pem`), written into `dir` by the
+/// `openssl` command (P-256 keys: quick to make).
+fn test_certificates(dir: &Path, ca_name: &str) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("running openssl (Debian package openssl)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let key = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    let ca_subject = format!("/CN={ca_name}");
+    openssl(
+        &[
+            &["req", "-x509", "-days", "2", "-subj", &ca_subject][..],
+            &key,
+            &["-keyout", "ca.key", "-out", "ca.pem"],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req", "-subj", "/CN=127.0.0.1"][..],
+            &key,
+            &["-keyout", "key.pem", "-out", "cert.csr"],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.join("cert.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "cert.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "cert.ext",
+        "-out",
+        "cert.pem",
+    ]);
+}
+
+/// An `https://` URL is read over TLS (rustls with ring,
+/// `storage::remote::tls`): `slabfs cat` of a netCDF-3 file that
+/// range_http.py serves with a certificate of a test CA, which the
+/// command trusts through `SSL_CERT_FILE`, gives the writer's bytes; with
+/// another CA trusted instead, the certificate is refused.
+#[test]
+fn https_urls_read_over_tls_and_an_unknown_issuer_is_refused() {
+    let _g = serial();
+    let dir = tempfile::tempdir().unwrap();
+    test_certificates(dir.path(), "slabfs test CA");
+    let other = tempfile::tempdir().unwrap();
+    test_certificates(other.path(), "another CA");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let http = Http::start_with(
+        &fixtures(),
+        &["--tls", cert.to_str().unwrap(), key.to_str().unwrap()],
+    );
+    let url = format!(
+        "https://127.0.0.1:{}/netcdf3/data/classic_types.nc",
+        http.port
+    );
+    let cat = |ca: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_slabfs"))
+            .args(["cat", "--retries", "0", &url, "fixed_i1"])
+            // Only this CA (no directory of system ones).
+            .env("SSL_CERT_FILE", ca)
+            .env("SSL_CERT_DIR", other.path().join("no-such-dir"))
+            .output()
+            .unwrap()
+    };
+    let out = cat(&dir.path().join("ca.pem"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, expected) = netcdf3_cases()
+        .into_iter()
+        .find(|(p, _)| p == "classic_types.nc/fixed_i1")
+        .unwrap();
+    assert!(out.stdout == expected, "slabfs cat over https differs");
+    let out = cat(&other.path().join("ca.pem"));
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("invalid peer certificate: UnknownIssuer"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn a_server_that_ignores_range_is_refused_not_believed() {
     let _g = serial();

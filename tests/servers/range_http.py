@@ -38,7 +38,11 @@ file), so a client's ranged reads cannot be tested against it. This one:
   on the server's monotonic clock from the arming), for tests of when a
   client's requests arrive and how many are in flight at once.
 
-Usage: range_http.py ROOT [--ignore-range] [--delay SECONDS [--delay-only TEXT]]; prints the
+- with `--tls CERT KEY` (PEM files), serves HTTPS instead of HTTP, for
+  tests of the client's TLS; `/_stats` is then over TLS too.
+
+Usage: range_http.py ROOT [--ignore-range] [--delay SECONDS [--delay-only TEXT]]
+[--tls CERT KEY]; prints the
 port it listens on
 (127.0.0.1, chosen by the kernel) on its first line of stdout.
 """
@@ -243,5 +247,14 @@ class Handler(SimpleHTTPRequestHandler):
 ThreadingHTTPServer.request_queue_size = 256
 server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 server.daemon_threads = True
+if "--tls" in sys.argv:
+    import ssl
+
+    i = sys.argv.index("--tls")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[i + 1], sys.argv[i + 2])
+    # The handshake runs in accept(): one that fails (a client refusing
+    # the certificate) is an OSError there, which serve_forever drops.
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
 print(server.server_address[1], flush=True)
 server.serve_forever()

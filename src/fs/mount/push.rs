@@ -171,6 +171,8 @@ pub fn start(
     start: SystemTime,
 ) -> io::Result<Pusher> {
     let timeout = TIMEOUT.min(cfg.interval);
+    // reqwest has no TLS provider of its own (storage::remote::tls).
+    crate::storage::remote::tls::install();
     let client = reqwest::Client::builder()
         .user_agent(concat!("slabfs/", env!("CARGO_PKG_VERSION")))
         .redirect(reqwest::redirect::Policy::none())

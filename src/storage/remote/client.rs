@@ -17,7 +17,7 @@
 //! read (stall) timeouts (read back from the options, so the short connect timeout
 //! `object_store` sets for instance-metadata requests is kept), no
 //! compression (it would break `Content-Length`). slabfs sets no other
-//! client option.
+//! client option. Its TLS is rustls with ring ([`super::tls`]).
 
 use object_store::{ClientConfigKey, ClientOptions};
 use reqwest::redirect::{Attempt, Policy};
@@ -27,6 +27,7 @@ const MAX_REDIRECTS: usize = 10;
 
 /// The client for `options`; see the module docs.
 pub fn reqwest_client(options: &ClientOptions) -> object_store::Result<reqwest::Client> {
+    super::tls::install();
     let duration = |key: ClientConfigKey| {
         options
             .get_config_value(&key)

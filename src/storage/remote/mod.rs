@@ -136,6 +136,7 @@ mod profile;
 mod role;
 mod store;
 pub mod throttle;
+pub mod tls;
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};

@@ -65,6 +65,8 @@ pub trait S3Server {
     fn put_files(&self, bucket: &str, files: Vec<(String, std::path::PathBuf)>) {
         use futures::StreamExt;
         use object_store::ObjectStoreExt;
+        // reqwest has no TLS provider of its own: the one slabfs installs.
+        slabfs::storage::remote::tls::install();
         let store = object_store::aws::AmazonS3Builder::from_env()
             .with_endpoint(self.endpoint())
             .with_allow_http(true)
