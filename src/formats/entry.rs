@@ -163,17 +163,27 @@ pub struct At<'a> {
 }
 
 impl<'a> At<'a> {
+    /// The dataset at `path` shown at the mount path `prefix` (`name`:
+    /// its root array's name when it is SOURCE), opened with `opts`;
+    /// nothing open yet, no version asked for.
+    pub fn new(path: &'a Path, prefix: &'a str, name: &'a str, opts: &'a Options) -> At<'a> {
+        At {
+            path,
+            prefix,
+            name,
+            file: None,
+            store: None,
+            reference: None,
+            opts,
+        }
+    }
+
     /// The same place without the open file and store (to be changed in
     /// a struct update: `At { name, ..at.borrowed() }`).
     pub fn borrowed(&self) -> At<'a> {
         At {
-            path: self.path,
-            prefix: self.prefix,
-            name: self.name,
-            file: None,
-            store: None,
             reference: self.reference,
-            opts: self.opts,
+            ..At::new(self.path, self.prefix, self.name, self.opts)
         }
     }
 

@@ -374,6 +374,19 @@ pub trait Store: Send + Sync + Debug {
     }
 }
 
+/// [`Store::get_many`] of a store whose [`Store::get_each`] is its
+/// batched read: the answers `get_each` hands on, in the order asked.
+pub fn get_many_by_each(
+    store: &(impl Store + ?Sized),
+    keys: &[(String, u64)],
+) -> Vec<Result<Option<Vec<u8>>>> {
+    let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = keys.iter().map(|_| None).collect();
+    store.get_each(keys, &mut |i, got| out[i] = Some(got));
+    out.into_iter()
+        .map(|got| got.expect("one answer per key"))
+        .collect()
+}
+
 /// One name of a directory listing ([`Store::list_dir_versions`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {

@@ -335,11 +335,7 @@ impl Store for RangedStore {
     }
 
     fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
-        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = keys.iter().map(|_| None).collect();
-        self.get_each(keys, &mut |i, got| out[i] = Some(got));
-        out.into_iter()
-            .map(|got| got.expect("one answer per key"))
-            .collect()
+        crate::storage::contract::get_many_by_each(self, keys)
     }
 
     /// [`RangedStore::get_each_at`] of the keys that name chunks; the

@@ -273,16 +273,7 @@ impl Backend for Local {
     fn open(&self, rel: &str, found: Found) -> Result<Option<Dataset>> {
         let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
         let path = self.path(rel);
-        let at = At {
-            path: &path,
-            prefix: rel,
-            name,
-            file: None,
-            store: None,
-            reference: None,
-            opts: &self.opts,
-        };
-        open_found(found, &at)
+        open_found(found, &At::new(&path, rel, name, &self.opts))
     }
 }
 

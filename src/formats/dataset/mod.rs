@@ -199,13 +199,8 @@ impl Opener {
         })?;
         let name = root_name(source);
         let at = At {
-            path: source,
-            prefix: "",
-            name: &name,
-            file: None,
-            store: None,
             reference: self.reference.as_deref(),
-            opts: &opts,
+            ..At::new(source, "", &name, &opts)
         };
         let found = meta
             .is_dir()
@@ -317,17 +312,11 @@ impl Opener {
     /// format's: a Zarr store, an Icechunk repository), not a directory
     /// of them.
     pub fn is_dataset_dir(&self, dir: &Path) -> bool {
-        let files = local::os();
-        self.formats
-            .classify_dir(&DirProbe::with_files(dir, files.as_ref()), false)
-            .is_some()
+        classify_local(&self.formats, dir).is_some()
     }
 
     fn is_repository(&self, dir: &Path) -> bool {
-        let files = local::os();
-        self.formats
-            .classify_dir(&DirProbe::with_files(dir, files.as_ref()), false)
-            .is_some_and(versioned)
+        classify_local(&self.formats, dir).is_some_and(versioned)
     }
 
     /// The format a file SOURCE named as `source` is, by its name alone,
@@ -398,10 +387,15 @@ fn versioned(found: Found) -> bool {
 /// Whether the local directory `dir` is one dataset of a built-in
 /// directory format (a Zarr store, an Icechunk repository).
 pub fn is_store_dir(dir: &Path) -> bool {
+    classify_local(&registry::builtin(), dir).is_some()
+}
+
+/// What `formats` make of the local directory `dir` as a SOURCE (read
+/// unconfined: it is SOURCE itself, or a path under it the caller
+/// checked).
+fn classify_local(formats: &Formats, dir: &Path) -> Option<Found> {
     let files = local::os();
-    registry::builtin()
-        .classify_dir(&DirProbe::with_files(dir, files.as_ref()), false)
-        .is_some()
+    formats.classify_dir(&DirProbe::with_files(dir, files.as_ref()), false)
 }
 
 /// Open the dataset `found` at `at`: a directory format by its own open,

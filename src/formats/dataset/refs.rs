@@ -181,15 +181,7 @@ impl Backend for Refs {
         let store = IcechunkStore::open_at(&self.dir, &at, &self.opts)?;
         let h = zarr::open_store(Arc::new(store), self.opts.cache.clone())?;
         let name = rel.rsplit_once('/').map_or(rel, |(_, n)| n);
-        let at = entry::At {
-            path: &self.dir,
-            prefix: rel,
-            name,
-            file: None,
-            store: None,
-            reference: None,
-            opts: &self.opts,
-        };
+        let at = entry::At::new(&self.dir, rel, name, &self.opts);
         let source = self.dir.display().to_string();
         Ok(Some(h.into_dataset(&at, &source, Groups::Nested)))
     }

@@ -394,15 +394,7 @@ impl Context {
                     self.formats.clone(),
                 );
                 opts.files = self.files.clone();
-                let at = At {
-                    path: &target.path,
-                    prefix: "",
-                    name: "",
-                    file: None,
-                    store: None,
-                    reference: None,
-                    opts: &opts,
-                };
+                let at = At::new(&target.path, "", "", &opts);
                 let ds = self.formats.open_file(&at, Some(format))?.ok_or_else(|| {
                     Error::metadata(target.path.display().to_string(), "holds no dataset")
                 })?;

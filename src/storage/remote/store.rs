@@ -928,11 +928,7 @@ impl Store for RemoteStore {
     /// permit: one round trip for the lot (up to `--max-requests` in
     /// flight, the rest as permits free up).
     fn get_many(&self, keys: &[(String, u64)]) -> Vec<Result<Option<Vec<u8>>>> {
-        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = keys.iter().map(|_| None).collect();
-        self.get_each(keys, &mut |i, got| out[i] = Some(got));
-        out.into_iter()
-            .map(|got| got.expect("one answer per key"))
-            .collect()
+        crate::storage::contract::get_many_by_each(self, keys)
     }
 
     /// As [`get_many`](Self::get_many), each answer handed on as it arrives.
