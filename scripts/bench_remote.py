@@ -529,6 +529,13 @@ def main() -> None:
     ap.add_argument("--idle-wait", type=float, default=20.0)
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--skip-venv", action="store_true")
+    ap.add_argument("--only", default="",
+                    help="comma-separated contenders to run (ceiling, local, slabfs, zarr, "
+                         "tensorstore, nc3, nc4); default all. The summary then has only "
+                         "their rows")
+    ap.add_argument("--slabfs", type=Path, default=None,
+                    help="this slabfs binary instead of building the tree's (a build of "
+                         "another commit, to compare in one run)")
     args = ap.parse_args()
     command = lib.command_line()
     if os.geteuid() != 0:
@@ -536,7 +543,7 @@ def main() -> None:
     py = lib.use_venv(args.skip_venv, ("numpy", "zarr", "tensorstore", "obstore", "boto3"))
     lib.exit_on_signals()
     data_dir = lib.abs_dir(args.data_dir)
-    slabfs = lib.build_slabfs(args.no_build)
+    slabfs = args.slabfs.resolve() if args.slabfs else lib.build_slabfs(args.no_build)
     data = lib.build_field(data_dir, args.size_mib)
     scratch = args.scratch.resolve()
     scratch.mkdir(parents=True, exist_ok=True)
@@ -596,6 +603,12 @@ def main() -> None:
                     slabfs, f"s3://{BUCKET}/nc4", workdir, ep, nbytes,
                     nc4_sha if check else None, array=f"{nc4.name}/v"),
             }
+            if args.only:
+                wanted = args.only.split(",")
+                unknown = [w for w in wanted if w not in cs]
+                if unknown:
+                    lib.fail(f"--only: no contender {unknown} (there are {list(cs)})")
+                cs = {k: v for k, v in cs.items() if k in wanted}
             for name, run in cs.items():
                 run(True)  # checked once, untimed (and a warm-up)
             runs: dict = {k: [] for k in cs}
@@ -609,6 +622,9 @@ def main() -> None:
                             f"other-load {r['foreign']:.0%} machine busy {r['busy']:.0%}")
                     if rep >= args.warmup:
                         runs[name].append(r)
+            if args.only:  # a partial run: its rows only, no random reads
+                results["latencies"][lat] = {"runs": runs}
+                continue
             rnd = run_random(slabfs, url, workdir, proxy, data, seed=lib.FIELD_SEED)
             rnd["expected_gets"] = pages_chunks(data, RANDOM_READS, lib.FIELD_SEED)
             lib.log(f"[{lat:g} ms] random 4 KiB: {rnd['cold_gets']} GETs cold "
@@ -651,6 +667,8 @@ def report(results: dict, args, command: str, slabfs: Path, data: dict) -> None:
     print("|---|" + "---:|" * len(lats))
     med: dict = {}
     for k, label in names.items():
+        if k not in results["latencies"][lats[0]]["runs"]:
+            continue
         cells = []
         for lat in lats:
             rs = [r["read_s"] for r in results["latencies"][lat]["runs"][k]]
@@ -661,6 +679,14 @@ def report(results: dict, args, command: str, slabfs: Path, data: dict) -> None:
                          f"{size / s['median'] / 1e6:.0f}")
         print(f"| {label} | " + " | ".join(cells) + " |")
     print()
+    if args.only:
+        # A partial run: each row's share of its first latency's throughput.
+        print("| contender | " + " | ".join(f"{lat:g} ms vs {lats[0]:g} ms" for lat in lats) + " |")
+        print("|---|" + "---:|" * len(lats))
+        for k in results["latencies"][lats[0]]["runs"]:
+            print(f"| {names[k]} | " + " | ".join(
+                f"{med[(k, lats[0])] / med[(k, lat)]:.0%}" for lat in lats) + " |")
+        return
     print("| target | " + " | ".join(f"{lat:g} ms" for lat in lats) + " |")
     print("|---|" + "---:|" * len(lats))
     for k, label, target in (("tensorstore", "slabfs / tensorstore (≥ 1)", 1.0),
