@@ -51,8 +51,9 @@ mod signals;
 mod soak;
 mod zarr_fixtures;
 
-/// The AWS environment of every test, which the servers' clients and the
-/// daemons the tests start inherit: the tests' own key (which must never
+/// The environment of every test (AWS's, and one for NumPy's BLAS),
+/// which the servers' clients, the tests' Pythons and the daemons the
+/// tests start inherit: the tests' own key (which must never
 /// show anywhere, [`common::AWS_SECRET`]), and never a real endpoint,
 /// profile or log setting of the machine's. Set by the loader before
 /// `main`, when no other thread exists: setting the environment while
@@ -63,6 +64,10 @@ extern "C" fn test_environment() {
         std::env::set_var("AWS_ACCESS_KEY_ID", common::AWS_KEY_ID);
         std::env::set_var("AWS_SECRET_ACCESS_KEY", common::AWS_SECRET);
         std::env::set_var("AWS_REGION", "us-east-1");
+        // NumPy's OpenBLAS starts a thread per core in every Python the
+        // tests run, which spin while they wait (about 5 s of CPU over a
+        // run, perf): the tests' Pythons do no linear algebra.
+        std::env::set_var("OPENBLAS_NUM_THREADS", "1");
         for var in [
             "AWS_ENDPOINT_URL",
             "AWS_ENDPOINT_URL_S3",
