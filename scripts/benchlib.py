@@ -111,7 +111,13 @@ def use_venv(skip: bool, modules: tuple[str, ...]) -> Path:
 
 def build_slabfs(skip: bool, attempts: int = 10, wait_s: float = 60.0) -> Path:
     """`cargo build --release`, retried while other people's edits break it;
-    returns target/release/slabfs."""
+    returns target/release/slabfs. SLABFS_BIN=PATH uses that binary instead
+    (a build of another commit, to compare two in one sitting)."""
+    if os.environ.get("SLABFS_BIN"):
+        exe = Path(os.environ["SLABFS_BIN"]).resolve()
+        if not exe.exists():
+            fail(f"SLABFS_BIN={exe} does not exist")
+        return exe
     exe = REPO / "target" / "release" / "slabfs"
     if skip:
         if not exe.exists():
