@@ -3090,49 +3090,71 @@ fn read_entry(ds: &Dataset, path: &str) -> Result<Vec<u8>, String> {
 /// same skipped datasets as the directories on disk, every array the
 /// same bytes as read from disk (where tests/it/hdf5.rs, packed.rs,
 /// nczarr.rs and codec_stores.rs check them against their writers), and
-/// the netCDF-4 files the same through a real mount.
-#[test]
-fn the_rest_of_the_fixture_tree_reads_from_a_bucket_as_on_disk() {
+/// the netCDF-4 files the same through a real mount. One test per part
+/// of the tree, so that they run side by side (as one, it was the
+/// longest test of the run and ran last: docs/DEVELOPMENT.md, "Build and
+/// test time").
+fn fixture_part_reads_from_a_bucket_as_on_disk(local: &str, prefix: &str) {
     let _g = serial();
     let s3 = fixture_server();
-    let parts = [
-        ("hdf5/data", "h5"),
-        ("packed/data", "packed"),
-        ("nczarr", "nczarr"),
-        ("codecs/stores", "codecs"),
-    ];
     configure(Some(s3.endpoint()));
     let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
-    for (local, prefix) in parts {
-        let ds = open(&format!("s3://{BUCKET}/{prefix}"));
-        let on_disk =
-            open_path(&fixtures().join(local), Arc::new(ChunkCache::new(16 << 20))).unwrap();
-        assert_eq!(names(&ds), names(&on_disk), "{prefix}");
-        assert!(names(&ds).len() > 5, "{prefix}: {:?}", names(&ds));
-        assert_eq!(
-            ds.skipped.len(),
-            on_disk.skipped.len(),
-            "{prefix}: {:?}",
-            ds.skipped
-        );
-        let mut differ = Vec::new();
-        for path in names(&on_disk) {
-            let (got, want) = (read_entry(&ds, &path), read_entry(&on_disk, &path));
-            match (&got, &want) {
-                (Ok(a), Ok(b)) if a == b => {}
-                // The same failure (a corrupt chunk) on both sides.
-                (Err(_), Err(_)) => {}
-                _ => differ.push(
-                    format!("{prefix}/{path}: {got:?} vs {want:?}")
-                        .chars()
-                        .take(300)
-                        .collect::<String>(),
-                ),
-            }
+    let ds = open(&format!("s3://{BUCKET}/{prefix}"));
+    let on_disk = open_path(&fixtures().join(local), Arc::new(ChunkCache::new(16 << 20))).unwrap();
+    assert_eq!(names(&ds), names(&on_disk), "{prefix}");
+    assert!(names(&ds).len() > 5, "{prefix}: {:?}", names(&ds));
+    assert_eq!(
+        ds.skipped.len(),
+        on_disk.skipped.len(),
+        "{prefix}: {:?}",
+        ds.skipped
+    );
+    let mut differ = Vec::new();
+    for path in names(&on_disk) {
+        let (got, want) = (read_entry(&ds, &path), read_entry(&on_disk, &path));
+        match (&got, &want) {
+            (Ok(a), Ok(b)) if a == b => {}
+            // The same failure (a corrupt chunk) on both sides.
+            (Err(_), Err(_)) => {}
+            _ => differ.push(
+                format!("{prefix}/{path}: {got:?} vs {want:?}")
+                    .chars()
+                    .take(300)
+                    .collect::<String>(),
+            ),
         }
-        assert!(differ.is_empty(), "{}", differ.join("\n"));
     }
-    // Through the kernel: a mount of the netCDF-4 files.
+    assert!(differ.is_empty(), "{}", differ.join("\n"));
+}
+
+#[test]
+fn the_hdf5_fixtures_read_from_a_bucket_as_on_disk() {
+    fixture_part_reads_from_a_bucket_as_on_disk("hdf5/data", "h5");
+}
+
+#[test]
+fn the_blocked_archive_fixtures_read_from_a_bucket_as_on_disk() {
+    fixture_part_reads_from_a_bucket_as_on_disk("packed/data", "packed");
+}
+
+#[test]
+fn the_nczarr_fixtures_read_from_a_bucket_as_on_disk() {
+    fixture_part_reads_from_a_bucket_as_on_disk("nczarr", "nczarr");
+}
+
+#[test]
+fn the_codec_stores_read_from_a_bucket_as_on_disk() {
+    fixture_part_reads_from_a_bucket_as_on_disk("codecs/stores", "codecs");
+}
+
+/// The netCDF-4 files of the fixture tree through a real mount of the
+/// bucket: every array that reads from disk, the same bytes.
+#[test]
+fn the_hdf5_fixtures_read_through_a_mount_of_a_bucket() {
+    let _g = serial();
+    let s3 = fixture_server();
+    configure(Some(s3.endpoint()));
+    let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     let m = common::mount::Mount::start(
         Path::new(&format!("s3://{BUCKET}/h5")),
         &["--endpoint-url", &s3.endpoint()],
