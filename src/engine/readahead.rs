@@ -63,14 +63,9 @@
 //! Zarr array at 20 ms, `tests/it/latency.rs`, 9 waited). So a stream of
 //! a remote source whose first read is at byte 0 (`dd`, `cp`, a reader
 //! starting at the top) is sequential from that read: its first window
-//! is fetched together with it, and that window is a quarter of the
-//! largest (8 MiB by default), not [`MIN_WINDOW`]: doubling from 2 MiB,
-//! the reads behind the first waited for three prefetches in a row, a
-//! round trip each, before the window was ahead of them (at 20 ms,
-//! `scripts/bench_remote.py`'s Zarr row against tensorstore went from
-//! 0.73-0.81 to 0.83-0.91 in one A/B run, docs/perf/remote.md). A random
-//! reader that happens to start at byte 0 costs that window fetched for
-//! nothing, once per open; its later reads are judged as always.
+//! is fetched together with it. A random reader that happens to start at
+//! byte 0 costs one [`MIN_WINDOW`] fetched for nothing, once per open;
+//! its later reads are judged as always.
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
@@ -182,10 +177,9 @@ impl Readahead {
             });
             let latency = array.fetch_latency();
             let continues = s.end != u64::MAX && offset.abs_diff(s.end) <= SLACK;
-            let from_top = !continues && s.end == u64::MAX && offset == 0 && latency.is_some();
             s.run = if continues {
                 s.run.saturating_add(1)
-            } else if from_top {
+            } else if s.end == u64::MAX && offset == 0 && latency.is_some() {
                 // A remote file read from its first byte: sequential at
                 // once (see the module docs, "The first reads").
                 s.end = 0;
@@ -203,11 +197,7 @@ impl Readahead {
                 };
                 let max = window_limit(self.max_window, latency, rate);
                 // (A small cache budget can make the maximum the smaller.)
-                s.window = if from_top {
-                    (self.max_window / 4).clamp(MIN_WINDOW.min(max), max)
-                } else {
-                    (s.window * 2).clamp(MIN_WINDOW.min(max), max)
-                };
+                s.window = (s.window * 2).clamp(MIN_WINDOW.min(max), max);
                 s.end = s.end.max(end);
             } else {
                 s.window = 0;
@@ -357,21 +347,19 @@ mod tests {
 
     /// Issue 41: a remote file read from its first byte prefetches its
     /// first window with its first read (it waited for a third read, each
-    /// of the two before it a round trip of its own), and that window is a
-    /// quarter of the largest, not the smallest (three prefetches in a row
-    /// then before the window was ahead of the reads); read from
-    /// elsewhere, or a local file, it still waits for the third.
+    /// of the two before it a round trip of its own); read from elsewhere,
+    /// or a local file, it still waits for the third.
     #[test]
     fn a_remote_stream_from_byte_zero_is_sequential_at_once() {
         let r = remote_recorder(256 << 20);
         let a: Arc<dyn ArraySource> = r.clone();
-        let ra = Readahead::new(32 << 20);
+        let ra = Readahead::new(8 << 20);
         ra.on_read(1, &a, 0, K);
-        assert_eq!(asked(&r, 1), vec![(K, K + (8 << 20))]);
+        assert_eq!(asked(&r, 1), vec![(K, K + MIN_WINDOW)]);
         // The next reads go on growing the window from there.
         ra.on_read(1, &a, K, K);
         let got = asked(&r, 2);
-        assert_eq!(got[1], (K + (8 << 20), 2 * K + (16 << 20)), "{got:?}");
+        assert_eq!(got[1], (K + MIN_WINDOW, 2 * K + 2 * MIN_WINDOW), "{got:?}");
 
         // From elsewhere: the third read, as for any stream.
         let r = remote_recorder(256 << 20);
