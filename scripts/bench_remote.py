@@ -533,9 +533,6 @@ def main() -> None:
                     help="comma-separated contenders to run (ceiling, local, slabfs, zarr, "
                          "tensorstore, nc3, nc4); default all. The summary then has only "
                          "their rows")
-    ap.add_argument("--slabfs", type=Path, default=None,
-                    help="this slabfs binary instead of building the tree's (a build of "
-                         "another commit, to compare in one run)")
     args = ap.parse_args()
     command = lib.command_line()
     if os.geteuid() != 0:
@@ -543,7 +540,7 @@ def main() -> None:
     py = lib.use_venv(args.skip_venv, ("numpy", "zarr", "tensorstore", "obstore", "boto3"))
     lib.exit_on_signals()
     data_dir = lib.abs_dir(args.data_dir)
-    slabfs = args.slabfs.resolve() if args.slabfs else lib.build_slabfs(args.no_build)
+    slabfs = lib.build_slabfs(args.no_build)  # SLABFS_BIN=PATH: another build
     data = lib.build_field(data_dir, args.size_mib)
     scratch = args.scratch.resolve()
     scratch.mkdir(parents=True, exist_ok=True)

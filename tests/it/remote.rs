@@ -123,6 +123,11 @@ fn fixture_server() -> &'static S3 {
     })
 }
 
+/// The paths of a dataset's arrays, in its order.
+fn names(d: &Dataset) -> Vec<String> {
+    d.entries.iter().map(|e| e.path.clone()).collect()
+}
+
 fn configure(endpoint: Option<String>) {
     set_remote(remote::Config {
         endpoint_url: endpoint,
@@ -280,7 +285,6 @@ fn s3_prefix_reads_as_the_same_tree_on_disk() {
     let ds = open(&url);
     assert!(ds.skipped.is_empty(), "{:?}", ds.skipped);
     let local = open_path(&fixtures().join("zarr"), Arc::new(ChunkCache::new(1 << 20))).unwrap();
-    let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     assert_eq!(names(&ds), names(&local));
     // Its directories' attributes too (tests/it/attributes.rs compares the
     // local ones with zarr-python's), each read from its URL.
@@ -2604,7 +2608,6 @@ fn aggregations_and_references_in_a_bucket_read_as_on_disk() {
     let _g = serial();
     let s3 = fixture_server();
     configure(Some(s3.endpoint()));
-    let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     for (prefix, local) in [("nca", "nca/data"), ("kerchunk", "kerchunk/data")] {
         let ds = open(&format!("s3://{BUCKET}/{prefix}"));
         let on_disk =
@@ -3108,7 +3111,6 @@ fn fixture_part_reads_from_a_bucket_as_on_disk(local: &str, prefix: &str) {
     let _g = serial();
     let s3 = fixture_server();
     configure(Some(s3.endpoint()));
-    let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     let ds = open(&format!("s3://{BUCKET}/{prefix}"));
     let on_disk = open_path(&fixtures().join(local), Arc::new(ChunkCache::new(16 << 20))).unwrap();
     assert_eq!(names(&ds), names(&on_disk), "{prefix}");
@@ -3164,7 +3166,6 @@ fn the_hdf5_fixtures_read_through_a_mount_of_a_bucket() {
     let _g = serial();
     let s3 = fixture_server();
     configure(Some(s3.endpoint()));
-    let names = |d: &Dataset| d.entries.iter().map(|e| e.path.clone()).collect::<Vec<_>>();
     let m = common::mount::Mount::start(
         Path::new(&format!("s3://{BUCKET}/h5")),
         &["--endpoint-url", &s3.endpoint()],
