@@ -576,6 +576,9 @@ class Mount:
             cmd += ["--threads", str(self.threads)]
         cmd += [*self.extra_args, str(self.store), str(self.mnt)]
         self.cmd = cmd
+        # slabfs mounts only on an existing directory (as a user would:
+        # mkdir -p, then mount).
+        Path(self.mnt).mkdir(parents=True, exist_ok=True)
         logf = open(self.log_path, "wb")
         t0 = time.perf_counter()
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf,

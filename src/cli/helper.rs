@@ -36,7 +36,8 @@
 //! `max_watches=N`, `max_open_datasets=N`, `uid=N`, `gid=N`, `threads=N`,
 //! `read_ahead_kb=N`, `metrics=ADDR` (`PORT` or `HOST:PORT`),
 //! `metrics_otlp=URL`, `metrics_otlp_interval=SECONDS`,
-//! `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`,
+//! `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`, `nonempty`
+//! (mount over a directory with files in it; refused otherwise),
 //! `ref=BRANCH|TAG|SNAPSHOT` (an Icechunk repository's version),
 //! for URL sources `endpoint_url=URL`, `no_sign_request`, `max_requests=N`,
 //! `request_timeout=SECONDS`, `stall_timeout=SECONDS`, `retries=N`, `hdf5_plugins`,
@@ -217,7 +218,7 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
                     OptError::Unknown if sloppy => inv.ignored.push(opt.to_string()),
                     OptError::Unknown => {
                         return Err(format!(
-                            "unknown option {opt:?} (slabfs takes ro, allow_other, \
+                            "unknown option {opt:?} (slabfs takes ro, allow_other, nonempty, \
                              cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
                              max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, metrics=, metrics_otlp=, metrics_otlp_interval=, allow_outside=, ref=, all_refs, \
                              disk_cache=, disk_cache_size=, \
@@ -286,6 +287,11 @@ fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
             ));
         }
         "allow_other" if value.is_none() => a.allow_other = true,
+        // FUSE tools' spelling of "mount over a non-empty directory".
+        "nonempty" if value.is_none() => a.allow_non_empty = true,
+        // mount(8) creates the directory itself and keeps x-* options from
+        // helpers; honoured here for callers that pass it along anyway.
+        "x-mount.mkdir" => a.create_mountpoint = true,
         "cache_size" => a.common.cache_size = parse_size(need()?).map_err(bad)?,
         "disk_cache" => a.common.remote.disk_cache = Some(need()?.into()),
         "disk_cache_size" => a.common.remote.disk_cache_size = parse_size(need()?).map_err(bad)?,
@@ -366,6 +372,14 @@ mod tests {
 
     fn os(args: &[&str]) -> Vec<OsString> {
         args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn mountpoint_options() {
+        let plain = parse_ok(&["/data", "/mnt/x", "-o", "ro"]);
+        assert!(!plain.args.allow_non_empty && !plain.args.create_mountpoint);
+        let inv = parse_ok(&["/data", "/mnt/x", "-o", "ro,nonempty,x-mount.mkdir"]);
+        assert!(inv.args.allow_non_empty && inv.args.create_mountpoint);
     }
 
     #[test]

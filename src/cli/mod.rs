@@ -146,9 +146,20 @@ pub struct MountArgs {
     /// A dataset (Zarr store, netCDF-3 file, *.nca.json, kerchunk references) or a
     /// directory of datasets.
     pub source: PathBuf,
-    /// Where to mount it; created if missing. A stale mount left there by
-    /// a killed slabfs is detached first.
+    /// Where to mount it: an empty directory (see --create-mountpoint and
+    /// --allow-non-empty). A stale mount left there by a killed slabfs is
+    /// detached first.
     pub mountpoint: PathBuf,
+    /// Create MOUNTPOINT, and its missing parents, if it does not exist
+    /// (fstab: x-mount.mkdir). Without it a missing MOUNTPOINT is an error:
+    /// usually a typo.
+    #[arg(long, help_heading = "Mount point")]
+    pub create_mountpoint: bool,
+    /// Mount over a MOUNTPOINT that has files or directories in it, hiding
+    /// them until the unmount (fstab: nonempty). Without it a non-empty
+    /// MOUNTPOINT is an error.
+    #[arg(long, help_heading = "Mount point")]
+    pub allow_non_empty: bool,
     #[command(flatten)]
     pub common: Common,
     /// Byte order of the served files (and of the dtype in sidecars and
@@ -297,6 +308,10 @@ impl MountArgs {
                 0
             },
             allow_other: self.allow_other,
+            mountpoint_policy: slabfs::fs::mount::MountpointPolicy {
+                create: self.create_mountpoint,
+                allow_non_empty: self.allow_non_empty,
+            },
             views: self.views,
             uid: self.uid,
             gid: self.gid,

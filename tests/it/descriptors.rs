@@ -118,6 +118,7 @@ fn more_files_than_the_hard_limit_list_and_mount_at_1024_soft_4096_hard() {
     }
     let base = tempfile::tempdir().unwrap();
     let mnt = base.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
     let log = base.path().join("log");
     let mut child = limited(
         Command::new(SLABFS)

@@ -66,6 +66,8 @@ impl Scratch {
             .tempdir()
             .unwrap();
         let base = dir.path().canonicalize().unwrap();
+        // slabfs mounts only on an existing directory.
+        std::fs::create_dir(base.join("mnt")).unwrap();
         Scratch {
             mnt: base.join("mnt"),
             base,
@@ -306,6 +308,77 @@ fn wait_bounded(mut child: Child, log: &Path) -> ExitStatus {
 // ---------------------------------------------------------------------------
 // --daemon
 // ---------------------------------------------------------------------------
+
+/// A missing mount point is refused (a typo would otherwise leave a
+/// directory tree behind), and so is one with files in it (they would be
+/// hidden), each with a message saying what to do; `--create-mountpoint`
+/// and `--allow-non-empty` (fstab `nonempty`) ask for it.
+#[test]
+fn a_missing_or_non_empty_mountpoint_is_refused_saying_what_to_do() {
+    let s = Scratch::new();
+    std::fs::remove_dir(&s.mnt).unwrap();
+    let mount = |extra: &[&str]| {
+        let mut cmd = Command::new(SLABFS);
+        cmd.args(["mount", "--daemon", "--log-file"])
+            .arg(s.log_path())
+            .args(extra)
+            .arg(source())
+            .arg(&s.mnt);
+        cmd
+    };
+    let (status, err) = s.run_capture(&mut mount(&[]));
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("mount point {}", s.mnt.display()))
+            && err.contains("no such directory")
+            && err.contains(&format!("mkdir -p {}", s.mnt.display()))
+            && err.contains("--create-mountpoint"),
+        "{err}"
+    );
+    assert!(!s.mnt.exists(), "nothing created");
+
+    let (status, err) = s.run_capture(&mut mount(&["--create-mountpoint"]));
+    assert!(status.success(), "{err}\n{}", s.log());
+    check_serving(&s.mnt, &s.log());
+    s.unmount_and_wait();
+
+    // Not empty: refused, and the file stays visible.
+    std::fs::write(s.mnt.join("notes.txt"), b"mine").unwrap();
+    let (status, err) = s.run_capture(&mut mount(&[]));
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("not empty (\"notes.txt\")") && err.contains("--allow-non-empty"),
+        "{err}"
+    );
+    assert!(!is_mount_point(&s.mnt));
+    let (status, err) = s.run_capture(&mut mount(&["--allow-non-empty"]));
+    assert!(status.success(), "{err}\n{}", s.log());
+    check_serving(&s.mnt, &s.log());
+    assert!(!s.mnt.join("notes.txt").exists(), "hidden by the mount");
+    s.unmount_and_wait();
+    assert_eq!(std::fs::read(s.mnt.join("notes.txt")).unwrap(), b"mine");
+
+    // The fstab helper: refused with mount(8)'s "mount failure", and
+    // mounted with `nonempty`.
+    let helper = helper_link(&s, "mount.fuse.slabfs");
+    let (status, err) = s.run_capture(
+        Command::new(&helper)
+            .arg(source())
+            .arg(&s.mnt)
+            .args(["-o", "ro"]),
+    );
+    assert_eq!(status.code(), Some(32), "{err}");
+    assert!(err.contains("fstab: nonempty"), "{err}");
+    let (status, err) = s.run_capture(
+        Command::new(&helper)
+            .arg(source())
+            .arg(&s.mnt)
+            .args(["-o", "ro,nonempty"]),
+    );
+    assert!(status.success(), "{err}\n{}", s.log());
+    check_serving(&s.mnt, &s.log());
+    s.unmount_and_wait();
+}
 
 #[test]
 fn daemon_returns_only_once_the_mount_is_live() {
@@ -615,7 +688,6 @@ fn mount_8_with_type_fuse_slabfs() {
     }
     let s = Scratch::new();
     helper_link(&s, "slabfs");
-    std::fs::create_dir(&s.mnt).unwrap();
     let expected = s.base.join("expected");
     std::fs::write(&expected, expected_temp()).unwrap();
     let script = r#"

@@ -112,6 +112,24 @@ pub struct MountConfig {
     /// Push the same series to an OpenTelemetry collector
     /// (`--metrics-otlp`, `--metrics-otlp-interval`); `None`: no push.
     pub metrics_otlp: Option<push::Config>,
+    /// What a missing or non-empty mount point gets ([`prepare_mountpoint`]).
+    pub mountpoint_policy: MountpointPolicy,
+}
+
+/// What [`prepare_mountpoint`] does with a mount point that is not an
+/// empty directory. Both off by default, as libfuse, sshfs and rclone
+/// have it: a missing mount point is usually a typo (creating it, with its
+/// parents, would leave a directory tree behind), and mounting over files
+/// hides them until the unmount.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MountpointPolicy {
+    /// Create a missing mount point, and its missing parents
+    /// (`--create-mountpoint`; fstab's `x-mount.mkdir`, which mount(8)
+    /// itself honours).
+    pub create: bool,
+    /// Mount over a directory that has entries (`--allow-non-empty`; fstab
+    /// `nonempty`).
+    pub allow_non_empty: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -123,8 +141,10 @@ pub enum MountError {
         #[source]
         source: io::Error,
     },
+    /// Missing, not empty, or served by a live FUSE daemon: `detail` says
+    /// which, and what to do.
     #[error("mount point {path}: {detail}")]
-    MountPointInUse { path: String, detail: String },
+    MountPointRefused { path: String, detail: String },
     #[error(transparent)]
     Dataset(#[from] crate::Error),
     #[error("{0}")]
@@ -270,7 +290,7 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
             source: e,
         })?
     };
-    prepare_mountpoint(&mnt)?;
+    prepare_mountpoint(&mnt, cfg.mountpoint_policy)?;
     // Resolved now: once mounted, resolving it would ask this very daemon,
     // which does not serve until the session runs.
     let canonical_mnt = mnt
@@ -678,12 +698,19 @@ fn check_allow_other(allow_other: bool) -> Result<(), MountError> {
     }
 }
 
-/// Create the mount point if missing, clear a stale FUSE mount left there
-/// by a daemon that died, and refuse one served by a live FUSE daemon.
-pub fn prepare_mountpoint(mnt: &Path) -> Result<(), MountError> {
+/// Check the mount point: clear a stale FUSE mount left there by a
+/// daemon that died; refuse one served by a live FUSE daemon, a missing
+/// one (unless `policy.create`: then create it) and one with entries
+/// (unless `policy.allow_non_empty`), each with a message saying what to
+/// do.
+pub fn prepare_mountpoint(mnt: &Path, policy: MountpointPolicy) -> Result<(), MountError> {
     let err = |source: io::Error| MountError::MountPoint {
         path: mnt.display().to_string(),
         source,
+    };
+    let refused = |detail: String| MountError::MountPointRefused {
+        path: mnt.display().to_string(),
+        detail,
     };
     // statfs always reaches the FUSE daemon (stat may be answered from the
     // kernel's attribute cache), so it tells a dead one reliably.
@@ -695,9 +722,16 @@ pub fn prepare_mountpoint(mnt: &Path) -> Result<(), MountError> {
             );
             lazy_unmount(mnt).map_err(err)?;
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        Err(e) if e.kind() == io::ErrorKind::NotFound && policy.create => {
             std::fs::create_dir_all(mnt).map_err(err)?;
             log::info!("created mount point {}", mnt.display());
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(refused(format!(
+                "no such directory; create it first (mkdir -p {}), or pass \
+                 --create-mountpoint (fstab: x-mount.mkdir)",
+                mnt.display()
+            )));
         }
         Err(e) => return Err(err(e)),
         Ok(()) => {}
@@ -709,14 +743,28 @@ pub fn prepare_mountpoint(mnt: &Path) -> Result<(), MountError> {
     if let Some((fstype, source)) = mount_at(&canonical)
         && (fstype == "fuse" || fstype.starts_with("fuse."))
     {
-        return Err(MountError::MountPointInUse {
-            path: mnt.display().to_string(),
-            detail: format!(
-                "already a live FUSE mount ({fstype} of {source}); unmount it first \
-                 (fusermount3 -u {})",
-                mnt.display()
-            ),
-        });
+        return Err(refused(format!(
+            "already a live FUSE mount ({fstype} of {source}); unmount it first \
+             (fusermount3 -u {})",
+            mnt.display()
+        )));
+    }
+    if !policy.allow_non_empty {
+        let mut entries = std::fs::read_dir(mnt).map_err(err)?;
+        if let Some(first) = entries.next() {
+            let first = first.map_err(err)?.file_name();
+            let more = entries.count();
+            let what = if more == 0 {
+                format!("{first:?}")
+            } else {
+                format!("{first:?} and {more} more")
+            };
+            return Err(refused(format!(
+                "not empty ({what}): mounting would hide its files until the unmount; \
+                 choose an empty directory, or pass --allow-non-empty (fstab: nonempty) \
+                 to mount over them"
+            )));
+        }
     }
     Ok(())
 }
@@ -872,13 +920,45 @@ mod tests {
     }
 
     #[test]
-    fn missing_mountpoint_is_created() {
+    fn a_missing_mountpoint_is_refused_unless_asked_to_create_it() {
         let dir = tempfile::tempdir().unwrap();
         let mnt = dir.path().join("a/b");
-        prepare_mountpoint(&mnt).unwrap();
+        let e = prepare_mountpoint(&mnt, MountpointPolicy::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no such directory") && e.contains("--create-mountpoint"),
+            "{e}"
+        );
+        assert!(!dir.path().join("a").exists(), "nothing created");
+        let create = MountpointPolicy {
+            create: true,
+            ..Default::default()
+        };
+        prepare_mountpoint(&mnt, create).unwrap();
         assert!(mnt.is_dir());
         let file = dir.path().join("f");
         std::fs::write(&file, b"").unwrap();
-        assert!(prepare_mountpoint(&file).is_err());
+        assert!(prepare_mountpoint(&file, create).is_err());
+    }
+
+    #[test]
+    fn a_non_empty_mountpoint_is_refused_unless_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        prepare_mountpoint(dir.path(), MountpointPolicy::default()).unwrap();
+        std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        let e = prepare_mountpoint(dir.path(), MountpointPolicy::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not empty") && e.contains("and 1 more") && e.contains("--allow-non-empty"),
+            "{e}"
+        );
+        let allow = MountpointPolicy {
+            allow_non_empty: true,
+            ..Default::default()
+        };
+        prepare_mountpoint(dir.path(), allow).unwrap();
     }
 }

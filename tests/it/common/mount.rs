@@ -49,8 +49,10 @@ impl Mount {
         m
     }
 
-    /// Start a daemon at `mnt`, logging to `log` (appended), without waiting.
+    /// Start a daemon at `mnt` (created first, as slabfs mounts only on an
+    /// existing directory), logging to `log` (appended), without waiting.
     pub fn spawn(source: &Path, mnt: &Path, log: &Path, args: &[&str]) -> Mount {
+        std::fs::create_dir_all(mnt).unwrap();
         let log_file = OpenOptions::new()
             .create(true)
             .append(true)
