@@ -160,7 +160,7 @@ impl Local {
         Some(Error::metadata(
             path.display().to_string(),
             format!(
-                "resolves to {}, outside the allowed roots ({}): not shown",
+                "resolves to {}, outside the allowed roots ({})",
                 real.display(),
                 self.roots.describe()
             ),

@@ -94,7 +94,7 @@ impl Refs {
                     && n.len() <= 255;
                 if !ok {
                     log::debug!(
-                        "{}: the ref {n:?} cannot be a directory's name; not shown",
+                        "{}: the ref {n:?} cannot be a directory's name",
                         self.dir.display()
                     );
                 }

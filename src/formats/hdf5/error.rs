@@ -47,7 +47,7 @@ pub enum Hdf5Error {
     /// cannot carry.
     #[error(
         "{what}: its type is {class} ({size}-byte elements), which a flat file of fixed-size \
-         numbers or bytes cannot carry: not shown"
+         numbers or bytes cannot carry"
     )]
     NotFlat {
         what: String,
@@ -58,7 +58,7 @@ pub enum Hdf5Error {
     /// flagged "fail if unknown always": HDF5 refuses the object too.
     #[error(
         "{what}: header message type {kind:#06x} is unknown and flagged 'fail if unknown \
-         always' (HDF5 refuses to open the object too): not shown"
+         always' (HDF5 refuses to open the object too)"
     )]
     UnknownMessage { what: String, kind: u16 },
     /// A dataset whose dataspace is null (`H5S_NULL`, h5py's `Empty`).

@@ -169,10 +169,8 @@ pub fn open_json(path: &Path, opts: &Options) -> Result<Variables> {
         });
         match built {
             Ok(a) => out.arrays.push((var, Arc::new(a))),
-            Err(e) => {
-                log::warn!("skipping a variable: {e}");
-                out.skipped.push(e);
-            }
+            // Returned, not logged: the caller says it once.
+            Err(e) => out.skipped.push(e),
         }
     }
     Ok(out)

@@ -75,14 +75,10 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
         ..Variables::default()
     };
     let definitions = super::cf::definition_variables(&file);
-    // What the file's reader skipped is logged under that reader's name
-    // (an operator filtering by module looks for the HDF5 reader's lines
-    // there), each line naming the file and the object.
-    let (target, what) = reader_log(&file);
-    for e in file.take_skipped() {
-        log::warn!(target: target, "skipping {what}: {e}");
-        out.skipped.push(e);
-    }
+    // What is skipped is returned, not logged: the caller says it once,
+    // in its own words ("not shown" in a mount, "skipped" by `ls`), each
+    // error naming the file and the object.
+    out.skipped.extend(file.take_skipped());
     for v in file.variables() {
         if v.not_shown.is_some() {
             continue;
@@ -93,7 +89,6 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
         if v.is_strings() {
             // netCDF-4 `string` variables: no flat file carries them.
             if let Err(e) = file.array(&v.name) {
-                log::warn!(target: target, "skipping {what}: {e}");
                 out.skipped.push(e);
             }
             continue;
@@ -125,30 +120,10 @@ pub fn file_variables(file: Arc<NcFile>, opts: &Options) -> Variables {
         };
         match array {
             Ok(a) => out.arrays.push((v.name.clone(), a)),
-            // An aggregation is this module's; a plain variable's array
-            // its reader's.
-            Err(e) if assembled => {
-                log::warn!("skipping {}: {}: {e}", file.path(), v.name);
-                out.skipped.push(e);
-            }
-            Err(e) => {
-                log::warn!(target: target, "skipping {}: {}: {e}", file.path(), v.name);
-                out.skipped.push(e);
-            }
+            Err(e) => out.skipped.push(e),
         }
     }
     out
-}
-
-/// The log target and the noun of the lines about what `file`'s reader
-/// skipped: the HDF5 reader's module (whose skips name a dataset or a
-/// group: "object") or the classic reader's.
-fn reader_log(file: &NcFile) -> (&'static str, &'static str) {
-    if file.is_hdf5() {
-        ("slabfs::formats::hdf5", "an HDF5 object")
-    } else {
-        ("slabfs::formats::netcdf3", "a variable")
-    }
 }
 
 /// Build the NCA variable `var` of `file`.

@@ -288,12 +288,12 @@ impl File {
             let not_shown = match unshowable(&v.raw_name) {
                 Some(why) => Some(format!(
                     "variable {i} (name bytes b\"{bytes}\") cannot be a file of the mount: \
-                     {why}; not shown"
+                     {why}"
                 )),
                 // A showable name is UTF-8 and not empty: it is in the map.
                 None if by_name[&v.name] != i => Some(format!(
                     "variable {i} (name bytes b\"{bytes}\"): variable {} has the same name \
-                     (netCDF-C's lookup finds that one); not shown",
+                     (netCDF-C's lookup finds that one)",
                     by_name[&v.name]
                 )),
                 None => None,
