@@ -11,6 +11,29 @@
 //! (`fs::error`), from the variant (an I/O error's `io::Error`, with its
 //! kind and raw OS code, travels inside [`Error::Io`] as data).
 
+/// An I/O error in words, as a sentence goes on: "no such file or
+/// directory", not std's "No such file or directory (os error 2)" (the
+/// number says nothing to a user; an errno name is in `errno(3)`). Errors
+/// that are not the OS's keep their text.
+pub fn os_words(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let Some(code) = e.raw_os_error() else {
+        return text;
+    };
+    let words = text
+        .strip_suffix(&format!(" (os error {code})"))
+        .unwrap_or(&text);
+    let mut chars = words.chars();
+    match chars.next() {
+        // "No such file", "Permission denied": lower-case mid-sentence,
+        // but not an initialism ("EIO"-like words stay as they are).
+        Some(c) if chars.clone().next().is_some_and(|n| n.is_lowercase()) => {
+            c.to_lowercase().chain(chars).collect()
+        }
+        _ => words.to_string(),
+    }
+}
+
 /// A typed error of some layer, carried as the source of an [`Error`].
 pub type BoxedSource = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -20,7 +43,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// An I/O error on a file of a dataset.
-    #[error("{path}: {source}")]
+    #[error("{path}: {}", os_words(source))]
     Io {
         path: String,
         #[source]
@@ -60,6 +83,26 @@ pub enum Error {
         #[source]
         source: BoxedSource,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_errors_read_as_words() {
+        let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+        assert_eq!(os_words(&e), "no such file or directory");
+        let e = std::io::Error::from_raw_os_error(libc::EACCES);
+        assert_eq!(os_words(&e), "permission denied");
+        let e = std::io::Error::other("Custom text");
+        assert_eq!(os_words(&e), "Custom text");
+        let io = Error::Io {
+            path: "/data/a.nc".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        assert_eq!(io.to_string(), "/data/a.nc: no such file or directory");
+    }
 }
 
 impl Error {

@@ -24,6 +24,12 @@
 //! at that file or at the system log (`fs::mount::daemon`); with the
 //! system log, lines carry a syslog header instead of a timestamp
 //! ([`use_syslog_format`], [`syslog_format`]).
+//!
+//! Until then the caller's terminal should see only what went wrong: a
+//! `--daemon` that mounts prints nothing. So between [`hold_quiet_lines`]
+//! and [`release_held`] the lines below `warn` are held back (at most
+//! [`MAX_HELD`]; a mount logs three or four) and then logged where the
+//! daemon's log goes from then on; warnings and errors pass at once.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -58,6 +64,60 @@ pub fn loading<T>(f: impl FnOnce() -> T) -> T {
     }
     let _reset = Reset(LOADING.with(|l| l.replace(true)));
     f()
+}
+
+/// `n` and its noun, singular or plural: "1 directory", "2 directories".
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Most lines held back by [`hold_quiet_lines`]; later ones are dropped.
+pub const MAX_HELD: usize = 64;
+
+/// A line held back: level, target, text.
+type Held = (log::Level, String, String);
+
+/// The lines below `warn` held back while a daemon's stderr is still its
+/// caller's; `None`: nothing is held.
+static HELD: Mutex<Option<Vec<Held>>> = Mutex::new(None);
+
+/// Hold back lines below `warn` from now on, until [`release_held`].
+pub fn hold_quiet_lines() {
+    *HELD.lock() = Some(Vec::new());
+}
+
+/// Stop holding lines back and log the held ones now (where the log goes
+/// from now on). Returns how many.
+pub fn release_held() -> usize {
+    let held = HELD.lock().take().unwrap_or_default();
+    for (level, target, text) in &held {
+        log::log!(target: target, *level, "{text}");
+    }
+    held.len()
+}
+
+/// Stop holding lines back and forget the held ones.
+pub fn drop_held() {
+    HELD.lock().take();
+}
+
+/// Hold `record` back if lines are being held and it is below `warn`.
+fn held(record: &Record) -> bool {
+    if record.level() <= log::Level::Warn {
+        return false;
+    }
+    let mut guard = HELD.lock();
+    let Some(lines) = guard.as_mut() else {
+        return false;
+    };
+    if lines.len() < MAX_HELD {
+        lines.push((
+            record.level(),
+            record.target().to_string(),
+            record.args().to_string(),
+        ));
+    }
+    true
 }
 
 /// A logger that holds back repeats of lines logged during loads (see the
@@ -122,6 +182,9 @@ impl<L: Log> Log for Dedup<L> {
             return;
         }
         if LOADING.with(Cell::get) && !self.fresh(record) {
+            return;
+        }
+        if held(record) {
             return;
         }
         self.inner.log(record);
@@ -258,6 +321,41 @@ mod tests {
             ]
         );
         assert!(!LOADING.with(Cell::get), "the flag is reset after a load");
+    }
+
+    #[test]
+    fn quiet_lines_are_held_until_released_and_warnings_pass() {
+        let rec = Recorder::default();
+        let logger = Dedup::new(rec.clone());
+        let emit = |level, text: &str| {
+            logger.log(
+                &Record::builder()
+                    .level(level)
+                    .target("slabfs::fs::mount")
+                    .args(format_args!("{text}"))
+                    .build(),
+            )
+        };
+        hold_quiet_lines();
+        emit(log::Level::Info, "mounted");
+        emit(log::Level::Warn, "a warning");
+        for _ in 0..2 * MAX_HELD {
+            emit(log::Level::Debug, "chatter");
+        }
+        assert_eq!(*rec.0.lock(), ["WARN a warning"]);
+        assert_eq!(HELD.lock().as_ref().map(Vec::len), Some(MAX_HELD));
+        // Released through the global logger (none in unit tests): here
+        // only that holding stops.
+        assert_eq!(release_held(), MAX_HELD);
+        emit(log::Level::Info, "after");
+        assert_eq!(*rec.0.lock(), ["WARN a warning", "INFO after"]);
+    }
+
+    #[test]
+    fn counts_say_one_thing_or_many() {
+        assert_eq!(count(1, "directory", "directories"), "1 directory");
+        assert_eq!(count(0, "array", "arrays"), "0 arrays");
+        assert_eq!(count(7, "array", "arrays"), "7 arrays");
     }
 
     #[test]

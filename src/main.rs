@@ -55,7 +55,10 @@ fn main() {
             std::process::exit(0);
         }
         // The library's errors already name the file, chunk and cause.
-        eprintln!("slabfs: {e}");
+        match e.downcast_ref::<std::io::Error>() {
+            Some(io) => eprintln!("slabfs: {}", slabfs::error::os_words(io)),
+            None => eprintln!("slabfs: {e}"),
+        }
         std::process::exit(1);
     }
 }

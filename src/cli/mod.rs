@@ -723,22 +723,36 @@ pub fn mount(args: &MountArgs, prog: &str, fail_code: i32) -> anyhow_free::Resul
             cfg.source = std::path::absolute(&cfg.source)?;
         }
         cfg.mountpoint = std::path::absolute(&cfg.mountpoint)?;
+        // Said on success only: when mounting fails, the reason is what
+        // the caller needs to read.
+        let mut no_log = None;
         let output = match log_file {
             Some(file) => daemon::Output::File(file),
             // systemd's journal stream: nobody waits for it to close.
             None if crate::stderr_is_journal() => daemon::Output::Keep,
             None => daemon::Output::syslog().unwrap_or_else(|e| {
-                eprintln!(
-                    "{prog}: warning: no system log ({}: {e}): once mounted, the daemon's log is \
-                     discarded; give --log-file PATH to keep it",
-                    daemon::SYSLOG_SOCKET
-                );
+                no_log = Some(format!(
+                    "{prog}: warning: no system log ({}: {}): the daemon's log is discarded; \
+                     give --log-file PATH to keep it",
+                    daemon::SYSLOG_SOCKET,
+                    slabfs::error::os_words(&e)
+                ));
                 daemon::Output::Discard
             }),
         };
+        // A daemon that mounts prints nothing on its caller's terminal:
+        // the lines below `warn` wait for the daemon's own log.
+        if !matches!(output, daemon::Output::File(_) | daemon::Output::Keep) {
+            slabfs::logging::hold_quiet_lines();
+        }
         match daemon::detach(output)? {
             Detached::Child(pipe) => Some(pipe),
-            Detached::Parent(Ok(())) => std::process::exit(0),
+            Detached::Parent(Ok(())) => {
+                if let Some(warning) = no_log {
+                    eprintln!("{warning}");
+                }
+                std::process::exit(0)
+            }
             Detached::Parent(Err(reason)) => {
                 eprintln!("{prog}: {reason}");
                 std::process::exit(fail_code);

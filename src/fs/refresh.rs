@@ -409,9 +409,9 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
         match watched {
             Ok(w) => {
                 log::info!(
-                    "watching {} for changes: {} directories in {:?}",
+                    "watching {} for changes: {} in {:?}",
                     source.display(),
-                    w.len(),
+                    crate::logging::count(w.len(), "directory", "directories"),
                     started.elapsed()
                 );
                 pass.fs.stats().set_watching(Some(w.len()));

@@ -75,7 +75,7 @@ pub enum Hdf5Error {
         file: String,
         reason: String,
     },
-    #[error("{what}: {source}")]
+    #[error("{what}: {}", crate::error::os_words(source))]
     Io {
         what: String,
         #[source]

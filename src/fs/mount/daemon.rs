@@ -147,6 +147,8 @@ impl ReadyPipe {
             // Still the caller's stderr: the line reaches them.
             log::warn!("could not redirect stderr to {where_to}: {e}");
         }
+        // What was held back from the caller's terminal goes to the log.
+        crate::logging::release_held();
         ReadyPipe {
             pipe,
             output: Output::Keep,
@@ -154,8 +156,11 @@ impl ReadyPipe {
         .send(&encode(&Ok(())));
     }
 
-    /// Tell the parent mounting failed, and why.
+    /// Tell the parent mounting failed, and why. The lines held back from
+    /// the caller's terminal (how far the mount got) are dropped: the
+    /// reason is what the caller needs.
     pub fn failed(self, reason: &str) {
+        crate::logging::drop_held();
         self.send(&encode(&Err(reason.to_string())));
     }
 

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 pub enum ReadAheadError {
     #[error("{mnt} is not in /proc/self/mountinfo")]
     NotMounted { mnt: String },
-    #[error("{path}: {source}{hint}")]
+    #[error("{path}: {}{hint}", crate::error::os_words(source))]
     Sysfs {
         path: String,
         #[source]

@@ -135,7 +135,7 @@ pub struct MountpointPolicy {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MountError {
-    #[error("mount point {path}: {source}")]
+    #[error("mount point {path}: {}", crate::error::os_words(source))]
     MountPoint {
         path: String,
         #[source]
@@ -149,21 +149,21 @@ pub enum MountError {
     Dataset(#[from] crate::Error),
     #[error("{0}")]
     Config(String),
-    #[error("mounting {path}: {source}")]
+    #[error("mounting {path}: {}", crate::error::os_words(source))]
     Mount {
         path: String,
         #[source]
         source: io::Error,
     },
-    #[error("serving {path}: {source}")]
+    #[error("serving {path}: {}", crate::error::os_words(source))]
     Serve {
         path: String,
         #[source]
         source: io::Error,
     },
-    #[error("signal handling: {0}")]
+    #[error("signal handling: {}", crate::error::os_words(.0))]
     Signals(#[source] io::Error),
-    #[error("--metrics {addr}: {source}")]
+    #[error("--metrics {addr}: {}", crate::error::os_words(source))]
     Metrics {
         addr: std::net::SocketAddr,
         #[source]
@@ -340,7 +340,8 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
             );
         }
         let core = SlabFs::of_dataset(&ds, fs_config);
-        let shown = format!("{} arrays of {}", ds.entries.len(), source.display());
+        let arrays = crate::logging::count(ds.entries.len(), "array", "arrays");
+        let shown = format!("{arrays} of {}", source.display());
         let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
         (core, shown, skipped)
     };
