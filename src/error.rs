@@ -85,26 +85,6 @@ pub enum Error {
     },
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn os_errors_read_as_words() {
-        let e = std::io::Error::from_raw_os_error(libc::ENOENT);
-        assert_eq!(os_words(&e), "no such file or directory");
-        let e = std::io::Error::from_raw_os_error(libc::EACCES);
-        assert_eq!(os_words(&e), "permission denied");
-        let e = std::io::Error::other("Custom text");
-        assert_eq!(os_words(&e), "Custom text");
-        let io = Error::Io {
-            path: "/data/a.nc".into(),
-            source: std::io::Error::from_raw_os_error(libc::ENOENT),
-        };
-        assert_eq!(io.to_string(), "/data/a.nc: no such file or directory");
-    }
-}
-
 impl Error {
     pub fn metadata(path: impl Into<String>, detail: impl Into<String>) -> Error {
         Error::Metadata {
@@ -143,4 +123,24 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "(no message)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn os_errors_read_as_words() {
+        let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+        assert_eq!(os_words(&e), "no such file or directory");
+        let e = std::io::Error::from_raw_os_error(libc::EACCES);
+        assert_eq!(os_words(&e), "permission denied");
+        let e = std::io::Error::other("Custom text");
+        assert_eq!(os_words(&e), "Custom text");
+        let io = Error::Io {
+            path: "/data/a.nc".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        assert_eq!(io.to_string(), "/data/a.nc: no such file or directory");
+    }
 }
