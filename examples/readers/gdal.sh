@@ -11,3 +11,12 @@ gdalinfo /tmp/slabfs-demo/climate.zarr/tas
 gdallocationinfo -valonly /tmp/slabfs-demo/climate.zarr/tas 0 36
 # Int16 with NoData -32768, from the CF missing_value attribute
 gdalinfo /tmp/slabfs-demo/elevation.zarr | grep -E 'Size is|Type=|NoData'
+# Copy tas to a GeoTIFF, tas.tif. GDAL takes a read slabfs fails (EIO: a
+# corrupt chunk) for zeros and exits 0, so ask the mount: errors.EIO in
+# .slabfs/stats counts the failed reads (docs/SEMANTICS.md, "Reading
+# safely"); unchanged, none failed meanwhile.
+eio() { grep '"EIO"' /tmp/slabfs-demo/.slabfs/stats || true; }
+before=$(eio)
+gdal_translate -q /tmp/slabfs-demo/climate.zarr/tas tas.tif
+[ "$(eio)" = "$before" ] || { echo "slabfs: reads failed during gdal_translate" >&2; exit 1; }
+ls -l tas.tif

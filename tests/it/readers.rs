@@ -11,6 +11,13 @@
 //! checks that every command the README shows comes from one of them: so
 //! every example in the README is exercised here.
 //!
+//! The `corrupt_chunk_*` tests mount a copy of the demo with one chunk
+//! damaged and run the readers of docs/SEMANTICS.md's "Reading safely"
+//! against it: those it recommends (and the example programs) must see
+//! the error, and those it warns of must still do what it says (np.fromfile
+//! returns an array, memmap dies of SIGBUS, GDAL reads zeros), so the
+//! warning is noticed when a new NumPy or GDAL changes that.
+//!
 //! Needs: /dev/fuse (+ `fusermount3` when not root), the project venv with
 //! numpy and zarr (`scripts/venv.sh`; `SLABFS_PYTHON` overrides its path).
 //! The NumPy tests never skip: without the venv they fail and say how to
@@ -456,8 +463,14 @@ fn hdr_view_opens_in_gdal() {
         &m,
         &std::fs::read_to_string(readers().join("gdal.sh")).unwrap(),
     );
-    let out = stdout(&run(Command::new("sh").arg("-c").arg(&script)));
+    // It writes tas.tif where it runs.
+    let work = tempfile::tempdir().unwrap();
+    let out = stdout(&run(Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(work.path())));
     assert!(out.contains("NoData Value=-32768"), "{out}");
+    assert!(work.path().join("tas.tif").is_file(), "{out}");
 }
 
 /// Every command line of the README's "Reading the files" section comes
@@ -507,4 +520,484 @@ fn readme_reader_examples_are_the_tested_programs() {
         checked += 1;
     }
     assert!(checked >= 10, "only {checked} README code lines found");
+}
+
+// ---------------------------------------------------------------------------
+// A corrupt chunk: docs/SEMANTICS.md, "Reading safely"
+// ---------------------------------------------------------------------------
+
+/// The chunk of the demo's `tas` (12 x 73 x 144 float32 in chunks of
+/// 3 x 37 x 72) that [`mount_corrupt_demo`] damages: months 4 to 6,
+/// latitudes 37 to 72, longitudes 72 to 143.
+const BAD_CHUNK: &str = "climate.zarr/tas/c/1/1/1";
+
+/// Bytes of one month of `tas`: a 73 x 144 float32 field.
+const MONTH: usize = 73 * 144 * 4;
+
+/// A copy of the demo (written by zarr-python) with [`BAD_CHUNK`] damaged
+/// as tests/it/bad_input.rs damages a zstd chunk (the byte in the middle
+/// and the last one flipped: zstd reports corrupt data), mounted with every
+/// view. The tempdir holds the copy.
+fn mount_corrupt_demo() -> (tempfile::TempDir, Mount) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("demo");
+    common::mount::copy_tree(&demo(), &src);
+    let chunk = src.join(BAD_CHUNK);
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0xff;
+    bytes[n - 1] ^= 0xff;
+    std::fs::write(&chunk, bytes).unwrap();
+    let m = Mount::start(&src, &["--views", "raw,json,npy,hdr"]);
+    (tmp, m)
+}
+
+/// The mount's log names the damaged chunk's file and grid coordinates.
+fn assert_logged_bad_chunk(m: &Mount) {
+    let log = m.log();
+    assert!(
+        log.contains("read failed: climate.zarr/tas")
+            && log.contains(&format!("{BAD_CHUNK}: chunk [1, 1, 1]")),
+        "{log}"
+    );
+}
+
+/// Every Python reader of docs/SEMANTICS.md's "Reading safely" table, in
+/// one process (Python's start-up is a cost of the suite): the recipes it
+/// recommends, as it shows them (`whole`, `into`, `read_part`; checked by
+/// [`semantics_reading_safely_recipes_are_the_tested_ones`]), the unsafe
+/// readers, and examples/readers/read_numpy.py. Arguments: the corrupt
+/// mount, a healthy mount of the demo, the demo, the example localised to
+/// the corrupt mount. Prints one JSON object: an outcome per reader.
+/// Expected bytes are zarr-python's, read from the demo itself.
+const SAFE_READING_SCRIPT: &str = r#"
+import contextlib, io, json, os, resource, shutil, sys
+import numpy as np
+
+bad_mnt, good_mnt, demo, example = sys.argv[1:5]
+MONTH = 73 * 144 * 4
+# The first page holding bytes of the bad chunk: (month 4, lat 37, lon 72).
+FIRST_BAD_PAGE = ((3 * 73 + 37) * 144 + 72) * 4 // 4096 * 4096
+
+# The recipes of docs/SEMANTICS.md, "Reading safely".
+def whole(path, dtype, shape):
+    a = np.frombuffer(open(path, "rb").read(), dtype=dtype).reshape(shape)
+    return a
+
+def into(path, dtype, shape):
+    a = np.empty(shape, dtype)
+    with open(path, "rb") as f:
+        if f.readinto(a) != a.nbytes:
+            raise OSError(f"{path}: short read")
+    return a
+
+def read_part(path, dtype, offset, nbytes):
+    with open(path, "rb") as f:
+        f.seek(offset)
+        b = f.read(nbytes)
+    if len(b) != nbytes:
+        raise OSError(f"{path}: short read")
+    part = np.frombuffer(b, dtype=dtype)
+    return part
+
+def outcome(f, want=None):
+    """What f() did: raised (which, errno), or returned (size, equal to want,
+    how many leading bytes equal want's)."""
+    try:
+        a = f()
+    except OSError as e:
+        return {"raised": "OSError", "errno": e.errno}
+    except Exception as e:
+        return {"raised": type(e).__name__, "message": str(e)}
+    if not isinstance(a, np.ndarray):
+        return {"returned": repr(a)}
+    r = {"size": int(a.size)}
+    if want is not None:
+        got, exp = a.tobytes(), want.tobytes()
+        r["equal"] = got == exp
+        n = min(len(got), len(exp))
+        diff = np.frombuffer(got[:n], "u1") != np.frombuffer(exp[:n], "u1")
+        r["equal_prefix"] = int(diff.argmax()) if diff.any() else n
+    return r
+
+def in_child(f):
+    """Run f in a forked child (a SIGBUS kills only the child): the signal
+    that ended it, or its exit status."""
+    pid = os.fork()
+    if pid == 0:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core dump
+        try:
+            f()
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return {"signal": os.WTERMSIG(status)}
+    return {"exit": os.WEXITSTATUS(status)}
+
+bad = f"{bad_mnt}/climate.zarr/tas"
+meta = json.load(open(bad + ".json"))
+dtype, shape = meta["dtype"], tuple(meta["shape"])
+R = {}
+
+# Mappings first, before zarr starts its threads: fork keeps only this one.
+mm = lambda: np.memmap(bad, dtype=dtype, mode="r", shape=shape)
+R["memmap_bad_month"] = in_child(lambda: float(mm()[4].sum()))
+R["memmap_good_month"] = in_child(lambda: float(mm()[0].sum()))
+R["npy_mmap_bad_month"] = in_child(lambda: float(np.load(bad + ".npy", mmap_mode="r")[4].sum()))
+
+import zarr
+
+def want(store, array):
+    return np.ascontiguousarray(zarr.open_array(f"{demo}/{store}", path=array, mode="r")[...])
+
+tas = want("climate.zarr", "tas")
+flat = tas.reshape(-1)
+
+# The recommended recipes on the corrupt array.
+R["whole"] = outcome(lambda: whole(bad, dtype, shape))
+R["into"] = outcome(lambda: into(bad, dtype, shape))
+R["part_bad"] = outcome(lambda: read_part(bad, dtype, 4 * MONTH, MONTH))
+R["part_months_1_3"] = outcome(lambda: read_part(bad, dtype, 0, 3 * MONTH), tas[:3])
+R["part_months_8_12"] = outcome(lambda: read_part(bad, dtype, 7 * MONTH, 5 * MONTH), tas[7:])
+R["npy_load"] = outcome(lambda: np.load(bad + ".npy"))
+def run_example():
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(open(example).read(), example, "exec"), {"__name__": "__main__"})
+R["example"] = outcome(run_example)
+R["copyfile"] = outcome(lambda: shutil.copyfile(bad, os.path.join(os.path.dirname(example), "copy")))
+
+# The readers that do not raise.
+R["fromfile"] = outcome(lambda: np.fromfile(bad, dtype=dtype), flat)
+R["fromfile_count"] = outcome(lambda: np.fromfile(bad, dtype=dtype, count=flat.size), flat)
+R["fromfile_at_bad_page"] = outcome(
+    lambda: np.fromfile(bad, dtype=dtype, count=10, offset=FIRST_BAD_PAGE))
+def unbuffered():
+    a = np.empty(shape, dtype)
+    with open(bad, "rb", buffering=0) as f:
+        first = f.readinto(a)
+        try:
+            f.readinto(memoryview(a).cast("B")[first:])
+            again = None
+        except OSError as e:
+            again = e.errno
+    return {"first": first, "again": again}
+R["unbuffered_readinto"] = unbuffered()
+fd = os.open(bad, os.O_RDONLY)
+first = len(os.pread(fd, MONTH, 3 * MONTH))
+R["pread"] = {"first": first, "again": outcome(lambda: os.pread(fd, MONTH, 3 * MONTH + first))}
+os.close(fd)
+
+# Healthy arrays: the same recipes give zarr-python's bytes.
+healthy = {}
+for mnt, rel, store, array in [
+    (good_mnt, "climate.zarr/tas", "climate.zarr", "tas"),
+    (bad_mnt, "climate.zarr/lat", "climate.zarr", "lat"),
+    (bad_mnt, "climate.zarr/time", "climate.zarr", "time"),
+    (bad_mnt, "elevation.zarr", "elevation.zarr", ""),
+]:
+    w = want(store, array)
+    path = f"{mnt}/{rel}"
+    m = json.load(open(path + ".json"))
+    dt, sh = m["dtype"], tuple(m["shape"])
+    healthy[rel] = {
+        "whole": outcome(lambda: whole(path, dt, sh), w),
+        "into": outcome(lambda: into(path, dt, sh), w),
+        "part": outcome(lambda: read_part(path, dt, w.itemsize, w.nbytes - w.itemsize), w.reshape(-1)[1:]),
+        "fromfile": outcome(lambda: np.fromfile(path, dtype=dt), w.reshape(-1)),
+        "memmap": outcome(lambda: np.array(np.memmap(path, dtype=dt, mode="r", shape=sh)), w),
+        "npy_load": outcome(lambda: np.load(path + ".npy"), w),
+    }
+R["healthy"] = healthy
+R["numpy"] = np.__version__
+print(json.dumps(R))
+"#;
+
+/// `outcome` of [`SAFE_READING_SCRIPT`] is an OSError with errno EIO.
+fn assert_eio(r: &Value, what: &str) {
+    assert_eq!(r["raised"], "OSError", "{what}: {r}");
+    assert_eq!(r["errno"], libc::EIO, "{what}: {r}");
+}
+
+/// The recommended Python recipes raise OSError (EIO) on a read that
+/// touches a corrupt chunk, and so does examples/readers/read_numpy.py;
+/// the readers docs/SEMANTICS.md warns of do what it says (np.fromfile
+/// returns an array, memmap dies of SIGBUS, unbuffered reads return a
+/// short count); on healthy arrays every recipe gives zarr-python's bytes.
+#[test]
+fn corrupt_chunk_python_recipes_raise_and_fromfile_does_not() {
+    let (tmp, bad) = mount_corrupt_demo();
+    let good = mount_demo(&["--views", "raw,json,npy"]);
+    let example = tmp.path().join("read_numpy.py");
+    let src = std::fs::read_to_string(readers().join("read_numpy.py")).unwrap();
+    std::fs::write(&example, localise(&bad, &src)).unwrap();
+    let out = stdout(&py(
+        SAFE_READING_SCRIPT,
+        &[
+            bad.mnt.to_str().unwrap(),
+            good.mnt.to_str().unwrap(),
+            demo().to_str().unwrap(),
+            example.to_str().unwrap(),
+        ],
+    ));
+    let r: Value = serde_json::from_str(out.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    let numpy = &r["numpy"];
+
+    // Safe: they raise.
+    for key in ["whole", "into", "part_bad", "example", "copyfile"] {
+        assert_eio(&r[key], key);
+    }
+    assert_eq!(r["npy_load"]["raised"], "ValueError", "{}", r["npy_load"]);
+    // Reads that touch no page of the bad chunk are unaffected.
+    for key in ["part_months_1_3", "part_months_8_12"] {
+        assert_eq!(r[key]["equal"], true, "{key}: {}", r[key]);
+    }
+
+    // Unsafe, as the docs say. If NumPy starts raising, this fails: then
+    // docs/SEMANTICS.md's table is out of date (say from which version).
+    let ff = &r["fromfile"];
+    assert!(
+        ff.get("raised").is_none(),
+        "np.fromfile raised with NumPy {numpy}: update docs/SEMANTICS.md: {ff}"
+    );
+    assert_eq!(ff["size"], 12 * 73 * 144, "np.fromfile's size: {ff}");
+    assert_eq!(ff["equal"], false, "{ff}");
+    let prefix = ff["equal_prefix"].as_u64().unwrap() as usize;
+    assert!(
+        (3 * MONTH..4 * MONTH).contains(&prefix),
+        "np.fromfile: right up to the failure, months 1 to 3: {ff}"
+    );
+    let fc = &r["fromfile_count"];
+    assert!(fc.get("raised").is_none(), "NumPy {numpy}: {fc}");
+    let short = fc["size"].as_u64().unwrap() as usize;
+    assert!(
+        short < 12 * 73 * 144 && fc["equal_prefix"] == short * 4,
+        "{fc}"
+    );
+    assert_eq!(
+        r["fromfile_at_bad_page"]["size"], 0,
+        "{}",
+        r["fromfile_at_bad_page"]
+    );
+    // SIGBUS, and only for pages of the bad chunk.
+    assert_eq!(r["memmap_bad_month"]["signal"], libc::SIGBUS, "{r}");
+    assert_eq!(r["npy_mmap_bad_month"]["signal"], libc::SIGBUS, "{r}");
+    assert_eq!(r["memmap_good_month"]["exit"], 0, "{r}");
+    // A short count first, EIO when asked again.
+    for key in ["unbuffered_readinto", "pread"] {
+        let first = r[key]["first"].as_u64().unwrap() as usize;
+        assert!(first > 0 && first < 12 * MONTH, "{key}: {}", r[key]);
+    }
+    assert_eq!(r["unbuffered_readinto"]["again"], libc::EIO, "{r}");
+    assert_eq!(
+        r["pread"]["first"], 21312,
+        "month 4 up to its first bad page"
+    );
+    assert_eio(&r["pread"]["again"], "pread again");
+
+    // Healthy arrays.
+    let healthy = r["healthy"].as_object().unwrap();
+    assert_eq!(healthy.len(), 4);
+    for (rel, readers) in healthy {
+        for (reader, o) in readers.as_object().unwrap() {
+            assert_eq!(o["equal"], true, "{rel} by {reader}: {o}");
+        }
+    }
+    assert_logged_bad_chunk(&bad);
+}
+
+/// dd, cat and the Fortran example fail on a read that touches a corrupt
+/// chunk (dd with count= only with iflag=fullblock); GDAL reads it as
+/// zeros and exits 0, and examples/readers/gdal.sh's check of
+/// `.slabfs/stats` catches that. Healthy months read as zarr-python reads
+/// them.
+#[test]
+fn corrupt_chunk_through_dd_fortran_and_gdal() {
+    let (_tmp, m) = mount_corrupt_demo();
+    let tas_bytes = zarr_bytes("climate.zarr", "tas");
+    let tas = f32s(&tas_bytes);
+    let path = m.path("climate.zarr/tas");
+    let failed = |out: &Output, what: &str, needle: &str| {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(needle),
+            "{what} exited with {} on a corrupt chunk: {err}",
+            out.status
+        );
+    };
+
+    let work = tempfile::tempdir().unwrap();
+    // The od reads 16 bytes from the first bad one (month 4, lat 37, lon 72).
+    let p = path.to_str().unwrap();
+    for args in [
+        vec!["cat", p],
+        vec!["cp", p, "copy"],
+        vec!["head", "-c", "300000", p],
+        vec!["od", "-j", "147744", "-N", "16", p],
+    ] {
+        let out = Command::new(args[0])
+            .args(&args[1..])
+            .current_dir(work.path())
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        failed(&out, args[0], "Input/output error");
+    }
+
+    // examples/readers/dd_od.sh: month 1 is copied; the whole copy fails.
+    let script = localise(
+        &m,
+        &std::fs::read_to_string(readers().join("dd_od.sh")).unwrap(),
+    );
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(work.path())
+        .output()
+        .unwrap();
+    failed(&out, "dd_od.sh", "Input/output error");
+    let month1 = std::fs::read(work.path().join("tas-month1.f32")).unwrap();
+    assert!(month1 == tas_bytes[..MONTH], "dd of month 1 differs");
+
+    // dd count=1 of month 4 without iflag=fullblock: the bytes before the
+    // first bad page, exit 0 (what the docs warn of); with it, exit 1.
+    let dd = |extra: &[&str]| {
+        Command::new("dd")
+            .arg(format!("if={}", path.display()))
+            .args(["of=month4.f32", "bs=42048", "skip=3", "count=1"])
+            .args(extra)
+            .current_dir(work.path())
+            .output()
+            .unwrap()
+    };
+    let out = dd(&[]);
+    let copied = std::fs::metadata(work.path().join("month4.f32"))
+        .unwrap()
+        .len() as usize;
+    assert!(
+        out.status.success() && copied < MONTH,
+        "dd count=1 without iflag=fullblock: {}, {copied} bytes; docs/SEMANTICS.md says exit 0 and short",
+        out.status
+    );
+    let month4 = std::fs::read(work.path().join("month4.f32")).unwrap();
+    assert!(month4 == tas_bytes[3 * MONTH..3 * MONTH + copied]);
+    failed(
+        &dd(&["iflag=fullblock"]),
+        "dd iflag=fullblock",
+        "Input/output error",
+    );
+
+    if have(
+        "gfortran",
+        "corrupt_chunk_through_dd_fortran_and_gdal (Fortran)",
+    ) {
+        let exe = work.path().join("read_tas");
+        run(Command::new("gfortran")
+            .args(["-O2", "-o"])
+            .arg(&exe)
+            .arg(readers().join("read_tas.f90"))
+            .current_dir(work.path()));
+        let out = Command::new(&exe)
+            .arg(m.path("climate.zarr"))
+            .output()
+            .unwrap();
+        failed(&out, "read_tas", "tas, month 4: Input/output error");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        // Months 1 to 3 before it, as zarr-python reads them.
+        let rows: Vec<Vec<String>> = stdout(&out)
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().map(String::from).collect())
+            .collect();
+        assert_eq!(rows.len(), 3, "{out:?}");
+        for (t, row) in rows.iter().enumerate() {
+            assert_eq!(row[1].parse::<f32>().unwrap(), tas_at(&tas, t, 36, 0));
+            assert_eq!(row[2].parse::<f32>().unwrap(), tas_at(&tas, t, 0, 0));
+        }
+    }
+
+    if have(
+        "gdalinfo",
+        "corrupt_chunk_through_dd_fortran_and_gdal (GDAL)",
+    ) {
+        // Pixel (100, 60) lies in the bad chunk in months 4 to 6: GDAL
+        // gives 0 for them and exits 0 (what the docs warn of).
+        let out = run(Command::new("gdallocationinfo")
+            .arg("-valonly")
+            .arg(&path)
+            .args(["100", "60"]));
+        let got: Vec<f32> = stdout(&out)
+            .lines()
+            .map(|v| v.trim().parse::<f64>().unwrap() as f32)
+            .collect();
+        let want: Vec<f32> = (0..12)
+            .map(|t| {
+                if (3..6).contains(&t) {
+                    0.0
+                } else {
+                    tas_at(&tas, t, 60, 100)
+                }
+            })
+            .collect();
+        assert_eq!(got, want, "GDAL did not read the bad months as 0");
+        assert!((3..6).all(|t| tas_at(&tas, t, 60, 100) != 0.0));
+        run(Command::new("gdalinfo")
+            .arg("-stats")
+            .arg(&path)
+            .stdout(Stdio::null()));
+        // examples/readers/gdal.sh: its errors.EIO check fails the run.
+        let script = localise(
+            &m,
+            &std::fs::read_to_string(readers().join("gdal.sh")).unwrap(),
+        );
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        failed(
+            &out,
+            "gdal.sh",
+            "slabfs: reads failed during gdal_translate",
+        );
+    }
+    assert_logged_bad_chunk(&m);
+}
+
+/// Every code line of docs/SEMANTICS.md's "Reading safely" is run by the
+/// tests above: it is in [`SAFE_READING_SCRIPT`] or in one of the
+/// example programs they run.
+#[test]
+fn semantics_reading_safely_recipes_are_the_tested_ones() {
+    let doc = std::fs::read_to_string(repo().join("docs/SEMANTICS.md")).unwrap();
+    let section = doc
+        .split("\n## Reading safely")
+        .nth(1)
+        .expect("docs/SEMANTICS.md has a '## Reading safely' section");
+    let section = section.split("\n## ").next().unwrap();
+    let mut tested = SAFE_READING_SCRIPT.to_string();
+    for name in ["read_numpy.py", "read_tas.f90", "dd_od.sh", "gdal.sh"] {
+        tested += &std::fs::read_to_string(readers().join(name)).unwrap();
+    }
+    let mut in_code = false;
+    let mut checked = 0;
+    for line in section.lines() {
+        if let Some(lang) = line.strip_prefix("```") {
+            in_code = ["sh", "python", "fortran"].contains(&lang);
+            continue;
+        }
+        let line = line.trim();
+        if !in_code || line.is_empty() {
+            continue;
+        }
+        assert!(
+            tested.contains(line),
+            "docs/SEMANTICS.md line not run by the tests: {line}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 15, "only {checked} code lines found");
 }
