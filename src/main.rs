@@ -16,7 +16,6 @@ mod cli;
 use std::ffi::OsString;
 use std::io::Write;
 
-use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 
 fn main() {
@@ -27,6 +26,14 @@ fn main() {
         std::process::exit(mount_helper(&argv));
     }
 
+    // `slabfs mount -o OPTS`: the options become the flags they stand for.
+    let argv = match cli::options::expand_argv(argv) {
+        Ok(argv) => argv,
+        Err(e) => {
+            eprintln!("slabfs: {e}");
+            std::process::exit(2);
+        }
+    };
     let matches = cli::Cli::command().get_matches_from(&argv);
     let cli = match cli::Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
@@ -34,19 +41,12 @@ fn main() {
     };
     // A daemon's log is its only voice: `mount` logs at info unless told
     // otherwise (mount, kernel settings, unmount); `ls`/`cat` stay quiet.
-    let level = match cli.command {
-        cli::Command::Mount(_)
-            if matches.value_source("log_level") != Some(ValueSource::CommandLine) =>
-        {
-            "info"
-        }
-        _ => cli.log_level.as_str(),
-    };
+    let level = cli.log_level().to_string();
     // A daemon or a log file: lines go through slabfs::logging::Sink,
     // which can follow stderr to a file or the system log.
     let detaching =
         matches!(&cli.command, cli::Command::Mount(m) if m.daemon || m.log_file.is_some());
-    init_logging(level, detaching);
+    init_logging(&level, detaching);
     if let Err(e) = cli::run(cli) {
         // A closed pipe (`slabfs cat ... | head`) is not an error worth a message.
         if let Some(io) = e.downcast_ref::<std::io::Error>()

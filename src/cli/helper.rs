@@ -29,75 +29,24 @@
 //!
 //! # Options
 //!
-//! `-o` options map onto `slabfs mount` flags, parsed by the same
-//! functions: `cache_size=SIZE`, `byte_order=native|little|big`,
-//! `views=raw+json+npy+hdr` (`+` separates views, since commas separate
-//! options), `refresh=SECONDS`, `watch=inotify|walk`, `rescan=SECONDS`,
-//! `max_watches=N`, `max_open_datasets=N`, `uid=N`, `gid=N`, `threads=N`,
-//! `read_ahead_kb=N`, `metrics=ADDR` (`PORT` or `HOST:PORT`),
-//! `metrics_otlp=URL`, `metrics_otlp_interval=SECONDS`,
-//! `allow_outside=DIR[:DIR...]` (URLs too), `allow_other`, `nonempty`
-//! (mount over a directory with files in it; refused otherwise),
-//! `ref=BRANCH|TAG|SNAPSHOT` (an Icechunk repository's version),
-//! for URL sources `endpoint_url=URL`, `no_sign_request`, `max_requests=N`,
-//! `request_timeout=SECONDS`, `stall_timeout=SECONDS`, `retries=N`, `hdf5_plugins`,
-//! `hdf5_plugin_path=DIR[:DIR...]` (only with `hdf5_plugins`), and
-//! `log_level=LEVEL`, `log_file=PATH`. `ro` is
-//! accepted (the mount is always read-only); `rw` is refused with a
-//! message, since mount(8) adds it whenever `ro` is missing and a mount
-//! that claims to be writable would mislead. Generic options that make
-//! no difference to a read-only FUSE mount, which mount(8), fuse3's
-//! `mount.fuse` or systemd pass along, are ignored (see [`IGNORED`]).
-//! Anything else is refused, unless `-s` (sloppy) is given, which only
-//! warns. `-f` (fake) checks everything and mounts nothing; `-n` and `-v`
-//! are accepted (`-v` logs at info).
+//! `-o` options are `slabfs mount`'s long flags with `_` for `-`
+//! (`cache_size=2GiB`, `allow_other`, `views=raw+json`), parsed by clap
+//! from the same definitions, plus fstab's own words (`ro`, `nonempty`,
+//! `x-mount.mkdir`, generic options that change nothing here): see
+//! [`super::options`], which `slabfs mount -o` uses too. Unknown options
+//! are refused, unless `-s` (sloppy) is given, which only warns. `-f`
+//! (fake) checks everything and mounts nothing; `-n` and `-v` are
+//! accepted (`-v` logs at info; `log_level=LEVEL` sets the level).
 
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
-use super::{ByteOrder, Cli, Command, MountArgs, WatchMode, parse_size, parse_views};
-use clap::{Parser, ValueEnum};
+use super::options::{self, OptError};
+use super::{Cli, Command, MountArgs};
+use clap::Parser;
 
 /// Names under which slabfs acts as a mount helper (argv[0]'s file name).
 pub const NAMES: [&str; 2] = ["mount.slabfs", "mount.fuse.slabfs"];
-
-/// Options passed along by mount(8), fuse3's `mount.fuse` or systemd that
-/// change nothing for slabfs: the mount is always `ro,nodev,nosuid`, files
-/// are never executable, access times are meaningless without writes, and
-/// mount(8) itself handles `user`/`users`/`owner`/`group`/`nofail`.
-pub const IGNORED: &[&str] = &[
-    "defaults",
-    "auto",
-    "noauto",
-    "nofail",
-    "_netdev",
-    "user",
-    "users",
-    "nouser",
-    "owner",
-    "group",
-    "dev",
-    "nodev",
-    "suid",
-    "nosuid",
-    "exec",
-    "noexec",
-    "async",
-    "sync",
-    "atime",
-    "noatime",
-    "diratime",
-    "nodiratime",
-    "relatime",
-    "norelatime",
-    "strictatime",
-    "nostrictatime",
-    "lazytime",
-    "nolazytime",
-    "silent",
-    "loud",
-    "default_permissions",
-];
 
 /// A parsed helper invocation.
 #[derive(Debug)]
@@ -192,177 +141,67 @@ pub fn parse(args: &[OsString]) -> Result<Invocation, String> {
             positional.len()
         ));
     };
-    // The defaults of `slabfs mount SOURCE MOUNTPOINT`, from clap itself.
-    let cli = Cli::try_parse_from([
-        OsStr::new("slabfs"),
-        OsStr::new("mount"),
-        OsStr::new("--"),
-        source,
-        mountpoint,
-    ])
-    .map_err(|e| e.to_string())?;
+    // Each option becomes the `slabfs mount` flags it stands for
+    // (super::options), checked alone first so that a bad value is
+    // reported with the option that gave it.
+    let mut flags: Vec<OsString> = Vec::new();
+    let mut log_level = verbose.then(|| "info".to_string());
+    let mut ignored = Vec::new();
+    for opts in &options {
+        for opt in opts.split(',').filter(|o| !o.is_empty()) {
+            let e = match options::expand(opt) {
+                Ok(e) => e,
+                Err(OptError::Unknown) if sloppy => {
+                    ignored.push(opt.to_string());
+                    continue;
+                }
+                Err(OptError::Unknown) => {
+                    return Err(format!(
+                        "{}; -s ignores unknown ones",
+                        options::unknown(opt)
+                    ));
+                }
+                Err(OptError::Bad(msg)) => return Err(format!("option {opt:?}: {msg}")),
+            };
+            if let Some(level) = e.log_level {
+                log_level = Some(level);
+            }
+            if !e.flags.is_empty() {
+                // Alone, an option that needs another is not wrong yet.
+                use clap::error::ErrorKind::{ArgumentConflict, MissingRequiredArgument};
+                match mount_cli(&e.flags, &[OsStr::new("s"), OsStr::new("m")]) {
+                    Err(e) if !matches!(e.kind(), MissingRequiredArgument | ArgumentConflict) => {
+                        return Err(format!("option {opt:?}: {}", options::clap_line(&e)));
+                    }
+                    _ => {}
+                }
+            }
+            flags.extend(e.flags);
+        }
+    }
+    // The whole: options that conflict, or need another (`ref=` and
+    // `all_refs`, `hdf5_plugin_path=` without `hdf5_plugins`).
+    let cli = mount_cli(&flags, &[source, mountpoint]).map_err(|e| options::clap_line(&e))?;
     let Command::Mount(mut args) = cli.command else {
         unreachable!("parsed as a mount")
     };
     args.daemon = true;
-    let mut inv = Invocation {
+    Ok(Invocation {
         args,
         fake,
-        log_level: verbose.then(|| "info".to_string()),
-        ignored: Vec::new(),
-    };
-    for opts in &options {
-        for opt in opts.split(',').filter(|o| !o.is_empty()) {
-            if let Err(e) = apply(opt, &mut inv) {
-                match e {
-                    OptError::Unknown if sloppy => inv.ignored.push(opt.to_string()),
-                    OptError::Unknown => {
-                        return Err(format!(
-                            "unknown option {opt:?} (slabfs takes ro, allow_other, nonempty, \
-                             cache_size=, byte_order=, views=, refresh=, watch=, rescan=, \
-                             max_watches=, max_open_datasets=, uid=, gid=, threads=, read_ahead_kb=, metrics=, metrics_otlp=, metrics_otlp_interval=, allow_outside=, ref=, all_refs, \
-                             disk_cache=, disk_cache_size=, \
-                             endpoint_url=, no_sign_request, max_requests=, request_timeout=, stall_timeout=, \
-                             retries=, hdf5_plugins, hdf5_plugin_path=, log_level=, log_file=; \
-                             -s ignores unknown ones)"
-                        ));
-                    }
-                    OptError::Bad(msg) => return Err(format!("option {opt:?}: {msg}")),
-                }
-            }
-        }
-    }
-    // As `slabfs mount`: one version, or all of them.
-    if inv.args.common.reference.is_some() && inv.args.common.all_refs {
-        return Err("ref= and all_refs: one version, or every version".into());
-    }
-    // As `slabfs mount`: a plugin directory alone loads nothing.
-    if inv.args.common.hdf5_plugin_path.is_some() && !inv.args.common.hdf5_plugins {
-        return Err("hdf5_plugin_path= needs hdf5_plugins (plugins are off by default)".into());
-    }
-    Ok(inv)
+        log_level,
+        ignored,
+    })
 }
 
-/// `allow_outside=` values: `:` separates roots, except the `:` of a
-/// URL's `scheme://` (`/a:s3://b/p` is `/a` and `s3://b/p`).
-fn split_roots(v: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for piece in v.split(':') {
-        match out.last_mut() {
-            Some(last) if piece.starts_with("//") && !last.contains('/') => {
-                last.push(':');
-                last.push_str(piece);
-            }
-            _ => out.push(piece.to_string()),
-        }
-    }
-    out.retain(|p| !p.is_empty());
-    out
-}
-
-enum OptError {
-    Unknown,
-    Bad(String),
-}
-
-/// Apply one `-o` option to `inv`.
-fn apply(opt: &str, inv: &mut Invocation) -> Result<(), OptError> {
-    let a = &mut inv.args;
-    let (key, value) = match opt.split_once('=') {
-        Some((k, v)) => (k, Some(v)),
-        None => (opt, None),
-    };
-    let bad = |m: String| OptError::Bad(m);
-    let need = || value.ok_or_else(|| bad(format!("{key}= needs a value")));
-    fn number<T: std::str::FromStr>(v: &str) -> Result<T, OptError> {
-        v.parse()
-            .map_err(|_| OptError::Bad(format!("{v:?} is not a valid number here")))
-    }
-    match key {
-        "ro" if value.is_none() => {}
-        "rw" if value.is_none() => {
-            return Err(bad(
-                "slabfs mounts are read-only: write ro (mount passes rw when neither is given)"
-                    .into(),
-            ));
-        }
-        "allow_other" if value.is_none() => a.allow_other = true,
-        // FUSE tools' spelling of "mount over a non-empty directory".
-        "nonempty" if value.is_none() => a.allow_non_empty = true,
-        // mount(8) creates the directory itself and keeps x-* options from
-        // helpers; honoured here for callers that pass it along anyway.
-        "x-mount.mkdir" => a.create_mountpoint = true,
-        "cache_size" => a.common.cache_size = parse_size(need()?).map_err(bad)?,
-        "disk_cache" => a.common.remote.disk_cache = Some(need()?.into()),
-        "disk_cache_size" => a.common.remote.disk_cache_size = parse_size(need()?).map_err(bad)?,
-        "byte_order" => {
-            a.byte_order = ByteOrder::from_str(need()?, false)
-                .map_err(|_| bad("choose native, little or big".into()))?;
-        }
-        "views" => a.views = parse_views(&need()?.replace('+', ",")).map_err(bad)?,
-        "refresh" => a.refresh = Some(number(need()?)?),
-        "watch" => {
-            a.watch = WatchMode::from_str(need()?, false)
-                .map_err(|_| bad("choose inotify or walk".into()))?;
-        }
-        "rescan" => a.rescan = number(need()?)?,
-        "max_watches" => a.max_watches = Some(number(need()?)?),
-        "max_open_datasets" => {
-            let n: usize = number(need()?)?;
-            if n == 0 {
-                return Err(bad("at least 1".into()));
-            }
-            a.max_open_datasets = n;
-        }
-        "uid" => a.uid = Some(number(need()?)?),
-        "gid" => a.gid = Some(number(need()?)?),
-        "threads" => {
-            let n: u16 = number(need()?)?;
-            if n == 0 {
-                return Err(bad("at least 1".into()));
-            }
-            a.threads = Some(n);
-        }
-        "read_ahead_kb" => a.read_ahead_kb = Some(number(need()?)?),
-        "metrics" => a.metrics = Some(super::parse_metrics_addr(need()?).map_err(bad)?),
-        "metrics_otlp" => a.metrics_otlp = Some(super::parse_otlp_url(need()?).map_err(bad)?),
-        "metrics_otlp_interval" => {
-            let n: u64 = number(need()?)?;
-            if n == 0 {
-                return Err(bad("at least 1".into()));
-            }
-            a.metrics_otlp_interval = n;
-        }
-        // Repeatable; `:` separates several (paths cannot hold commas here).
-        "allow_outside" => a
-            .common
-            .allow_outside
-            .extend(split_roots(need()?).into_iter().map(Into::into)),
-        "ref" => a.common.reference = Some(need()?.to_string()),
-        "all_refs" if value.is_none() => a.common.all_refs = true,
-        "endpoint_url" => a.common.remote.endpoint_url = Some(need()?.to_string()),
-        "no_sign_request" if value.is_none() => a.common.remote.no_sign_request = true,
-        "max_requests" => {
-            let n: u32 = number(need()?)?;
-            if !(1..=4096).contains(&n) {
-                return Err(bad("1 to 4096".into()));
-            }
-            a.common.remote.max_requests = n;
-        }
-        "request_timeout" => a.common.remote.request_timeout = number(need()?)?,
-        "stall_timeout" => a.common.remote.stall_timeout = Some(number(need()?)?),
-        "retries" => a.common.remote.retries = number(need()?)?,
-        "hdf5_plugins" if value.is_none() => a.common.hdf5_plugins = true,
-        "hdf5_plugin_path" => a.common.hdf5_plugin_path = Some(need()?.into()),
-        "log_level" => inv.log_level = Some(need()?.to_string()),
-        "log_file" => a.log_file = Some(need()?.into()),
-        // x-systemd.* and comment= normally never reach a helper; systemd
-        // and older mount(8) versions may still pass them.
-        _ if key.starts_with("x-") || key.starts_with("X-") || key == "comment" => {}
-        _ if value.is_none() && IGNORED.contains(&key) => {}
-        _ => return Err(OptError::Unknown),
-    }
-    Ok(())
+/// `slabfs mount FLAGS -- POSITIONAL...` parsed by clap.
+fn mount_cli(flags: &[OsString], positional: &[&OsStr]) -> Result<Cli, clap::Error> {
+    let argv = [OsStr::new("slabfs"), OsStr::new("mount")]
+        .into_iter()
+        .chain(flags.iter().map(OsString::as_os_str))
+        .chain([OsStr::new("--")])
+        .chain(positional.iter().copied());
+    Cli::try_parse_from(argv)
 }
 
 #[cfg(test)]
@@ -415,7 +254,10 @@ mod tests {
         let inv = parse_ok(&["/srv/repo", "/mnt/x", "-o", "ro,all_refs"]);
         assert!(inv.args.common.all_refs);
         let err = parse_err(&["/srv/repo", "/mnt/x", "-o", "ro,ref=v1,all_refs"]);
-        assert!(err.contains("every version"), "{err}");
+        assert!(
+            err.contains("'--ref <BRANCH|TAG|SNAPSHOT>' cannot be used with '--all-refs'"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -511,7 +353,10 @@ mod tests {
         assert!(cfg.enabled);
         assert_eq!(cfg.dirs, [Path::new("/opt/p1"), Path::new("/opt/p2")]);
         let e = parse_err(&["/data", "/mnt", "-o", "ro,hdf5_plugin_path=/opt/p"]);
-        assert!(e.contains("needs hdf5_plugins"), "{e}");
+        assert!(
+            e.contains("required arguments were not provided: --hdf5-plugins"),
+            "{e}"
+        );
     }
 
     #[test]

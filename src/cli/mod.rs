@@ -4,6 +4,7 @@
 //! into the same [`MountArgs`].
 
 pub mod helper;
+pub mod options;
 pub mod remote;
 
 use std::io::Write;
@@ -39,10 +40,40 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 
-    /// Log level: error, warn, info, debug or trace (RUST_LOG overrides).
-    /// `mount` logs at info unless this is given.
-    #[arg(long, global = true, default_value = "warn")]
-    pub log_level: String,
+    /// Log level: error, warn, info, debug or trace (RUST_LOG overrides)
+    /// [default: info for mount, warn for the other commands].
+    #[arg(long, global = true, value_name = "LEVEL", help_heading = "Logging",
+          value_parser = ["error", "warn", "info", "debug", "trace"])]
+    pub log_level: Option<String>,
+    /// Log more: one level per -v (-v: info for ls and cat, debug for
+    /// mount).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count,
+          conflicts_with = "log_level", help_heading = "Logging")]
+    pub verbose: u8,
+    /// Log errors only.
+    #[arg(short, long, global = true, conflicts_with_all = ["log_level", "verbose"],
+          help_heading = "Logging")]
+    pub quiet: bool,
+}
+
+impl Cli {
+    /// The log level asked for: `--log-level`, else `-q` (error), else the
+    /// command's own level (info for a daemon's log, warn for `ls`/`cat`,
+    /// which say what they find wrong) raised by one per `-v`.
+    pub fn log_level(&self) -> &str {
+        if let Some(level) = &self.log_level {
+            return level;
+        }
+        if self.quiet {
+            return "error";
+        }
+        const LEVELS: [&str; 5] = ["error", "warn", "info", "debug", "trace"];
+        let base = match self.command {
+            Command::Mount(_) => 2,
+            _ => 1,
+        };
+        LEVELS[(base + self.verbose as usize).min(LEVELS.len() - 1)]
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -150,27 +181,23 @@ pub struct MountArgs {
     /// --allow-non-empty). A stale mount left there by a killed slabfs is
     /// detached first.
     pub mountpoint: PathBuf,
-    /// Create MOUNTPOINT, and its missing parents, if it does not exist
-    /// (fstab: x-mount.mkdir). Without it a missing MOUNTPOINT is an error:
-    /// usually a typo.
-    #[arg(long, help_heading = "Mount point")]
-    pub create_mountpoint: bool,
-    /// Mount over a MOUNTPOINT that has files or directories in it, hiding
-    /// them until the unmount (fstab: nonempty). Without it a non-empty
-    /// MOUNTPOINT is an error.
-    #[arg(long, help_heading = "Mount point")]
-    pub allow_non_empty: bool,
+    /// Mount options in fstab's spelling, as the mount.slabfs helper
+    /// takes them: every long option below with _ for - (cache_size=2GiB,
+    /// allow_other, views=raw+json with + between views), and ro,
+    /// nonempty, x-mount.mkdir; repeatable.
+    #[arg(short = 'o', long = "options", value_name = "OPTION[,OPTION...]")]
+    pub options: Vec<String>,
     #[command(flatten)]
     pub common: Common,
     /// Byte order of the served files (and of the dtype in sidecars and
     /// xattrs).
-    #[arg(long, value_enum, default_value_t = ByteOrder::Native, help_heading = "Reading")]
+    #[arg(long, value_enum, default_value_t = ByteOrder::Native, help_heading = "Layout and views")]
     pub byte_order: ByteOrder,
     /// Check the sources for changes (grown arrays, rewritten chunks,
     /// added or removed datasets) every SECONDS; 0 = never [default: 5
     /// for a local SOURCE, 30 for a URL, where a check of an idle prefix
     /// costs one LIST request per 1,000 objects (docs/REMOTE.md)].
-    #[arg(long, value_name = "SECONDS", help_heading = "Reading")]
+    #[arg(long, value_name = "SECONDS", help_heading = "Refresh")]
     pub refresh: Option<u64>,
     /// How live refresh finds changes in a directory SOURCE on a local
     /// file system: `inotify` watches its directories and re-loads only
@@ -178,7 +205,7 @@ pub struct MountArgs {
     /// nothing); `walk` re-opens everything every --refresh SECONDS.
     /// Sources inotify cannot watch (NFS, Lustre, too many directories)
     /// are walked anyway.
-    #[arg(long, value_enum, default_value_t = WatchMode::Inotify, help_heading = "Reading")]
+    #[arg(long, value_enum, default_value_t = WatchMode::Inotify, help_heading = "Refresh")]
     pub watch: WatchMode,
     /// While watching, also walk the whole source every SECONDS, a safety
     /// net for what inotify cannot see (files outside SOURCE that
@@ -187,36 +214,46 @@ pub struct MountArgs {
         long,
         value_name = "SECONDS",
         default_value_t = 900,
-        help_heading = "Reading"
+        help_heading = "Refresh"
     )]
     pub rescan: u64,
     /// Watch at most N directories, else walk every --refresh SECONDS
     /// [default: half of /proc/sys/fs/inotify/max_user_watches].
-    #[arg(long, value_name = "N", help_heading = "Reading")]
+    #[arg(long, value_name = "N", help_heading = "Refresh")]
     pub max_watches: Option<usize>,
     /// Keep at most N datasets of a directory SOURCE open (parsed headers,
     /// sidecars); the least recently used is closed and opened again on
     /// its next use, with the same inode numbers.
     #[arg(long, value_name = "N", default_value_t = slabfs::fs::DEFAULT_MAX_OPEN,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..),
-          help_heading = "Reading")]
+          help_heading = "Caching")]
     pub max_open_datasets: usize,
     /// Files shown for each array, a comma-separated list of: raw (NAME,
     /// the flat file), json (NAME.json sidecar), npy (NAME.npy: NumPy
     /// header + data), hdr (NAME.hdr: ENVI header for NAME).
-    #[arg(long, value_name = "LIST", default_value = "raw,json", value_parser = parse_views, help_heading = "Files")]
+    #[arg(long, value_name = "LIST", default_value = "raw,json", value_parser = parse_views, help_heading = "Layout and views")]
     pub views: Views,
     /// Owner of every file and directory [default: the user who mounts].
-    #[arg(long, value_name = "UID", help_heading = "Access")]
+    #[arg(long, value_name = "UID", help_heading = "Mount point and access")]
     pub uid: Option<u32>,
     /// Group of every file and directory [default: the mounting user's
     /// group].
-    #[arg(long, value_name = "GID", help_heading = "Access")]
+    #[arg(long, value_name = "GID", help_heading = "Mount point and access")]
     pub gid: Option<u32>,
     /// Let other users (and root) use the mount. Non-root users need
     /// `user_allow_other` in /etc/fuse.conf.
-    #[arg(long, help_heading = "Access")]
+    #[arg(long, help_heading = "Mount point and access")]
     pub allow_other: bool,
+    /// Create MOUNTPOINT, and its missing parents, if it does not exist
+    /// (fstab: x-mount.mkdir). Without it a missing MOUNTPOINT is an error:
+    /// usually a typo.
+    #[arg(long, help_heading = "Mount point and access")]
+    pub create_mountpoint: bool,
+    /// Mount over a MOUNTPOINT that has files or directories in it, hiding
+    /// them until the unmount (fstab: nonempty). Without it a non-empty
+    /// MOUNTPOINT is an error.
+    #[arg(long, help_heading = "Mount point and access")]
+    pub allow_non_empty: bool,
     /// Detach once the mount is live (exit 0), or exit 1 with the reason
     /// if mounting failed. Once live the daemon holds none of the caller's
     /// descriptors: its log goes to --log-file, else to the system log
@@ -224,7 +261,7 @@ pub struct MountArgs {
     #[arg(long, help_heading = "Daemon")]
     pub daemon: bool,
     /// Append the log to PATH instead of writing it to stderr.
-    #[arg(long, value_name = "PATH", help_heading = "Daemon")]
+    #[arg(long, value_name = "PATH", help_heading = "Logging")]
     pub log_file: Option<PathBuf>,
     /// Threads serving FUSE requests [default: the number of CPU cores].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..), help_heading = "Daemon")]
@@ -232,25 +269,25 @@ pub struct MountArgs {
     /// Set the mount's kernel readahead (/sys/class/bdi/MAJ:MIN/read_ahead_kb)
     /// to N KiB once mounted; root only. Larger helps long sequential
     /// reads and hurts random mmap access [default: the kernel's, 128].
-    #[arg(long, value_name = "N", help_heading = "Daemon")]
+    #[arg(long, value_name = "N", help_heading = "Caching")]
     pub read_ahead_kb: Option<u32>,
     /// Serve Prometheus metrics at http://ADDR/metrics: FUSE requests,
     /// bytes served, caches, decodes, remote requests, refresh
     /// (docs/OPERATIONS.md). ADDR is HOST:PORT, or a bare PORT (or :PORT)
     /// for 127.0.0.1:PORT; the endpoint has no authentication, so keep it
     /// on loopback unless the network is trusted.
-    #[arg(long, value_name = "ADDR", value_parser = parse_metrics_addr, help_heading = "Daemon")]
+    #[arg(long, value_name = "ADDR", value_parser = parse_metrics_addr, help_heading = "Metrics")]
     pub metrics: Option<std::net::SocketAddr>,
     /// Push the same series to an OpenTelemetry collector (OTLP/HTTP,
     /// protobuf) at URL, such as http://127.0.0.1:4318/v1/metrics (a URL
     /// without a path gets /v1/metrics), every --metrics-otlp-interval.
     /// A collector that is down or slow never slows reads; failures are
     /// logged, a line every 10 minutes at most (docs/OPERATIONS.md).
-    #[arg(long, value_name = "URL", value_parser = parse_otlp_url, help_heading = "Daemon")]
+    #[arg(long, value_name = "URL", value_parser = parse_otlp_url, help_heading = "Metrics")]
     pub metrics_otlp: Option<String>,
     /// Seconds between pushes to --metrics-otlp (one more at unmount).
     #[arg(long, value_name = "SECONDS", default_value_t = 60,
-          value_parser = clap::value_parser!(u64).range(1..), help_heading = "Daemon")]
+          value_parser = clap::value_parser!(u64).range(1..), help_heading = "Metrics")]
     pub metrics_otlp_interval: u64,
 }
 
@@ -343,11 +380,8 @@ impl MountArgs {
 }
 
 #[derive(Args, Debug, Clone)]
-#[command(next_help_heading = "Reading")]
+#[command(next_help_heading = "Sources")]
 pub struct Common {
-    /// Byte budget of the decoded-chunk cache, e.g. 512MiB, 2GiB, 100000000.
-    #[arg(long, default_value = "512MiB", value_parser = parse_size)]
-    pub cache_size: u64,
     /// Let aggregations and reference files read files under PATH too
     /// (by default only files under SOURCE); repeatable.
     #[arg(long, value_name = "PATH")]
@@ -365,7 +399,7 @@ pub struct Common {
     /// open at once; the others are opened again when read [default: half
     /// the open-file limit, which slabfs raises to the hard limit, at most
     /// 4096].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Caching")]
     pub max_open_files: Option<usize>,
     /// Decode HDF5 filters slabfs has no codec for (zfp, SZ3...) with HDF5
     /// filter plugin libraries, from the directories of HDF5_PLUGIN_PATH
@@ -377,6 +411,9 @@ pub struct Common {
     /// The plugin directories (`:`-separated) instead of HDF5_PLUGIN_PATH.
     #[arg(long, value_name = "DIRS", requires = "hdf5_plugins")]
     pub hdf5_plugin_path: Option<std::ffi::OsString>,
+    /// Byte budget of the decoded-chunk cache, e.g. 512MiB, 2GiB, 100000000.
+    #[arg(long, default_value = "512MiB", value_parser = parse_size, help_heading = "Caching")]
+    pub cache_size: u64,
     #[command(flatten)]
     pub remote: remote::RemoteArgs,
 }

@@ -13,7 +13,7 @@ use slabfs::storage::remote::Config;
 const DEFAULT_STALL_TIMEOUT: u64 = 10;
 
 #[derive(Args, Debug, Clone, Default)]
-#[command(next_help_heading = "Remote sources (s3://, gs://, az://, http(s)://)")]
+#[command(next_help_heading = "Remote (s3://, gs://, az://, http(s)://)")]
 pub struct RemoteArgs {
     /// S3 endpoint of an S3-compatible server (MinIO, Ceph, moto...), e.g.
     /// http://127.0.0.1:9000; an http:// endpoint needs no further flag

@@ -380,6 +380,48 @@ fn a_missing_or_non_empty_mountpoint_is_refused_saying_what_to_do() {
     s.unmount_and_wait();
 }
 
+/// `slabfs mount -o` takes the fstab helper's options (issue 42): every
+/// long option with `_` for `-`, views joined by `+`, and fstab's words.
+#[test]
+fn mount_takes_fstab_options_with_o() {
+    let s = Scratch::new();
+    let (status, err) = s.run_capture(
+        Command::new(SLABFS)
+            .args(["mount", "--daemon", "-o"])
+            .arg(format!(
+                "ro,noatime,cache_size=64MiB,views=raw+json+npy,log_file={}",
+                s.log_path().display()
+            ))
+            .arg(source())
+            .arg(&s.mnt),
+    );
+    assert!(status.success(), "{err}\n{}", s.log());
+    check_serving(&s.mnt, &s.log());
+    assert!(s.mnt.join("g1/sub/temp.npy").exists());
+    assert!(s.log().contains("cache 64 MiB"), "{}", s.log());
+    s.unmount_and_wait();
+    // An unknown option, and a bad value, name the option.
+    let (status, err) = s.run_capture(
+        Command::new(SLABFS)
+            .args(["mount", "-o", "ro,compress=zstd"])
+            .arg(source())
+            .arg(&s.mnt),
+    );
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.starts_with("slabfs: unknown option \"compress=zstd\""),
+        "{err}"
+    );
+    let (status, err) = s.run_capture(
+        Command::new(SLABFS)
+            .args(["mount", "-o", "views=raw+tiff"])
+            .arg(source())
+            .arg(&s.mnt),
+    );
+    assert_ne!(status.code(), Some(0), "{err}");
+    assert!(err.contains("unknown view \"tiff\""), "{err}");
+}
+
 #[test]
 fn daemon_returns_only_once_the_mount_is_live() {
     let s = Scratch::new();
