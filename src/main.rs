@@ -16,7 +16,7 @@ mod cli;
 use std::ffi::OsString;
 use std::io::Write;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 
 fn main() {
     let argv: Vec<OsString> = std::env::args_os().collect();
@@ -34,7 +34,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let matches = cli::Cli::command().get_matches_from(&argv);
+    let matches = cli::command().get_matches_from(&argv);
     let cli = match cli::Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

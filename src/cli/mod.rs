@@ -31,10 +31,11 @@ use slabfs::storage::local::descriptors;
     name = "slabfs",
     version,
     about = "Chunked, compressed and aggregated array datasets as flat row-major raw files",
-    long_about = "slabfs shows every variable of a dataset (Zarr v2/v3 stores, netCDF-3 files, \
-                  NCA and CF-1.13 aggregations, kerchunk reference files) as one flat, row-major \
-                  raw binary file, so tools that only read raw binary can use chunked, \
-                  compressed and aggregated data without converting it."
+    long_about = "slabfs shows every variable of a dataset as one flat, row-major raw binary \
+                  file, so tools that only read raw binary (dd, numpy.fromfile/memmap, Fortran \
+                  direct access, IDL, GrADS, GDAL's ENVI driver) can use chunked, compressed \
+                  and aggregated data without converting it. `slabfs mount` shows them as \
+                  files; `ls` and `cat` read them without mounting."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -81,8 +82,8 @@ pub enum Command {
     /// List the arrays of SOURCE: path (as the mount shows it), NumPy
     /// dtype, shape and size in bytes, one per line.
     Ls {
-        /// A dataset (Zarr store, netCDF-3 file, *.nca.json, kerchunk references) or a
-        /// directory of datasets.
+        /// A dataset or a directory of datasets, a path or a URL (formats:
+        /// `slabfs --help`).
         source: PathBuf,
         #[command(flatten)]
         common: Common,
@@ -90,8 +91,8 @@ pub enum Command {
     /// Write the flat row-major bytes of one array to stdout, exactly the
     /// bytes the mount serves for that file.
     Cat {
-        /// A dataset (Zarr store, netCDF-3 file, *.nca.json, kerchunk references) or a
-        /// directory of datasets.
+        /// A dataset or a directory of datasets, a path or a URL (formats:
+        /// `slabfs --help`).
         source: PathBuf,
         /// The array's path as `slabfs ls` prints it.
         array: String,
@@ -145,6 +146,54 @@ pub enum Command {
         /// The classic netCDF file to write.
         output: PathBuf,
     },
+    /// Print a completion script for SHELL, e.g. `source <(slabfs
+    /// completions bash)`, or save it where the shell looks
+    /// (/usr/share/bash-completion/completions/slabfs).
+    Completions {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// Write the man pages (slabfs.1, slabfs-mount.1, ...) into DIR, made
+    /// from the same definitions as --help.
+    #[command(hide = true)]
+    Man {
+        /// Directory to write the pages into (created if missing).
+        dir: PathBuf,
+    },
+}
+
+/// The command line's definition, with the formats of the registry in
+/// the top-level help (and the man page).
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().after_help(formats_help())
+}
+
+/// What SOURCE may be: every format of the registry, one line each.
+fn formats_help() -> String {
+    let mut out = String::from(
+        "Sources: a dataset or a directory of datasets (walked recursively), as a path or a \
+         URL (s3://, gs://, az://, http(s)://). Formats:\n",
+    );
+    let width = slabfs::formats::registry::FORMATS
+        .iter()
+        .map(|f| f.name.len())
+        .max()
+        .unwrap_or(0);
+    for f in slabfs::formats::registry::FORMATS {
+        out += &format!("  {:width$}  {}\n", f.name, f.summary);
+    }
+    out
+}
+
+/// `slabfs completions SHELL`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
 }
 
 /// `slabfs pack --codec`.
@@ -174,8 +223,8 @@ fn default_refresh(source: &std::path::Path) -> Duration {
 
 #[derive(Args, Debug, Clone)]
 pub struct MountArgs {
-    /// A dataset (Zarr store, netCDF-3 file, *.nca.json, kerchunk references) or a
-    /// directory of datasets.
+    /// A dataset or a directory of datasets, a path or a URL (formats:
+    /// `slabfs --help`).
     pub source: PathBuf,
     /// Where to mount it: an empty directory (see --create-mountpoint and
     /// --allow-non-empty). A stale mount left there by a killed slabfs is
@@ -708,12 +757,49 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
         Command::Unpack { input, output } => {
             let stats = packed::unpack(&input, &output)?;
             eprintln!(
-                "slabfs: unpacked {} variables: {} bytes",
-                stats.variables, stats.output_bytes
+                "slabfs: unpacked {}: {} bytes",
+                slabfs::logging::count(stats.variables, "variable", "variables"),
+                stats.output_bytes
             );
             Ok(())
         }
+        Command::Completions { shell } => {
+            use clap_complete::Shell as S;
+            let shell = match shell {
+                Shell::Bash => S::Bash,
+                Shell::Zsh => S::Zsh,
+                Shell::Fish => S::Fish,
+                Shell::Elvish => S::Elvish,
+                Shell::Powershell => S::PowerShell,
+            };
+            clap_complete::generate(shell, &mut command(), "slabfs", &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man { dir } => {
+            std::fs::create_dir_all(&dir)?;
+            write_man_pages(&command(), &dir)?;
+            Ok(())
+        }
     }
+}
+
+/// `slabfs.1` and one page per subcommand (`slabfs-mount.1`...), as
+/// clap_mangen renders them, into `dir`.
+fn write_man_pages(cmd: &clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
+    let cmd = cmd.clone().disable_help_subcommand(true);
+    let mut built = cmd.clone();
+    built.build();
+    let page = |c: clap::Command, name: &str| -> std::io::Result<()> {
+        let mut out = Vec::new();
+        clap_mangen::Man::new(c).render(&mut out)?;
+        std::fs::write(dir.join(format!("{name}.1")), out)
+    };
+    page(cmd, "slabfs")?;
+    for sub in built.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("slabfs-{}", sub.get_name());
+        page(sub.clone().name(name.clone()), &name)?;
+    }
+    Ok(())
 }
 
 /// `slabfs mount` (and `mount.slabfs`): detach first if asked, then mount
@@ -837,6 +923,46 @@ pub mod anyhow_free {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn top_level_help_lists_every_format_of_the_registry() {
+        let help = command().render_long_help().to_string();
+        for f in slabfs::formats::registry::FORMATS {
+            assert!(help.contains(f.summary), "{}: {help}", f.name);
+        }
+    }
+
+    #[test]
+    fn man_pages_and_completions_come_from_the_same_definitions() {
+        let dir = tempfile::tempdir().unwrap();
+        write_man_pages(&command(), dir.path()).unwrap();
+        let mount = std::fs::read_to_string(dir.path().join("slabfs-mount.1")).unwrap();
+        let cmd = command();
+        let mount_cmd = cmd.find_subcommand("mount").unwrap();
+        for arg in mount_cmd.get_arguments() {
+            if let Some(long) = arg.get_long() {
+                // roff escapes '-' as "\-".
+                let shown = format!("\\-\\-{}", long.replace('-', "\\-"));
+                assert!(mount.contains(&shown), "--{long} not in slabfs-mount.1");
+            }
+        }
+        for page in ["slabfs.1", "slabfs-ls.1", "slabfs-cat.1", "slabfs-pack.1"] {
+            assert!(dir.path().join(page).exists(), "{page}");
+        }
+        assert!(
+            !dir.path().join("slabfs-man.1").exists(),
+            "a hidden command"
+        );
+        let mut bash = Vec::new();
+        clap_complete::generate(
+            clap_complete::Shell::Bash,
+            &mut command(),
+            "slabfs",
+            &mut bash,
+        );
+        let bash = String::from_utf8(bash).unwrap();
+        assert!(bash.contains("--create-mountpoint") && bash.contains("completions"));
+    }
 
     #[test]
     fn sizes() {

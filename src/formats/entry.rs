@@ -229,6 +229,9 @@ pub struct FormatEntry {
     /// What a file or directory that fails to be one was expected to be,
     /// for messages: `"a netCDF or HDF5 file"`.
     pub noun: &'static str,
+    /// One line for `slabfs --help` and the man page: what it reads and
+    /// how it is found ("Zarr v2 and v3 stores (directories)").
+    pub summary: &'static str,
     pub layout: Layout,
     /// Whether a file named `name` (no directory) is looked at as one
     /// inside a walked directory (files only; a directory format claims

@@ -30,6 +30,7 @@ const MAGIC: &[u8; 8] = b"TESTFMT1";
 pub static TEST_FORMAT: FormatEntry = FormatEntry {
     name: "tfmt",
     noun: "a test-format file",
+    summary: "a format of the tests only",
     layout: Layout::File,
     claims: |name| has_extension(name, &["tfmt"]),
     sniff: Some(|file| {

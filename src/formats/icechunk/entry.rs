@@ -14,6 +14,7 @@ use crate::formats::zarr::{self, Groups, STORE_KEYS};
 pub const ENTRY: FormatEntry = FormatEntry {
     name: "icechunk",
     noun: "an Icechunk repository",
+    summary: "Icechunk repositories, a version at a time (--ref) or all (--all-refs); virtual references into netCDF and HDF5 files",
     layout: Layout::Directory,
     claims: claims_nothing,
     sniff: None,

@@ -10,6 +10,7 @@ use crate::formats::zarr::Groups;
 pub const ENTRY: FormatEntry = FormatEntry {
     name: "kerchunk",
     noun: "a kerchunk references file",
+    summary: "kerchunk reference files (JSON, versions 0 and 1)",
     layout: Layout::File,
     claims: super::has_json_extension,
     sniff: None,

@@ -43,6 +43,7 @@ pub const EXTENSIONS: &[&str] = &[
 pub const NETCDF: FormatEntry = FormatEntry {
     name: "netcdf",
     noun: "a netCDF file",
+    summary: "netCDF-3 (CDF-1, -2, -5), netCDF-4 and HDF5 files (by their first bytes), blocked archives (.ncb, slabfs pack); CF-1.13 and CFA-0.4 aggregations inside them",
     layout: Layout::File,
     claims: |name| has_extension(name, EXTENSIONS),
     sniff: Some(sniff),
@@ -58,6 +59,7 @@ pub const NETCDF: FormatEntry = FormatEntry {
 pub const DESCRIPTOR: FormatEntry = FormatEntry {
     name: "nca",
     noun: "an NCA descriptor",
+    summary: "NCA aggregation descriptors (*.nca.json)",
     layout: Layout::File,
     claims: |name| super::is_descriptor(Path::new(name)),
     sniff: None,

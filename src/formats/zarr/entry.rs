@@ -14,6 +14,7 @@ use crate::formats::entry::{
 pub const ENTRY: FormatEntry = FormatEntry {
     name: "zarr",
     noun: "a Zarr store",
+    summary: "Zarr v2 and v3 stores and groups (directories), sharded or not, NCZarr",
     layout: Layout::Directory,
     claims: claims_nothing,
     sniff: None,
