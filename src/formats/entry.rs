@@ -435,17 +435,12 @@ impl Formats {
             return (f.open)(&at);
         }
         if let Some(f) = claimed {
-            let sniffed: Vec<&str> = self
-                .iter()
-                .filter(|f| f.sniff.is_some())
-                .map(|f| f.noun)
-                .collect();
             return Err(Error::metadata(
                 at.shown(),
                 format!(
-                    "not {} (its first bytes are those of none of: {})",
-                    f.noun,
-                    sniffed.join(", ")
+                    "not {}: its first bytes are the signature of no format slabfs reads \
+                     (damaged, truncated, or another kind of file)",
+                    f.noun
                 ),
             ));
         }
