@@ -37,6 +37,7 @@ use std::time::SystemTime;
 use lru::LruCache;
 use parking_lot::{Mutex, RwLock};
 
+use super::georef::Coordinates;
 use super::tree::{DirDoc, Tracked, Tree, usable_entries};
 use super::{FsConfig, FsError, FsResult};
 use crate::engine::array::ChangeStamp;
@@ -311,16 +312,18 @@ pub(super) fn tree_of(
         .iter()
         .map(|(path, d)| (path.clone(), DirDoc::new(path, d.clone(), config)))
         .collect();
-    let arrays = usable_entries(&ds.entries, prev.is_none())
-        .into_iter()
+    let usable = usable_entries(&ds.entries, prev.is_none());
+    let coords = Coordinates::new(&usable);
+    let arrays = usable
+        .iter()
         .map(|(path, array)| {
             let stamp = if config.track_changes {
                 array.change_stamp()
             } else {
                 ChangeStamp::default()
             };
-            let t = Tracked::new(&path, array, stamp, config);
-            (path, t)
+            let t = Tracked::new(path, array.clone(), stamp, config, &coords);
+            (path.clone(), t)
         })
         .collect();
     Tree::build(unit, arrays, directories, config, prev, now)

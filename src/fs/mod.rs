@@ -27,7 +27,10 @@
 //!   header and reads the rest from the array at `o - header.len()`;
 //! - `NAME.hdr` (hdr): an ENVI header ([`views::envi_header`]) describing
 //!   `NAME`, left out (with a debug log) for arrays ENVI cannot describe,
-//!   and when the raw view is off (it would describe no file).
+//!   and when the raw view is off (it would describe no file). It places
+//!   the array on the globe when its last two dimensions have regular
+//!   latitude / longitude coordinates, which [`georef`] finds among the
+//!   dataset's arrays and reads when the tree is built.
 //!
 //! The raw file and the `.npy` view carry the `user.slabfs.*` xattrs.
 //!
@@ -110,6 +113,7 @@ mod archive;
 pub mod datasets;
 pub mod error;
 pub mod fuse;
+mod georef;
 pub mod inodes;
 pub mod mount;
 pub mod reconcile;
@@ -1648,7 +1652,7 @@ pub(crate) mod tests {
     #[test]
     fn views_are_placed_where_their_names_are_free() {
         let a = ramp(10, u64::MAX);
-        let hdr = views::envi_header(a.meta(), Endian::Little);
+        let hdr = views::envi_header(a.meta(), Endian::Little, None);
         let fs = SlabFs::new(
             &[
                 entry("d/a", a.clone()),

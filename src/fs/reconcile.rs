@@ -72,6 +72,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::datasets::Datasets;
+use super::georef::Coordinates;
 use super::tree::{self, DirDoc, Tracked, Tree, name_of, parent_of, usable_entries};
 use super::{Kind, SlabFs};
 use crate::engine::array::{ArraySource, ChangeStamp};
@@ -297,21 +298,23 @@ impl SlabFs {
         let mut changes = Changes::default();
         let mut stale: Vec<ChangeStamp> = Vec::new();
         let mut arrays: BTreeMap<String, Tracked> = BTreeMap::new();
-        for (path, array) in usable_entries(&ds.entries, false) {
+        let usable = usable_entries(&ds.entries, false);
+        let coords = Coordinates::new(&usable);
+        for (path, array) in &usable {
             let stamp = array.change_stamp();
-            let tracked = match old.arrays.get(&path) {
+            let tracked = match old.arrays.get(path) {
                 Some(t) if unchanged(t, array.as_ref(), &stamp) => t.clone(),
                 Some(t) => {
                     changes.changed.push(path.clone());
                     stale.push(t.stamp);
-                    Tracked::new(&path, array, stamp, &self.config)
+                    Tracked::new(path, array.clone(), stamp, &self.config, &coords)
                 }
                 None => {
                     changes.added.push(path.clone());
-                    Tracked::new(&path, array, stamp, &self.config)
+                    Tracked::new(path, array.clone(), stamp, &self.config, &coords)
                 }
             };
-            arrays.insert(path, tracked);
+            arrays.insert(path.clone(), tracked);
         }
         for (path, t) in &old.arrays {
             if arrays.contains_key(path) {
@@ -323,6 +326,20 @@ impl SlabFs {
             } else {
                 changes.removed.push(path.clone());
                 stale.push(t.stamp);
+            }
+        }
+        // An unchanged array whose `.hdr` coordinates changed, came or
+        // went gets its header built again (same source, same stamp).
+        let moved: BTreeSet<&str> = [&changes.changed, &changes.added, &changes.removed]
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        for (path, t) in arrays.iter_mut() {
+            if !moved.contains(path.as_str())
+                && t.georef_from.iter().any(|p| moved.contains(p.as_str()))
+            {
+                *t = Tracked::new(path, t.array.clone(), t.stamp, &self.config, &coords);
             }
         }
         // Directories' attributes: the same rules, compared by value.

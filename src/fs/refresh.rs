@@ -1168,6 +1168,105 @@ mod tests {
         assert!(data.ends_with(&[2u8; 20]) && data.starts_with(b"\x93NUMPY"));
     }
 
+    /// A float64 CF coordinate `first + i * step` of `n` points named
+    /// `name` (its own dimension), with data stamp `stamp`.
+    struct Coordinate {
+        meta: ArrayMeta,
+        first: f64,
+        step: f64,
+        stamp: u64,
+    }
+
+    impl ArraySource for Coordinate {
+        fn meta(&self) -> &ArrayMeta {
+            &self.meta
+        }
+        fn change_stamp(&self) -> ChangeStamp {
+            ChangeStamp {
+                cache_id: None,
+                data: Some(self.stamp),
+                elsewhere: false,
+            }
+        }
+        fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
+            for (i, v) in out.chunks_exact_mut(8).enumerate() {
+                let k = (region.start[0] + i as u64) as f64;
+                v.copy_from_slice(&(self.first + k * self.step).to_ne_bytes());
+            }
+            Ok(())
+        }
+    }
+
+    fn coordinate(name: &str, units: &str, n: u64, first: f64, stamp: u64) -> Arc<dyn ArraySource> {
+        let mut meta = ArrayMeta::new(name, vec![n], DataType::Float64, vec![0; 8]).unwrap();
+        meta.dimension_names = vec![Some(name.into())];
+        meta.attributes.insert("units".into(), units.into());
+        Arc::new(Coordinate {
+            meta,
+            first,
+            step: 1.0,
+            stamp,
+        })
+    }
+
+    /// A refresh that changes, removes or adds a coordinate and leaves
+    /// the array on it as it was rebuilds the array's `.hdr`: its map
+    /// info follows the coordinates, and the kernel is told.
+    #[test]
+    fn a_header_follows_its_coordinates() {
+        let views = Views {
+            raw: true,
+            json: false,
+            npy: false,
+            hdr: true,
+        };
+        let mut meta = ArrayMeta::new("t", vec![2, 3], DataType::UInt8, vec![0]).unwrap();
+        meta.dimension_names = vec![Some("lat".into()), Some("lon".into())];
+        let t: Arc<dyn ArraySource> = Arc::new(Fake {
+            meta,
+            value: 1,
+            stamp: Some(1),
+            id: 1,
+        });
+        let lon = coordinate("lon", "degrees_east", 3, 0.0, 1);
+        let entries = |lat: Option<Arc<dyn ArraySource>>| {
+            let mut e = vec![entry("t", t.clone()), entry("lon", lon.clone())];
+            e.extend(lat.map(|lat| entry("lat", lat)));
+            ds(e)
+        };
+        let map_info = |fs: &SlabFs| {
+            let hdr = String::from_utf8(read_all(fs, "t.hdr")).unwrap();
+            hdr.lines()
+                .find_map(|l| l.strip_prefix("map info = ").map(String::from))
+        };
+        let lat = coordinate("lat", "degrees_north", 2, -1.0, 1);
+        let fs = SlabFs::new(&entries(Some(lat)).entries, config(views));
+        let hdr = ino(&fs, "t.hdr");
+        assert_eq!(
+            map_info(&fs).as_deref(),
+            Some("{Geographic Lat/Lon, 1, 1, -0.5, -1.5, 1, -1, WGS-84}")
+        );
+        let rec = Recorder::default();
+        let moved = coordinate("lat", "degrees_north", 2, 10.0, 2);
+        let changes = fs.refresh(&entries(Some(moved)), &rec);
+        assert_eq!(changes.changed, ["lat"]);
+        assert!(rec.take().contains(&Call::Inode(hdr)));
+        assert_eq!(
+            map_info(&fs).as_deref(),
+            Some("{Geographic Lat/Lon, 1, 1, -0.5, 9.5, 1, -1, WGS-84}")
+        );
+        fs.refresh(&entries(None), &rec);
+        assert!(rec.take().contains(&Call::Inode(hdr)));
+        assert_eq!(map_info(&fs), None);
+        let back = coordinate("lat", "degrees_north", 2, 20.0, 3);
+        fs.refresh(&entries(Some(back)), &rec);
+        assert!(rec.take().contains(&Call::Inode(hdr)));
+        assert_eq!(
+            map_info(&fs).as_deref(),
+            Some("{Geographic Lat/Lon, 1, 1, -0.5, 19.5, 1, -1, WGS-84}")
+        );
+    }
+
     #[test]
     fn stats_count_refreshes_and_lookups_see_the_swap() {
         let fs = SlabFs::new(

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::georef::Coordinates;
 use super::{sidecar, views};
 use crate::dtype::Endian;
 use crate::engine::array::{ArraySource, ChangeStamp};
@@ -55,20 +56,38 @@ pub(super) struct Tracked {
     pub sidecar: Option<Arc<[u8]>>,
     pub npy: Option<Arc<[u8]>>,
     pub hdr: Option<Arc<[u8]>>,
+    /// The paths where the `.hdr`'s coordinates were looked for
+    /// ([`Coordinates::grid`]): a refresh that changes, adds or removes
+    /// an array at one of them builds this one again.
+    pub georef_from: Arc<[String]>,
 }
 
 impl Tracked {
+    /// The array at `path` with everything derived from its metadata; its
+    /// `.hdr` places it on the globe when `coords` holds regular
+    /// latitude / longitude coordinates of its last two dimensions.
     pub fn new(
         path: &str,
         array: Arc<dyn ArraySource>,
         stamp: ChangeStamp,
         config: &FsConfig,
+        coords: &Coordinates,
     ) -> Tracked {
         let (meta, order, views) = (array.meta(), config.byte_order, config.views);
+        let mut georef_from = Vec::new();
         // The ENVI header describes the raw file beside it: without that
         // file it would describe nothing.
         let hdr = if views.hdr && views.raw {
-            match views::envi_header(meta, order) {
+            // Coordinates are read only for an array that gets a header.
+            let text = views::envi_header(meta, order, None).and_then(|plain| {
+                let (grid, looked) = coords.grid(path, meta);
+                georef_from = looked;
+                match grid {
+                    Some(grid) => views::envi_header(meta, order, Some(&grid)),
+                    None => Ok(plain),
+                }
+            });
+            match text {
                 Ok(text) => Some(Arc::from(text.into_bytes())),
                 Err(why) => {
                     log::debug!("no {path}.hdr: {why}");
@@ -79,6 +98,7 @@ impl Tracked {
             None
         };
         Tracked {
+            georef_from: georef_from.into(),
             xattrs: sidecar::xattrs(meta, order).into(),
             sidecar: views
                 .json
@@ -596,6 +616,7 @@ mod tests {
             Arc::new(Zeros(meta)),
             ChangeStamp::default(),
             &config(),
+            &Coordinates::none(),
         )
     }
 

@@ -75,6 +75,78 @@
 //! unwritten chunks read as (often 0), not that the value means "missing".
 //! Band names are not written: they would only repeat the band index, and
 //! their size would grow with the number of bands.
+//!
+//! # Georeferencing: `map info`
+//!
+//! When the last two dimensions of an array (`lines`, `samples`) are a
+//! regular latitude / longitude grid, the header also carries
+//!
+//! ```text
+//! map info = {Geographic Lat/Lon, 1, 1, X0, Y0, DX, DY, WGS-84}
+//! coordinate system string = {GEOGCS["GCS_WGS_1984",DATUM[...]...]}
+//! ```
+//!
+//! so that GDAL places the image on the globe ([`GeoGrid`], built by
+//! [`super::georef`], which finds and reads the coordinates).
+//!
+//! **Which arrays.** Dimension `lines` must have a CF latitude coordinate
+//! and `samples` a CF longitude coordinate: a 1-D array named like the
+//! dimension ([`geo_axis`]: `units` `degrees_north` / `degrees_east` or a
+//! CF spelling of them, or `standard_name` `latitude` / `longitude`, or
+//! `axis` `Y` / `X` with `units` `degrees`; every clue it carries must
+//! agree, its units must be degrees, and another `standard_name`, such as
+//! a rotated pole's `grid_latitude`, rules it out). Its values must be
+//! evenly spaced ([`regular_axis`]: at least 2 points, finite, a non-zero
+//! step, each within 1 % of a step of its place, plus two float32 ulps
+//! for float32 coordinates, whose rounding alone can exceed 1 % of a fine
+//! step), latitudes within ±90°. Anything else (a Gaussian grid, a
+//! transposed `[lon, lat]` array, projected `x`/`y` in metres, longitudes
+//! that wrap inside the axis such as `350, 355, 0, 5`) gets the header
+//! without `map info`, never an error. The datum is assumed to be WGS 84,
+//! as GDAL's netCDF driver assumes for lat/lon without a `grid_mapping`
+//! (which is not read).
+//!
+//! **The numbers.** ENVI's reference pixel `1, 1` is 1-based and names
+//! the upper-left *corner* of the first pixel, not its centre: GDAL's
+//! ENVI driver (`ENVIDataset::ProcessMapinfo` in
+//! `frmts/raw/envidataset.cpp`) turns a `map info` without `rotation=`
+//! into the geotransform
+//!
+//! ```text
+//! gt[0] = X0 - (xref - 1) * DX      gt[1] = DX
+//! gt[3] = Y0 + (yref - 1) * DY      gt[5] = -DY
+//! ```
+//!
+//! So `X0` and `Y0` are the edges of the first pixel: the first
+//! longitude and latitude less half a step, and `DX` is the longitude
+//! step. `DY` is the latitude step with its sign flipped, because ENVI's
+//! y pixel size counts southwards:
+//!
+//! - latitude descending (north first): `DY` > 0, GDAL's usual north-up
+//!   geotransform with a negative pixel height;
+//! - latitude ascending (south first, the common netCDF case): row 0 is
+//!   the southern row and `DY` < 0. GDAL then reports a positive pixel
+//!   height, a *south-up* image, and that geotransform describes the
+//!   served layout exactly: `gdalinfo`'s "Upper Left" is the south-west
+//!   corner (image row 0), its "Lower Left" the north-west one, and
+//!   `gdallocationinfo -wgs84 LON LAT` finds the right pixel. The bytes
+//!   cannot be served north-up (the `.hdr` describes the raw file beside
+//!   it, which is row-major in the store's order); a reader that needs
+//!   north-up rows gets them from `gdalwarp`; a program that draws rows
+//!   top to bottom without looking at the geotransform shows it upside
+//!   down.
+//!
+//! Why a negative `DY` rather than `rotation=180`: GDAL's ENVI writer
+//! (`WriteProjectionInfo`) spells a south-up geotransform as positive
+//! sizes with `rotation=180`, and its reader special-cases exactly that
+//! spelling (`bUpsideDown`: y flipped, x kept). GDAL 3.6.2 (Debian 12's)
+//! reads both spellings as the same geotransform (checked by hand with
+//! `gdalinfo`). The negative size goes through the plain formula above,
+//! which every version of the driver we read has (the GDAL 1.x one
+//! without `rotation=` support too: `gt[5] = -DY`); `rotation=180` needs
+//! the special case: the general rotated formula (`gt[1] = cos(r) * DX`)
+//! would flip x as well, and a reader that ignores `rotation=` would put
+//! the image north-up from its southern edge.
 
 use serde_json::Value;
 
@@ -175,9 +247,15 @@ fn python_tuple(shape: &[u64]) -> String {
 /// GDAL's ENVI driver reads `samples`, `lines` and `bands` as C `int`.
 const ENVI_MAX_EXTENT: u64 = i32::MAX as u64;
 
-/// The ENVI `.hdr` text for the raw file of `meta` served in `order`, or
-/// why ENVI cannot describe it (a dtype ENVI lacks, such as strings).
-pub fn envi_header(meta: &ArrayMeta, order: Endian) -> Result<String, String> {
+/// The ENVI `.hdr` text for the raw file of `meta` served in `order`,
+/// placed on the globe by `grid` when its last two dimensions are a
+/// regular latitude / longitude grid (module doc), or why ENVI cannot
+/// describe it (a dtype ENVI lacks, such as strings).
+pub fn envi_header(
+    meta: &ArrayMeta,
+    order: Endian,
+    grid: Option<&GeoGrid>,
+) -> Result<String, String> {
     let code = envi_data_type(&meta.dtype).ok_or_else(|| {
         format!(
             "ENVI has no data type for {} (array {})",
@@ -210,6 +288,9 @@ pub fn envi_header(meta: &ArrayMeta, order: Endian) -> Result<String, String> {
     out += &format!("byte order = {byte_order}\n");
     if let Some(nodata) = cf_missing_value(meta) {
         out += &format!("data ignore value = {nodata}\n");
+    }
+    if let Some(grid) = grid {
+        out += &grid.map_info();
     }
     Ok(out)
 }
@@ -283,6 +364,158 @@ fn cf_missing_value(meta: &ArrayMeta) -> Option<String> {
             Value::Number(n) => Some(n.to_string()),
             _ => None,
         })
+}
+
+/// Which geographic axis a coordinate variable is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GeoAxis {
+    Latitude,
+    Longitude,
+}
+
+/// CF's spellings of latitude's units (CF conventions, section 4.1).
+const LATITUDE_UNITS: [&str; 6] = [
+    "degrees_north",
+    "degree_north",
+    "degree_N",
+    "degrees_N",
+    "degreeN",
+    "degreesN",
+];
+
+/// CF's spellings of longitude's units (section 4.2).
+const LONGITUDE_UNITS: [&str; 6] = [
+    "degrees_east",
+    "degree_east",
+    "degree_E",
+    "degrees_E",
+    "degreeE",
+    "degreesE",
+];
+
+/// Units that say degrees without a direction: enough with `axis`.
+const PLAIN_DEGREES: [&str; 2] = ["degrees", "degree"];
+
+/// Whether the 1-D array `meta` is a CF latitude or longitude coordinate
+/// in degrees, from its `units`, `standard_name` and `axis` attributes
+/// (module doc, "Which arrays"). Its name and shape are the caller's to
+/// check.
+pub fn geo_axis(meta: &ArrayMeta) -> Option<GeoAxis> {
+    let text = |key: &str| match meta.attributes.get(key) {
+        Some(Value::String(s)) => Some(s.trim()),
+        _ => None,
+    };
+    let units = text("units")?;
+    let mut clues: Vec<GeoAxis> = Vec::new();
+    if LATITUDE_UNITS.contains(&units) {
+        clues.push(GeoAxis::Latitude);
+    } else if LONGITUDE_UNITS.contains(&units) {
+        clues.push(GeoAxis::Longitude);
+    } else if !PLAIN_DEGREES.contains(&units) {
+        return None; // not degrees: metres of a projection, radians...
+    }
+    match text("standard_name") {
+        Some("latitude") => clues.push(GeoAxis::Latitude),
+        Some("longitude") => clues.push(GeoAxis::Longitude),
+        // grid_latitude (a rotated pole), projection_x_coordinate...
+        Some(_) => return None,
+        None => {}
+    }
+    match text("axis") {
+        Some(a) if a.eq_ignore_ascii_case("Y") => clues.push(GeoAxis::Latitude),
+        Some(a) if a.eq_ignore_ascii_case("X") => clues.push(GeoAxis::Longitude),
+        _ => {}
+    }
+    let first = *clues.first()?;
+    clues.iter().all(|c| *c == first).then_some(first)
+}
+
+/// An evenly spaced axis: coordinate `i` is `first + i * step`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RegularAxis {
+    pub first: f64,
+    pub step: f64,
+    pub len: u64,
+}
+
+/// How far a coordinate may be from its regular place, in steps: a pixel
+/// placed within 1 % of its size of where its coordinate says.
+const REGULAR_TOLERANCE: f64 = 0.01;
+
+/// `values` as a [`RegularAxis`], if they are evenly spaced (module doc):
+/// at least 2, finite, a non-zero step, each within
+/// [`REGULAR_TOLERANCE`] of a step of `first + i * step`, where `step`
+/// joins the first and last values. `float32`: the values were float32,
+/// whose rounding (up to half an ulp, so about 6e-8 of the value) the
+/// tolerance also allows, twice over: the ends that set the step are
+/// rounded too. Without that, a 0.001-degree grid near longitude 180,
+/// whose float32 ulp is 1.5e-5 degrees, would fail at 1 %.
+pub fn regular_axis(values: &[f64], float32: bool) -> Option<RegularAxis> {
+    let (&first, &last) = (values.first()?, values.last()?);
+    if values.len() < 2 || !values.iter().all(|v| v.is_finite()) {
+        return None;
+    }
+    let step = (last - first) / (values.len() - 1) as f64;
+    if step == 0.0 || !step.is_finite() {
+        return None;
+    }
+    let largest = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let rounding = if float32 {
+        2.0 * largest * f64::from(f32::EPSILON)
+    } else {
+        0.0
+    };
+    let tolerance = REGULAR_TOLERANCE * step.abs() + rounding;
+    let even = values
+        .iter()
+        .enumerate()
+        .all(|(i, v)| (v - (first + i as f64 * step)).abs() <= tolerance);
+    even.then_some(RegularAxis {
+        first,
+        step,
+        len: values.len() as u64,
+    })
+}
+
+/// A regular latitude / longitude grid: the coordinates of the last two
+/// dimensions of an array (`lines`, `samples`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GeoGrid {
+    pub lat: RegularAxis,
+    pub lon: RegularAxis,
+}
+
+/// WGS 84 geographic, as GDAL's ENVI writer spells it (ESRI WKT 1, what
+/// `exportToWkt` with `FORMAT=WKT1_ESRI` gives for EPSG:4326): GDAL's
+/// reader finds EPSG:4326 from it.
+const WGS84_ESRI_WKT: &str = r#"GEOGCS["GCS_WGS_1984",DATUM["D_WGS_1984",SPHEROID["WGS_1984",6378137.0,298.257223563]],PRIMEM["Greenwich",0.0],UNIT["Degree",0.0174532925199433]]"#;
+
+impl GeoGrid {
+    /// The grid of `lat` (the `lines` axis) and `lon` (`samples`), if
+    /// the latitudes are latitudes (within ±90°, with the tolerance of
+    /// [`regular_axis`] at the poles).
+    pub fn new(lat: RegularAxis, lon: RegularAxis) -> Option<GeoGrid> {
+        let last = lat.first + (lat.len - 1) as f64 * lat.step;
+        let slack = REGULAR_TOLERANCE * lat.step.abs() + 2.0 * 90.0 * f64::from(f32::EPSILON);
+        let within = |v: f64| v.abs() <= 90.0 + slack;
+        (within(lat.first) && within(last)).then_some(GeoGrid { lat, lon })
+    }
+
+    /// The `map info` and `coordinate system string` lines (module doc,
+    /// "The numbers"): the reference pixel `1, 1` is the first pixel's
+    /// outer corner, half a step before the first coordinates; the y
+    /// size is the latitude step negated (ENVI's y counts southwards).
+    fn map_info(&self) -> String {
+        let x0 = self.lon.first - self.lon.step / 2.0;
+        let y0 = self.lat.first - self.lat.step / 2.0;
+        let (dx, dy) = (self.lon.step, -self.lat.step);
+        // Rust's f64 Display is the shortest text that reads back as the
+        // same double, never with an exponent: GDAL's CPLAtof reads it.
+        format!(
+            "map info = {{Geographic Lat/Lon, 1, 1, {x0}, {y0}, {dx}, {dy}, WGS-84}}\n\
+             coordinate system string = {{{WGS84_ESRI_WKT}}}\n"
+        )
+    }
 }
 
 #[cfg(test)]
@@ -421,7 +654,7 @@ mod tests {
     fn envi_header_of_a_3d_float_cube() {
         let mut m = meta(&[12, 90, 180], DataType::Float32);
         m.dimension_names = vec![Some("time".into()), Some("lat".into()), Some("lon".into())];
-        let h = envi_header(&m, Endian::Little).unwrap();
+        let h = envi_header(&m, Endian::Little, None).unwrap();
         assert_eq!(
             h,
             "ENVI\n\
@@ -436,7 +669,7 @@ mod tests {
              byte order = 0\n"
         );
         assert_eq!(
-            field(&envi_header(&m, Endian::Big).unwrap(), "byte order"),
+            field(&envi_header(&m, Endian::Big, None).unwrap(), "byte order"),
             Some("1")
         );
     }
@@ -454,7 +687,7 @@ mod tests {
             (&[2, 2, 3, 5, 7], ("7", "5", "12")),
         ];
         for (shape, (samples, lines, bands)) in cases {
-            let h = envi_header(&meta(shape, DataType::Int16), Endian::Little).unwrap();
+            let h = envi_header(&meta(shape, DataType::Int16), Endian::Little, None).unwrap();
             assert_eq!(field(&h, "samples"), Some(*samples), "{shape:?}");
             assert_eq!(field(&h, "lines"), Some(*lines), "{shape:?}");
             assert_eq!(field(&h, "bands"), Some(*bands), "{shape:?}");
@@ -481,7 +714,7 @@ mod tests {
             (UInt64, "15"),
         ];
         for (dt, code) in cases {
-            let h = envi_header(&meta(&[2, 2], dt.clone()), Endian::Little).unwrap();
+            let h = envi_header(&meta(&[2, 2], dt.clone()), Endian::Little, None).unwrap();
             assert_eq!(field(&h, "data type"), Some(code), "{dt}");
         }
     }
@@ -490,18 +723,23 @@ mod tests {
     fn envi_refuses_what_it_cannot_describe() {
         use DataType::*;
         for dt in [Int8, Float16, FixedBytes(4), Unicode(2), RawBits(2)] {
-            let err = envi_header(&meta(&[2, 2], dt.clone()), Endian::Little).unwrap_err();
+            let err = envi_header(&meta(&[2, 2], dt.clone()), Endian::Little, None).unwrap_err();
             assert!(err.contains(&dt.to_string()), "{err}");
             assert!(err.contains("/data/x.zarr/v"), "{err}");
         }
-        let err = envi_header(&meta(&[3, 0, 2], Float32), Endian::Little).unwrap_err();
+        let err = envi_header(&meta(&[3, 0, 2], Float32), Endian::Little, None).unwrap_err();
         assert!(err.contains("no elements"), "{err}");
-        let err = envi_header(&meta(&[1 << 31], UInt8), Endian::Little).unwrap_err();
+        let err = envi_header(&meta(&[1 << 31], UInt8), Endian::Little, None).unwrap_err();
         assert!(err.contains("samples"), "{err}");
-        let err = envi_header(&meta(&[1 << 16, 1 << 16, 2, 1], UInt8), Endian::Little).unwrap_err();
+        let err = envi_header(
+            &meta(&[1 << 16, 1 << 16, 2, 1], UInt8),
+            Endian::Little,
+            None,
+        )
+        .unwrap_err();
         assert!(err.contains("bands"), "{err}");
         // Exactly INT_MAX is fine.
-        assert!(envi_header(&meta(&[(1 << 31) - 1], UInt8), Endian::Little).is_ok());
+        assert!(envi_header(&meta(&[(1 << 31) - 1], UInt8), Endian::Little, None).is_ok());
     }
 
     #[test]
@@ -509,7 +747,7 @@ mod tests {
         let mut m = meta(&[4, 4], DataType::Int16);
         assert_eq!(
             field(
-                &envi_header(&m, Endian::Little).unwrap(),
+                &envi_header(&m, Endian::Little, None).unwrap(),
                 "data ignore value"
             ),
             None
@@ -517,7 +755,7 @@ mod tests {
         m.attributes.insert("missing_value".into(), (-9999).into());
         assert_eq!(
             field(
-                &envi_header(&m, Endian::Little).unwrap(),
+                &envi_header(&m, Endian::Little, None).unwrap(),
                 "data ignore value"
             ),
             Some("-9999")
@@ -525,7 +763,7 @@ mod tests {
         m.attributes.insert("_FillValue".into(), 1.5e20.into());
         assert_eq!(
             field(
-                &envi_header(&m, Endian::Little).unwrap(),
+                &envi_header(&m, Endian::Little, None).unwrap(),
                 "data ignore value"
             ),
             Some("1.5e+20")
@@ -534,11 +772,190 @@ mod tests {
         m.attributes.remove("missing_value");
         assert_eq!(
             field(
-                &envi_header(&m, Endian::Little).unwrap(),
+                &envi_header(&m, Endian::Little, None).unwrap(),
                 "data ignore value"
             ),
             None
         );
+    }
+
+    fn axis(first: f64, step: f64, len: u64) -> RegularAxis {
+        RegularAxis { first, step, len }
+    }
+
+    const WGS84_LINE: &str = "coordinate system string = {GEOGCS[\"GCS_WGS_1984\",DATUM[\"D_WGS_1984\",SPHEROID[\"WGS_1984\",6378137.0,298.257223563]],PRIMEM[\"Greenwich\",0.0],UNIT[\"Degree\",0.0174532925199433]]}";
+
+    /// Latitude ascending (row 0 the southernmost): the reference pixel
+    /// is the south-west corner of the first pixel and the y size is
+    /// negative, so GDAL's geotransform is south-up with a positive pixel
+    /// height (module doc).
+    #[test]
+    fn envi_header_of_a_south_up_grid() {
+        let mut m = meta(&[2, 4, 6], DataType::Float32);
+        m.dimension_names = vec![Some("time".into()), Some("lat".into()), Some("lon".into())];
+        m.attributes.insert("_FillValue".into(), (-999).into());
+        let grid = GeoGrid::new(axis(-45.0, 1.5, 4), axis(100.25, 0.5, 6)).unwrap();
+        let h = envi_header(&m, Endian::Little, Some(&grid)).unwrap();
+        assert_eq!(
+            h,
+            format!(
+                "ENVI\n\
+                 description = {{slabfs: float32 [time=2, lat=4, lon=6] from /data/x.zarr/v}}\n\
+                 samples = 6\n\
+                 lines = 4\n\
+                 bands = 2\n\
+                 header offset = 0\n\
+                 file type = ENVI Standard\n\
+                 data type = 4\n\
+                 interleave = bsq\n\
+                 byte order = 0\n\
+                 data ignore value = -999\n\
+                 map info = {{Geographic Lat/Lon, 1, 1, 100, -45.75, 0.5, -1.5, WGS-84}}\n\
+                 {WGS84_LINE}\n"
+            )
+        );
+        // Without a grid, the same header without the two lines.
+        let plain = envi_header(&m, Endian::Little, None).unwrap();
+        assert_eq!(field(&plain, "map info"), None);
+        assert!(h.starts_with(&plain));
+    }
+
+    /// Latitude descending (north first): the reference pixel is the
+    /// north-west corner, the y size positive: GDAL's usual north-up.
+    #[test]
+    fn envi_header_of_a_north_up_grid() {
+        let m = meta(&[3, 4], DataType::Float64);
+        let grid = GeoGrid::new(axis(60.0, -2.5, 3), axis(-180.0, 2.5, 4)).unwrap();
+        let h = envi_header(&m, Endian::Big, Some(&grid)).unwrap();
+        assert_eq!(
+            field(&h, "map info"),
+            Some("{Geographic Lat/Lon, 1, 1, -181.25, 61.25, 2.5, 2.5, WGS-84}")
+        );
+        assert!(h.ends_with(&format!("{WGS84_LINE}\n")), "{h}");
+        // Steps that are not short decimals are written exactly: the text
+        // reads back as the same doubles.
+        let step = f64::from(0.1f32);
+        let grid = GeoGrid::new(axis(-0.05, step, 3), axis(0.05, step, 4)).unwrap();
+        let h = envi_header(&m, Endian::Little, Some(&grid)).unwrap();
+        let info = field(&h, "map info").unwrap();
+        let numbers: Vec<f64> = info
+            .trim_matches(['{', '}'])
+            .split(',')
+            .skip(3)
+            .take(4)
+            .map(|v| v.trim().parse().unwrap())
+            .collect();
+        assert_eq!(
+            numbers,
+            [0.05 - step / 2.0, -0.05 - step / 2.0, step, -step]
+        );
+    }
+
+    #[test]
+    fn latitudes_past_the_poles_are_not_a_grid() {
+        let lon = axis(0.0, 1.0, 2);
+        // A pole-centred grid is fine (its edges pass ±90, its points not).
+        assert!(GeoGrid::new(axis(-90.0, 2.5, 73), lon).is_some());
+        assert!(GeoGrid::new(axis(90.0, -2.5, 73), lon).is_some());
+        assert!(GeoGrid::new(axis(-90.0, 2.5, 74), lon).is_none());
+        assert!(GeoGrid::new(axis(-100.0, 10.0, 3), lon).is_none());
+    }
+
+    #[test]
+    fn geo_axes_the_cf_way() {
+        use GeoAxis::*;
+        // Attributes, then what they make of the array.
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<GeoAxis>);
+        let cases: &[Case] = &[
+            (&[("units", "degrees_north")], Some(Latitude)),
+            (&[("units", "degreesN")], Some(Latitude)),
+            (&[("units", "degree_E")], Some(Longitude)),
+            (&[("units", "degrees_east"), ("axis", "X")], Some(Longitude)),
+            (
+                &[("units", "degrees"), ("standard_name", "latitude")],
+                Some(Latitude),
+            ),
+            (&[("units", "degrees"), ("axis", "X")], Some(Longitude)),
+            (&[("units", "degree"), ("axis", "y")], Some(Latitude)),
+            // Not enough, or not degrees, or not geographic.
+            (&[("units", "degrees")], None),
+            (&[("axis", "Y")], None),
+            (&[("standard_name", "latitude")], None),
+            (&[("units", "m"), ("axis", "X")], None),
+            (
+                &[("units", "radians"), ("standard_name", "longitude")],
+                None,
+            ),
+            (
+                &[
+                    ("units", "degrees"),
+                    ("standard_name", "grid_latitude"),
+                    ("axis", "Y"),
+                ],
+                None,
+            ),
+            (
+                &[
+                    ("units", "degrees_north"),
+                    ("standard_name", "grid_latitude"),
+                ],
+                None,
+            ),
+            // Clues that disagree.
+            (&[("units", "degrees_north"), ("axis", "X")], None),
+            (
+                &[("units", "degrees_east"), ("standard_name", "latitude")],
+                None,
+            ),
+        ];
+        for (attrs, want) in cases {
+            let mut m = meta(&[3], DataType::Float64);
+            for (k, v) in *attrs {
+                m.attributes.insert(k.to_string(), (*v).into());
+            }
+            assert_eq!(geo_axis(&m), *want, "{attrs:?}");
+        }
+        let mut m = meta(&[3], DataType::Float64);
+        m.attributes.insert("units".into(), 1.into());
+        assert_eq!(geo_axis(&m), None);
+    }
+
+    #[test]
+    fn regular_axes_within_a_tolerance_of_the_step() {
+        let even: Vec<f64> = (0..10).map(|i| -4.5 + i as f64).collect();
+        assert_eq!(regular_axis(&even, false), Some(axis(-4.5, 1.0, 10)));
+        let down: Vec<f64> = even.iter().rev().copied().collect();
+        assert_eq!(regular_axis(&down, false), Some(axis(4.5, -1.0, 10)));
+        // Off by 0.9 % of a step: regular; by 1.1 %: not.
+        let mut near = even.clone();
+        near[4] += 0.009;
+        assert!(regular_axis(&near, false).is_some());
+        near[4] += 0.002;
+        assert_eq!(regular_axis(&near, false), None);
+        // Gaussian-like latitudes: denser towards the poles.
+        let gauss: Vec<f64> = (0..8)
+            .map(|i| {
+                (((i as f64 + 0.5) / 8.0 * 2.0 - 1.0) * 1.4)
+                    .sin()
+                    .to_degrees()
+            })
+            .collect();
+        assert_eq!(regular_axis(&gauss, false), None);
+        // Too few, a zero step, not finite, a wrap inside the axis.
+        assert_eq!(regular_axis(&[5.0], false), None);
+        assert_eq!(regular_axis(&[], false), None);
+        assert_eq!(regular_axis(&[1.0, 1.0, 1.0], false), None);
+        assert_eq!(regular_axis(&[0.0, f64::NAN, 2.0], false), None);
+        assert_eq!(regular_axis(&[0.0, 1.0, f64::INFINITY], false), None);
+        assert_eq!(regular_axis(&[350.0, 355.0, 0.0, 5.0], false), None);
+        // A 0.001-degree grid near 180 stored as float32: its rounding
+        // is 1.5 % of a step, allowed for float32 only.
+        let fine: Vec<f64> = (0..2000)
+            .map(|i| f64::from((178.0 + i as f64 * 0.001) as f32))
+            .collect();
+        let a = regular_axis(&fine, true).unwrap();
+        assert!((a.step - 0.001).abs() < 1e-6, "{a:?}");
+        assert_eq!(regular_axis(&fine, false), None);
     }
 
     #[test]
@@ -546,7 +963,7 @@ mod tests {
         let mut m = meta(&[2], DataType::UInt8);
         m.source = "/odd/{dir}\nname".into();
         m.dimension_names = vec![Some("x}".into())];
-        let h = envi_header(&m, Endian::Little).unwrap();
+        let h = envi_header(&m, Endian::Little, None).unwrap();
         let line = h.lines().nth(1).unwrap();
         assert_eq!(
             line,

@@ -26,6 +26,7 @@ mod disk_cache;
 mod faults;
 mod forwarding;
 mod fuzz_regressions;
+mod georef;
 mod hdf5;
 mod hdf5_plugins;
 mod icechunk;
