@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-CARGO_DEB_VERSION=3.6.2
+CARGO_DEB_VERSION=3.8.0
 cargo build --release --locked
 bin=target/release/slabfs
 out=target/package
