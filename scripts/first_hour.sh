@@ -43,7 +43,8 @@ cp "$deb" "$work/slabfs_0.1.0-1_amd64.deb"
 # A user's shell: the system PATH (no ~/.cargo/bin), a Python with NumPy
 # first (the user's own), sudo a no-op for root.
 mkdir -p "$work/bin"
-ln -s "$venv_python" "$work/bin/python3"
+printf '#!/bin/sh\nexec "%s" "$@"\n' "$venv_python" > "$work/bin/python3"
+chmod +x "$work/bin/python3"
 printf '#!/bin/sh\nexec "$@"\n' > "$work/bin/sudo"
 chmod +x "$work/bin/sudo"
 user_env=(env -i "HOME=$work" "PATH=$work/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -51,9 +52,9 @@ user_env=(env -i "HOME=$work" "PATH=$work/bin:/usr/local/sbin:/usr/local/bin:/us
 run() { (cd "$work" && "${user_env[@]}" bash -c "$1"); }
 
 run '! command -v cargo && ! command -v rustc' >/dev/null || { echo "first_hour: Rust is on the PATH" >&2; exit 1; }
-run "$readme_install -y -qq" >/dev/null
+run "$readme_install -y -qq" >/dev/null 2>"$work/apt.err" || { cat "$work/apt.err" >&2; exit 1; }
 run 'command -v slabfs' | grep -qx /usr/bin/slabfs
-[ "$(readlink /usr/sbin/mount.fuse.slabfs)" = /usr/bin/slabfs ]
+[ "$(readlink -f /usr/sbin/mount.fuse.slabfs)" = /usr/bin/slabfs ]
 [ -f /usr/share/man/man1/slabfs-mount.1.gz ] && [ -f /lib/systemd/system/slabfs@.service ]
 mount_out=$(run "$readme_mount" 2>&1)
 got=$(run "$readme_read")
