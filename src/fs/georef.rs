@@ -32,7 +32,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::tree::{child_path, name_of, parent_of};
+use super::paths::{child_path, name_of, parent_of};
 use super::views::{self, GeoAxis, GeoGrid, RegularAxis};
 use crate::dtype::{DataType, Endian};
 use crate::engine::array::{ArrayMeta, ArraySource};

@@ -116,6 +116,7 @@ pub mod fuse;
 mod georef;
 pub mod inodes;
 pub mod mount;
+mod paths;
 pub mod reconcile;
 pub mod refresh;
 pub mod sidecar;

@@ -7,6 +7,7 @@
 //! How the nodes are laid out (views, sidecars, conflicts) is described in
 //! the module docs of [`super`].
 
+pub(super) use super::paths::{child_path, name_of, parent_of};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -132,15 +133,6 @@ impl DirDoc {
     }
 }
 
-/// The path of the file `name` inside directory `dir` ("" the root).
-pub(super) fn child_path(dir: &str, name: &str) -> String {
-    if dir.is_empty() {
-        name.to_string()
-    } else {
-        format!("{dir}/{name}")
-    }
-}
-
 pub(super) enum Content {
     /// Children (name, kind) sorted by name.
     Dir(Vec<(String, Kind)>),
@@ -247,14 +239,6 @@ pub(super) fn clean_path(path: &str) -> bool {
         && path
             .split('/')
             .all(|c| !c.is_empty() && c != "." && c != ".." && c.len() <= NAME_MAX as usize)
-}
-
-pub(super) fn parent_of(path: &str) -> &str {
-    path.rsplit_once('/').map(|(p, _)| p).unwrap_or("")
-}
-
-pub(super) fn name_of(path: &str) -> &str {
-    path.rsplit_once('/').map(|(_, n)| n).unwrap_or(path)
 }
 
 /// The arrays of `entries` the tree can hold, by path: clean paths only,
