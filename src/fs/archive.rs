@@ -17,7 +17,9 @@ use std::time::SystemTime;
 
 use super::datasets::{Datasets, Lazy};
 use super::tree::{NAME_MAX, Node, Tree, child_path, name_of, parent_of};
-use super::{Attr, CONTROL_DIR, FsError, FsResult, Kind, Listed, Place, SlabFs, push_sorted};
+use super::{
+    Attr, CONTROL_DIR, FsError, FsResult, Kind, Listed, Place, SlabFs, failures, push_sorted,
+};
 use crate::formats::dataset::Found;
 
 impl SlabFs {
@@ -36,7 +38,7 @@ impl SlabFs {
         }
         let found = found.or_else(|| lazy.archive.find(unit));
         let Some(found) = found else { return Ok(None) };
-        let tree = lazy.open(unit, found, &self.config, SystemTime::now())?;
+        let tree = lazy.open(unit, found, &self.config, &self.failures, SystemTime::now())?;
         if tree.is_some() && found.is_directory_dataset() {
             self.touch(unit, true);
         }
@@ -51,12 +53,16 @@ impl SlabFs {
         };
         let rel = child_path(dir, name);
         // A view beside a single-array store (`a.zarr.json`), where no
-        // dataset has the name.
+        // dataset has the name; the sidecar of one that fails to open says
+        // why.
         let view = || {
             let (stem, _) = name.rsplit_once('.')?;
             let unit = child_path(dir, stem);
             let found = lazy.archive.find(&unit).filter(|f| f.is_single())?;
-            Some(self.lookup_in_unit(lazy, &unit, found, &rel))
+            Some(
+                self.lookup_in_unit(lazy, &unit, found, &rel)
+                    .or_else(|e| self.failed_sidecar_attr(&unit, &rel, e)),
+            )
         };
         let found = match lazy.archive.find(&rel) {
             None => return view(),
@@ -135,18 +141,31 @@ impl SlabFs {
     /// source now), each with the dataset it belongs to.
     pub(super) fn archive_listing(&self, lazy: &Lazy, dir: &str) -> FsResult<Vec<Listed>> {
         let mut out: Vec<Listed> = Vec::new();
-        let found = lazy.archive.list(dir).map_err(|e| match &e {
+        let (at, now) = (failures::mount_path(dir), SystemTime::now());
+        let found = match lazy.archive.list(dir) {
+            Ok(found) => {
+                let list = failures::Kind::List;
+                self.failures
+                    .resolve(|f| f.kind == list && f.path == at, now);
+                found
+            }
             // Removed while the kernel held it: gone, not broken.
-            crate::error::Error::Io { source, .. }
+            Err(crate::error::Error::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound =>
             {
-                FsError::NotFound(dir.to_string())
+                self.failures.gone(&at, now);
+                return Err(FsError::NotFound(dir.to_string()));
             }
-            _ => FsError::List {
-                path: dir.to_string(),
-                source: Box::new(e),
-            },
-        })?;
+            Err(e) => {
+                let reason = failures::reason(&e);
+                self.failures
+                    .record(failures::Kind::List, &at, &reason, now);
+                return Err(FsError::List {
+                    path: dir.to_string(),
+                    source: Box::new(e),
+                });
+            }
+        };
         // Datasets and directories first, then the views beside
         // single-array stores where no listed entry has the name
         // (as the eager tree places them).

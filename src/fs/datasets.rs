@@ -22,7 +22,12 @@
 //!   which the chunk cache keys by source and drops in time).
 //! - A dataset that fails to open is not kept: the request fails (EIO,
 //!   with a warning naming the file and why, once an hour per message:
-//!   [`crate::logging`]) and the next one tries again.
+//!   [`crate::logging`]) and the next one tries again. The failure goes to
+//!   `.slabfs/errors` ([`super::failures`]: each attempt counted, resolved
+//!   by the open that succeeds), and the dataset's version then is kept
+//!   (at most [`MAX_FAILED`] datasets), so that a refresh that finds it
+//!   changed tries again without waiting for a request
+//!   ([`Lazy::failed`]).
 //!
 //! Two requests opening one dataset at once may both open it; the first
 //! tree stored wins and the other is dropped, so every request afterwards
@@ -37,6 +42,7 @@ use std::time::SystemTime;
 use lru::LruCache;
 use parking_lot::{Mutex, RwLock};
 
+use super::failures::{Failures, Kind as FailureKind, mount_path, reason};
 use super::georef::Coordinates;
 use super::tree::{DirDoc, Tracked, Tree, usable_entries};
 use super::{FsConfig, FsError, FsResult};
@@ -53,6 +59,11 @@ pub const DEFAULT_MAX_OPEN: usize = 1000;
 
 /// Most `*.json` files remembered as holding no references.
 const NOT_REFERENCES: usize = 4096;
+
+/// Most datasets that failed to open remembered with their version, for
+/// a refresh to try again those that changed (as many as
+/// `.slabfs/errors` shows).
+pub const MAX_FAILED: usize = super::failures::MAX_ENTRIES;
 
 /// The mount's trees. See the module docs.
 pub(super) enum Datasets {
@@ -72,6 +83,9 @@ pub(super) struct Lazy {
     /// time and length then: not read again at each listing while those
     /// stay the same.
     not_references: Mutex<LruCache<String, (SystemTime, u64)>>,
+    /// Datasets whose last open failed, with their version then (`None`
+    /// when not told, or changes are not tracked).
+    failed: Mutex<LruCache<String, Option<u64>>>,
     /// Opens that succeeded, failed, and datasets closed to make room.
     opens: AtomicU64,
     failures: AtomicU64,
@@ -109,6 +123,9 @@ impl Lazy {
             closed: Mutex::new(HashMap::new()),
             not_references: Mutex::new(LruCache::new(
                 NonZeroUsize::new(NOT_REFERENCES).expect("not zero"),
+            )),
+            failed: Mutex::new(LruCache::new(
+                NonZeroUsize::new(MAX_FAILED).expect("not zero"),
             )),
             opens: AtomicU64::new(0),
             failures: AtomicU64::new(0),
@@ -171,15 +188,31 @@ impl Lazy {
         });
     }
 
+    /// The datasets whose last open failed, with their versions then.
+    pub fn failed(&self) -> Vec<(String, Option<u64>)> {
+        self.failed
+            .lock()
+            .iter()
+            .map(|(u, v)| (u.clone(), *v))
+            .collect()
+    }
+
+    /// Forget that the dataset at `unit` failed (it is gone).
+    pub fn forget_failed(&self, unit: &str) {
+        self.failed.lock().pop(unit);
+    }
+
     /// The tree of the dataset at `unit`, opened if it is not (`found`:
     /// what the archive says it is). `Ok(None)`: there is no dataset at
     /// `unit` (a plain directory, or a JSON file that holds no
-    /// references).
+    /// references). A failure, or the open that ends one, is told to
+    /// `failures`.
     pub fn open(
         &self,
         unit: &str,
         found: Found,
         config: &FsConfig,
+        failures: &Failures,
         now: SystemTime,
     ) -> FsResult<Option<Arc<Tree>>> {
         if let Some(t) = self.get(unit) {
@@ -215,8 +248,21 @@ impl Lazy {
             }
             r
         });
-        if opened.is_err() {
-            self.failures.fetch_add(1, Ordering::Relaxed);
+        let (at, done) = (mount_path(unit), SystemTime::now());
+        match &opened {
+            Err(e) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                self.failed.lock().put(unit.to_string(), version);
+                failures.record(FailureKind::Open, &at, &reason(e), done);
+            }
+            Ok(opened) => {
+                self.failed.lock().pop(unit);
+                match opened {
+                    Some(ds) => failures.loaded(&at, &super::skipped_reasons(ds), done),
+                    // No dataset (any more) at its name.
+                    None => failures.gone(&at, done),
+                }
+            }
         }
         let Some(ds) = opened.map_err(|e| FsError::Dataset {
             path: unit.to_string(),
@@ -513,6 +559,140 @@ mod tests {
         assert_eq!(s.kind, Kind::Directory);
         assert_eq!(names(&fs, "s"), ["x", "x.json"]);
         assert_eq!(read_all(&fs, "s/x"), [2]);
+    }
+
+    /// A dataset that fails to open (issue 42): its listing still fails
+    /// (EIO), but its sidecar reads why (`NAME/.json` for a directory,
+    /// `NAME.json` for a single-array store), its directory carries the
+    /// xattr `user.slabfs.error`, and `.slabfs/errors` lists it, each
+    /// attempt counted. A refresh that does not see it change does not
+    /// try again; one that does opens it, resolves its failure and tells
+    /// the kernel to drop the failed sidecar it holds.
+    #[test]
+    fn a_dataset_that_fails_to_open_says_why() {
+        use super::super::failures::XATTR_ERROR;
+        use super::super::{FsError, ROOT_INO, XattrReply};
+        use std::ffi::OsStr;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        array_store(&root.join("s1"), &[1, 2]);
+        std::fs::write(root.join("bad.nc"), b"these bytes are no netCDF file").unwrap();
+        std::fs::create_dir(root.join("broken.zarr")).unwrap();
+        std::fs::write(root.join("broken.zarr/.zarray"), br#"{"zarr_format": 2, "#).unwrap();
+        let fs = archive_fs(&root, 10);
+        let doc = |bytes: &[u8]| -> serde_json::Value { serde_json::from_slice(bytes).unwrap() };
+        let bad = lookup_path(&fs, "bad.nc").unwrap();
+        assert_eq!(bad.kind, Kind::Directory);
+        let mut sink: Vec<(u64, u64, Kind, String)> = Vec::new();
+        let listed = fs.readdir(bad.ino, 0, 0, &mut sink).unwrap_err();
+        assert!(matches!(listed, FsError::Dataset { .. }), "{listed}");
+        assert_eq!(listed.errno(), libc::EIO);
+        assert_eq!(lookup_path(&fs, "bad.nc/x").unwrap_err().errno(), libc::EIO);
+        // A probe for an xattr not of slabfs opens nothing.
+        let selinux = fs.getxattr(bad.ino, OsStr::new("security.selinux"), 64);
+        assert_eq!(selinux.unwrap_err().errno(), libc::ENODATA);
+        let count = |fs: &SlabFs, path: &str| {
+            fs.failures()
+                .current(FailureKind::Open, path)
+                .map(|f| f.count)
+        };
+        assert_eq!(count(&fs, "/bad.nc"), Some(2));
+
+        let side = lookup_path(&fs, "bad.nc/.json").unwrap();
+        assert_eq!((side.kind, side.size, side.perm), (Kind::File, 0, 0o444));
+        assert!(fs.open(side.ino, libc::O_RDONLY).unwrap().direct_io);
+        let why = doc(&read_all(&fs, "bad.nc/.json"));
+        let reason = why["error"].as_str().unwrap().to_string();
+        let file = root.join("bad.nc").display().to_string();
+        assert!(
+            reason.starts_with(&format!("{file}: not a netCDF file")),
+            "{why}"
+        );
+        assert_eq!(
+            (&why["kind"], &why["path"]),
+            (&"open".into(), &"/bad.nc".into())
+        );
+        assert!(why["count"].as_u64().unwrap() >= 3, "{why}");
+        assert!(why["time"].as_str().unwrap() >= why["first"].as_str().unwrap());
+        let xattr = fs.getxattr(bad.ino, OsStr::new(XATTR_ERROR), 4096).unwrap();
+        assert_eq!(xattr, XattrReply::Data(reason.clone().into_bytes()));
+        assert_eq!(
+            fs.listxattr(bad.ino, 4096).unwrap(),
+            XattrReply::Data(b"user.slabfs.error\0".to_vec())
+        );
+        // Only the dataset's own sidecar, only with the json view.
+        let root_json = fs.lookup(ROOT_INO, OsStr::new(".json")).unwrap_err();
+        assert_eq!(root_json.errno(), libc::ENOENT);
+        let no_json = SlabFs::of_archive(
+            crate::formats::dataset::Opener::new(Arc::new(ChunkCache::new(1 << 20)))
+                .archive(&root)
+                .unwrap()
+                .unwrap(),
+            10,
+            config(Views {
+                json: false,
+                ..Views::default()
+            }),
+        );
+        let e = lookup_path(&no_json, "bad.nc/.json").unwrap_err();
+        assert_eq!(e.errno(), libc::EIO);
+
+        // A single-array store: itself EIO, its sidecar why.
+        assert_eq!(
+            lookup_path(&fs, "broken.zarr").unwrap_err().errno(),
+            libc::EIO
+        );
+        let why = doc(&read_all(&fs, "broken.zarr.json"));
+        assert!(why["error"].as_str().unwrap().contains(".zarray"), "{why}");
+        assert_eq!(why["path"], "/broken.zarr");
+
+        let errors = doc(&read_all(&fs, ".slabfs/errors"));
+        let mut paths: Vec<&str> = errors["failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap())
+            .collect();
+        paths.sort();
+        assert_eq!(paths, ["/bad.nc", "/broken.zarr"], "{errors}");
+        assert_eq!(errors["unresolved"], 2);
+        assert_eq!(read_all(&fs, "s1"), [1, 2]);
+
+        // Unchanged: a refresh does not open it again.
+        let before = count(&fs, "/bad.nc");
+        fs.refresh_archive(&[String::new()].into(), &Inodes::default());
+        assert_eq!(count(&fs, "/bad.nc"), before);
+        // Fixed (a netCDF-3 file of netCDF4-python's): a full pass (which
+        // drops nothing of datasets not open whose content the kernel
+        // keeps no page of) opens it, the failure is resolved, the kernel
+        // drops the failed sidecar.
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/netcdf3/data/classic_types.nc");
+        std::fs::copy(fixture, root.join("bad.nc")).unwrap();
+        let rec = Inodes::default();
+        fs.refresh_archive(&[String::new()].into(), &rec);
+        assert!(rec.0.lock().contains(&side.ino), "{:?}", rec.0.lock());
+        assert!(fs.is_open("bad.nc"));
+        assert_eq!(count(&fs, "/bad.nc"), None);
+        let errors = doc(&read_all(&fs, ".slabfs/errors"));
+        let fixed = errors["failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == "/bad.nc")
+            .unwrap();
+        assert!(fixed["resolved"].is_string(), "{errors}");
+        assert_eq!(errors["unresolved"], 1);
+        // Its sidecar is its attributes again.
+        let attrs = doc(&read_all(&fs, "bad.nc/.json"));
+        assert!(
+            attrs.get("error").is_none() && attrs["attributes"].is_object(),
+            "{attrs}"
+        );
+        // A failed dataset that is removed leaves the list too.
+        std::fs::remove_dir_all(root.join("broken.zarr")).unwrap();
+        fs.refresh_archive(&[String::new()].into(), &Inodes::default());
+        assert_eq!(doc(&read_all(&fs, ".slabfs/errors"))["unresolved"], 0);
     }
 
     /// Regression (review of issue 26): a `*.json` that holds no references

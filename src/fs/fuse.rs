@@ -10,7 +10,8 @@
 //!   keeping the cache is right while the data is unchanged. `opendir`
 //!   likewise lets the kernel cache directory listings
 //!   (`FOPEN_CACHE_DIR`). The core asks for `direct_io` only for the
-//!   stats file, whose size is unknown until it is opened.
+//!   files it generates when opened (`.slabfs/stats`, `.slabfs/errors`,
+//!   a failed dataset's sidecar), whose size is unknown until then.
 //! - `init` asks the kernel for the largest readahead it allows and a
 //!   `max_background` sized for parallel decodes, and logs what it got.
 //! - `ioctl` is answered `ENOTTY` ("not a terminal / no such ioctl"), as a

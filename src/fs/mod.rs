@@ -53,14 +53,17 @@
 //! come from dataset metadata) is left out with a warning. Headers and
 //! sidecars are computed once per opened array, not per read.
 //!
-//! The root also holds a hidden directory `.slabfs` with the file `stats`
-//! ([`stats`]), unless a dataset already uses the name `.slabfs`. Its
-//! content is generated when it is opened and that snapshot is what the
+//! The root also holds a hidden directory `.slabfs` with the files `stats`
+//! ([`stats`]) and `errors` (the recent failures, [`failures`]), unless a
+//! dataset already uses the name `.slabfs`. Their
+//! content is generated when opened and that snapshot is what the
 //! open file reads, so one `cat` sees one consistent document. Since its
 //! length is only known at open, `stat` reports size 0 and the file is
 //! opened `direct_io` (as `/proc` files are): the kernel then passes reads
 //! through instead of clamping them at the size, so `cat` and
 //! `json.load(open(...))` read the whole document. It cannot be `mmap`ed.
+//! The sidecar of a dataset that fails to open is generated the same way
+//! (below).
 //!
 //! # Datasets open when used
 //!
@@ -73,8 +76,14 @@
 //! the archive's size. In an archive, a directory of the archive and a
 //! dataset that is a directory report a link count of 1 ("not counted":
 //! counting means listing or opening); a dataset that fails to open is
-//! listed, and what is inside it fails with EIO; `statfs` counts the open
-//! datasets.
+//! listed, and what is inside it fails with EIO (each request tries to
+//! open it again), except where a user looks for why: its sidecar (a
+//! dataset that is a directory: `NAME/.json`; a single-array store:
+//! `NAME.json`) reads its failure (`{"error": REASON, "time": ...}`,
+//! [`failures::failed_sidecar`]), and its directory carries the xattr
+//! `user.slabfs.error` (the reason). `statfs` counts the open datasets.
+//! Every failure (a dataset's open, a read, what a load skipped, a
+//! refresh, a listing) is in `.slabfs/errors` ([`failures`]).
 //!
 //! # Inodes
 //!
@@ -112,6 +121,7 @@
 mod archive;
 pub mod datasets;
 pub mod error;
+pub mod failures;
 pub mod fuse;
 mod georef;
 pub mod inodes;
@@ -147,6 +157,7 @@ use tree::{Content, NAME_MAX, Node, Tree, Xattrs, child_path, parent_of};
 pub use tree::{FsConfig, Kind};
 
 pub use error::{FsError, FsResult};
+use failures::{Failure, Failures};
 pub use stats::Stats;
 pub use views::Views;
 
@@ -176,9 +187,11 @@ pub const ROOT_INO: u64 = 1;
 /// instead of 4 KiB at a time.
 pub const BLKSIZE: u32 = 128 * 1024;
 
-/// The hidden control directory at the root, and its stats file.
+/// The hidden control directory at the root, and its files: the stats
+/// and the recent failures ([`failures`]).
 pub const CONTROL_DIR: &str = ".slabfs";
 pub const STATS_FILE: &str = "stats";
+pub const ERRORS_FILE: &str = "errors";
 
 /// What `stat` shows for a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,14 +266,34 @@ enum Place {
     ControlDir,
     /// `.slabfs/stats`.
     StatsFile,
+    /// `.slabfs/errors`.
+    ErrorsFile,
+    /// The sidecar (`path`) of a dataset of an archive that fails to open:
+    /// the failure instead of its attributes.
+    Failed { path: Arc<str>, failure: Failure },
+}
+
+impl Place {
+    /// Whether it is a file generated when opened, read from its snapshot
+    /// (`direct_io`, size 0).
+    fn generated(&self) -> bool {
+        matches!(
+            self,
+            Place::StatsFile | Place::ErrorsFile | Place::Failed { .. }
+        )
+    }
 }
 
 /// The path of `place` for messages.
 fn place_path(place: &Place) -> String {
     match place {
-        Place::Node { path, .. } | Place::Listed(path) | Place::Closed(path) => path.to_string(),
+        Place::Node { path, .. }
+        | Place::Listed(path)
+        | Place::Closed(path)
+        | Place::Failed { path, .. } => path.to_string(),
         Place::ControlDir => CONTROL_DIR.to_string(),
         Place::StatsFile => format!("{CONTROL_DIR}/{STATS_FILE}"),
+        Place::ErrorsFile => format!("{CONTROL_DIR}/{ERRORS_FILE}"),
     }
 }
 
@@ -283,7 +316,10 @@ pub struct SlabFs {
     mounted: SystemTime,
     cache: Option<Arc<ChunkCache>>,
     stats: Stats,
-    /// Open stats files: handle -> the document generated at open.
+    /// The recent failures (`.slabfs/errors`).
+    failures: Failures,
+    /// Open generated files (the control files, a failed dataset's
+    /// sidecar): handle -> the document generated at open.
     snapshots: Mutex<HashMap<u64, Arc<[u8]>>>,
     /// Open directories of an archive: handle -> the listing taken at
     /// `opendir`, so that the kernel's `readdir` calls, which resume at
@@ -334,11 +370,13 @@ impl SlabFs {
     }
 
     /// Build the tree of a whole dataset: its arrays and its directories'
-    /// attributes.
+    /// attributes (what it skipped goes to `.slabfs/errors`).
     pub fn of_dataset(ds: &Dataset, config: FsConfig) -> SlabFs {
         let now = SystemTime::now();
         let tree = datasets::tree_of("", ds, &config, None, now);
-        SlabFs::with(Datasets::Whole(RwLock::new(Arc::new(tree))), config, now)
+        let fs = SlabFs::with(Datasets::Whole(RwLock::new(Arc::new(tree))), config, now);
+        fs.failures.loaded("/", &skipped_reasons(ds), now);
+        fs
     }
 
     /// The filesystem of the directory `archive`, each dataset opened on
@@ -356,6 +394,7 @@ impl SlabFs {
             mounted,
             cache: None,
             stats: Stats::new(),
+            failures: Failures::default(),
             snapshots: Mutex::new(HashMap::new()),
             listings: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
@@ -440,6 +479,11 @@ impl SlabFs {
         &self.stats
     }
 
+    /// The recent failures (`.slabfs/errors`).
+    pub fn failures(&self) -> &Failures {
+        &self.failures
+    }
+
     /// Whether the mount is an archive whose datasets open on demand.
     pub fn is_archive(&self) -> bool {
         matches!(self.datasets, Datasets::Archive(_))
@@ -495,7 +539,8 @@ impl SlabFs {
         if self.has_control() {
             let dir = (CONTROL_DIR.to_string(), Kind::Directory);
             let stats = (format!("{CONTROL_DIR}/{STATS_FILE}"), Kind::File);
-            for (p, kind) in [dir, stats] {
+            let errors = (format!("{CONTROL_DIR}/{ERRORS_FILE}"), Kind::File);
+            for (p, kind) in [dir, errors, stats] {
                 out.push((self.inodes.peek(&p, kind), p));
             }
         }
@@ -579,6 +624,7 @@ impl SlabFs {
             return Ok(match (known.path.as_ref(), known.kind) {
                 (CONTROL_DIR, Kind::Directory) => Place::ControlDir,
                 (p, Kind::File) if p == format!("{CONTROL_DIR}/{STATS_FILE}") => Place::StatsFile,
+                (p, Kind::File) if p == format!("{CONTROL_DIR}/{ERRORS_FILE}") => Place::ErrorsFile,
                 _ => Place::Listed(known.path),
             });
         };
@@ -590,7 +636,19 @@ impl SlabFs {
         {
             return Ok(Place::Closed(known.path));
         }
-        let tree = self.unit_tree(unit)?;
+        let tree = match self.unit_tree(unit) {
+            Ok(tree) => tree,
+            // The sidecar of a dataset that fails to open: its failure.
+            Err(FsError::Dataset { source, .. })
+                if known.kind == Kind::File && self.is_failed_sidecar(unit, &known.path) =>
+            {
+                return Ok(Place::Failed {
+                    failure: self.open_failure(unit, &source),
+                    path: known.path,
+                });
+            }
+            Err(e) => return Err(e),
+        };
         match tree.node(&known.path) {
             Some(n) if n.kind() == known.kind => Ok(Place::Node {
                 tree,
@@ -634,7 +692,7 @@ impl SlabFs {
         let node = match place {
             // `resolve` checked the node is in this very tree.
             Place::Node { tree, path } => tree.node(path).expect("resolved"),
-            Place::StatsFile => {
+            Place::StatsFile | Place::ErrorsFile | Place::Failed { .. } => {
                 return Attr {
                     kind: Kind::File,
                     perm: 0o444,
@@ -695,7 +753,16 @@ impl SlabFs {
 
     pub fn lookup(&self, parent: u64, name: &OsStr) -> FsResult<Attr> {
         let r = (|| {
-            let dir = self.resolve(parent, true)?;
+            let dir = match self.resolve(parent, true) {
+                Ok(dir) => dir,
+                // In a dataset that fails to open, its sidecar is there,
+                // saying why.
+                Err(e) => {
+                    let dir = self.path(parent);
+                    let path = child_path(&dir, &name.to_string_lossy());
+                    return self.failed_sidecar_attr(&dir, &path, e);
+                }
+            };
             let dir_path = place_path(&dir);
             let not_found = || FsError::NotFound(child_path(&dir_path, &name.to_string_lossy()));
             // Every name in the tree is UTF-8: anything else is absent.
@@ -723,14 +790,17 @@ impl SlabFs {
                 }
                 Place::Listed(dir) => self.lookup_listed(dir, name).ok_or_else(not_found)?,
                 Place::ControlDir => {
-                    if name != STATS_FILE {
-                        return Err(not_found());
-                    }
-                    let path = format!("{CONTROL_DIR}/{STATS_FILE}");
-                    let ino = self.inodes.remember(&path, Kind::File, None);
-                    Ok(self.attr(ino, &Place::StatsFile))
+                    let place = match name {
+                        STATS_FILE => Place::StatsFile,
+                        ERRORS_FILE => Place::ErrorsFile,
+                        _ => return Err(not_found()),
+                    };
+                    let ino = self.inodes.remember(&place_path(&place), Kind::File, None);
+                    Ok(self.attr(ino, &place))
                 }
-                Place::StatsFile => Err(FsError::NotDir(dir_path.clone())),
+                Place::StatsFile | Place::ErrorsFile | Place::Failed { .. } => {
+                    Err(FsError::NotDir(dir_path.clone()))
+                }
                 Place::Closed(_) => unreachable!("resolved with open"),
             }
         })();
@@ -761,8 +831,14 @@ impl SlabFs {
                 };
                 out = self.archive_listing(lazy, dir)?;
             }
-            Place::ControlDir => out.push((STATS_FILE.to_string(), Kind::File, None)),
-            Place::StatsFile => return Err(FsError::NotDir(place_path(place))),
+            Place::ControlDir => {
+                for name in [ERRORS_FILE, STATS_FILE] {
+                    out.push((name.to_string(), Kind::File, None));
+                }
+            }
+            Place::StatsFile | Place::ErrorsFile | Place::Failed { .. } => {
+                return Err(FsError::NotDir(place_path(place)));
+            }
             Place::Closed(_) => unreachable!("resolved with open"),
         }
         Ok(Arc::new(out))
@@ -827,7 +903,9 @@ impl SlabFs {
                     self.listings.lock().insert(fh, list);
                     Ok(OpenedDir { fh, cache: false })
                 }
-                Place::StatsFile => Err(FsError::NotDir(place_path(&place))),
+                Place::StatsFile | Place::ErrorsFile | Place::Failed { .. } => {
+                    Err(FsError::NotDir(place_path(&place)))
+                }
                 Place::Closed(_) => unreachable!("resolved with open"),
             }
         })();
@@ -842,7 +920,8 @@ impl SlabFs {
     }
 
     /// An `open(2)` of file `ino` with `flags`: anything but a read-only
-    /// open is EROFS. Opening the stats file takes its snapshot.
+    /// open is EROFS. Opening a generated file (the stats, the failures, a
+    /// failed dataset's sidecar) takes its snapshot.
     pub fn open(&self, ino: u64, flags: i32) -> FsResult<Opened> {
         let r = (|| {
             let place = self.resolve(ino, true)?;
@@ -850,8 +929,7 @@ impl SlabFs {
                 Place::Node { tree, path } => {
                     tree.node(path).expect("resolved").kind() == Kind::Directory
                 }
-                Place::StatsFile => false,
-                _ => true,
+                p => !p.generated(),
             };
             if is_dir {
                 return Err(FsError::IsDir(place_path(&place)));
@@ -861,9 +939,9 @@ impl SlabFs {
                     op: "open for writing",
                 });
             }
-            if let Place::StatsFile = place {
+            if let Some(doc) = self.generated_doc(&place) {
                 let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-                self.snapshots.lock().insert(fh, self.stats_doc());
+                self.snapshots.lock().insert(fh, doc);
                 return Ok(Opened {
                     fh,
                     direct_io: true,
@@ -912,6 +990,59 @@ impl SlabFs {
             serde_json::to_vec_pretty(&self.stats_json()).expect("stats always serialize");
         out.push(b'\n');
         out.into()
+    }
+
+    /// The document of a generated file, made now (`None`: `place` is
+    /// not one).
+    fn generated_doc(&self, place: &Place) -> Option<Arc<[u8]>> {
+        Some(match place {
+            Place::StatsFile => self.stats_doc(),
+            Place::ErrorsFile => self.failures.render().into(),
+            Place::Failed { failure, .. } => failures::failed_sidecar(failure).into(),
+            _ => return None,
+        })
+    }
+
+    /// Whether `path` is the sidecar of the dataset at `unit`: `UNIT/.json`
+    /// for a dataset that is a directory, `UNIT.json` for one that is a
+    /// file (a single-array store), with the json view.
+    fn is_failed_sidecar(&self, unit: &str, path: &str) -> bool {
+        self.config.views.json
+            && (path == child_path(unit, sidecar::DIRECTORY_SIDECAR)
+                || path.strip_suffix(".json") == Some(unit))
+    }
+
+    /// The failure of the dataset of an archive at `unit` that `source`
+    /// (its open's error) reports, as `.slabfs/errors` has it (the open
+    /// recorded it).
+    fn open_failure(&self, unit: &str, source: &crate::error::Error) -> Failure {
+        let path = failures::mount_path(unit);
+        let reason = failures::reason(source);
+        let kind = failures::Kind::Open;
+        self.failures.find(kind, &path, &reason).unwrap_or_else(|| {
+            self.failures
+                .record(kind, &path, &reason, SystemTime::now())
+        })
+    }
+
+    /// The attributes of the sidecar `path` of the dataset at `unit` that
+    /// failed to open with `err` (a generated file, size 0), or `err`
+    /// when `path` is no such sidecar.
+    fn failed_sidecar_attr(&self, unit: &str, path: &str, err: FsError) -> FsResult<Attr> {
+        match &err {
+            FsError::Dataset { path: p, source }
+                if p == unit && self.is_failed_sidecar(unit, path) =>
+            {
+                let failure = self.open_failure(unit, source);
+                let ino = self.inodes.remember(path, Kind::File, Some(unit));
+                let place = Place::Failed {
+                    path: Arc::from(path),
+                    failure,
+                };
+                Ok(self.attr(ino, &place))
+            }
+            _ => Err(err),
+        }
     }
 
     /// The kernel closed handle `fh` (its last reference).
@@ -997,9 +1128,11 @@ impl SlabFs {
             let place = self.resolve(ino, true)?;
             let (tree, path) = match &place {
                 Place::Node { tree, path } => (tree, path),
-                Place::StatsFile => {
+                p if p.generated() => {
                     let snapshot = self.snapshots.lock().get(&fh).cloned();
-                    let doc = snapshot.unwrap_or_else(|| self.stats_doc());
+                    let doc = snapshot
+                        .or_else(|| self.generated_doc(p))
+                        .expect("generated");
                     return Ok(ReadData::Owned(slice_at(&doc, offset, size)));
                 }
                 _ => return Err(FsError::IsDir(place_path(&place))),
@@ -1036,7 +1169,15 @@ impl SlabFs {
         })();
         match &r {
             Ok(data) => self.stats.record_read(data.len(), started.elapsed()),
-            Err(_) => self.stats.record_failed_read(started.elapsed()),
+            Err(e) => {
+                self.stats.record_failed_read(started.elapsed());
+                if let FsError::Read { path, source, .. } = e {
+                    let (path, reason) = (failures::mount_path(path), failures::reason(source));
+                    let now = SystemTime::now();
+                    self.failures
+                        .record(failures::Kind::Read, &path, &reason, now);
+                }
+            }
         }
         self.counted(r)
     }
@@ -1082,7 +1223,16 @@ impl SlabFs {
     /// ACL and SELinux label) opens nothing.
     fn xattrs(&self, ino: u64, name: Option<&OsStr>) -> FsResult<(String, Xattrs)> {
         let open = name.is_none_or(|n| n.as_encoded_bytes().starts_with(b"user.slabfs."));
-        let place = self.resolve(ino, open)?;
+        let place = match self.resolve(ino, open) {
+            Ok(place) => place,
+            // A dataset that fails to open carries why, on its directory.
+            Err(FsError::Dataset { path, source }) if path == self.path(ino) => {
+                let reason = self.open_failure(&path, &source).reason;
+                let xattrs: Xattrs = Arc::from(vec![(failures::XATTR_ERROR, reason.into_bytes())]);
+                return Ok((path, xattrs));
+            }
+            Err(e) => return Err(e),
+        };
         let xattrs = match &place {
             Place::Node { tree, path } => tree.node(path).expect("resolved").xattrs.clone(),
             _ => Arc::from(Vec::new()),
@@ -1130,7 +1280,7 @@ impl SlabFs {
         let nodes: usize = trees.iter().map(|t| t.nodes.len()).sum();
         Statfs {
             blocks: bytes.div_ceil(BSIZE as u64),
-            files: nodes as u64 + 2 * u64::from(self.has_control()),
+            files: nodes as u64 + 3 * u64::from(self.has_control()),
             bsize: BSIZE,
             namelen: NAME_MAX,
         }
@@ -1186,6 +1336,11 @@ impl crate::metrics::Collect for SlabFs {
         }
         Ok(())
     }
+}
+
+/// What `ds` skipped, as failure reasons ([`failures::reason`]).
+fn skipped_reasons(ds: &Dataset) -> Vec<String> {
+    ds.skipped.iter().map(failures::reason).collect()
 }
 
 /// Add `name` (of no dataset) to the sorted listing `out`.
@@ -1349,6 +1504,7 @@ pub(crate) mod tests {
             vec![
                 (1, ""),
                 dir(".slabfs"),
+                file(".slabfs/errors"),
                 file(".slabfs/stats"),
                 dir("runs"),
                 file("runs/a.zarr"),
@@ -1408,7 +1564,7 @@ pub(crate) mod tests {
             .map(|p| lookup_path(&fs, p).unwrap().size)
             .sum();
         assert_eq!(st.blocks, (20 + 6 + 2 + side).div_ceil(4096));
-        assert_eq!(st.files, 11);
+        assert_eq!(st.files, 12);
     }
 
     /// A ramp that says whether its reads are cached, and counts them.
@@ -1530,6 +1686,7 @@ pub(crate) mod tests {
             [
                 "",
                 ".slabfs",
+                ".slabfs/errors",
                 ".slabfs/stats",
                 "a",
                 "a/b",
@@ -1745,7 +1902,7 @@ pub(crate) mod tests {
         let fs = fs(&[entry("r", ramp(100, 50))]);
         let stats = lookup_path(&fs, ".slabfs/stats").unwrap();
         assert_eq!((stats.kind, stats.size, stats.perm), (Kind::File, 0, 0o444));
-        assert_eq!(names(&fs, ".slabfs"), ["stats"]);
+        assert_eq!(names(&fs, ".slabfs"), ["errors", "stats"]);
         let doc = |bytes: &[u8]| -> serde_json::Value { serde_json::from_slice(bytes).unwrap() };
         let before = doc(&read_all(&fs, ".slabfs/stats"));
         let reads0 = before["reads"]["requests"].as_u64().unwrap();
@@ -1852,6 +2009,81 @@ pub(crate) mod tests {
         let fs = fs(&[entry(".slabfs/x", ramp(1, u64::MAX))]);
         assert_eq!(names(&fs, ".slabfs"), ["x", "x.json"]);
         assert!(lookup_path(&fs, ".slabfs/stats").is_err());
+        assert!(lookup_path(&fs, ".slabfs/errors").is_err());
+    }
+
+    /// Failed reads are in `.slabfs/errors`: the array's path and the
+    /// library error (naming the chunk), not the offset, so the same
+    /// failure read again is one entry with a count; another chunk is
+    /// another. The file is generated at open, like the stats file; what
+    /// a load of a mount of one dataset skipped is there too.
+    #[test]
+    fn failures_are_in_the_errors_file() {
+        let ds = Dataset {
+            entries: vec![entry("d/r", ramp(100, 50))],
+            skipped: vec![Error::metadata("/data/f.nc: variable v", "unknown dtype")],
+            ..Dataset::default()
+        };
+        let fs = SlabFs::of_dataset(
+            &ds,
+            config(Views {
+                npy: true,
+                ..Views::default()
+            }),
+        );
+        let errors = lookup_path(&fs, ".slabfs/errors").unwrap();
+        assert_eq!(
+            (errors.kind, errors.size, errors.perm),
+            (Kind::File, 0, 0o444)
+        );
+        let opened = fs.open(errors.ino, libc::O_RDONLY).unwrap();
+        assert!(opened.direct_io);
+        let doc = |bytes: &[u8]| -> serde_json::Value { serde_json::from_slice(bytes).unwrap() };
+        let skipped = doc(&read_all(&fs, ".slabfs/errors"));
+        assert_eq!(
+            skipped["failures"].as_array().unwrap().len(),
+            1,
+            "{skipped}"
+        );
+        let s = &skipped["failures"][0];
+        assert_eq!((&s["kind"], &s["path"]), (&"skipped".into(), &"/".into()));
+        assert_eq!(s["reason"], "/data/f.nc: variable v: unknown dtype");
+
+        let r = lookup_path(&fs, "d/r").unwrap().ino;
+        for offset in [96, 100, 150] {
+            assert_eq!(fs.read(r, 0, offset, 64).unwrap_err().errno(), libc::EIO);
+        }
+        let npy = lookup_path(&fs, "d/r.npy").unwrap().ino;
+        assert!(fs.read(npy, 0, 0, 1 << 16).is_err());
+        assert_eq!(fs.read(r, 0, 0, 16).unwrap().len(), 16);
+        // The open handle reads its snapshot: no read failure yet.
+        let snap = doc(&fs.read(errors.ino, opened.fh, 0, 1 << 20).unwrap());
+        assert_eq!(snap, skipped);
+        fs.release(errors.ino, opened.fh);
+        let now = doc(&read_all(&fs, ".slabfs/errors"));
+        let f = now["failures"].as_array().unwrap();
+        let brief: Vec<(&str, &str, u64)> = f
+            .iter()
+            .map(|e| {
+                let s = |k: &str| e[k].as_str().unwrap();
+                (s("kind"), s("path"), e["count"].as_u64().unwrap())
+            })
+            .collect();
+        assert_eq!(
+            brief,
+            [
+                ("read", "/d/r.npy", 1),
+                ("read", "/d/r", 3),
+                ("skipped", "/", 1)
+            ],
+            "{now}"
+        );
+        assert_eq!(f[1]["reason"], "ramp/c/9: corrupt chunk");
+        assert!(f[1]["first"].as_str().unwrap() <= f[1]["last"].as_str().unwrap());
+        assert_eq!(
+            (&now["recorded"], &now["unresolved"]),
+            (&5.into(), &3.into())
+        );
     }
 
     /// The value of the sample `series` (name and labels, as written) in

@@ -74,7 +74,7 @@ use std::time::SystemTime;
 use super::datasets::Datasets;
 use super::georef::Coordinates;
 use super::tree::{self, DirDoc, Tracked, Tree, name_of, parent_of, usable_entries};
-use super::{Kind, SlabFs};
+use super::{Kind, SlabFs, failures};
 use crate::engine::array::{ArraySource, ChangeStamp};
 use crate::formats::dataset::Dataset;
 use crate::storage::remote::{self, Remote};
@@ -151,7 +151,22 @@ impl SlabFs {
             changes.failed_invalidations = self.invalidate(&old, &new, inval);
             self.forget_stale(&stale);
         }
+        self.loaded_failures("", ds, &changes);
         changes
+    }
+
+    /// Tell `.slabfs/errors` that the dataset at `unit` loaded again as
+    /// `ds`, with `changes`: its open and refresh failures, and the
+    /// skipped ones it no longer skips, are resolved; so are the read
+    /// failures of the arrays replaced or removed (new data, or none).
+    fn loaded_failures(&self, unit: &str, ds: &Dataset, changes: &Changes) {
+        let now = SystemTime::now();
+        let reasons = super::skipped_reasons(ds);
+        self.failures
+            .loaded(&failures::mount_path(unit), &reasons, now);
+        for path in changes.changed.iter().chain(&changes.removed) {
+            self.failures.replaced(&failures::mount_path(path), now);
+        }
     }
 
     /// Bring the archive's datasets at or under the mount paths `units`
@@ -208,6 +223,7 @@ impl SlabFs {
                 Ok(Some(ds)) => ds,
                 // Gone (or no dataset any more): everything it showed goes.
                 Ok(None) => {
+                    self.failures.gone(&failures::mount_path(&unit), now);
                     lazy.close(&unit);
                     changes.removed.extend(old.arrays.keys().cloned());
                     let empty = Tree::build(
@@ -225,6 +241,9 @@ impl SlabFs {
                 Err(e) => {
                     self.stats.record_refresh_failure();
                     log::warn!("refresh could not re-open /{unit}: {e}; it stays shown as it was");
+                    let (at, reason) = (failures::mount_path(&unit), failures::reason(&e));
+                    self.failures
+                        .record(failures::Kind::Refresh, &at, &reason, SystemTime::now());
                     changes.kept.extend(old.arrays.keys().cloned());
                     continue;
                 }
@@ -248,6 +267,7 @@ impl SlabFs {
                 }
                 self.forget_stale(&stale);
             }
+            self.loaded_failures(&unit, &ds, &c);
             changes.added.append(&mut c.added);
             changes.removed.append(&mut c.removed);
             changes.changed.append(&mut c.changed);
@@ -277,6 +297,9 @@ impl SlabFs {
                     count_failed(&format!("entry {unit}"), inval.entry(parent, name_of(unit)));
             }
         }
+        if closed_too {
+            failed += self.retry_failed(lazy, &units, inval);
+        }
         for list in [
             &mut changes.added,
             &mut changes.removed,
@@ -288,6 +311,46 @@ impl SlabFs {
         }
         changes.failed_invalidations = failed;
         changes
+    }
+
+    /// The datasets at or under `units` (`""`: all) whose last open
+    /// failed, tried again when their version says they changed (or
+    /// cannot say), forgotten when gone: a dataset fixed leaves
+    /// `.slabfs/errors` at the refresh that sees it, not at the next
+    /// request for it. What the kernel holds of one that opens now (its
+    /// failed sidecar's attributes, its directory's entry) is dropped.
+    /// Returns the invalidations that failed.
+    fn retry_failed(
+        &self,
+        lazy: &super::datasets::Lazy,
+        units: &BTreeSet<&str>,
+        inval: &dyn Invalidate,
+    ) -> usize {
+        let mut failed = 0;
+        for (unit, then) in lazy.failed() {
+            if !units.contains("") && !under_any(&unit, units) {
+                continue;
+            }
+            let Some(found) = lazy.archive.find(&unit).filter(|f| f.is_dataset()) else {
+                lazy.forget_failed(&unit);
+                self.failures
+                    .gone(&failures::mount_path(&unit), SystemTime::now());
+                continue;
+            };
+            if then.is_some() && lazy.archive.version(&unit, found) == then {
+                continue;
+            }
+            // A failure again is recorded by the open, which logs it.
+            if let Ok(Some(_)) = self.open_unit(lazy, &unit, Some(found)) {
+                log::info!("refresh: /{unit} opens now");
+                failed += self.invalidate_held(&unit, |_| true, inval);
+                if let Some(parent) = self.inodes.held(parent_of(&unit), Kind::Directory) {
+                    let entry = inval.entry(parent, name_of(&unit));
+                    failed += count_failed(&format!("entry {unit}"), entry);
+                }
+            }
+        }
+        failed
     }
 
     /// What re-loading gave (`ds`) against the tree `old` serves: the

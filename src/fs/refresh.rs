@@ -44,6 +44,18 @@
 //!   `--refresh` when the source cannot be watched at all (network file
 //!   systems, too many directories, the kernel's watch limit: one warning,
 //!   then periodic walks, as before watching existed).
+//!
+//! # Failures
+//!
+//! What a pass cannot load goes to `.slabfs/errors` ([`super::failures`]):
+//! a source or an open dataset that cannot be re-opened (`refresh`, still
+//! served as it was), what a load skipped (`skipped`). A dataset of an
+//! archive that failed to open is not open, so nothing above would look
+//! at it again: a pass also tries again the failed datasets at or under
+//! the units it handles whose version changed since they failed
+//! ([`SlabFs::refresh_archive`]), so that a file fixed (rewritten,
+//! replaced) opens and its failure is resolved at that pass. A load that
+//! succeeds resolves its dataset's failures.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io;
@@ -612,6 +624,11 @@ impl Pass<'_> {
             Ok(ds) => ds,
             Err(e) => {
                 fs.stats().record_refresh_failure();
+                // In `.slabfs/errors` too, resolved by the pass that loads.
+                let reason = super::failures::reason(&e);
+                let kind = super::failures::Kind::Refresh;
+                fs.failures()
+                    .record(kind, "/", &reason, std::time::SystemTime::now());
                 let msg = e.to_string();
                 if self.warned.insert(msg.clone()) {
                     log::warn!(

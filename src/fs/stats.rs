@@ -90,8 +90,9 @@
 //! - `datasets` (a mount of a directory, whose datasets open when used:
 //!   [`crate::fs::datasets`]): datasets open now and the most kept open
 //!   (`--max-open-datasets`), opens since mount, opens that failed (the
-//!   dataset's requests got EIO), and datasets closed to make room (each
-//!   costs an open again at its next use).
+//!   dataset's requests got EIO; which ones, and why, is in
+//!   `.slabfs/errors`: [`crate::fs::failures`]), and datasets closed to
+//!   make room (each costs an open again at its next use).
 //! - `inodes`: the nodes the kernel holds (looked up and not forgotten):
 //!   what the daemon keeps a path for ([`crate::fs::inodes`]).
 //! - `remote` (only when the mount reads URLs): per source store, the HTTP

@@ -23,6 +23,7 @@ mod corpus;
 mod dependencies;
 mod descriptors;
 mod disk_cache;
+mod errors;
 mod faults;
 mod forwarding;
 mod fuzz_regressions;

@@ -196,8 +196,10 @@ fn layout_matches_ls_with_sidecars_modes_and_sizes() {
     .unwrap();
     assert!(!ds.directories.is_empty());
     want.extend(ds.directories.keys().map(|d| format!("{d}/.json")));
-    // The mount's own control file (tests/it/mount_live.rs checks it).
+    // The mount's own control files (tests/it/mount_live.rs and
+    // tests/it/errors.rs check them).
     want.insert(".slabfs/stats".into());
+    want.insert(".slabfs/errors".into());
     assert_eq!(files, want.iter().map(String::as_str).collect());
 
     let mut inodes = BTreeSet::new();

@@ -1047,8 +1047,28 @@ fn mount_a_bucket_survives_the_server_going_away() {
     let got = read_direct(&m.path(victim)).unwrap();
     assert!(got == *expected, "{victim}: after the restart");
 
-    // The secret: not in the log, sidecars, xattrs or stats.
-    let mut seen = vec![("log", m.log()), ("stats", stats)];
+    // `.slabfs/errors` names the victim's dataset, which could not be
+    // opened while the server was down (one entry, however long each
+    // attempt took), by its URL without credentials, and resolved since.
+    let errors = std::fs::read_to_string(m.path(".slabfs/errors")).unwrap();
+    let doc: Value = serde_json::from_str(&errors).unwrap();
+    let failed: Vec<&Value> = doc["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["path"] == "/offset64_records.nc")
+        .collect();
+    assert_eq!(failed.len(), 1, "{errors}");
+    assert_eq!(failed[0]["kind"], "open", "{errors}");
+    assert!(failed[0]["resolved"].is_string(), "{errors}");
+    let reason = failed[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with(&format!("{url}/offset64_records.nc: ")),
+        "{errors}"
+    );
+
+    // The secret: not in the log, sidecars, xattrs, stats or errors.
+    let mut seen = vec![("log", m.log()), ("stats", stats), ("errors", errors)];
     seen.push((
         "stats after",
         std::fs::read_to_string(m.path(".slabfs/stats")).unwrap(),

@@ -1164,7 +1164,9 @@ fn names_from_metadata_stay_inside_their_directory() {
     names_source(&src);
     let m = Mount::start(&src, &["--refresh", "0", "--views", "raw,json,hdr"]);
     let got = walk_mount(&m.mnt);
-    let mut want: BTreeSet<String> = [".slabfs", ".slabfs/stats"].map(String::from).into();
+    let mut want: BTreeSet<String> = [".slabfs", ".slabfs/errors", ".slabfs/stats"]
+        .map(String::from)
+        .into();
     let mut array = |p: String, views: bool| {
         if views {
             want.insert(format!("{p}.json"));
@@ -1442,6 +1444,13 @@ fn allow_other_lets_every_user_read_and_nothing_more() {
     assert_eq!(out.stdout, SHARED);
     let sidecar = as_nobody(&["cat", m.path("z.zarr.json").to_str().unwrap()]);
     assert!(sidecar.status.success(), "{sidecar:?}");
+    // The control files too: what failed is for every reader to see.
+    for control in [".slabfs/stats", ".slabfs/errors"] {
+        let out = as_nobody(&["cat", m.path(control).to_str().unwrap()]);
+        assert!(out.status.success(), "{control}: {out:?}");
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(doc.is_object(), "{control}: {doc}");
+    }
     let mnt = m.mnt.to_str().unwrap().to_string();
     for script in [
         format!("echo x > '{file}'"),
@@ -1458,9 +1467,15 @@ fn allow_other_lets_every_user_read_and_nothing_more() {
     assert_eq!(std::fs::read(&file).unwrap(), SHARED);
     assert_eq!(
         walk_mount(&m.mnt),
-        [".slabfs", ".slabfs/stats", "z.zarr", "z.zarr.json"]
-            .map(String::from)
-            .into()
+        [
+            ".slabfs",
+            ".slabfs/errors",
+            ".slabfs/stats",
+            "z.zarr",
+            "z.zarr.json"
+        ]
+        .map(String::from)
+        .into()
     );
     m.stop();
 }
