@@ -81,14 +81,20 @@ type Held = (log::Level, String, String);
 /// caller's; `None`: nothing is held.
 static HELD: Mutex<Option<Vec<Held>>> = Mutex::new(None);
 
+/// Whether [`HELD`] holds lines: checked first, so that a line logged
+/// when nothing is held (every line of a live daemon) takes no lock.
+static HOLDING: AtomicBool = AtomicBool::new(false);
+
 /// Hold back lines below `warn` from now on, until [`release_held`].
 pub fn hold_quiet_lines() {
     *HELD.lock() = Some(Vec::new());
+    HOLDING.store(true, Ordering::SeqCst);
 }
 
 /// Stop holding lines back and log the held ones now (where the log goes
 /// from now on). Returns how many.
 pub fn release_held() -> usize {
+    HOLDING.store(false, Ordering::SeqCst);
     let held = HELD.lock().take().unwrap_or_default();
     for (level, target, text) in &held {
         log::log!(target: target, *level, "{text}");
@@ -98,12 +104,13 @@ pub fn release_held() -> usize {
 
 /// Stop holding lines back and forget the held ones.
 pub fn drop_held() {
+    HOLDING.store(false, Ordering::SeqCst);
     HELD.lock().take();
 }
 
 /// Hold `record` back if lines are being held and it is below `warn`.
 fn held(record: &Record) -> bool {
-    if record.level() <= log::Level::Warn {
+    if record.level() <= log::Level::Warn || !HOLDING.load(Ordering::Relaxed) {
         return false;
     }
     let mut guard = HELD.lock();

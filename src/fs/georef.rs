@@ -218,29 +218,21 @@ fn read_axis(
 }
 
 /// Native-order elements of a real number type as f64 (integers above
-/// 2^53 rounded, which no coordinate in degrees is); `None` for other
-/// types (float16 included: no coordinate is, and it needs a converter).
+/// 2^53 rounded, which no coordinate in degrees is), read by the codecs'
+/// element reader; `None` for other types (booleans, complex, opaque).
 fn decode(dtype: &DataType, bytes: &[u8]) -> Option<Vec<f64>> {
-    fn each<const N: usize>(bytes: &[u8], f: impl Fn([u8; N]) -> f64) -> Vec<f64> {
+    use crate::codec::numeric::{Element, Prim};
+    let prim = Prim::of(dtype).filter(|p| !matches!(p, Prim::Bool | Prim::C64 | Prim::C128))?;
+    let el = Element {
+        prim,
+        endian: crate::dtype::Endian::NATIVE,
+    };
+    Some(
         bytes
-            .chunks_exact(N)
-            .map(|c| f(c.try_into().expect("chunks of N")))
-            .collect()
-    }
-    use DataType::*;
-    Some(match dtype {
-        Int8 => each(bytes, |b: [u8; 1]| i8::from_ne_bytes(b).into()),
-        Int16 => each(bytes, |b| i16::from_ne_bytes(b).into()),
-        Int32 => each(bytes, |b| i32::from_ne_bytes(b).into()),
-        Int64 => each(bytes, |b| i64::from_ne_bytes(b) as f64),
-        UInt8 => each(bytes, |b: [u8; 1]| u8::from_ne_bytes(b).into()),
-        UInt16 => each(bytes, |b| u16::from_ne_bytes(b).into()),
-        UInt32 => each(bytes, |b| u32::from_ne_bytes(b).into()),
-        UInt64 => each(bytes, |b| u64::from_ne_bytes(b) as f64),
-        Float32 => each(bytes, |b| f32::from_ne_bytes(b).into()),
-        Float64 => each(bytes, f64::from_ne_bytes),
-        _ => return None,
-    })
+            .chunks_exact(el.size())
+            .map(|b| el.read(b).as_f64())
+            .collect(),
+    )
 }
 
 #[cfg(test)]
