@@ -43,7 +43,6 @@ use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -69,7 +68,7 @@ const FOLDERS: &[&str] = &["hdf5_thirdparty", "netcdf_c"];
 fn expected() -> Vec<Value> {
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hdf5/corpus_expected.py");
-    let out = Command::new(common::python())
+    let out = common::python::Python::new()
         .arg(script)
         .args(FOLDERS.iter().map(|f| corpora().join(f)))
         .output()

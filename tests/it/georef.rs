@@ -72,9 +72,10 @@ fn run(cmd: &mut Command) -> Output {
 /// What the writer's library reads: a JSON document printed by `script`
 /// run with the venv's python and `args`.
 fn python_json(script: &str, args: &[&str]) -> Value {
-    let out = run(Command::new(common::python())
+    let out = common::python::Python::new()
         .args(["-W", "ignore", "-c", script])
-        .args(args));
+        .args(args)
+        .run();
     serde_json::from_slice(&out.stdout).unwrap()
 }
 

@@ -68,7 +68,7 @@ fn manifest() -> Vec<(String, String, Option<u64>)> {
 fn plugin_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let out = Command::new(common::python())
+        let out = common::python::Python::new()
             .args(["-c", "import hdf5plugin; print(hdf5plugin.PLUGIN_PATH)"])
             .output()
             .unwrap();

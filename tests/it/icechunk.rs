@@ -770,7 +770,7 @@ fn parts_of_chunks_read_as_the_whole_chunk_s_parts() {
          print(hashlib.sha256(v.tobytes()).hexdigest())\n",
         repo = repo.display().to_string()
     );
-    let out = Command::new(common::python())
+    let out = common::python::Python::new()
         .args(["-W", "ignore", "-c", &script])
         .output()
         .unwrap();

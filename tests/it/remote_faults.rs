@@ -496,10 +496,9 @@ fn describe_read(arrays: &[Array], r: &ReadRecord) -> String {
 
 #[test]
 fn reads_under_a_misbehaving_network_are_right_and_the_mount_stays_responsive() {
-    // Alone: it bounds how long a read may wait. Against moto: its
-    // throughput bound (a share of the reads without faults) was set
-    // against moto's pace, which s3s-fs's would make another test.
-    let _alone = common::alone();
+    // Against moto: its throughput bound (a share of the reads without
+    // faults) was set against moto's pace, which s3s-fs's would make
+    // another test.
     let seed = seed();
     let phase_len = phase_length();
     let moto = Moto::start();
@@ -519,6 +518,9 @@ fn reads_under_a_misbehaving_network_are_right_and_the_mount_stays_responsive() 
             &HOLD_SECONDS.to_string(),
         ],
     );
+    // Alone from here (not while moto starts and the store is uploaded):
+    // it bounds how long a read may wait.
+    let _alone = common::alone();
     let mut m = Mount::start(
         Path::new(&format!("s3://{BUCKET}/{PREFIX}")),
         &[

@@ -76,7 +76,6 @@ use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -1082,11 +1081,10 @@ fn stores_are_what_zarr_python_reads() {
     let extra = root.path().join("extra-5.zarr");
     pool_create(&tmp, &extra, 5);
 
-    let out = Command::new(common::python())
+    let out = common::python::Python::new()
         .arg("-c")
         .arg(DUMP)
         .args([&flip, &grow, &extra].map(|p| p.as_os_str()))
-        .stdin(Stdio::null())
         .output()
         .unwrap();
     assert!(

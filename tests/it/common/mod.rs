@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 
 pub mod mount;
+pub mod python;
 pub mod s3s;
 pub mod servers;
 
@@ -159,7 +160,7 @@ pub fn side_by_side() -> std::sync::RwLockReadGuard<'static, ()> {
 /// warnings and the Rust crates' logs off; panics with its stderr if it
 /// fails.
 pub fn run_python(args: &[&std::ffi::OsStr]) {
-    let out = std::process::Command::new(python())
+    let out = python::Python::new()
         .args(["-W", "ignore"])
         .args(args)
         .env("RUST_LOG", "error")

@@ -114,7 +114,7 @@ pub trait S3Server {
              {code}\n",
             self.endpoint()
         );
-        let out = Command::new(super::python())
+        let out = super::python::Python::new()
             .arg("-c")
             .arg(script)
             .output()

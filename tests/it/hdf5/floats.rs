@@ -73,7 +73,7 @@ fn a_long_double_is_served_as_numpys_longdouble() {
         assert!(!m.path("floats.h5/ld12.hdr").exists());
         assert!(m.path("floats.h5/nbit_le.hdr").exists());
         // NumPy reads the .npy as h5py read the dataset.
-        let out = Command::new(common::python())
+        let out = common::python::Python::new()
             .arg("-c")
             .arg(
                 "import sys, numpy as np, h5py\n\

@@ -174,7 +174,7 @@ fn unfiltered_partial_edge_chunks_of_the_hdf5_library_read_as_h5py_reads_them() 
 pub(super) fn corpus_reads_as_h5py_reads_it(files: &[&str], min: usize, refused: Option<&str>) {
     let tmp = tempfile::tempdir().unwrap();
     let files: Vec<PathBuf> = files.iter().map(|f| corpus(f)).collect();
-    let out = Command::new(common::python())
+    let out = common::python::Python::new()
         .arg("-c")
         .arg(H5PY_DUMP)
         .arg(tmp.path())

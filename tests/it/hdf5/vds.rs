@@ -34,7 +34,7 @@ for fn in sorted(glob.glob("*.h5")):
         f.visititems(visit)
 print(json.dumps(out))
 "#;
-    let out = Command::new(common::python())
+    let out = common::python::Python::new()
         .arg("-c")
         .arg(script)
         .arg(dir)
