@@ -127,16 +127,32 @@ impl Scratch {
     fn unmount_and_wait(&self) {
         let pids = daemons(&self.mnt);
         assert!(!pids.is_empty(), "no daemon serves {}", self.mnt.display());
-        let status = if is_root() {
-            Command::new("umount").arg(&self.mnt).status().unwrap()
-        } else {
-            Command::new("fusermount3")
-                .arg("-u")
-                .arg(&self.mnt)
-                .status()
-                .unwrap()
+        // Retried while the mount is busy: a process of another test can
+        // be passing through it (a run with ten test threads met one).
+        let mut tries = 0;
+        let out = loop {
+            let out = if is_root() {
+                Command::new("umount").arg(&self.mnt).output().unwrap()
+            } else {
+                Command::new("fusermount3")
+                    .arg("-u")
+                    .arg(&self.mnt)
+                    .output()
+                    .unwrap()
+            };
+            tries += 1;
+            let busy = String::from_utf8_lossy(&out.stderr).contains("busy");
+            if out.status.success() || !busy || tries == 50 {
+                break out;
+            }
+            std::thread::sleep(Duration::from_millis(100));
         };
-        assert!(status.success(), "unmount failed:\n{}", self.log());
+        assert!(
+            out.status.success(),
+            "unmount failed after {tries} tries: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.log()
+        );
         for pid in pids {
             wait_gone(pid, &self.log());
         }
