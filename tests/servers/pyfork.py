@@ -6,9 +6,10 @@ again by each of about a hundred calls a run. This server imports the
 writers and readers the tests use once; each call is then a fork of it
 that runs the script as `python ARGS...` would.
 
-    pyfork.py SOCKET
+    pyfork.py DIR/SOCKET
 
-listens on the Unix socket SOCKET, prints `ready` when it does, and exits
+listens on the Unix socket DIR/SOCKET (DIR private to the user: whoever
+connects runs code as the server's user), removes both when it ends, prints `ready` when it does, and exits
 when its standard input closes (the test process has ended) or on
 SIGTERM. A call is one connection: the client sends one JSON line
 {"argv": [...], "cwd": "...", "env": {...}} (argv without the
@@ -233,10 +234,13 @@ def main():
                         os._exit(0)
                 conn.close()
     finally:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+        # The socket and the directory the client made for it.
+        for remove in (os.unlink, os.rmdir):
+            try:
+                remove(path)
+            except OSError:
+                pass
+            path = os.path.dirname(path)
 
 
 if __name__ == "__main__":

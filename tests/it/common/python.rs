@@ -141,9 +141,14 @@ struct Server {
 impl Server {
     fn start() -> Result<Server, String> {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/servers/pyfork.py");
-        let socket =
-            std::env::temp_dir().join(format!("slabfs-pyfork-{}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&socket);
+        // In a directory of its own, mode 0700: whoever can connect runs
+        // code as this user, with this environment (the tests' keys).
+        let dir = tempfile::Builder::new()
+            .prefix("slabfs-pyfork-")
+            .tempdir()
+            .map_err(|e| format!("a directory for its socket: {e}"))?
+            .keep();
+        let socket = dir.join("socket");
         let mut child = Command::new(super::python())
             .arg(&script)
             .arg(&socket)
