@@ -16,6 +16,8 @@
 //!   from compressed blocks);
 //! - [`nca`]: aggregations (NCA descriptors, CF-1.13 and CFA-0.4 netCDF
 //!   files) whose partitions are arrays of any other format;
+//! - [`ncml`]: NcML files (netCDF-Java's wrappers and aggregations)
+//!   whose members are datasets of any other format;
 //! - [`kerchunk`]: kerchunk / fsspec references into other files;
 //! - [`hdf5`]: netCDF-4 and other HDF5 files, each dataset a chunked
 //!   array over the file's chunk index;
@@ -54,6 +56,7 @@ pub mod hdf5;
 pub mod icechunk;
 pub mod kerchunk;
 pub mod nca;
+pub mod ncml;
 pub mod netcdf;
 pub mod netcdf3;
 pub mod packed;

@@ -20,7 +20,7 @@
 //! aggregation's fragment.
 
 use super::entry::{FormatEntry, Formats};
-use super::{icechunk, kerchunk, nca, zarr};
+use super::{icechunk, kerchunk, nca, ncml, zarr};
 
 /// Every format slabfs reads, in the order they are tried.
 pub static FORMATS: &[&FormatEntry] = &[
@@ -32,6 +32,7 @@ pub static FORMATS: &[&FormatEntry] = &[
     &nca::NETCDF,
     // Files by their name, content checked at open.
     &nca::DESCRIPTOR,
+    &ncml::ENTRY,
     &kerchunk::ENTRY,
 ];
 
@@ -76,6 +77,8 @@ mod tests {
         assert_eq!(name("a.ncb"), Some("netcdf"));
         assert_eq!(name("agg.nca.json"), Some("nca"));
         assert_eq!(name("refs.json"), Some("kerchunk"));
+        assert_eq!(name("agg.ncml"), Some("ncml"));
+        assert_eq!(name("AGG.NCML"), Some("ncml"));
         assert_eq!(name(".nc"), None);
         assert_eq!(name("a.zarr"), None);
         assert_eq!(name("readme.txt"), None);

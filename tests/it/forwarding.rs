@@ -54,6 +54,16 @@ const DIRECT: &[(&str, &str, &str)] = &[
     ),
     ("src/formats/nca/constant.rs", "Constant", "one value"),
     ("src/formats/nca/raw.rs", "RawArray", "reads its file"),
+    (
+        "src/formats/ncml/join.rs",
+        "Joined",
+        "combines its members' variables",
+    ),
+    (
+        "src/formats/ncml/values.rs",
+        "InMemory",
+        "values written in the NcML file",
+    ),
 ];
 
 /// Where the body of the block that opens at the first `{` after `at`

@@ -99,9 +99,12 @@ fn format_rank(module: &str) -> Option<u32> {
         "packed" | "kerchunk" | "icechunk" => 2,
         "netcdf" => 3,
         "nca" => 4,
+        // NcML members are datasets of any format (opened through the
+        // entries); it takes NCA's fragment URI rules.
+        "ncml" => 5,
         // The table of every format's entry.
-        "registry" => 5,
-        "dataset" => 6,
+        "registry" => 6,
+        "dataset" => 7,
         _ => return None,
     })
 }

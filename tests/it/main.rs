@@ -39,6 +39,7 @@ mod metrics;
 mod mount;
 mod mount_live;
 mod nca;
+mod ncml;
 mod nczarr;
 mod netcdf3;
 mod ops;

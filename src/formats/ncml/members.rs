@@ -1,0 +1,355 @@
+//! Where an NcML file's datasets come from: locations resolved and
+//! confined, scans listed, members opened by whatever format they are.
+//!
+//! A `location` is relative to the NcML file's directory, an absolute
+//! path, a `file:` URL, or a URL of a store slabfs reads (`s3://`,
+//! `https://`...); every one must resolve under the mount's roots (or be
+//! a URL `--allow-outside` admits), as NCA fragments must
+//! ([`crate::storage::scope`]). An OPeNDAP URL (`dods:`, a `/dodsC/`
+//! path) is a server's rendering of a dataset, not a file: it is no
+//! location slabfs can read, and the reads that need it fail naming it.
+//!
+//! A member is opened as the registry opens any file or directory
+//! ([`Formats::open_file`], [`Formats::classify_dir`]): netCDF-3,
+//! netCDF-4/HDF5, Zarr, another NcML file, anything a format claims.
+//! A member is opened at most once while it is kept ([`Member::view`]),
+//! and a failure to open is not kept: the next read tries again.
+//!
+//! The build of a member's own `<netcdf>` element (its changes, a nested
+//! aggregation) is above this file; it is handed in with the context
+//! ([`Build`]), so the files of this folder import one another in a line.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use parking_lot::Mutex;
+
+use super::error::{NcmlError, Pos};
+use super::model::{Netcdf, Scan};
+use super::view::View;
+use crate::error::{Error, Result};
+use crate::formats::Options;
+use crate::formats::entry::{At, DirProbe, Found};
+use crate::formats::nca::fragment::uri_path;
+use crate::storage::location::{is_url, url_of};
+use crate::storage::scope::{Refusal, Scope};
+
+/// NcML files nested deeper than this (a member that is an NcML file
+/// whose member is one...) are refused.
+pub const MAX_DEPTH: usize = 16;
+
+/// More files than this in one scan is refused: an NcML file is not a
+/// way to open a whole archive as one dataset by accident.
+pub const MAX_SCAN: usize = 200_000;
+
+/// Builds the view of a `<netcdf>` element (its location or
+/// aggregation, then its changes) under a context.
+pub type Build = fn(&Netcdf, &Arc<Ctx>) -> Result<View>;
+
+/// Applies the changes an element states (its attributes, dimensions,
+/// variables and removes) to a view: an aggregation's own changes, made
+/// to every member as it is opened.
+pub type Change = fn(View, &Netcdf, &Arc<Ctx>) -> Result<View>;
+
+/// What one NcML file's datasets are opened against.
+pub struct Ctx {
+    pub opts: Options,
+    /// Where its locations may lead.
+    pub scope: Arc<Scope>,
+    /// The NcML file (canonical, or its URL).
+    pub file: PathBuf,
+    /// The NcML files being built, outermost first, this one included.
+    pub chain: Vec<PathBuf>,
+    pub build: Build,
+    pub change: Change,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("file", &self.file).finish()
+    }
+}
+
+impl Ctx {
+    /// The file `location` names (see the module doc), confined.
+    pub fn resolve(&self, location: &str, pos: Pos) -> std::result::Result<PathBuf, NcmlError> {
+        let err = |detail: String| NcmlError::Location {
+            pos,
+            location: location.to_string(),
+            detail,
+        };
+        if is_opendap(location) {
+            return Err(err(
+                "an OPeNDAP URL: slabfs reads files and objects, not a server's rendering of them"
+                    .into(),
+            ));
+        }
+        let written = if is_url(location) {
+            location.to_string()
+        } else {
+            uri_path(location).map_err(err)?
+        };
+        let refused = |r: Refusal| match r {
+            Refusal::Scheme => err("not a file name or a URL slabfs reads".into()),
+            Refusal::NoUrls => err(format!(
+                "a URL, outside the allowed roots ({}): --allow-outside URL admits one",
+                self.scope.describe()
+            )),
+            Refusal::Outside(to) => err(format!(
+                "resolves to {to}, outside the allowed roots ({})",
+                self.scope.describe()
+            )),
+        };
+        let p = self.scope.join(&self.file, &written).map_err(refused)?;
+        self.scope.check(&p).map_err(refused)
+    }
+
+    /// The files a `<scan>` finds, sorted by path (netCDF-Java sorts
+    /// scanned files by name), at most [`MAX_SCAN`].
+    pub fn scan(&self, scan: &Scan) -> std::result::Result<Vec<PathBuf>, NcmlError> {
+        let dir = self.resolve(&scan.location, scan.pos)?;
+        let err = |detail: String| NcmlError::Location {
+            pos: scan.pos,
+            location: scan.location.clone(),
+            detail,
+        };
+        let re = match &scan.reg_exp {
+            None => None,
+            Some(r) => Some(
+                regex::Regex::new(&format!("^(?:{r})$"))
+                    .map_err(|e| err(format!("regExp {r:?}: {e}")))?,
+            ),
+        };
+        let store = self.opts.files.store(&dir);
+        let now = SystemTime::now();
+        let mut found = Vec::new();
+        let mut todo = vec![String::new()];
+        while let Some(sub) = todo.pop() {
+            let listed = store
+                .list_dir(&sub)
+                .map_err(|e| err(format!("cannot list {}: {e}", store.describe(&sub))))?;
+            for (name, is_dir) in listed {
+                let rel = if sub.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{sub}/{name}")
+                };
+                if is_dir {
+                    if scan.subdirs {
+                        todo.push(rel);
+                    }
+                    continue;
+                }
+                let path = join_path(&dir, &rel);
+                let full = path.display().to_string();
+                // netCDF-Java 5 matches regExp against the file's name,
+                // whole (its documentation says the path: see
+                // docs/AGGREGATION.md), and suffix against the path's end.
+                let wanted = match (&re, &scan.suffix) {
+                    (Some(re), _) => re.is_match(&name),
+                    (None, Some(s)) => full.ends_with(s.as_str()),
+                    (None, None) => true,
+                };
+                if !wanted {
+                    continue;
+                }
+                if let Some(age) = scan.older_than
+                    && url_of(&path).is_none()
+                    && let Ok(m) = std::fs::metadata(&path).and_then(|m| m.modified())
+                    && now.duration_since(m).unwrap_or_default() < age
+                {
+                    log::info!(
+                        "{}: {}: left out of the scan until it is older than {:?}",
+                        self.file.display(),
+                        full,
+                        age
+                    );
+                    continue;
+                }
+                found.push(path);
+                if found.len() > MAX_SCAN {
+                    return Err(err(format!(
+                        "more than {MAX_SCAN} files: split the aggregation"
+                    )));
+                }
+            }
+        }
+        found.sort();
+        Ok(found)
+    }
+
+    /// Open the dataset at `path` by its format (see the module doc).
+    pub fn open_path(&self, path: &Path) -> Result<View> {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        let formats = &self.opts.formats;
+        let at = At::new(path, "", &name, &self.opts);
+        let is_dir = url_of(path).is_none() && path.is_dir();
+        let ds = if is_dir {
+            let probe = DirProbe::with_files(path, self.opts.files.as_ref());
+            match formats.classify_dir(&probe, false) {
+                Some(Found::Dataset { format, .. }) => (format.open)(&at)?,
+                _ => {
+                    return Err(Error::metadata(
+                        path.display().to_string(),
+                        "a directory that is no dataset slabfs reads",
+                    ));
+                }
+            }
+        } else {
+            let claimed = match formats.classify_file(&name) {
+                Some(Found::Dataset { format, .. }) => Some(format),
+                _ => None,
+            };
+            formats.open_file(&at, claimed)?
+        };
+        let ds =
+            ds.ok_or_else(|| Error::metadata(path.display().to_string(), "holds no dataset"))?;
+        Ok(View::of_dataset(ds))
+    }
+
+    /// The context of the NcML file `path` met as a member: an error for
+    /// a cycle or a chain deeper than [`MAX_DEPTH`].
+    pub fn nested(&self, path: &Path) -> std::result::Result<Ctx, NcmlError> {
+        if self.chain.iter().any(|p| p == path) {
+            let chain: Vec<String> = self
+                .chain
+                .iter()
+                .chain(std::iter::once(&path.to_path_buf()))
+                .map(|p| p.display().to_string())
+                .collect();
+            return Err(NcmlError::Cycle(chain.join(" -> ")));
+        }
+        if self.chain.len() >= MAX_DEPTH {
+            return Err(NcmlError::Cycle(format!(
+                "NcML files nested more than {MAX_DEPTH} deep"
+            )));
+        }
+        let mut chain = self.chain.clone();
+        chain.push(path.to_path_buf());
+        Ok(Ctx {
+            opts: self.opts.clone(),
+            scope: self.opts.scope_for(path),
+            file: path.to_path_buf(),
+            chain,
+            build: self.build,
+            change: self.change,
+        })
+    }
+}
+
+/// `dir/rel`, for a path or a URL held as a path.
+fn join_path(dir: &Path, rel: &str) -> PathBuf {
+    if url_of(dir).is_some() {
+        PathBuf::from(format!(
+            "{}/{rel}",
+            dir.display().to_string().trim_end_matches('/')
+        ))
+    } else {
+        dir.join(rel)
+    }
+}
+
+/// An OPeNDAP location: `dods:` or `dap4:` URLs, or a THREDDS `/dodsC/`
+/// path.
+pub fn is_opendap(location: &str) -> bool {
+    let l = location.to_ascii_lowercase();
+    l.starts_with("dods:") || l.starts_with("dap4:") || l.contains("/dodsc/")
+}
+
+/// One dataset of an aggregation: a listed `<netcdf>` (with its own
+/// changes, or an aggregation of its own) or a scanned file, opened on
+/// first use.
+pub struct Member {
+    /// Its location as written (or the scanned file's path): what
+    /// messages name.
+    label: String,
+    element: Netcdf,
+    /// The aggregation's own changes, made to it once opened.
+    changes: Option<Arc<Netcdf>>,
+    /// Found by a `<scan>` (not listed).
+    scanned: bool,
+    ctx: Arc<Ctx>,
+    /// The view while it is kept; a failure is not kept.
+    view: Mutex<Option<Arc<View>>>,
+}
+
+impl std::fmt::Debug for Member {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
+impl Member {
+    pub fn new(element: Netcdf, changes: Option<Arc<Netcdf>>, ctx: Arc<Ctx>) -> Member {
+        let label = element
+            .location
+            .clone()
+            .unwrap_or_else(|| format!("<netcdf> at {}", element.pos));
+        Member {
+            label,
+            element,
+            changes,
+            scanned: false,
+            ctx,
+            view: Mutex::new(None),
+        }
+    }
+
+    /// A scanned file: a `<netcdf location>` of its path.
+    pub fn scanned(path: &Path, pos: Pos, changes: Option<Arc<Netcdf>>, ctx: Arc<Ctx>) -> Member {
+        let element = Netcdf {
+            pos,
+            location: Some(path.display().to_string()),
+            ..Netcdf::default()
+        };
+        Member {
+            scanned: true,
+            ..Member::new(element, changes, ctx)
+        }
+    }
+
+    pub fn is_scanned(&self) -> bool {
+        self.scanned
+    }
+
+    /// The last part of its location (a joinNew's coordinate value when
+    /// none is given, as netCDF-Java takes it).
+    pub fn file_name(&self) -> String {
+        let l = self
+            .label
+            .rsplit_once('#')
+            .map_or(self.label.as_str(), |(a, _)| a);
+        l.rsplit('/').next().unwrap_or(l).to_string()
+    }
+
+    pub fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    pub fn element(&self) -> &Netcdf {
+        &self.element
+    }
+
+    /// The member's dataset, opened (and built) now if it is not open.
+    pub fn view(&self) -> Result<Arc<View>> {
+        let mut held = self.view.lock();
+        if let Some(v) = &*held {
+            return Ok(v.clone());
+        }
+        let built = (self.ctx.build)(&self.element, &self.ctx).and_then(|v| match &self.changes {
+            Some(c) => (self.ctx.change)(v, c, &self.ctx),
+            None => Ok(v),
+        });
+        let v = Arc::new(built.map_err(|e| {
+            log::warn!("{}: member {}: {e}", self.ctx.file.display(), self.label);
+            e
+        })?);
+        *held = Some(v.clone());
+        Ok(v)
+    }
+}
