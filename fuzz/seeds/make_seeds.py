@@ -261,6 +261,10 @@ def file_seeds():
             write("nca_descriptor", f"{d}_{p.name}", p.read_bytes())
     write("nca_descriptor", "frag_inner.nca.json", (FIXTURES / "nca/data/frag/inner.nca.json").read_bytes())
 
+    reset("ncml")
+    for p in sorted((FIXTURES / "ncml").glob("*.ncml")):
+        write("ncml", p.name, p.read_bytes())
+
     reset("nca_netcdf")
     dirs = ["frag", "cf/basic", "cf/grid2d", "cf/missing", "cf/size1", "cf/unique", "cf/units", "cfa04"]
     for i, d in enumerate(dirs):

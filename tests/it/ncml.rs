@@ -185,3 +185,175 @@ fn a_mounted_directory_serves_its_ncml_files() {
     }
     mount.stop();
 }
+
+/// A directory holding the fixtures' member files and the NcML files
+/// `files` (name, text), NcML 2.2's namespace added to each root.
+fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    common::mount::copy_tree(&fixtures().join("data"), &dir.path().join("data"));
+    for (name, body) in files {
+        let text = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<netcdf xmlns=\"http://www.unidata.ucar.edu/namespaces/netcdf/ncml-2.2\"{body}</netcdf>\n"
+        );
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+/// The skipped datasets' messages of a directory opened whole.
+fn skipped_of(ds: &Dataset) -> Vec<String> {
+    ds.skipped.iter().map(|e| e.to_string()).collect()
+}
+
+fn one_skip<'a>(skipped: &'a [String], file: &str) -> &'a str {
+    let hits: Vec<&String> = skipped.iter().filter(|s| s.contains(file)).collect();
+    assert_eq!(hits.len(), 1, "{file}: {skipped:#?}");
+    hits[0]
+}
+
+const GOOD: &str = r#">
+  <aggregation dimName="time" type="joinExisting">
+    <netcdf location="data/time/2000_01.nc"/>
+    <netcdf location="data/time/2000_02.nc"/>
+  </aggregation>
+"#;
+
+/// Broken NcML files are skipped, each with a message naming the file and
+/// what is wrong (the line and column of malformed XML, the element not
+/// served, the member that does not fit, the cycle, the location outside
+/// the roots), and the good NcML file beside them serves on.
+#[test]
+fn broken_ncml_files_are_skipped_naming_file_and_cause() {
+    let dir = tree(&[
+        ("good.ncml", GOOD),
+        ("malformed.ncml", ">\n  <variable name=\"a\">\n"),
+        (
+            "fmrc.ncml",
+            ">\n  <aggregation dimName=\"run\" type=\"forecastModelRunCollection\"/>\n",
+        ),
+        (
+            "group.ncml",
+            " location=\"data/union/temp.nc\">\n  <group name=\"g\"/>\n",
+        ),
+        ("loop_a.ncml", " location=\"loop_b.ncml\">\n"),
+        ("loop_b.ncml", " location=\"loop_a.ncml\">\n"),
+        ("outside.ncml", " location=\"../../etc/hostname\">\n"),
+        (
+            "opendap.ncml",
+            " location=\"https://example.org/thredds/dodsC/x.nc\">\n",
+        ),
+        (
+            "mismatch.ncml",
+            r#">
+  <aggregation dimName="lat" type="joinExisting">
+    <netcdf location="data/union/temp.nc"/>
+    <netcdf location="data/ens/ens_0.nc"/>
+  </aggregation>
+"#,
+        ),
+        (
+            "missing.ncml",
+            r#">
+  <aggregation dimName="time" type="joinExisting">
+    <netcdf location="data/time/2000_01.nc"/>
+    <netcdf location="data/time/gone.nc"/>
+  </aggregation>
+"#,
+        ),
+    ]);
+    let ds = dataset::Opener::new(Arc::new(ChunkCache::new(1 << 20)))
+        .open(dir.path())
+        .unwrap();
+    let skipped = skipped_of(&ds);
+    let malformed = one_skip(&skipped, "malformed.ncml");
+    assert!(
+        malformed.contains("XML") && malformed.contains("4:"),
+        "{malformed}"
+    );
+    let fmrc = one_skip(&skipped, "fmrc.ncml");
+    assert!(
+        fmrc.contains("forecastModelRunCollection") && fmrc.contains("line 3"),
+        "{fmrc}"
+    );
+    let group = one_skip(&skipped, "group.ncml");
+    assert!(
+        group.contains("<group>") && group.contains("line 3"),
+        "{group}"
+    );
+    let cycle: Vec<&String> = skipped.iter().filter(|s| s.contains("cycle")).collect();
+    assert_eq!(cycle.len(), 2, "{skipped:#?}");
+    assert!(
+        cycle
+            .iter()
+            .all(|s| s.contains("loop_a.ncml") && s.contains("loop_b.ncml"))
+    );
+    let outside = one_skip(&skipped, "outside.ncml");
+    assert!(outside.contains("outside the allowed roots"), "{outside}");
+    let opendap = one_skip(&skipped, "opendap.ncml");
+    assert!(opendap.contains("OPeNDAP"), "{opendap}");
+    // T of temp.nc is double, ens_0.nc has no T: refused, member named.
+    let mismatch = one_skip(&skipped, "mismatch.ncml");
+    assert!(mismatch.contains("data/ens/ens_0.nc"), "{mismatch}");
+    // A member whose length cannot be told without it: the load fails.
+    let missing = one_skip(&skipped, "missing.ncml");
+    assert!(missing.contains("gone.nc"), "{missing}");
+    // The good one serves, whole.
+    let t = ds
+        .get("good.ncml/T")
+        .unwrap_or_else(|| panic!("{skipped:#?}"));
+    assert_eq!(t.array.meta().shape, [5, 3, 4]);
+    let mut out = vec![0u8; t.array.meta().nbytes() as usize];
+    slabfs::engine::read::read_at(t.array.as_ref(), 0, &mut out, Endian::Little).unwrap();
+}
+
+/// A joinNew member that is missing or out of reach loads (its row is
+/// known to be one) and fails only the reads of its row, naming it,
+/// until it appears; a member of another dtype is refused at load.
+#[test]
+fn a_missing_join_new_member_fails_only_its_reads() {
+    let dir = tree(&[(
+        "ens.ncml",
+        r#">
+  <aggregation dimName="member" type="joinNew">
+    <variableAgg name="tas"/>
+    <netcdf location="data/ens/ens_0.nc" coordValue="0"/>
+    <netcdf location="data/ens/late.nc" coordValue="1"/>
+    <netcdf location="data/ens/ens_2.nc" coordValue="2"/>
+  </aggregation>
+"#,
+    )]);
+    let path = dir.path().join("ens.ncml");
+    let ds = open(&path);
+    let tas = ds.get("tas").unwrap().array.clone();
+    assert_eq!(tas.meta().shape, [3, 3, 4]);
+    let row = 3 * 4 * 4;
+    let read = |offset: u64, len: usize| {
+        let mut buf = vec![0u8; len];
+        slabfs::engine::read::read_at(tas.as_ref(), offset, &mut buf, Endian::Little).map(|_| buf)
+    };
+    let first = read(0, row).unwrap();
+    let err = read(row as u64, row).unwrap_err().to_string();
+    assert!(err.contains("late.nc"), "{err}");
+    let third = read(2 * row as u64, row).unwrap();
+    // The file appears: the same aggregation reads it (the failure was not kept).
+    std::fs::copy(
+        dir.path().join("data/ens/ens_1.nc"),
+        dir.path().join("data/ens/late.nc"),
+    )
+    .unwrap();
+    let whole = read(0, 3 * row).unwrap();
+    let m = manifest();
+    let want = std::fs::read(
+        fixtures().join(
+            m["ncml"]["join_new.ncml"]["variables"]["tas"]["expected"]
+                .as_str()
+                .unwrap(),
+        ),
+    )
+    .unwrap();
+    assert_eq!(whole, want);
+    assert_eq!(first, want[..row]);
+    assert_eq!(third, want[2 * row..]);
+}

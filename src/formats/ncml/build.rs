@@ -88,17 +88,20 @@ fn aggregate(agg: &Aggregation, parent: &Netcdf, ctx: &Arc<Ctx>) -> Result<View>
     .then(|| Arc::new(c.clone()));
     // Scanned files first, every scan's pooled and sorted by path; then
     // the listed members in document order (netCDF-Java's order).
+    // With a dateFormatMark, sorted by the dates in the names.
     let mut scanned = Vec::new();
     for s in &agg.scans {
-        for p in ctx.scan(s).map_err(|e| e.at(here.clone()))? {
-            scanned.push((p, s.pos));
+        for (p, date) in ctx.scan(s).map_err(|e| e.at(here.clone()))? {
+            scanned.push((date, p, s.pos));
         }
     }
     scanned.sort();
-    scanned.dedup_by(|a, b| a.0 == b.0);
+    scanned.dedup_by(|a, b| a.1 == b.1);
     let mut members: Vec<Arc<Member>> = scanned
-        .iter()
-        .map(|(p, pos)| Arc::new(Member::scanned(p, *pos, changes.clone(), ctx.clone())))
+        .into_iter()
+        .map(|(date, p, pos)| {
+            Arc::new(Member::scanned(&p, date, pos, changes.clone(), ctx.clone()))
+        })
         .collect();
     members.extend(
         agg.members
@@ -186,6 +189,9 @@ fn join_existing(agg: &Aggregation, members: &[Arc<Member>], ctx: &Arc<Ctx>) -> 
     let here = ctx.file.display().to_string();
     let dim = agg.dim_name.clone().expect("checked by the parser");
     let coords = coord_values(members, agg).map_err(|e| e.at(here.clone()))?;
+    // A scan with a dateFormatMark makes it netCDF-Java's
+    // "joinExistingOne": one step per member, dated by its name.
+    let dated = members.iter().any(|m| m.date().is_some());
     let template = members[0].view()?;
     // Each member's length along the dimension.
     let lens: Vec<u64> = members
@@ -194,6 +200,9 @@ fn join_existing(agg: &Aggregation, members: &[Arc<Member>], ctx: &Arc<Ctx>) -> 
         .map(|(k, m)| {
             if let Some(n) = m.element().ncoords {
                 return Ok(n);
+            }
+            if dated {
+                return Ok(1);
             }
             if let Some(c) = &coords {
                 return Ok(c[k].len() as u64);
@@ -231,7 +240,41 @@ fn join_existing(agg: &Aggregation, members: &[Arc<Member>], ctx: &Arc<Ctx>) -> 
             .collect();
         let mut meta = var.array.meta().clone();
         meta = reshaped(meta, &here, &var.name, |s| s[0] = total)?;
-        var.array = Arc::new(Joined::new(meta, var.name.clone(), parts, false)?);
+        let joined = Joined::new(meta, var.name.clone(), parts, false)?;
+        joined.check_opened()?;
+        var.array = Arc::new(joined);
+    }
+    if dated {
+        // The coordinate becomes the dates, as ISO strings (netCDF-Java's
+        // joinExistingOne replaces it so).
+        let dates: Vec<String> = members
+            .iter()
+            .zip(&lens)
+            .map(|(m, &n)| {
+                m.date()
+                    .map(|d| vec![d.to_string(); n as usize])
+                    .ok_or_else(|| {
+                        NcmlError::member(
+                            m.label(),
+                            "has no date: list it with coordValue, or scan it",
+                        )
+                        .at(here.clone())
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?
+            .into_iter()
+            .flatten()
+            .collect();
+        let flat: Vec<&str> = dates.iter().map(String::as_str).collect();
+        let mut var = coordinate(&here, &dim, &VarType::String, &flat, None)
+            .map_err(|e| e.at(here.clone()))?;
+        var.attrs
+            .insert("_CoordinateAxisType".into(), "Time".into());
+        var.attrs
+            .insert("long_name".into(), "time coordinate".into());
+        var.attrs.insert("standard_name".into(), "time".into());
+        set_var(&mut out, var);
+        return Ok(out);
     }
     if coords.is_none() && out.var(&dim).is_none() {
         // netCDF-Java adds a coordinate counting 0, 1, 2... ("Adding a
@@ -272,6 +315,12 @@ fn join_new(
     let dim = agg.dim_name.clone().expect("checked by the parser");
     let n = members.len() as u64;
     let template = members[0].view()?;
+    // Every member opened now, side by side, to be checked against the
+    // first: one that cannot be opened (missing, out of reach) is left
+    // for the reads of its row to fail, naming it (Member::view logs it).
+    members[1..].par_iter().for_each(|m| {
+        let _ = m.view();
+    });
     if template.dim(&dim).is_some() {
         return Err(NcmlError::member(
             members[0].label(),
@@ -333,7 +382,9 @@ fn join_new(
         let mut meta = reshaped(meta, &here, name, |s| s.insert(0, n))?;
         meta.dimension_names.insert(0, Some(dim.clone()));
         var.dims.insert(0, dim.clone());
-        var.array = Arc::new(Joined::new(meta, name.clone(), parts, true)?);
+        let joined = Joined::new(meta, name.clone(), parts, true)?;
+        joined.check_opened()?;
+        var.array = Arc::new(joined);
     }
     if scalar_coordinate {
         return Ok(out);
@@ -351,11 +402,13 @@ fn join_new(
         let given: Vec<Option<String>> = members
             .iter()
             .map(|m| {
-                m.element()
-                    .coord_value
-                    .clone()
-                    .filter(|_| !m.is_scanned())
-                    .map(|c| c.trim().to_string())
+                m.date().map(str::to_string).or_else(|| {
+                    m.element()
+                        .coord_value
+                        .clone()
+                        .filter(|_| !m.is_scanned())
+                        .map(|c| c.trim().to_string())
+                })
             })
             .collect();
         let numeric = given[0].as_ref().is_some_and(|v| v.parse::<f64>().is_ok());

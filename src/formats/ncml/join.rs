@@ -92,6 +92,19 @@ impl Joined {
         })
     }
 
+    /// Check every member already open against the variable (its dtype,
+    /// its shape): an error names the first that does not fit. The load
+    /// calls it, so an aggregation of members that do not fit is refused
+    /// rather than failing reads.
+    pub fn check_opened(&self) -> Result<()> {
+        for p in &self.parts {
+            if p.member.opened().is_some() {
+                self.member_array(p)?;
+            }
+        }
+        Ok(())
+    }
+
     /// The shape a member's variable must have: the joined one with the
     /// member's rows (joinExisting) or without the new dimension.
     fn member_shape(&self, part: &Part) -> Vec<u64> {

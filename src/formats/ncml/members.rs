@@ -106,8 +106,37 @@ impl Ctx {
     }
 
     /// The files a `<scan>` finds, sorted by path (netCDF-Java sorts
-    /// scanned files by name), at most [`MAX_SCAN`].
-    pub fn scan(&self, scan: &Scan) -> std::result::Result<Vec<PathBuf>, NcmlError> {
+    /// scanned files by name), at most [`MAX_SCAN`], each with the date
+    /// its name holds when the scan has a `dateFormatMark`
+    /// ([`super::dates`]; a name without one refuses the scan, naming it).
+    pub fn scan(
+        &self,
+        scan: &Scan,
+    ) -> std::result::Result<Vec<(PathBuf, Option<String>)>, NcmlError> {
+        let found = self.scan_at_most(scan, MAX_SCAN)?;
+        let Some(mark) = &scan.date_format_mark else {
+            return Ok(found.into_iter().map(|p| (p, None)).collect());
+        };
+        found
+            .into_iter()
+            .map(|p| {
+                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                let date =
+                    super::dates::date_of(name, mark).map_err(|detail| NcmlError::Location {
+                        pos: scan.pos,
+                        location: scan.location.clone(),
+                        detail,
+                    })?;
+                Ok((p, Some(date)))
+            })
+            .collect()
+    }
+
+    fn scan_at_most(
+        &self,
+        scan: &Scan,
+        limit: usize,
+    ) -> std::result::Result<Vec<PathBuf>, NcmlError> {
         let dir = self.resolve(&scan.location, scan.pos)?;
         let err = |detail: String| NcmlError::Location {
             pos: scan.pos,
@@ -168,9 +197,9 @@ impl Ctx {
                     continue;
                 }
                 found.push(path);
-                if found.len() > MAX_SCAN {
+                if found.len() > limit {
                     return Err(err(format!(
-                        "more than {MAX_SCAN} files: split the aggregation"
+                        "more than {limit} files: split the aggregation"
                     )));
                 }
             }
@@ -273,6 +302,8 @@ pub struct Member {
     changes: Option<Arc<Netcdf>>,
     /// Found by a `<scan>` (not listed).
     scanned: bool,
+    /// The date its name holds (a scan's `dateFormatMark`), ISO 8601.
+    date: Option<String>,
     ctx: Arc<Ctx>,
     /// The view while it is kept; a failure is not kept.
     view: Mutex<Option<Arc<View>>>,
@@ -295,13 +326,20 @@ impl Member {
             element,
             changes,
             scanned: false,
+            date: None,
             ctx,
             view: Mutex::new(None),
         }
     }
 
     /// A scanned file: a `<netcdf location>` of its path.
-    pub fn scanned(path: &Path, pos: Pos, changes: Option<Arc<Netcdf>>, ctx: Arc<Ctx>) -> Member {
+    pub fn scanned(
+        path: &Path,
+        date: Option<String>,
+        pos: Pos,
+        changes: Option<Arc<Netcdf>>,
+        ctx: Arc<Ctx>,
+    ) -> Member {
         let element = Netcdf {
             pos,
             location: Some(path.display().to_string()),
@@ -309,8 +347,14 @@ impl Member {
         };
         Member {
             scanned: true,
+            date,
             ..Member::new(element, changes, ctx)
         }
+    }
+
+    /// The date its name holds (a scan's `dateFormatMark`).
+    pub fn date(&self) -> Option<&str> {
+        self.date.as_deref()
     }
 
     pub fn is_scanned(&self) -> bool {
@@ -335,7 +379,13 @@ impl Member {
         &self.element
     }
 
-    /// The member's dataset, opened (and built) now if it is not open.
+    /// The member's dataset if it is open.
+    pub fn opened(&self) -> Option<Arc<View>> {
+        self.view.lock().clone()
+    }
+
+    /// The member's dataset, opened (and built) now if it is not open. An
+    /// error names the NcML file and the member, and is logged.
     pub fn view(&self) -> Result<Arc<View>> {
         let mut held = self.view.lock();
         if let Some(v) = &*held {
@@ -346,10 +396,111 @@ impl Member {
             None => Ok(v),
         });
         let v = Arc::new(built.map_err(|e| {
-            log::warn!("{}: member {}: {e}", self.ctx.file.display(), self.label);
+            let e = NcmlError::member(self.label.clone(), e.to_string()).at(self
+                .ctx
+                .file
+                .display()
+                .to_string());
+            log::warn!("{e}");
             e
         })?);
         *held = Some(v.clone());
         Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::cache::ChunkCache;
+    use crate::formats::entry::Formats;
+
+    fn ctx(dir: &Path) -> Ctx {
+        let opts = Options::new(
+            vec![dir.to_path_buf()],
+            Arc::new(ChunkCache::new(1 << 16)),
+            Formats::new(&[]),
+        );
+        let file = dir.join("a.ncml");
+        Ctx {
+            scope: opts.scope_for(&file),
+            opts,
+            file: file.clone(),
+            chain: vec![file],
+            build: |_, _| Ok(View::default()),
+            change: |v, _, _| Ok(v),
+        }
+    }
+
+    fn scan(location: &str) -> Scan {
+        Scan {
+            pos: Pos::default(),
+            location: location.into(),
+            suffix: None,
+            reg_exp: None,
+            subdirs: true,
+            older_than: None,
+            date_format_mark: None,
+        }
+    }
+
+    #[test]
+    fn scans_filter_sort_and_stop_at_their_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(d.join("s/sub")).unwrap();
+        for f in ["s/b.nc", "s/a.nc", "s/c.txt", "s/sub/d.nc", "s/sub/e.nc4"] {
+            std::fs::write(d.join(f), b"x").unwrap();
+        }
+        let c = ctx(&d);
+        let names = |v: Vec<(PathBuf, Option<String>)>| -> Vec<String> {
+            v.iter()
+                .map(|(p, _)| p.strip_prefix(&d).unwrap().display().to_string())
+                .collect()
+        };
+        let mut s = scan("s");
+        s.suffix = Some(".nc".into());
+        assert_eq!(
+            names(c.scan(&s).unwrap()),
+            ["s/a.nc", "s/b.nc", "s/sub/d.nc"]
+        );
+        s.subdirs = false;
+        assert_eq!(names(c.scan(&s).unwrap()), ["s/a.nc", "s/b.nc"]);
+        // regExp: the whole name, and it wins over suffix.
+        let mut r = scan("s");
+        r.suffix = Some(".nc".into());
+        r.reg_exp = Some("[a-d]\\.nc4?|e.*".into());
+        assert_eq!(
+            names(c.scan(&r).unwrap()),
+            ["s/a.nc", "s/b.nc", "s/sub/d.nc", "s/sub/e.nc4"]
+        );
+        r.reg_exp = Some("a".into());
+        assert!(c.scan(&r).unwrap().is_empty());
+        // Too many files: refused, not truncated.
+        let mut dated = scan("s");
+        dated.subdirs = false;
+        dated.suffix = Some(".nc".into());
+        dated.date_format_mark = Some("#y".into());
+        let e = c.scan(&dated).unwrap_err().to_string();
+        assert!(e.contains("\"a.nc\""), "{e}");
+        let e = c.scan_at_most(&scan("s"), 4).unwrap_err().to_string();
+        assert!(e.contains("more than 4 files"), "{e}");
+        assert_eq!(c.scan_at_most(&scan("s"), 5).unwrap().len(), 5);
+        // A file newer than olderThan is left out until it is older.
+        let mut o = scan("s");
+        o.older_than = Some(std::time::Duration::from_secs(3600));
+        assert!(c.scan(&o).unwrap().is_empty());
+        o.older_than = Some(std::time::Duration::ZERO);
+        assert_eq!(c.scan(&o).unwrap().len(), 5);
+        // Outside the roots: refused.
+        let e = c.scan(&scan("..")).unwrap_err().to_string();
+        assert!(e.contains("outside the allowed roots"), "{e}");
+    }
+
+    #[test]
+    fn opendap_locations_are_told() {
+        assert!(is_opendap("dods://server/x.nc"));
+        assert!(is_opendap("https://h/thredds/dodsC/a/b.nc"));
+        assert!(!is_opendap("https://h/thredds/fileServer/a/b.nc"));
     }
 }

@@ -278,6 +278,20 @@ impl<'a, 'input> Parser<'a, 'input> {
         }
     }
 
+    /// `enhance` only as "none": slabfs serves stored values.
+    fn no_enhance(&self, n: Node<'_, '_>) -> Result<(), NcmlError> {
+        match n.attribute("enhance") {
+            None => Ok(()),
+            Some(v) if v.eq_ignore_ascii_case("false") || v.eq_ignore_ascii_case("none") => Ok(()),
+            Some(v) => Err(NcmlError::Unsupported {
+                pos: self.pos(n),
+                element: format!("{} enhance=\"{v}\"", n.tag_name().name()),
+                why: " (slabfs serves stored values: the sidecar has scale_factor, _FillValue...)"
+                    .into(),
+            }),
+        }
+    }
+
     fn unsupported(&self, n: Node<'_, '_>, why: &str) -> NcmlError {
         NcmlError::Unsupported {
             pos: self.pos(n),
@@ -312,6 +326,7 @@ impl<'a, 'input> Parser<'a, 'input> {
                 "coordValueFmrc",
             ],
         )?;
+        self.no_enhance(n)?;
         let ncoords = match n.attribute("ncoords") {
             None => None,
             Some(v) => Some(v.trim().parse::<u64>().map_err(|_| {
@@ -629,9 +644,11 @@ impl<'a, 'input> Parser<'a, 'input> {
                 "subdirs",
                 "olderThan",
                 "dateFormatMark",
+                "enhance",
             ],
-            &["enhance"],
+            &[],
         )?;
+        self.no_enhance(n)?;
         let older_than = match n.attribute("olderThan") {
             None => None,
             Some(v) => Some(parse_duration(v).ok_or_else(|| {
