@@ -123,7 +123,13 @@ pub fn scratch() -> &'static Path {
         remove_stale(&base);
         let dir = base.join(format!("slabfs-fuzz-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        for sub in ["nca/data", "kerchunk/data", "netcdf3/data", "hdf5/data", "ncml"] {
+        for sub in [
+            "nca/data",
+            "kerchunk/data",
+            "netcdf3/data",
+            "hdf5/data",
+            "ncml",
+        ] {
             copy_dir(&fixtures().join(sub), &dir.join(sub));
         }
         dir
