@@ -583,6 +583,14 @@ pub struct Dataset {
     pub directories: std::collections::BTreeMap<String, Directory>,
     /// Datasets or arrays that could not be opened.
     pub skipped: Vec<Error>,
+    /// Directories it lists to know what it holds (an NcML scan's
+    /// locations): a live mount watches them, and re-opens the dataset
+    /// when a file there comes, changes or goes.
+    pub watch: Vec<PathBuf>,
+    /// Open it again after this long even if nothing is seen to change:
+    /// what it holds then may differ by time alone (an NcML scan left out
+    /// a file newer than its `olderThan`).
+    pub recheck_in: Option<std::time::Duration>,
 }
 
 impl Dataset {
@@ -618,6 +626,11 @@ impl Dataset {
             self.directories.entry(p).or_insert(d);
         }
         self.skipped.extend(other.skipped);
+        self.watch.extend(other.watch);
+        self.recheck_in = match (self.recheck_in, other.recheck_in) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 

@@ -39,6 +39,17 @@ impl SlabFs {
         let found = found.or_else(|| lazy.archive.find(unit));
         let Some(found) = found else { return Ok(None) };
         let tree = lazy.open(unit, found, &self.config, &self.failures, SystemTime::now())?;
+        if let Some(t) = &tree {
+            self.ask_recheck(unit, t.recheck_in);
+            // The directories it lists (an NcML scan's), watched so that
+            // a file landing there re-opens it.
+            let source = lazy.archive.source();
+            for dir in &t.watch {
+                if let Ok(rel) = dir.strip_prefix(source) {
+                    self.touch(&rel.display().to_string(), true);
+                }
+            }
+        }
         if tree.is_some() && found.is_directory_dataset() {
             self.touch(unit, true);
         }

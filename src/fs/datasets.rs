@@ -372,7 +372,10 @@ pub(super) fn tree_of(
             (path.clone(), t)
         })
         .collect();
-    Tree::build(unit, arrays, directories, config, prev, now)
+    let mut tree = Tree::build(unit, arrays, directories, config, prev, now);
+    tree.watch = ds.watch.clone();
+    tree.recheck_in = ds.recheck_in;
+    tree
 }
 
 #[cfg(test)]

@@ -136,7 +136,7 @@ pub mod views;
 pub mod waiting;
 pub mod watch;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -343,6 +343,9 @@ pub struct SlabFs {
     /// refresh thread to watch ([`watch::Seen::Touched`]); `None`: no
     /// refresh watches this mount.
     touched: Mutex<Option<std::sync::mpsc::SyncSender<watch::Seen>>>,
+    /// Open datasets to open again at a time, whatever is seen to change
+    /// ([`crate::formats::entry::Dataset::recheck_in`]), by mount path.
+    rechecks: Mutex<BTreeMap<String, std::time::Instant>>,
 }
 
 impl SlabFs {
@@ -403,6 +406,7 @@ impl SlabFs {
             waiting: None,
             remote: None,
             touched: Mutex::new(None),
+            rechecks: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -410,6 +414,39 @@ impl SlabFs {
     /// archive the mount begins to use, so that only they are watched.
     pub fn report_touched(&self, tx: std::sync::mpsc::SyncSender<watch::Seen>) {
         *self.touched.lock() = Some(tx);
+    }
+
+    /// Open the dataset at `unit` again in `after` (none: nothing asked),
+    /// waking the refresh thread to take the new deadline.
+    fn ask_recheck(&self, unit: &str, after: Option<std::time::Duration>) {
+        let Some(after) = after else { return };
+        let at = std::time::Instant::now() + after;
+        let mut r = self.rechecks.lock();
+        let due = r.entry(unit.to_string()).or_insert(at);
+        *due = (*due).min(at);
+        drop(r);
+        if let Some(tx) = &*self.touched.lock() {
+            let _ = tx.try_send(watch::Seen::Wake);
+        }
+    }
+
+    /// When the next recheck is due.
+    pub fn next_recheck(&self) -> Option<std::time::Instant> {
+        self.rechecks.lock().values().min().copied()
+    }
+
+    /// The rechecks due at `now`, taken.
+    pub fn take_due_rechecks(&self, now: std::time::Instant) -> BTreeSet<String> {
+        let mut r = self.rechecks.lock();
+        let due: BTreeSet<String> = r
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(u, _)| u.clone())
+            .collect();
+        for u in &due {
+            r.remove(u);
+        }
+        due
     }
 
     /// The archive's directory `rel` (with what is under it: `tree`) is
@@ -577,6 +614,25 @@ impl SlabFs {
         match &self.datasets {
             Datasets::Whole(_) => Vec::new(),
             Datasets::Archive(lazy) => lazy.opened().into_iter().map(|(u, _, _)| u).collect(),
+        }
+    }
+
+    /// The open datasets whose change only a re-open tells
+    /// ([`crate::formats::entry::Stamp::Reopen`]: references and
+    /// aggregations, which read files elsewhere).
+    pub fn open_reopened_units(&self) -> Vec<String> {
+        match &self.datasets {
+            Datasets::Whole(_) => Vec::new(),
+            Datasets::Archive(lazy) => lazy
+                .opened()
+                .into_iter()
+                .map(|(u, _, _)| u)
+                .filter(|u| {
+                    lazy.archive
+                        .find(u)
+                        .is_some_and(|f| f.stamp() == crate::formats::entry::Stamp::Reopen)
+                })
+                .collect(),
         }
     }
 

@@ -249,6 +249,7 @@ impl SlabFs {
                 }
             };
             let (mut c, new, stale) = self.reconcile(&old, &ds);
+            self.ask_recheck(&unit, ds.recheck_in);
             let new = new.map(Arc::new);
             // The version taken before this open goes with the tree served
             // (an unchanged one too: the next pass need not open it), not

@@ -23,9 +23,13 @@
 //!   directory, which may have become or stopped being a store.
 //! - Aggregations and references read fragments anywhere under the roots;
 //!   which ones is theirs to know. The rule: every pass also re-opens the
-//!   open reference datasets (`*.json` units: NCA descriptors, kerchunk
-//!   references); their change stamps cover their fragments' files, so an
-//!   unchanged one stays as it was. NCA variables inside netCDF files are
+//!   open datasets whose format's change is told by a re-open
+//!   ([`crate::formats::entry::Stamp::Reopen`]: NCA descriptors, kerchunk
+//!   references, NcML files); their change stamps cover their fragments'
+//!   files, so an unchanged one stays as it was. The directories an NcML
+//!   scan lists are watched once it is open
+//!   ([`crate::formats::entry::Dataset::watch`]), so a file landing there
+//!   starts a pass. NCA variables inside netCDF files are
 //!   re-loaded when their own file changes, and otherwise by the
 //!   safety-net walk.
 //! - A full pass (below) asks each open dataset its version
@@ -68,12 +72,11 @@ use std::time::{Duration, Instant};
 
 use super::SlabFs;
 pub use super::reconcile::{Changes, Invalidate};
-use super::tree::name_of;
 use super::watch::{self, Seen};
 use crate::engine::cache::{ChunkCache, DEFAULT_BUDGET};
 use crate::formats::dataset;
 use crate::formats::dataset::archive::unit_of;
-use crate::formats::{icechunk, kerchunk};
+use crate::formats::icechunk;
 use crate::storage::local::confine::Roots;
 use crate::storage::remote::{self, Remote};
 
@@ -455,6 +458,7 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
                 Some(t) => next_walk.min(t + SETTLE),
                 None => next_walk,
             };
+            let until = pass.fs.next_recheck().map_or(until, |r| until.min(r));
             let seen = ch
                 .rx
                 .recv_timeout(until.saturating_duration_since(Instant::now()));
@@ -567,6 +571,12 @@ fn run(pass: &mut Pass, cfg: &RefreshConfig, ch: &watch::Channel, stop: &AtomicB
             if let Some(w) = &watcher {
                 pass.fs.stats().set_watching(Some(w.len()));
             }
+        }
+        // Datasets that asked to be opened again by now (what they hold
+        // changes with time alone: an NcML scan's olderThan).
+        let due = pass.fs.take_due_rechecks(Instant::now());
+        if !due.is_empty() {
+            pass.guarded(|p| p.recheck(&due));
         }
     }
 }
@@ -681,11 +691,7 @@ impl Pass<'_> {
             // References and aggregations read fragments anywhere: the
             // open ones are compared on every pass (their stamps cover
             // their fragments).
-            units.extend(
-                fs.open_units()
-                    .into_iter()
-                    .filter(|u| kerchunk::has_json_extension(name_of(u))),
-            );
+            units.extend(fs.open_reopened_units());
             let changes = fs.refresh_archive(&units, self.inval);
             return self.done(&changes, started);
         }

@@ -209,6 +209,12 @@ pub(super) struct Tree {
     /// Every directory's attributes by path, including the ones not shown.
     pub directories: BTreeMap<String, Arc<DirDoc>>,
     pub total_bytes: u64,
+    /// Directories the dataset lists to know what it holds (an NcML
+    /// scan's): watched like the directories in use
+    /// ([`crate::formats::entry::Dataset::watch`]).
+    pub watch: Vec<std::path::PathBuf>,
+    /// Open it again after this long ([`crate::formats::entry::Dataset::recheck_in`]).
+    pub recheck_in: Option<std::time::Duration>,
 }
 
 /// What a path is while the tree is being built.
@@ -497,6 +503,8 @@ impl Tree {
             arrays,
             directories,
             total_bytes,
+            watch: Vec::new(),
+            recheck_in: None,
         }
     }
 

@@ -357,3 +357,92 @@ fn a_missing_join_new_member_fails_only_its_reads() {
     assert_eq!(first, want[..row]);
     assert_eq!(third, want[2 * row..]);
 }
+
+/// A `<scan>` aggregation in a mount follows its directory: a file landing
+/// there joins it within the refresh period, a removed one leaves, and a
+/// file still being written (newer than `olderThan`, or not yet a whole
+/// netCDF file) is left out until it is complete; `stat` sizes follow and
+/// every byte read is one the members hold.
+#[test]
+fn a_scan_aggregation_grows_and_shrinks_with_its_directory() {
+    let _g = common::side_by_side();
+    let m = manifest();
+    let spec = &m["ncml"]["join_existing.ncml"]["variables"]["T"];
+    let joined = std::fs::read(fixtures().join(spec["expected"].as_str().unwrap())).unwrap();
+    // T's rows: 12 float32 (48 bytes) per time step; months of 3, 2, 4.
+    let row = 48;
+    let (jan, feb, mar) = (
+        joined[..3 * row].to_vec(),
+        joined[3 * row..5 * row].to_vec(),
+        joined[5 * row..].to_vec(),
+    );
+    let src = tempfile::tempdir().unwrap();
+    let series = src.path().join("series");
+    std::fs::create_dir(&series).unwrap();
+    let time = fixtures().join("data/time");
+    std::fs::copy(time.join("2000_01.nc"), series.join("2000_01.nc")).unwrap();
+    std::fs::copy(time.join("2000_02.nc"), series.join("2000_02.nc")).unwrap();
+    std::fs::write(
+        src.path().join("series.ncml"),
+        r#"<netcdf xmlns="http://www.unidata.ucar.edu/namespaces/netcdf/ncml-2.2">
+  <aggregation dimName="time" type="joinExisting">
+    <scan location="series" suffix=".nc" olderThan="3 sec"/>
+  </aggregation>
+</netcdf>
+"#,
+    )
+    .unwrap();
+    // Both files older than olderThan before the mount.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let mount = common::mount::Mount::start(src.path(), &["--refresh", "1"]);
+    let t = mount.path("series.ncml/T");
+    let wait_for = |want: &[u8], what: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let size = std::fs::metadata(&t).map(|m| m.len()).unwrap_or(0);
+            let got = std::fs::read(&t).unwrap_or_default();
+            // Never a byte that is not the members': what is read is one
+            // of the states the directory went through.
+            for state in [
+                &[jan.clone(), feb.clone()].concat(),
+                &[jan.clone(), feb.clone(), mar.clone()].concat(),
+                &[feb.clone(), mar.clone()].concat(),
+            ] {
+                if got.len() == state.len() {
+                    assert_eq!(
+                        &got, state,
+                        "{what}: a read that is no state of the directory"
+                    );
+                }
+            }
+            if size == want.len() as u64 && got == want {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what}: {size} bytes\n{}",
+                mount.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    wait_for(&[jan.clone(), feb.clone()].concat(), "at the start");
+    // A file being written: half of it first (not a whole netCDF file),
+    // then the rest. It is left out while it is newer than olderThan.
+    let whole = std::fs::read(time.join("2000_03.nc")).unwrap();
+    std::fs::write(series.join("2000_03.nc"), &whole[..whole.len() / 2]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(
+        std::fs::read(&t).unwrap(),
+        [jan.clone(), feb.clone()].concat(),
+        "a file being written joined"
+    );
+    std::fs::write(series.join("2000_03.nc"), &whole).unwrap();
+    wait_for(
+        &[jan.clone(), feb.clone(), mar.clone()].concat(),
+        "after March landed",
+    );
+    std::fs::remove_file(series.join("2000_01.nc")).unwrap();
+    wait_for(&[feb.clone(), mar.clone()].concat(), "after January left");
+    mount.stop();
+}

@@ -90,8 +90,18 @@ fn aggregate(agg: &Aggregation, parent: &Netcdf, ctx: &Arc<Ctx>) -> Result<View>
     // the listed members in document order (netCDF-Java's order).
     // With a dateFormatMark, sorted by the dates in the names.
     let mut scanned = Vec::new();
+    let mut watch = Vec::new();
+    let mut recheck_in: Option<std::time::Duration> = None;
     for s in &agg.scans {
-        for (p, date) in ctx.scan(s).map_err(|e| e.at(here.clone()))? {
+        if let Ok(dir) = ctx.resolve(&s.location, s.pos) {
+            watch.push(dir);
+        }
+        let (found, again) = ctx.scan(s).map_err(|e| e.at(here.clone()))?;
+        recheck_in = match (recheck_in, again) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        for (p, date) in found {
             scanned.push((date, p, s.pos));
         }
     }
@@ -108,10 +118,35 @@ fn aggregate(agg: &Aggregation, parent: &Netcdf, ctx: &Arc<Ctx>) -> Result<View>
             .iter()
             .map(|m| Arc::new(Member::new(m.clone(), changes.clone(), ctx.clone()))),
     );
+    // A scanned file that cannot be opened (still being written, or
+    // corrupt) is left out with a line, as netCDF-Java drops unreadable
+    // files; the next refresh tries it again. (A joinExisting dated by
+    // names needs no member open to know its length: its files are
+    // opened by the reads, as listed members with ncoords are.)
+    let dated_existing =
+        agg.kind == AggType::JoinExisting && agg.scans.iter().any(|s| s.date_format_mark.is_some());
+    if !dated_existing {
+        let open: Vec<bool> = members
+            .par_iter()
+            .map(|m| !m.is_scanned() || m.view().is_ok())
+            .collect();
+        let mut k = 0;
+        members.retain(|m| {
+            let keep = open[k];
+            k += 1;
+            if !keep {
+                log::warn!(
+                    "{here}: scanned file {} left out until it can be opened",
+                    m.label()
+                );
+            }
+            keep
+        });
+    }
     if members.is_empty() {
         return Err(NcmlError::invalid(agg.pos, "an aggregation with no members").at(here));
     }
-    match agg.kind {
+    let view = match agg.kind {
         AggType::Union => union(&members),
         AggType::JoinExisting => join_existing(agg, &members, ctx),
         AggType::JoinNew => join_new(agg, parent, &members, ctx),
@@ -121,7 +156,23 @@ fn aggregate(agg: &Aggregation, parent: &Netcdf, ctx: &Arc<Ctx>) -> Result<View>
             why: " (not yet)".into(),
         }
         .at(here)),
-    }
+    };
+    view.map(|mut v| {
+        v.watch = watch;
+        v.recheck_in = recheck_in;
+        for m in &members {
+            if let Some(mv) = m.opened() {
+                v.watch.extend(mv.watch.iter().cloned());
+                v.recheck_in = match (v.recheck_in, mv.recheck_in) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+            }
+        }
+        v.watch.sort();
+        v.watch.dedup();
+        v
+    })
 }
 
 fn union(members: &[Arc<Member>]) -> Result<View> {
@@ -566,7 +617,11 @@ pub fn change(view: View, n: &Netcdf, ctx: &Arc<Ctx>) -> Result<View> {
 fn modify(base: View, n: &Netcdf, ctx: &Arc<Ctx>) -> std::result::Result<View, NcmlError> {
     let here = ctx.file.display().to_string();
     let mut out = if n.explicit {
-        View::default()
+        View {
+            watch: base.watch.clone(),
+            recheck_in: base.recheck_in,
+            ..View::default()
+        }
     } else {
         base.clone()
     };

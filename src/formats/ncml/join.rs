@@ -184,12 +184,24 @@ impl ArraySource for Joined {
         &self.meta
     }
 
-    /// Members change by being rewritten or replaced; the refresh reopens
-    /// the NcML file and compares (the entry's stamp is `Reopen`).
+    /// A hash of every member's variable's stamp: a member rewritten or
+    /// replaced changes it (the refresh re-opens the NcML file and
+    /// compares; the entry's stamp is `Reopen`). Unknown while a member
+    /// is not open, or cannot tell. No cache of its own.
     fn change_stamp(&self) -> ChangeStamp {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut known = Some(());
+        for p in &self.parts {
+            let stamp = p
+                .member
+                .opened()
+                .and_then(|v| v.var(&self.var).and_then(|v| v.array.change_stamp().data));
+            known = known.and(stamp.map(|s| s.hash(&mut h)));
+        }
         ChangeStamp {
             cache_id: None,
-            data: None,
+            data: known.map(|()| h.finish()),
             elsewhere: true,
         }
     }

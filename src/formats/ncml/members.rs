@@ -21,7 +21,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use parking_lot::Mutex;
 
@@ -106,18 +106,21 @@ impl Ctx {
     }
 
     /// The files a `<scan>` finds, sorted by path (netCDF-Java sorts
-    /// scanned files by name), at most [`MAX_SCAN`], each with the date
+    /// scanned files by name), at most [`MAX_SCAN`], and when the scan
+    /// should be made again (a file left out for being newer than
+    /// `olderThan` will not be then), each with the date
     /// its name holds when the scan has a `dateFormatMark`
     /// ([`super::dates`]; a name without one refuses the scan, naming it).
+    #[allow(clippy::type_complexity)]
     pub fn scan(
         &self,
         scan: &Scan,
-    ) -> std::result::Result<Vec<(PathBuf, Option<String>)>, NcmlError> {
-        let found = self.scan_at_most(scan, MAX_SCAN)?;
+    ) -> std::result::Result<(Vec<(PathBuf, Option<String>)>, Option<Duration>), NcmlError> {
+        let (found, again) = self.scan_at_most(scan, MAX_SCAN)?;
         let Some(mark) = &scan.date_format_mark else {
-            return Ok(found.into_iter().map(|p| (p, None)).collect());
+            return Ok((found.into_iter().map(|p| (p, None)).collect(), again));
         };
-        found
+        let dated = found
             .into_iter()
             .map(|p| {
                 let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
@@ -129,14 +132,15 @@ impl Ctx {
                     })?;
                 Ok((p, Some(date)))
             })
-            .collect()
+            .collect::<std::result::Result<_, NcmlError>>()?;
+        Ok((dated, again))
     }
 
     fn scan_at_most(
         &self,
         scan: &Scan,
         limit: usize,
-    ) -> std::result::Result<Vec<PathBuf>, NcmlError> {
+    ) -> std::result::Result<(Vec<PathBuf>, Option<Duration>), NcmlError> {
         let dir = self.resolve(&scan.location, scan.pos)?;
         let err = |detail: String| NcmlError::Location {
             pos: scan.pos,
@@ -153,6 +157,7 @@ impl Ctx {
         let store = self.opts.files.store(&dir);
         let now = SystemTime::now();
         let mut found = Vec::new();
+        let mut again: Option<Duration> = None;
         let mut todo = vec![String::new()];
         while let Some(sub) = todo.pop() {
             let listed = store
@@ -188,6 +193,10 @@ impl Ctx {
                     && let Ok(m) = std::fs::metadata(&path).and_then(|m| m.modified())
                     && now.duration_since(m).unwrap_or_default() < age
                 {
+                    // Scanned again once it is old enough.
+                    let left = age - now.duration_since(m).unwrap_or_default();
+                    let left = left + Duration::from_millis(100);
+                    again = Some(again.map_or(left, |a| a.min(left)));
                     log::info!(
                         "{}: {}: left out of the scan until it is older than {:?}",
                         self.file.display(),
@@ -205,7 +214,7 @@ impl Ctx {
             }
         }
         found.sort();
-        Ok(found)
+        Ok((found, again))
     }
 
     /// Open the dataset at `path` by its format (see the module doc).
@@ -461,21 +470,21 @@ mod tests {
         let mut s = scan("s");
         s.suffix = Some(".nc".into());
         assert_eq!(
-            names(c.scan(&s).unwrap()),
+            names(c.scan(&s).unwrap().0),
             ["s/a.nc", "s/b.nc", "s/sub/d.nc"]
         );
         s.subdirs = false;
-        assert_eq!(names(c.scan(&s).unwrap()), ["s/a.nc", "s/b.nc"]);
+        assert_eq!(names(c.scan(&s).unwrap().0), ["s/a.nc", "s/b.nc"]);
         // regExp: the whole name, and it wins over suffix.
         let mut r = scan("s");
         r.suffix = Some(".nc".into());
         r.reg_exp = Some("[a-d]\\.nc4?|e.*".into());
         assert_eq!(
-            names(c.scan(&r).unwrap()),
+            names(c.scan(&r).unwrap().0),
             ["s/a.nc", "s/b.nc", "s/sub/d.nc", "s/sub/e.nc4"]
         );
         r.reg_exp = Some("a".into());
-        assert!(c.scan(&r).unwrap().is_empty());
+        assert!(c.scan(&r).unwrap().0.is_empty());
         // Too many files: refused, not truncated.
         let mut dated = scan("s");
         dated.subdirs = false;
@@ -485,13 +494,13 @@ mod tests {
         assert!(e.contains("\"a.nc\""), "{e}");
         let e = c.scan_at_most(&scan("s"), 4).unwrap_err().to_string();
         assert!(e.contains("more than 4 files"), "{e}");
-        assert_eq!(c.scan_at_most(&scan("s"), 5).unwrap().len(), 5);
+        assert_eq!(c.scan_at_most(&scan("s"), 5).unwrap().0.len(), 5);
         // A file newer than olderThan is left out until it is older.
         let mut o = scan("s");
         o.older_than = Some(std::time::Duration::from_secs(3600));
-        assert!(c.scan(&o).unwrap().is_empty());
+        assert!(c.scan(&o).unwrap().0.is_empty());
         o.older_than = Some(std::time::Duration::ZERO);
-        assert_eq!(c.scan(&o).unwrap().len(), 5);
+        assert_eq!(c.scan(&o).unwrap().0.len(), 5);
         // Outside the roots: refused.
         let e = c.scan(&scan("..")).unwrap_err().to_string();
         assert!(e.contains("outside the allowed roots"), "{e}");

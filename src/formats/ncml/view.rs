@@ -61,6 +61,11 @@ pub struct View {
     pub dims: Vec<Dim>,
     pub attrs: Map<String, Value>,
     pub vars: Vec<Var>,
+    /// The directories its scans list (and its members' scans).
+    pub watch: Vec<std::path::PathBuf>,
+    /// Build it again after this long: a scan left out a file newer than
+    /// its `olderThan`.
+    pub recheck_in: Option<std::time::Duration>,
 }
 
 impl View {
@@ -88,7 +93,11 @@ impl View {
     /// their arrays' named dimensions), every array a variable named by
     /// its path (`grp/v` inside a group).
     pub fn of_dataset(ds: Dataset) -> View {
-        let mut view = View::default();
+        let mut view = View {
+            watch: ds.watch.clone(),
+            recheck_in: ds.recheck_in,
+            ..View::default()
+        };
         if let Some(root) = ds.directories.get("") {
             view.attrs = root.attributes.clone();
             for (name, len, unlimited) in &root.dimensions {
@@ -127,7 +136,11 @@ impl View {
     /// The mount's dataset: every variable at `prefix/name`, the global
     /// attributes and dimensions at `prefix`, read from `file`.
     pub fn into_dataset(self, prefix: &str, file: &std::path::Path) -> Dataset {
-        let mut ds = Dataset::default();
+        let mut ds = Dataset {
+            watch: self.watch,
+            recheck_in: self.recheck_in,
+            ..Dataset::default()
+        };
         ds.add_directory(
             prefix.to_string(),
             Directory {
