@@ -10,7 +10,7 @@
 //! location slabfs can read, and the reads that need it fail naming it.
 //!
 //! A member is opened as the registry opens any file or directory
-//! ([`Formats::open_file`], [`Formats::classify_dir`]): netCDF-3,
+//! ([`crate::formats::entry::Formats::open_file`], [`crate::formats::entry::Formats::classify_dir`]): netCDF-3,
 //! netCDF-4/HDF5, Zarr, another NcML file, anything a format claims.
 //! A member is opened at most once while it is kept ([`Member::view`]),
 //! and a failure to open is not kept: the next read tries again.
