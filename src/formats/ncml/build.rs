@@ -906,3 +906,55 @@ fn same_type(t: &VarType, d: &DataType) -> bool {
         VarType::String => matches!(d, DataType::FixedBytes(_)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::cache::ChunkCache;
+    use crate::formats::Options;
+    use crate::formats::entry::Formats;
+    use crate::formats::ncml::members::MAX_OPEN_MEMBERS;
+
+    /// An aggregation of more members than are kept open reads whole,
+    /// and never holds more than MAX_OPEN_MEMBERS of them open.
+    #[test]
+    fn open_members_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().canonicalize().unwrap();
+        let member = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/ncml/data/time/2000_02.nc");
+        let n = MAX_OPEN_MEMBERS + 44;
+        std::fs::create_dir(d.join("m")).unwrap();
+        for k in 0..n {
+            std::fs::copy(&member, d.join(format!("m/{k:04}.nc"))).unwrap();
+        }
+        let text = r#"<netcdf><aggregation dimName="time" type="joinExisting">
+            <scan location="m" suffix=".nc"/></aggregation></netcdf>"#;
+        let doc = model::parse(text).unwrap();
+        let opts = Options::new(
+            vec![d.clone()],
+            Arc::new(ChunkCache::new(1 << 20)),
+            Formats::new(&[&crate::formats::nca::NETCDF]),
+        );
+        let file = d.join("a.ncml");
+        let ctx = Arc::new(Ctx {
+            scope: opts.scope_for(&file),
+            opts,
+            file: file.clone(),
+            chain: vec![file],
+            build,
+            change,
+            open: parking_lot::Mutex::default(),
+        });
+        let view = build(&doc, &ctx).unwrap();
+        let t = view.var("T").unwrap();
+        assert_eq!(t.shape(), [2 * n as u64, 3, 4]);
+        assert!(ctx.open.lock().len() <= MAX_OPEN_MEMBERS);
+        let mut out = vec![0u8; t.array.meta().nbytes() as usize];
+        let region = crate::engine::index::Region::whole(t.shape());
+        t.array.read_region(&region, &mut out).unwrap();
+        let one = &out[..2 * 48];
+        assert!(out.chunks(2 * 48).all(|c| c == one), "every member's rows");
+        assert!(ctx.open.lock().len() <= MAX_OPEN_MEMBERS);
+    }
+}

@@ -39,6 +39,11 @@ use crate::storage::scope::{Refusal, Scope};
 /// whose member is one...) are refused.
 pub const MAX_DEPTH: usize = 16;
 
+/// Members of one NcML file kept open at once (their headers, their
+/// files): an aggregation of more members opens and closes them as reads
+/// go, so its memory and descriptors do not grow with its members.
+pub const MAX_OPEN_MEMBERS: usize = 256;
+
 /// More files than this in one scan is refused: an NcML file is not a
 /// way to open a whole archive as one dataset by accident.
 pub const MAX_SCAN: usize = 200_000;
@@ -63,6 +68,10 @@ pub struct Ctx {
     pub chain: Vec<PathBuf>,
     pub build: Build,
     pub change: Change,
+    /// The members open now, least recently used first, at most
+    /// [`MAX_OPEN_MEMBERS`]: a member opened past that closes the oldest
+    /// (its length is known by then; it opens again when read).
+    pub open: Mutex<std::collections::VecDeque<std::sync::Weak<Member>>>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -276,6 +285,7 @@ impl Ctx {
             chain,
             build: self.build,
             change: self.change,
+            open: Mutex::default(),
         })
     }
 }
@@ -395,10 +405,13 @@ impl Member {
 
     /// The member's dataset, opened (and built) now if it is not open. An
     /// error names the NcML file and the member, and is logged.
-    pub fn view(&self) -> Result<Arc<View>> {
+    pub fn view(self: &Arc<Self>) -> Result<Arc<View>> {
         let mut held = self.view.lock();
         if let Some(v) = &*held {
-            return Ok(v.clone());
+            let v = v.clone();
+            drop(held);
+            self.used();
+            return Ok(v);
         }
         let built = (self.ctx.build)(&self.element, &self.ctx).and_then(|v| match &self.changes {
             Some(c) => (self.ctx.change)(v, c, &self.ctx),
@@ -414,7 +427,28 @@ impl Member {
             e
         })?);
         *held = Some(v.clone());
+        drop(held);
+        self.used();
         Ok(v)
+    }
+
+    /// Mark it the most recently used open member, closing the least
+    /// recently used one past [`MAX_OPEN_MEMBERS`] (those reading it keep
+    /// their view until they are done).
+    fn used(self: &Arc<Self>) {
+        let closing = {
+            let mut open = self.ctx.open.lock();
+            open.retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(self)));
+            open.push_back(Arc::downgrade(self));
+            let mut closing = Vec::new();
+            while open.len() > MAX_OPEN_MEMBERS {
+                closing.extend(open.pop_front().and_then(|w| w.upgrade()));
+            }
+            closing
+        };
+        for m in closing {
+            m.view.lock().take();
+        }
     }
 }
 
@@ -438,6 +472,7 @@ mod tests {
             chain: vec![file],
             build: |_, _| Ok(View::default()),
             change: |v, _, _| Ok(v),
+            open: Mutex::default(),
         }
     }
 

@@ -102,6 +102,7 @@ fn open(at: &At<'_>) -> Result<Option<Dataset>> {
         chain: vec![real.clone()],
         build: build::build,
         change: build::change,
+        open: parking_lot::Mutex::default(),
     });
     let view = build::build(&doc, &ctx)?;
     Ok(Some(view.into_dataset(at.prefix, &real)))
