@@ -392,8 +392,16 @@ fn a_scan_aggregation_grows_and_shrinks_with_its_directory() {
 "#,
     )
     .unwrap();
-    // Both files older than olderThan before the mount.
-    std::thread::sleep(std::time::Duration::from_secs(4));
+    // Both files older than olderThan before the mount (dated back, not
+    // waited for).
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+    for f in ["2000_01.nc", "2000_02.nc"] {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(series.join(f))
+            .unwrap();
+        file.set_modified(old).unwrap();
+    }
     let mount = common::mount::Mount::start(src.path(), &["--refresh", "1"]);
     let t = mount.path("series.ncml/T");
     let wait_for = |want: &[u8], what: &str| {
