@@ -454,3 +454,43 @@ fn a_scan_aggregation_grows_and_shrinks_with_its_directory() {
     wait_for(&[feb.clone(), mar.clone()].concat(), "after January left");
     mount.stop();
 }
+
+/// An NcML file is an aggregation's fragment like any dataset the
+/// registry reads: an NCA partition naming it (no `format`: NcML has no
+/// magic number, its name says it) reads its joined variable.
+#[test]
+fn an_ncml_file_is_an_nca_fragment() {
+    let dir = tree(&[("series.ncml", GOOD)]);
+    let desc = serde_json::json!({
+        "dimensions": {"time": 5, "lat": 3, "lon": 4},
+        "variables": {"T": {
+            "dtype": "float32",
+            "nca_dimensions": "time lat lon",
+            "nca_array": {
+                "pdimensions": ["time"],
+                "pshape": [1],
+                "Partitions": [{
+                    "index": [0],
+                    "location": [[0, 5], [0, 3], [0, 4]],
+                    "data": {"file": "series.ncml", "ncvar": "T"}
+                }]
+            }
+        }}
+    });
+    let path = dir.path().join("agg.nca.json");
+    std::fs::write(&path, desc.to_string()).unwrap();
+    let ds = open(&path);
+    assert!(ds.skipped.is_empty(), "{:?}", skipped_of(&ds));
+    let t = ds.get("T").unwrap().array.clone();
+    let m = manifest();
+    let want = std::fs::read(
+        fixtures().join(
+            m["ncml"]["join_existing.ncml"]["variables"]["T"]["expected"]
+                .as_str()
+                .unwrap(),
+        ),
+    )
+    .unwrap();
+    // GOOD joins January and February: the first 5 of the 9 steps.
+    common::check_ranges(t.as_ref(), &want[..5 * 48], 0x6e66, 8).unwrap();
+}

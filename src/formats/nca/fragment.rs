@@ -524,7 +524,17 @@ fn sniff(path: &Path, files: &dyn Files, formats: &Formats) -> Option<Format> {
     if path.extension().is_some_and(|e| e == "json") {
         return Some(Format::Nca);
     }
-    sniff_bytes(files.open(path).ok()?.as_ref(), formats)
+    sniff_bytes(files.open(path).ok()?.as_ref(), formats).or_else(|| by_claim(path, formats))
+}
+
+/// A format that knows its files by name alone (no magic number: NcML's
+/// XML) and claims this one's.
+fn by_claim(path: &Path, formats: &Formats) -> Option<Format> {
+    let name = path.file_name()?.to_str()?;
+    match formats.classify_file(name)? {
+        Found::Dataset { format, .. } if format.sniff.is_none() => Some(Format::Other(format)),
+        _ => None,
+    }
 }
 
 /// The fragment format a file's first bytes say: netCDF (classic or
