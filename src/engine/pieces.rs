@@ -28,6 +28,7 @@
 
 use rayon::prelude::*;
 
+use super::array::ArraySource;
 use super::index::Region;
 use super::index::disjoint::DisjointView;
 use super::index::tiling::{DimTiling, Piece, Projection};
@@ -176,6 +177,24 @@ pub fn read_pieces<S: PieceSource>(source: &S, region: &Region, out: &mut [u8]) 
     } else {
         pieces.iter().zip(views).zip(fetched).try_for_each(read)
     }
+}
+
+/// Read `region` of `source` into `view`, whose box holds as many
+/// elements in the same order (a piece of an aggregation read from its
+/// member or fragment as it is stored): straight into the reply when the
+/// view is one run of it, else through a buffer of the box.
+pub fn read_into(
+    source: &dyn ArraySource,
+    region: &Region,
+    view: &mut DisjointView<'_>,
+) -> Result<()> {
+    if let Some(out) = view.contiguous() {
+        return source.read_region(region, out);
+    }
+    let mut buf = vec![0u8; region.num_elements() as usize * source.meta().item_size()];
+    source.read_region(region, &mut buf)?;
+    view.copy_from_dense(&buf);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -61,6 +61,7 @@ use crate::dtype::{DataType, Endian};
 use crate::engine::array::ArraySource;
 use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::{Region, c_strides};
+use crate::engine::pieces::read_into;
 use crate::error::{Error, Result};
 use crate::storage::paths;
 
@@ -521,13 +522,7 @@ impl Partition {
                     _ => false,
                 });
         if identity && r.identity_conv {
-            if let Some(slot) = view.contiguous() {
-                return r.source.read_region(&bbox, slot);
-            }
-            let mut data = vec![0u8; needed as usize * src_item];
-            r.source.read_region(&bbox, &mut data)?;
-            view.copy_from_dense(&data);
-            return Ok(());
+            return read_into(r.source.as_ref(), &bbox, &mut view);
         }
         let mut raw = vec![0u8; fetched as usize * src_item];
         r.source.read_region(&bbox, &mut raw)?;

@@ -45,6 +45,7 @@ use crate::dtype::DataType;
 use crate::engine::array::ArrayMeta;
 use crate::error::Result;
 use crate::formats::nca::constant::Constant;
+use crate::formats::nca::descriptor::master_fill;
 
 /// The view of `n` under `ctx` (see the module doc).
 pub fn build(n: &Netcdf, ctx: &Arc<Ctx>) -> Result<View> {
@@ -583,20 +584,16 @@ fn in_memory(
 /// `_FillValue` if the attributes give one of `dtype`, else netCDF's
 /// default fill.
 fn fill_of(attrs: &Map<String, Value>, dtype: &DataType) -> Vec<u8> {
-    given_fill(attrs, dtype).unwrap_or_else(|| dtype.netcdf_default_fill())
+    master_fill(attrs, dtype).unwrap_or_else(|_| dtype.netcdf_default_fill())
 }
 
-/// The `_FillValue` the attributes give, as one element of `dtype`.
+/// The `_FillValue` the attributes give, as one element of `dtype`
+/// (NCA's rule for a master's: [`master_fill`]).
 fn given_fill(attrs: &Map<String, Value>, dtype: &DataType) -> Option<Vec<u8>> {
-    attrs.get("_FillValue").and_then(|v| {
-        let s = match v {
-            Value::Array(a) if a.len() == 1 => a[0].to_string(),
-            Value::Number(n) => n.to_string(),
-            Value::String(s) => s.clone(),
-            _ => return None,
-        };
-        values::number(dtype, &s).ok()
-    })
+    attrs
+        .contains_key("_FillValue")
+        .then(|| master_fill(attrs, dtype).ok())
+        .flatten()
 }
 
 /// Put `var` in the view: in place of the variable of its name, or last.

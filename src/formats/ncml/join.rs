@@ -26,7 +26,7 @@ use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::Region;
 use crate::engine::index::disjoint::DisjointView;
 use crate::engine::index::tiling::{DimTiling, Piece};
-use crate::engine::pieces::{PieceSource, read_pieces};
+use crate::engine::pieces::{PieceSource, read_into, read_pieces};
 use crate::error::Result;
 
 /// One member's share of the joined variable.
@@ -165,17 +165,7 @@ impl PieceSource for Joined {
             start.remove(0);
             count.remove(0);
         }
-        let region = Region { start, count };
-        match view.contiguous() {
-            Some(out) => array.read_region(&region, out),
-            None => {
-                let n = region.num_elements() as usize * self.meta.item_size();
-                let mut buf = vec![0u8; n];
-                array.read_region(&region, &mut buf)?;
-                view.copy_from_dense(&buf);
-                Ok(())
-            }
-        }
+        read_into(array.as_ref(), &Region { start, count }, &mut view)
     }
 }
 
