@@ -96,7 +96,7 @@ pub trait PieceSource: Sync {
 /// are disjoint but may share tiles), handed together to
 /// [`PieceSource::prefetch_together`], or else prefetched one per rayon
 /// task ([`PieceSource::prefetch_tile`]). What
-/// [`ArraySource::prefetch`](super::array::ArraySource::prefetch) does for a
+/// [`ArraySource::prefetch`] does for a
 /// tiled source: the readahead's loop, beside the read's.
 pub fn prefetch_pieces<S: PieceSource>(source: &S, regions: &[Region]) {
     let mut tiles: Vec<Vec<u64>> = regions
@@ -123,7 +123,7 @@ pub fn prefetch_pieces<S: PieceSource>(source: &S, regions: &[Region]) {
 /// [`PieceSource::is_ready`]. A region over more than [`MAX_READY_CHECK`]
 /// tiles is not looked at (`false`): a read that large is not one to
 /// answer on a request thread anyway. What
-/// [`ArraySource::cached`](super::array::ArraySource::cached) answers for
+/// [`ArraySource::cached`] answers for
 /// a tiled source.
 pub fn ready<S: PieceSource>(source: &S, region: &Region) -> bool {
     let projection = Projection::new(source.tiling(), region);
