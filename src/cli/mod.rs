@@ -146,6 +146,52 @@ pub enum Command {
         /// The classic netCDF file to write.
         output: PathBuf,
     },
+    /// Join files that are one series along a dimension (daily files
+    /// along time, say) into one descriptor, after checking that they fit:
+    /// the same variables, dtypes and shapes but along DIM, the same
+    /// coordinates, and the join coordinate increasing from file to file
+    /// without overlaps or gaps once put on the first file's units. Writes
+    /// an NcML file (OUTPUT.ncml) or an NCA JSON descriptor
+    /// (OUTPUT.nca.json), through a temporary file renamed into place;
+    /// mount OUTPUT's directory to see the series as one flat file per
+    /// variable. Whatever does not fit is named, and nothing is written
+    /// (docs/AGGREGATION.md, "slabfs aggregate").
+    Aggregate {
+        /// The member files, or one directory: its files of a dataset
+        /// format by name (*.nc, *.h5, ...), or those --suffix and
+        /// --regexp select.
+        #[arg(required = true, value_name = "FILE|DIR")]
+        inputs: Vec<PathBuf>,
+        /// The dimension to join along (the first dimension of every
+        /// variable it joins).
+        #[arg(long, value_name = "DIM")]
+        dim: String,
+        /// The descriptor to write; member paths in it are relative to its
+        /// directory when under it.
+        #[arg(short, long, value_name = "OUTPUT")]
+        output: PathBuf,
+        /// The descriptor's format [default: from OUTPUT's name: *.ncml is
+        /// NcML, *.json NCA].
+        #[arg(long, value_enum)]
+        format: Option<DescriptorFormat>,
+        /// In a directory: only the files whose name ends with SUFFIX
+        /// (NcML's `<scan suffix>`).
+        #[arg(long)]
+        suffix: Option<String>,
+        /// In a directory: only the files whose whole name the regular
+        /// expression matches (NcML's `<scan regExp>`).
+        #[arg(long, value_name = "REGEX")]
+        regexp: Option<String>,
+        /// In a directory: the files of its subdirectories too.
+        #[arg(long)]
+        subdirs: bool,
+        /// Join across a step of the join coordinate larger than 1.5 times
+        /// the series' usual step (otherwise refused as a missing file).
+        #[arg(long)]
+        allow_gaps: bool,
+        #[command(flatten)]
+        common: Common,
+    },
     /// Print a completion script for SHELL, e.g. `source <(slabfs
     /// completions bash)`, or save it where the shell looks
     /// (/usr/share/bash-completion/completions/slabfs).
@@ -194,6 +240,15 @@ pub enum Shell {
     Fish,
     Elvish,
     Powershell,
+}
+
+/// `slabfs aggregate --format`.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DescriptorFormat {
+    /// NcML (netCDF-Java's, THREDDS's, xncml's): a joinExisting aggregation.
+    Ncml,
+    /// An NCA JSON descriptor (slabfs's *.nca.json).
+    Nca,
 }
 
 /// `slabfs pack --codec`.
@@ -763,6 +818,27 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
             );
             Ok(())
         }
+        Command::Aggregate {
+            inputs,
+            dim,
+            output,
+            format,
+            suffix,
+            regexp,
+            subdirs,
+            allow_gaps,
+            common,
+        } => {
+            configure(&common);
+            let select = slabfs::formats::series::Select {
+                suffix,
+                regexp: regexp
+                    .map(|r| regex::Regex::new(&r).map_err(|e| format!("--regexp {r:?}: {e}")))
+                    .transpose()?,
+                subdirs,
+            };
+            aggregate(&inputs, &dim, &output, format, &select, allow_gaps, &common)
+        }
         Command::Completions { shell } => {
             use clap_complete::Shell as S;
             let shell = match shell {
@@ -785,6 +861,115 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
 
 /// `slabfs.1` and one page per subcommand (`slabfs-mount.1`...), as
 /// clap_mangen renders them, into `dir`.
+/// `slabfs aggregate`: plan the series, write its descriptor.
+fn aggregate(
+    inputs: &[PathBuf],
+    dim: &str,
+    output: &std::path::Path,
+    format: Option<DescriptorFormat>,
+    select: &slabfs::formats::series::Select,
+    allow_gaps: bool,
+    common: &Common,
+) -> anyhow_free::Result<()> {
+    use slabfs::formats::series;
+    let name = output
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let format = match format {
+        Some(f) => f,
+        None if name.ends_with(".ncml") => DescriptorFormat::Ncml,
+        None if name.ends_with(".json") => DescriptorFormat::Nca,
+        None => {
+            return Err(format!(
+                "{}: say --format ncml or --format nca (or name it *.ncml or *.nca.json)",
+                output.display()
+            )
+            .into());
+        }
+    };
+    let files = match inputs {
+        [dir] if dir.is_dir() && !opener(common).is_dataset_dir(dir) => {
+            // Not the descriptor itself, written there before.
+            let same = |a: &std::path::Path| {
+                let c = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+                c(a).is_some() && c(a) == c(output)
+            };
+            let mut files = series::files_in(dir, select)?;
+            files.retain(|f| !same(f));
+            if files.is_empty() {
+                return Err(format!("{}: no files to aggregate in it", dir.display()).into());
+            }
+            files
+        }
+        _ => inputs.to_vec(),
+    };
+    let opts = series::Options {
+        dim: dim.to_string(),
+        allow_gaps,
+    };
+    let plan = series::plan(&opener(common), &files, &opts)?;
+    let dir = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let note = format!(
+        "Written by slabfs aggregate {}: {} joined along {dim}",
+        env!("CARGO_PKG_VERSION"),
+        slabfs::logging::count(plan.members.len(), "file", "files")
+    );
+    let text = match format {
+        DescriptorFormat::Ncml => series::ncml::write(&plan, &dir, &note),
+        DescriptorFormat::Nca => series::nca::to_text(&series::nca::write(&plan, &dir)),
+    };
+    let out = slabfs::storage::local::TempOutput::create(output)?;
+    {
+        use std::io::Write;
+        let mut f = out.file();
+        f.write_all(text.as_bytes())
+            .map_err(|e| format!("{}: {}", output.display(), slabfs::error::os_words(&e)))?;
+    }
+    out.commit()?;
+    let units = plan
+        .coordinate
+        .as_ref()
+        .and_then(|c| c.units.as_deref())
+        .map(|u| format!(", {dim} in {u}"))
+        .unwrap_or_default();
+    let converted = plan.members.iter().filter(|m| m.converted).count();
+    let converted = match converted {
+        0 => String::new(),
+        n => format!(
+            " ({} put on the first's units)",
+            slabfs::logging::count(n, "file's coordinate", "files' coordinates")
+        ),
+    };
+    let outside: Vec<&std::path::Path> = plan
+        .members
+        .iter()
+        .filter_map(|m| m.path.parent())
+        .filter(|p| {
+            let c = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+            c(p).zip(c(&dir)).is_none_or(|(p, d)| !p.starts_with(d))
+        })
+        .collect();
+    if let Some(p) = outside.first() {
+        eprintln!(
+            "slabfs: note: members are outside {}'s directory: mount or read it with \
+             --allow-outside {}",
+            output.display(),
+            p.display()
+        );
+    }
+    eprintln!(
+        "slabfs: wrote {}: {} joined along {dim}, {} steps{units}{converted}",
+        output.display(),
+        slabfs::logging::count(plan.members.len(), "file", "files"),
+        plan.len()
+    );
+    Ok(())
+}
+
 fn write_man_pages(cmd: &clap::Command, dir: &std::path::Path) -> std::io::Result<()> {
     let cmd = cmd.clone().disable_help_subcommand(true);
     let mut built = cmd.clone();

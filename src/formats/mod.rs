@@ -24,6 +24,10 @@
 //! - [`icechunk`]: Icechunk repositories at one snapshot, as a Zarr v3
 //!   store (native, inline and virtual chunks).
 //!
+//! [`series`] is no format: `slabfs aggregate` checks that files of any
+//! format are one series along a dimension and writes the NcML or NCA
+//! descriptor that joins them.
+//!
 //! Discovery knows a format by its entry alone ([`entry::FormatEntry`]:
 //! the names it claims, its magic sniff or directory probe, its open),
 //! every entry listed once in [`registry`]; [`dataset`] finds every
@@ -61,6 +65,7 @@ pub mod netcdf;
 pub mod netcdf3;
 pub mod packed;
 pub mod registry;
+pub mod series;
 pub mod zarr;
 
 pub use entry::Options;

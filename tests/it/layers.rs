@@ -105,6 +105,9 @@ fn format_rank(module: &str) -> Option<u32> {
         // The table of every format's entry.
         "registry" => 6,
         "dataset" => 7,
+        // `slabfs aggregate`: members opened through the opener, written
+        // out as NcML or NCA.
+        "series" => 8,
         _ => return None,
     })
 }

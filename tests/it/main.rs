@@ -49,6 +49,7 @@ mod registry;
 mod remote;
 mod remote_faults;
 mod security;
+mod series;
 mod sharding;
 mod signals;
 mod soak;

@@ -44,6 +44,7 @@ impl Roots {
     /// Canonicalise `roots`; a root that does not exist is dropped (it
     /// cannot contain anything) with a warning.
     pub fn new(roots: impl IntoIterator<Item = PathBuf>) -> Roots {
+        let mut seen = std::collections::HashSet::new();
         Roots(
             roots
                 .into_iter()
@@ -65,6 +66,9 @@ impl Roots {
                         None
                     }
                 })
+                // One root given twice (a descriptor's directory that is
+                // also the source) is one root, named once in messages.
+                .filter(|c| seen.insert(c.clone()))
                 .collect(),
         )
     }
@@ -227,6 +231,20 @@ pub fn resolve(path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_root_given_twice_is_named_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let roots = Roots::new([tmp.path().to_path_buf(), tmp.path().join(".")]);
+        let real = tmp.path().canonicalize().unwrap();
+        assert_eq!(
+            roots.describe(),
+            format!(
+                "{}; devices, FIFOs, sockets and /proc, /sys files never are",
+                real.display()
+            )
+        );
+    }
 
     #[test]
     fn dotdot_and_symlinks_are_followed() {

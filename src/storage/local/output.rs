@@ -47,7 +47,9 @@ impl TempOutput {
             .write(true)
             .create_new(true)
             .open(&temp)
-            .map_err(|e| out_err(&temp, e))?;
+            // A missing directory is named as such, not as the temporary
+            // file's name the user never gave.
+            .map_err(|e| out_err(if dir.is_dir() { &temp } else { &dir }, e))?;
         Ok(TempOutput {
             temp,
             target: target.to_path_buf(),
