@@ -326,8 +326,9 @@ pub struct MountArgs {
     #[arg(long, value_name = "N", help_heading = "Refresh")]
     pub max_watches: Option<usize>,
     /// Keep at most N datasets of a directory SOURCE open (parsed headers,
-    /// sidecars); the least recently used is closed and opened again on
-    /// its next use, with the same inode numbers.
+    /// sidecars), and at most N members of each NcML aggregation; the
+    /// least recently used is closed and opened again on its next use,
+    /// with the same inode numbers.
     #[arg(long, value_name = "N", default_value_t = slabfs::fs::DEFAULT_MAX_OPEN,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..),
           help_heading = "Caching")]

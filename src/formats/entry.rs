@@ -665,7 +665,14 @@ pub struct Options {
     /// The formats a reference's target may be of (an aggregation's
     /// fragment whose format is not written down is told by them).
     pub formats: Formats,
+    /// The datasets an aggregation keeps open at once (an NcML file's
+    /// members: headers, files): the mount's `--max-open-datasets`.
+    pub max_open: usize,
 }
+
+/// [`Options::max_open`] unless told: the default of
+/// `--max-open-datasets`.
+pub const DEFAULT_MAX_OPEN: usize = 1000;
 
 impl Options {
     /// Local files only, under `roots`, knowing `formats` (the built-in
@@ -677,6 +684,7 @@ impl Options {
             cache,
             files: local::os(),
             formats,
+            max_open: DEFAULT_MAX_OPEN,
         }
     }
 

@@ -55,7 +55,7 @@ use crate::formats::dataset::archive::Archive;
 /// netCDF file's tree is a few KiB, a Zarr store's with its chunk index a
 /// few tens; the bound keeps a walk of a large archive from holding all
 /// of them.
-pub const DEFAULT_MAX_OPEN: usize = 1000;
+pub const DEFAULT_MAX_OPEN: usize = crate::formats::entry::DEFAULT_MAX_OPEN;
 
 /// Most `*.json` files remembered as holding no references.
 const NOT_REFERENCES: usize = 4096;

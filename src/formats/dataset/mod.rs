@@ -130,6 +130,7 @@ pub struct Opener {
     reference: Option<String>,
     formats: Formats,
     files: Option<Arc<dyn Files>>,
+    max_open: usize,
 }
 
 impl Opener {
@@ -142,7 +143,15 @@ impl Opener {
             reference: None,
             formats: registry::builtin(),
             files: None,
+            max_open: crate::formats::entry::DEFAULT_MAX_OPEN,
         }
+    }
+
+    /// The datasets an aggregation keeps open at once
+    /// (`--max-open-datasets`; [`Options::max_open`]).
+    pub fn max_open(mut self, n: usize) -> Opener {
+        self.max_open = n.max(1);
+        self
     }
 
     /// References may also read under these (`--allow-outside`): local
@@ -350,6 +359,7 @@ impl Opener {
         };
         let mut opts = Options::new(allowed, self.cache.clone(), self.formats.clone());
         opts.files = files;
+        opts.max_open = self.max_open;
         let urls = self
             .allow_outside
             .iter()

@@ -155,6 +155,7 @@ fn options_within(opener: &Opener, within: &Location) -> Result<Options> {
         cache: opener.cache.clone(),
         files: files as Arc<dyn crate::storage::Files>,
         formats: opener.formats.clone(),
+        max_open: opener.max_open,
     })
 }
 
@@ -303,6 +304,7 @@ pub(super) fn archive(opener: &Opener, url: &str) -> Result<Option<RemoteArchive
         cache: opener.cache.clone(),
         files: files.clone() as Arc<dyn crate::storage::Files>,
         formats: opener.formats.clone(),
+        max_open: opener.max_open,
     };
     Ok(Some(RemoteArchive::new(root, files, opts, listing)))
 }

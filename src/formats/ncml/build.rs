@@ -910,17 +910,17 @@ mod tests {
     use crate::engine::cache::ChunkCache;
     use crate::formats::Options;
     use crate::formats::entry::Formats;
-    use crate::formats::ncml::members::MAX_OPEN_MEMBERS;
 
     /// An aggregation of more members than are kept open reads whole,
-    /// and never holds more than MAX_OPEN_MEMBERS of them open.
+    /// and never holds more than `Options::max_open` of them open.
     #[test]
     fn open_members_are_bounded() {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().canonicalize().unwrap();
         let member = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/ncml/data/time/2000_02.nc");
-        let n = MAX_OPEN_MEMBERS + 44;
+        const MAX_OPEN: usize = 7;
+        let n = MAX_OPEN * 3 + 2;
         std::fs::create_dir(d.join("m")).unwrap();
         for k in 0..n {
             std::fs::copy(&member, d.join(format!("m/{k:04}.nc"))).unwrap();
@@ -928,11 +928,12 @@ mod tests {
         let text = r#"<netcdf><aggregation dimName="time" type="joinExisting">
             <scan location="m" suffix=".nc"/></aggregation></netcdf>"#;
         let doc = model::parse(text).unwrap();
-        let opts = Options::new(
+        let mut opts = Options::new(
             vec![d.clone()],
             Arc::new(ChunkCache::new(1 << 20)),
             Formats::new(&[&crate::formats::nca::NETCDF]),
         );
+        opts.max_open = MAX_OPEN;
         let file = d.join("a.ncml");
         let ctx = Arc::new(Ctx {
             scope: opts.scope_for(&file),
@@ -946,12 +947,12 @@ mod tests {
         let view = build(&doc, &ctx).unwrap();
         let t = view.var("T").unwrap();
         assert_eq!(t.shape(), [2 * n as u64, 3, 4]);
-        assert!(ctx.open.lock().len() <= MAX_OPEN_MEMBERS);
+        assert!(ctx.open.lock().len() <= MAX_OPEN);
         let mut out = vec![0u8; t.array.meta().nbytes() as usize];
         let region = crate::engine::index::Region::whole(t.shape());
         t.array.read_region(&region, &mut out).unwrap();
         let one = &out[..2 * 48];
         assert!(out.chunks(2 * 48).all(|c| c == one), "every member's rows");
-        assert!(ctx.open.lock().len() <= MAX_OPEN_MEMBERS);
+        assert!(ctx.open.lock().len() <= MAX_OPEN);
     }
 }

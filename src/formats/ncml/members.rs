@@ -39,11 +39,6 @@ use crate::storage::scope::{Refusal, Scope};
 /// whose member is one...) are refused.
 pub const MAX_DEPTH: usize = 16;
 
-/// Members of one NcML file kept open at once (their headers, their
-/// files): an aggregation of more members opens and closes them as reads
-/// go, so its memory and descriptors do not grow with its members.
-pub const MAX_OPEN_MEMBERS: usize = 256;
-
 /// More files than this in one scan is refused: an NcML file is not a
 /// way to open a whole archive as one dataset by accident.
 pub const MAX_SCAN: usize = 200_000;
@@ -69,7 +64,10 @@ pub struct Ctx {
     pub build: Build,
     pub change: Change,
     /// The members open now, least recently used first, at most
-    /// [`MAX_OPEN_MEMBERS`]: a member opened past that closes the oldest
+    /// [`Options::max_open`] (`--max-open-datasets`): an aggregation of
+    /// more members opens and closes them as reads go, so its memory and
+    /// descriptors do not grow with its members; a member opened past
+    /// that closes the oldest
     /// (its length is known by then; it opens again when read).
     pub open: Mutex<std::collections::VecDeque<std::sync::Weak<Member>>>,
 }
@@ -433,7 +431,7 @@ impl Member {
     }
 
     /// Mark it the most recently used open member, closing the least
-    /// recently used one past [`MAX_OPEN_MEMBERS`] (those reading it keep
+    /// recently used one past [`Options::max_open`] (those reading it keep
     /// their view until they are done).
     fn used(self: &Arc<Self>) {
         let closing = {
@@ -441,7 +439,7 @@ impl Member {
             open.retain(|w| w.strong_count() > 0 && !std::ptr::eq(w.as_ptr(), Arc::as_ptr(self)));
             open.push_back(Arc::downgrade(self));
             let mut closing = Vec::new();
-            while open.len() > MAX_OPEN_MEMBERS {
+            while open.len() > self.ctx.opts.max_open.max(1) {
                 closing.extend(open.pop_front().and_then(|w| w.upgrade()));
             }
             closing

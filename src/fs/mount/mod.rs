@@ -317,7 +317,8 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     let opener = dataset::Opener::new(cache.clone())
         .allow_outside(&cfg.allow_outside)
         .network(Some(network))
-        .reference(cfg.reference.as_deref());
+        .reference(cfg.reference.as_deref())
+        .max_open(cfg.max_open_datasets);
     let archive = match cfg.reference {
         _ if cfg.all_refs => Some(opener.versions(&source)?),
         Some(_) => None,
