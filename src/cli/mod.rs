@@ -156,42 +156,7 @@ pub enum Command {
     /// mount OUTPUT's directory to see the series as one flat file per
     /// variable. Whatever does not fit is named, and nothing is written
     /// (docs/AGGREGATION.md, "slabfs aggregate").
-    Aggregate {
-        /// The member files, or one directory: its files of a dataset
-        /// format by name (*.nc, *.h5, ...), or those --suffix and
-        /// --regexp select.
-        #[arg(required = true, value_name = "FILE|DIR")]
-        inputs: Vec<PathBuf>,
-        /// The dimension to join along (the first dimension of every
-        /// variable it joins).
-        #[arg(long, value_name = "DIM")]
-        dim: String,
-        /// The descriptor to write; member paths in it are relative to its
-        /// directory when under it.
-        #[arg(short, long, value_name = "OUTPUT")]
-        output: PathBuf,
-        /// The descriptor's format [default: from OUTPUT's name: *.ncml is
-        /// NcML, *.json NCA].
-        #[arg(long, value_enum)]
-        format: Option<DescriptorFormat>,
-        /// In a directory: only the files whose name ends with SUFFIX
-        /// (NcML's `<scan suffix>`).
-        #[arg(long)]
-        suffix: Option<String>,
-        /// In a directory: only the files whose whole name the regular
-        /// expression matches (NcML's `<scan regExp>`).
-        #[arg(long, value_name = "REGEX")]
-        regexp: Option<String>,
-        /// In a directory: the files of its subdirectories too.
-        #[arg(long)]
-        subdirs: bool,
-        /// Join across a step of the join coordinate larger than 1.5 times
-        /// the series' usual step (otherwise refused as a missing file).
-        #[arg(long)]
-        allow_gaps: bool,
-        #[command(flatten)]
-        common: Common,
-    },
+    Aggregate(AggregateArgs),
     /// Print a completion script for SHELL, e.g. `source <(slabfs
     /// completions bash)`, or save it where the shell looks
     /// (/usr/share/bash-completion/completions/slabfs).
@@ -240,6 +205,51 @@ pub enum Shell {
     Fish,
     Elvish,
     Powershell,
+}
+
+/// `slabfs aggregate`'s arguments.
+#[derive(Args, Debug)]
+pub struct AggregateArgs {
+    /// The member files, or one directory: its files of a dataset
+    /// format by name (*.nc, *.h5, ...), or those --suffix and
+    /// --regexp select.
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub inputs: Vec<PathBuf>,
+    /// The dimension to join along (the first dimension of every
+    /// variable it joins).
+    #[arg(long, value_name = "DIM")]
+    pub dim: String,
+    /// The descriptor to write; member paths in it are relative to its
+    /// directory when under it.
+    #[arg(short, long, value_name = "OUTPUT")]
+    pub output: PathBuf,
+    /// The descriptor's format [default: from OUTPUT's name: *.ncml is
+    /// NcML, *.json NCA].
+    #[arg(long, value_enum)]
+    pub format: Option<DescriptorFormat>,
+    /// In a directory: only the files whose name ends with SUFFIX
+    /// (NcML's `<scan suffix>`).
+    #[arg(long)]
+    pub suffix: Option<String>,
+    /// In a directory: only the files whose whole name the regular
+    /// expression matches (NcML's `<scan regExp>`).
+    #[arg(long, value_name = "REGEX")]
+    pub regexp: Option<String>,
+    /// In a directory: the files of its subdirectories too.
+    #[arg(long)]
+    pub subdirs: bool,
+    /// NcML: write a `<scan>` of the directory instead of the list of
+    /// its files, so that a mount follows it as files come and go (the
+    /// checks are of the files there now). Needs one directory whose
+    /// files sort by name as by time, and --suffix or --regexp.
+    #[arg(long)]
+    pub scan: bool,
+    /// Join across a step of the join coordinate larger than 1.5 times
+    /// the series' usual step (otherwise refused as a missing file).
+    #[arg(long)]
+    pub allow_gaps: bool,
+    #[command(flatten)]
+    pub common: Common,
 }
 
 /// `slabfs aggregate --format`.
@@ -819,26 +829,9 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
             );
             Ok(())
         }
-        Command::Aggregate {
-            inputs,
-            dim,
-            output,
-            format,
-            suffix,
-            regexp,
-            subdirs,
-            allow_gaps,
-            common,
-        } => {
-            configure(&common);
-            let select = slabfs::formats::series::Select {
-                suffix,
-                regexp: regexp
-                    .map(|r| regex::Regex::new(&r).map_err(|e| format!("--regexp {r:?}: {e}")))
-                    .transpose()?,
-                subdirs,
-            };
-            aggregate(&inputs, &dim, &output, format, &select, allow_gaps, &common)
+        Command::Aggregate(args) => {
+            configure(&args.common);
+            aggregate(&args)
         }
         Command::Completions { shell } => {
             use clap_complete::Shell as S;
@@ -863,16 +856,20 @@ pub fn run(cli: Cli) -> anyhow_free::Result<()> {
 /// `slabfs.1` and one page per subcommand (`slabfs-mount.1`...), as
 /// clap_mangen renders them, into `dir`.
 /// `slabfs aggregate`: plan the series, write its descriptor.
-fn aggregate(
-    inputs: &[PathBuf],
-    dim: &str,
-    output: &std::path::Path,
-    format: Option<DescriptorFormat>,
-    select: &slabfs::formats::series::Select,
-    allow_gaps: bool,
-    common: &Common,
-) -> anyhow_free::Result<()> {
+fn aggregate(args: &AggregateArgs) -> anyhow_free::Result<()> {
     use slabfs::formats::series;
+    let select = series::Select {
+        suffix: args.suffix.clone(),
+        regexp: args
+            .regexp
+            .as_ref()
+            .map(|r| regex::Regex::new(r).map_err(|e| format!("--regexp {r:?}: {e}")))
+            .transpose()?,
+        subdirs: args.subdirs,
+    };
+    let select = &select;
+    let (inputs, dim, output, common) = (&args.inputs[..], &args.dim, &args.output, &args.common);
+    let (format, scan, allow_gaps) = (args.format, args.scan, args.allow_gaps);
     let name = output
         .file_name()
         .and_then(|n| n.to_str())
@@ -910,6 +907,34 @@ fn aggregate(
         allow_gaps,
     };
     let plan = series::plan(&opener(common), &files, &opts)?;
+    let scan = match (scan, inputs) {
+        (false, _) => None,
+        (true, _) if format != DescriptorFormat::Ncml => {
+            return Err("--scan writes NcML (an NCA descriptor lists its files)".into());
+        }
+        (true, [d]) if d.is_dir() => {
+            if select.suffix.is_none() && select.regexp.is_none() {
+                return Err(
+                    "--scan: say which files the scan takes, by --suffix or --regexp".into(),
+                );
+            }
+            let by_name = plan.members.windows(2).all(|w| w[0].path <= w[1].path);
+            if !by_name {
+                return Err(format!(
+                    "--scan: {}'s files do not sort by name as by {dim}, and a scan joins them by name",
+                    d.display()
+                )
+                .into());
+            }
+            Some(series::ncml::Scan {
+                dir: d.clone(),
+                suffix: select.suffix.clone(),
+                regexp: select.regexp.as_ref().map(|r| r.as_str().to_string()),
+                subdirs: select.subdirs,
+            })
+        }
+        (true, _) => return Err("--scan needs one directory, not a list of files".into()),
+    };
     let dir = match output.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -920,7 +945,7 @@ fn aggregate(
         slabfs::logging::count(plan.members.len(), "file", "files")
     );
     let text = match format {
-        DescriptorFormat::Ncml => series::ncml::write(&plan, &dir, &note),
+        DescriptorFormat::Ncml => series::ncml::write_with(&plan, &dir, &note, scan.as_ref()),
         DescriptorFormat::Nca => series::nca::to_text(&series::nca::write(&plan, &dir)),
     };
     let out = slabfs::storage::local::TempOutput::create(output)?;

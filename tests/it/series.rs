@@ -299,3 +299,68 @@ fn a_mount_serves_the_written_series() {
     }
     mount.stop();
 }
+
+/// `--scan`: the NcML scans the directory (with timeUnitsChange, as the
+/// members' units differ) and reads as the listed form does; refused
+/// where a scan would join otherwise than the checks did.
+#[test]
+fn scan_writes_a_live_ncml_that_reads_the_same() {
+    let dir = copy();
+    let daily = dir.path().join("daily");
+    let out_path = dir.path().join("live.ncml");
+    let out = aggregate(
+        &[
+            "--dim",
+            "time",
+            "--scan",
+            "--suffix",
+            ".nc",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        std::slice::from_ref(&daily),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&out_path).unwrap();
+    assert!(
+        text.contains(r#"timeUnitsChange="true""#)
+            && text.contains(r#"<scan location="daily" suffix=".nc" subdirs="false"/>"#),
+        "{text}"
+    );
+    for var in VARS {
+        assert_eq!(cat(&out_path, var), expected("ncml", var), "{var}");
+    }
+    // Without a suffix or pattern a scan would take every file there.
+    let out = aggregate(
+        &["--dim", "time", "--scan", "-o", out_path.to_str().unwrap()],
+        std::slice::from_ref(&daily),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--suffix or --regexp"),
+        "{err}"
+    );
+    // Names that sort otherwise than times.
+    std::fs::rename(daily.join("tas_20010101.nc"), daily.join("tas_z.nc")).unwrap();
+    let out = aggregate(
+        &[
+            "--dim",
+            "time",
+            "--scan",
+            "--suffix",
+            ".nc",
+            "-o",
+            out_path.to_str().unwrap(),
+        ],
+        std::slice::from_ref(&daily),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("do not sort by name"),
+        "{err}"
+    );
+}

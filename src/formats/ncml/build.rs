@@ -17,7 +17,8 @@
 //!   is its `ncoords`, the count of its `coordValue`s, or read from its
 //!   header (members opened in parallel at load). `coordValue`s on every
 //!   member give the coordinate variable's values instead of the members'
-//!   own.
+//!   own; with `timeUnitsChange` the members' own values are put on the
+//!   first member's units.
 //! - **joinNew** along the new dimension `dimName`: each `variableAgg`
 //!   gains it as its first dimension, member `k` its row `k`; the new
 //!   coordinate variable holds the members' `coordValue`s (double when
@@ -344,6 +345,11 @@ fn join_existing(agg: &Aggregation, members: &[Arc<Member>], ctx: &Arc<Ctx>) -> 
         )?;
         out.vars.push(var);
     }
+    if agg.time_units_change && coords.is_none() {
+        let var = time_units_changed(&here, &dim, members, &lens, out.var(&dim))?;
+        set_var(&mut out, var);
+        return Ok(out);
+    }
     if let Some(c) = coords {
         let flat: Vec<&str> = c.iter().flatten().map(String::as_str).collect();
         let kind = match out.var(&dim) {
@@ -355,6 +361,109 @@ fn join_existing(agg: &Aggregation, members: &[Arc<Member>], ctx: &Arc<Ctx>) -> 
         set_var(&mut out, var);
     }
     Ok(out)
+}
+
+/// joinExisting's coordinate with `timeUnitsChange`: every member's own
+/// values of `dim` read and put on the first member's `units` (and
+/// `calendar`), as netCDF-Java converts them (each value a date in its
+/// member's units, then a number in the first's), by the conversions NCA
+/// partitions use; in the first member's coordinate's type and
+/// attributes. Every member is opened for it (at load, side by side).
+fn time_units_changed(
+    here: &str,
+    dim: &str,
+    members: &[Arc<Member>],
+    lens: &[u64],
+    like: Option<&Var>,
+) -> Result<Var> {
+    use crate::codec::numeric::{self, Element, Prim};
+    use crate::dtype::Endian;
+    use crate::formats::nca::units;
+    let Some(like) = like else {
+        return Err(NcmlError::member(
+            members[0].label(),
+            format!("has no coordinate variable {dim}, which timeUnitsChange converts"),
+        )
+        .at(here.to_string()));
+    };
+    let text = |v: &Var, k: &str| v.attrs.get(k).and_then(|x| x.as_str()).map(str::to_string);
+    let (to, to_cal) = (text(like, "units"), text(like, "calendar"));
+    let dtype = like.dtype().clone();
+    let prim = |d: &DataType| {
+        Prim::of(d).map(|prim| Element {
+            prim,
+            endian: Endian::NATIVE,
+        })
+    };
+    let f64e = prim(&DataType::Float64).expect("a number");
+    let Some(out_e) = prim(&dtype) else {
+        return Err(NcmlError::member(
+            members[0].label(),
+            format!("{dim} is {dtype}, not numbers: timeUnitsChange converts numbers"),
+        )
+        .at(here.to_string()));
+    };
+    let values: Vec<Vec<f64>> = members
+        .par_iter()
+        .zip(lens)
+        .map(|(m, &len)| {
+            let fail = |why: String| NcmlError::member(m.label(), why).at(here.to_string());
+            let v = m.view()?;
+            let c = v
+                .var(dim)
+                .ok_or_else(|| fail(format!("has no coordinate variable {dim}")))?;
+            let meta = c.array.meta();
+            if meta.shape != [len] {
+                return Err(fail(format!(
+                    "{dim} has shape {:?}, not [{len}]",
+                    meta.shape
+                )));
+            }
+            let e = prim(&meta.dtype)
+                .ok_or_else(|| fail(format!("{dim} is {}, not numbers", meta.dtype)))?;
+            let mut raw = vec![0u8; meta.nbytes() as usize];
+            c.array
+                .read_region(&crate::engine::index::Region::whole(&meta.shape), &mut raw)?;
+            let mut wide = vec![0u8; len as usize * 8];
+            numeric::convert(e, &raw, f64e, &mut wide);
+            let mut vals: Vec<f64> = wide
+                .chunks_exact(8)
+                .map(|b| f64::from_ne_bytes(b.try_into().expect("8 bytes")))
+                .collect();
+            let (from, from_cal) = (text(c, "units"), text(c, "calendar"));
+            match (&from, &to) {
+                (Some(f), Some(t)) => {
+                    let a = units::conversion(f, from_cal.as_deref(), t, to_cal.as_deref())
+                        .map_err(|e| {
+                            fail(format!(
+                                "{dim} in {f:?} cannot be put on the first member's {t:?}: {e}"
+                            ))
+                        })?;
+                    vals.iter_mut().for_each(|x| *x = a.apply(*x));
+                }
+                (None, None) => {}
+                _ => {
+                    return Err(fail(format!(
+                        "{dim} has units in one member and not in another"
+                    )));
+                }
+            }
+            Ok(vals)
+        })
+        .collect::<Result<_>>()?;
+    let flat: Vec<f64> = values.into_iter().flatten().collect();
+    let wide: Vec<u8> = flat.iter().flat_map(|x| x.to_ne_bytes()).collect();
+    let mut data = vec![0u8; flat.len() * dtype.size()];
+    numeric::convert(f64e, &wide, out_e, &mut data);
+    in_memory(
+        here,
+        dim,
+        vec![dim.to_string()],
+        vec![flat.len() as u64],
+        dtype,
+        data,
+        like.attrs.clone(),
+    )
 }
 
 fn join_new(

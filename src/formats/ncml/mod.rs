@@ -26,7 +26,7 @@
 //! array (chunks through the shared cache).
 //!
 //! What slabfs does not serve (an FMRC aggregation, groups, `enhance`,
-//! tiled aggregations and `timeUnitsChange` for now) refuses the whole file with a line naming
+//! tiled aggregations for now) refuses the whole file with a line naming
 //! the element: an NcML file is never served with part of its meaning
 //! dropped. A member that is missing or out of reach (an OPeNDAP URL)
 //! fails the load when its length is needed and cannot be told, and

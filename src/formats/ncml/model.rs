@@ -603,12 +603,11 @@ impl<'a, 'input> Parser<'a, 'input> {
                 ..Netcdf::default()
             },
         };
-        if out.time_units_change {
-            return Err(NcmlError::Unsupported {
-                pos: out.pos,
-                element: "aggregation timeUnitsChange=\"true\"".into(),
-                why: " (not yet)".into(),
-            });
+        if out.time_units_change && kind != AggType::JoinExisting {
+            return Err(NcmlError::invalid(
+                out.pos,
+                "timeUnitsChange is for joinExisting aggregations",
+            ));
         }
         if matches!(kind, AggType::JoinExisting | AggType::JoinNew) && out.dim_name.is_none() {
             return Err(NcmlError::invalid(

@@ -20,17 +20,61 @@ const NS: &str = "http://www.unidata.ucar.edu/namespaces/netcdf/ncml-2.2";
 
 /// The NcML text of `series`, its locations relative to `dir` (the
 /// directory the file is written to); `note` goes in a comment.
+/// A `<scan>` to write instead of the member list: the series follows its
+/// directory in a mount (docs/AGGREGATION.md, "Live scans").
+#[derive(Debug, Clone)]
+pub struct Scan {
+    /// The directory scanned.
+    pub dir: std::path::PathBuf,
+    pub suffix: Option<String>,
+    pub regexp: Option<String>,
+    pub subdirs: bool,
+}
+
 pub fn write(series: &Series, dir: &Path, note: &str) -> String {
+    write_with(series, dir, note, None)
+}
+
+/// [`write`], with a `<scan>` of `scan` in place of the listed members
+/// when given (and `timeUnitsChange` when some member's coordinate was in
+/// other units: a scan has no `coordValue`s).
+pub fn write_with(series: &Series, dir: &Path, note: &str, scan: Option<&Scan>) -> String {
     let mut s = String::new();
     s.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(s, "<!-- {} -->", note.replace("--", "- -"));
     let _ = writeln!(s, "<netcdf xmlns=\"{NS}\">");
+    let with_values = series.converted();
+    if let Some(scan) = scan {
+        let _ = writeln!(
+            s,
+            "  <aggregation dimName=\"{}\" type=\"joinExisting\"{}>",
+            escape(&series.dim),
+            if with_values {
+                " timeUnitsChange=\"true\""
+            } else {
+                ""
+            }
+        );
+        let _ = write!(
+            s,
+            "    <scan location=\"{}\"",
+            escape(&location(&scan.dir, dir))
+        );
+        if let Some(x) = &scan.suffix {
+            let _ = write!(s, " suffix=\"{}\"", escape(x));
+        }
+        if let Some(x) = &scan.regexp {
+            let _ = write!(s, " regExp=\"{}\"", escape(x));
+        }
+        let _ = writeln!(s, " subdirs=\"{}\"/>", scan.subdirs);
+        s.push_str("  </aggregation>\n</netcdf>\n");
+        return s;
+    }
     let _ = writeln!(
         s,
         "  <aggregation dimName=\"{}\" type=\"joinExisting\">",
         escape(&series.dim)
     );
-    let with_values = series.converted();
     let dtype = series.coordinate.as_ref().map(|c| &c.dtype);
     for m in &series.members {
         let _ = write!(
