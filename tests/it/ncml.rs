@@ -262,11 +262,41 @@ fn broken_ncml_files_are_skipped_naming_file_and_cause() {
   </aggregation>
 "#,
         ),
+        (
+            "tile_nosection.ncml",
+            r#">
+  <aggregation dimName="lat lon" type="tiled">
+    <netcdf location="data/tiles/t_00.nc" section="0:1,0:2"/>
+    <netcdf location="data/tiles/t_01.nc"/>
+  </aggregation>
+"#,
+        ),
+        (
+            "tile_misfit.ncml",
+            r#">
+  <aggregation dimName="lat lon" type="tiled">
+    <netcdf location="data/tiles/t_00.nc" section="0:1,0:2"/>
+    <netcdf location="data/tiles/t_01.nc" section="0:1,3:6"/>
+  </aggregation>
+"#,
+        ),
     ]);
     let ds = dataset::Opener::new(Arc::new(ChunkCache::new(1 << 20)))
         .open(dir.path())
         .unwrap();
     let skipped = skipped_of(&ds);
+    // Tiles: one without a section, one whose section does not fit its
+    // shape (4 columns for its 3): refused, the member named.
+    let nosection = one_skip(&skipped, "tile_nosection.ncml");
+    assert!(
+        nosection.contains("t_01.nc") && nosection.contains("no section"),
+        "{nosection}"
+    );
+    let misfit = one_skip(&skipped, "tile_misfit.ncml");
+    assert!(
+        misfit.contains("t_01.nc") && misfit.contains("its section needs"),
+        "{misfit}"
+    );
     let malformed = one_skip(&skipped, "malformed.ncml");
     assert!(
         malformed.contains("XML") && malformed.contains("4:"),

@@ -25,6 +25,8 @@
 //!   all are numbers, else strings), or the type the NcML declares for it.
 //! - **union**: every member's dimensions, attributes and variables; of
 //!   two of one name, the first member's.
+//! - **tiled** along the dimensions of `dimName`: a mosaic of members
+//!   placed by their `section`s ([`super::tiled`]).
 //!
 //! The first member is the template (dtype, shape, attributes of every
 //! variable), as netCDF-Java's typical dataset is by default; every
@@ -40,6 +42,7 @@ use super::error::{NcmlError, Pos};
 use super::join::{Joined, Part};
 use super::members::{Ctx, Member};
 use super::model::{self, AggType, Aggregation, Netcdf, RemoveKind, VarType};
+use super::tiled::{self, Mosaic, Section, parse_section};
 use super::values::{self, InMemory};
 use super::view::{Dim, Var, View};
 use crate::dtype::DataType;
@@ -152,12 +155,7 @@ fn aggregate(agg: &Aggregation, parent: &Netcdf, ctx: &Arc<Ctx>) -> Result<View>
         AggType::Union => union(&members),
         AggType::JoinExisting => join_existing(agg, &members, ctx),
         AggType::JoinNew => join_new(agg, parent, &members, ctx),
-        AggType::Tiled => Err(NcmlError::Unsupported {
-            pos: agg.pos,
-            element: "aggregation type=\"tiled\"".into(),
-            why: " (not yet)".into(),
-        }
-        .at(here)),
+        AggType::Tiled => tiled(agg, &members, ctx),
     };
     view.map(|mut v| {
         v.watch = watch;
@@ -359,6 +357,97 @@ fn join_existing(agg: &Aggregation, members: &[Arc<Member>], ctx: &Arc<Ctx>) -> 
         let var =
             coordinate(&here, &dim, &kind, &flat, out.var(&dim)).map_err(|e| e.at(here.clone()))?;
         set_var(&mut out, var);
+    }
+    Ok(out)
+}
+
+/// A tiled aggregation ([`super::tiled`]): every member opened (side by
+/// side) and placed by its `section`; every variable of the first member
+/// along a tiled dimension becomes a [`Mosaic`].
+fn tiled(agg: &Aggregation, members: &[Arc<Member>], ctx: &Arc<Ctx>) -> Result<View> {
+    let here = ctx.file.display().to_string();
+    let names: Vec<String> = agg
+        .dim_name
+        .as_deref()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let sections: Vec<Section> = members
+        .iter()
+        .map(|m| {
+            let e = m.element();
+            match &e.section {
+                Some(s) => parse_section(s, names.len(), e.pos),
+                None => Err(NcmlError::member(
+                    m.label(),
+                    "has no section: a tiled aggregation places every member by its section",
+                )),
+            }
+        })
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| e.at(here.clone()))?;
+    let lens: Vec<u64> = (0..names.len())
+        .map(|d| sections.iter().map(|s| s[d].0 + s[d].1).max().unwrap_or(0))
+        .collect();
+    for (d, name) in names.iter().enumerate() {
+        if sections.iter().all(|s| s[d].0 > 0) {
+            return Err(NcmlError::invalid(
+                agg.pos,
+                format!("no member's section starts {name} at 0"),
+            )
+            .at(here));
+        }
+    }
+    let template = members[0].view()?;
+    members[1..].par_iter().for_each(|m| {
+        let _ = m.view();
+    });
+    let mut out = (*template).clone();
+    for (name, &len) in names.iter().zip(&lens) {
+        match out.dims.iter_mut().find(|d| d.name == *name) {
+            Some(d) => d.len = len,
+            None => {
+                return Err(NcmlError::member(
+                    members[0].label(),
+                    format!("has no dimension {name} to tile along"),
+                )
+                .at(here));
+            }
+        }
+    }
+    let grid = tiled::grid(&sections, &lens);
+    if grid.1.iter().any(Option::is_none) {
+        log::info!(
+            "{here}: the tiles do not cover the mosaic: the cells between them read as fill values"
+        );
+    }
+    for var in &mut out.vars {
+        let axes: Vec<Option<usize>> = var
+            .dims
+            .iter()
+            .map(|d| names.iter().position(|n| n == d))
+            .collect();
+        if axes.iter().all(Option::is_none) {
+            continue;
+        }
+        let meta = reshaped(var.array.meta().clone(), &here, &var.name, |s| {
+            for (i, a) in axes.iter().enumerate() {
+                if let Some(t) = a {
+                    s[i] = lens[*t];
+                }
+            }
+        })?;
+        let mosaic = Mosaic::new(
+            meta,
+            var.name.clone(),
+            axes,
+            members.to_vec(),
+            sections.clone(),
+            grid.clone(),
+        )?;
+        mosaic.check_opened()?;
+        var.array = Arc::new(mosaic);
     }
     Ok(out)
 }

@@ -26,7 +26,7 @@
 //! array (chunks through the shared cache).
 //!
 //! What slabfs does not serve (an FMRC aggregation, groups, `enhance`,
-//! tiled aggregations for now) refuses the whole file with a line naming
+//! ) refuses the whole file with a line naming
 //! the element: an NcML file is never served with part of its meaning
 //! dropped. A member that is missing or out of reach (an OPeNDAP URL)
 //! fails the load when its length is needed and cannot be told, and
@@ -38,6 +38,7 @@ pub mod error;
 pub mod join;
 pub mod members;
 pub mod model;
+pub mod tiled;
 pub mod values;
 pub mod view;
 

@@ -38,6 +38,9 @@ pub struct Netcdf {
     pub ncoords: Option<u64>,
     /// The member's coordinate value(s) along the aggregation dimension.
     pub coord_value: Option<String>,
+    /// A tiled aggregation's member: its place in the mosaic
+    /// (`"0:89,0:179"`, parsed by the aggregation).
+    pub section: Option<String>,
     /// `<explicit/>`: nothing of the referenced dataset is kept unless
     /// declared here. Else (`<readMetadata/>`, the default) all of it.
     pub explicit: bool,
@@ -313,12 +316,18 @@ impl<'a, 'input> Parser<'a, 'input> {
         }
         self.check_attrs(
             n,
-            &["location", "id", "title", "ncoords", "coordValue"],
+            &[
+                "location",
+                "id",
+                "title",
+                "ncoords",
+                "coordValue",
+                "section",
+            ],
             &[
                 "enhance",
                 "addRecords",
                 "fmrcDefinition",
-                "section",
                 "iosp",
                 "iospParam",
                 "bufferSize",
@@ -338,6 +347,7 @@ impl<'a, 'input> Parser<'a, 'input> {
             location: n.attribute("location").map(str::to_string),
             ncoords,
             coord_value: n.attribute("coordValue").map(str::to_string),
+            section: n.attribute("section").map(str::to_string),
             ..Netcdf::default()
         };
         let mut read_metadata = false;

@@ -18,8 +18,6 @@ use crate::dtype::{DataType, NumericKind};
 /// The NcML namespace.
 const NS: &str = "http://www.unidata.ucar.edu/namespaces/netcdf/ncml-2.2";
 
-/// The NcML text of `series`, its locations relative to `dir` (the
-/// directory the file is written to); `note` goes in a comment.
 /// A `<scan>` to write instead of the member list: the series follows its
 /// directory in a mount (docs/AGGREGATION.md, "Live scans").
 #[derive(Debug, Clone)]
@@ -31,11 +29,13 @@ pub struct Scan {
     pub subdirs: bool,
 }
 
+/// The NcML text of `series`, its locations relative to `dir` (the
+/// directory the file is written to); `note` goes in a comment.
 pub fn write(series: &Series, dir: &Path, note: &str) -> String {
     write_with(series, dir, note, None)
 }
 
-/// [`write`], with a `<scan>` of `scan` in place of the listed members
+/// [`write()`], with a `<scan>` of `scan` in place of the listed members
 /// when given (and `timeUnitsChange` when some member's coordinate was in
 /// other units: a scan has no `coordValue`s).
 pub fn write_with(series: &Series, dir: &Path, note: &str, scan: Option<&Scan>) -> String {
