@@ -118,6 +118,7 @@ fn fixture_server() -> &'static S3 {
             ("packed/data", "packed"),
             ("nczarr", "nczarr"),
             ("codecs/stores", "codecs"),
+            ("ncml", "ncml"),
         ]);
         s3
     })
@@ -2617,6 +2618,68 @@ fn kerchunk_cases() -> Vec<(String, Vec<u8>)> {
 
 /// NCA descriptors, CF-1.13 and CFA-0.4 aggregation files and kerchunk
 /// references in a bucket mount as the same trees on disk do: the same
+/// (path, expected little-endian bytes) of every variable of every NcML
+/// fixture (tests/fixtures/ncml/manifest.json: netCDF4-python's reads of
+/// the members, checked against xncml).
+fn ncml_cases() -> Vec<(String, Vec<u8>)> {
+    let root = fixtures().join("ncml");
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("manifest.json")).unwrap()).unwrap();
+    let mut out = Vec::new();
+    for (file, spec) in m["ncml"].as_object().unwrap() {
+        for (var, v) in spec["variables"].as_object().unwrap() {
+            let bytes = std::fs::read(root.join(v["expected"].as_str().unwrap())).unwrap();
+            out.push((format!("{file}/{var}"), bytes));
+        }
+    }
+    out
+}
+
+/// NcML files in a bucket read as on disk: members by relative location
+/// resolved against the NcML file's URL, `<scan>`s listing the bucket's
+/// prefix, nested NcML files, over S3 and through a mount; one NcML file
+/// by its URL.
+#[test]
+fn ncml_files_in_a_bucket_read_as_on_disk() {
+    if cfg!(target_endian = "big") {
+        return;
+    }
+    let _g = serial();
+    let s3 = fixture_server();
+    configure(Some(s3.endpoint()));
+    let ds = open(&format!("s3://{BUCKET}/ncml"));
+    let cases = ncml_cases();
+    assert!(cases.len() > 60, "{}", cases.len());
+    let skipped: Vec<String> = ds.skipped.iter().map(|e| e.to_string()).collect();
+    assert!(skipped.is_empty(), "{skipped:#?}");
+    check_all(&ds, "", &cases);
+    let one = open(&format!("s3://{BUCKET}/ncml/join_existing_scan.ncml"));
+    let scan: Vec<(String, Vec<u8>)> = cases
+        .iter()
+        .filter_map(|(p, e)| {
+            Some((
+                p.strip_prefix("join_existing_scan.ncml/")?.to_string(),
+                e.clone(),
+            ))
+        })
+        .collect();
+    assert!(!scan.is_empty());
+    check_all(&one, "", &scan);
+    let m = common::mount::Mount::start(
+        Path::new(&format!("s3://{BUCKET}/ncml")),
+        &["--endpoint-url", &s3.endpoint()],
+    );
+    for (path, expected) in cases
+        .iter()
+        .filter(|(p, _)| p.starts_with("tiled.ncml/") || p.starts_with("join_existing.ncml/"))
+    {
+        let got =
+            std::fs::read(m.path(path)).unwrap_or_else(|e| panic!("{path}: {e}\n{}", m.log()));
+        assert!(got == *expected, "{path}: through the mount");
+    }
+    m.stop();
+}
+
 /// names, the same skipped datasets, every master and array equal to
 /// what the writers say, fragments and targets resolved against the
 /// descriptor's own URL (relative `frag/x.nc`, nested descriptors, Zarr
