@@ -524,3 +524,44 @@ fn an_ncml_file_is_an_nca_fragment() {
     // GOOD joins January and February: the first 5 of the 9 steps.
     common::check_ranges(t.as_ref(), &want[..5 * 48], 0x6e66, 8).unwrap();
 }
+
+/// And a CF-1.13 aggregation's fragment: cf-python's aggregation of three
+/// fragments (tests/fixtures/nca/data/cf/basic), each fragment file
+/// renamed and reached only through an NcML wrapper its URI now names
+/// (rewritten by netCDF4-python), reads as cf-python computed it.
+#[test]
+fn an_ncml_file_is_a_cf_aggregation_fragment() {
+    let nca = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/nca");
+    let dir = tempfile::tempdir().unwrap();
+    common::mount::copy_tree(&nca.join("data/cf/basic"), dir.path());
+    for i in 0..3 {
+        std::fs::rename(
+            dir.path().join(format!("frag_{i}_0.nc")),
+            dir.path().join(format!("raw_{i}.nc")),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join(format!("frag_{i}.ncml")),
+            format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<netcdf xmlns=\"http://www.unidata.ucar.edu/namespaces/netcdf/ncml-2.2\" location=\"raw_{i}.nc\"/>\n"
+            ),
+        )
+        .unwrap();
+    }
+    let code = r#"
+import sys, netCDF4, numpy as np
+with netCDF4.Dataset(sys.argv[1], "a") as ds:
+    v = ds["fragment_uris"]
+    v[...] = netCDF4.stringtochar(np.array([[[f"frag_{i}.ncml"]] for i in range(3)], dtype="S11"))
+"#;
+    common::python::Python::new()
+        .args(["-c", code])
+        .arg(dir.path().join("agg.nc"))
+        .run();
+    let ds = open(&dir.path().join("agg.nc"));
+    assert!(ds.skipped.is_empty(), "{:?}", skipped_of(&ds));
+    let q = ds.get("q").unwrap().array.clone();
+    let want = std::fs::read(nca.join("expected/data__cf__basic__agg__q.bin")).unwrap();
+    assert!(cfg!(target_endian = "little"));
+    common::check_ranges(q.as_ref(), &want, 0xcf13, 8).unwrap();
+}

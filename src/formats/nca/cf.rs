@@ -374,7 +374,7 @@ fn master(file: &NcFile, var: &str, name: &str) -> Result<MasterSpec> {
                 Some(value) => {
                     data.dtype = Some((v.dtype(), Endian::NATIVE));
                     data.value = Some(value.clone());
-                    Format::Constant
+                    Some(Format::Constant)
                 }
             },
             Source::Files { uris, ids } => {
@@ -392,7 +392,9 @@ fn master(file: &NcFile, var: &str, name: &str) -> Result<MasterSpec> {
                     )));
                 }
                 data.ncvar = Some(id.to_string());
-                Format::NetCdf
+                // Told by the file (netCDF unless it is recognisably
+                // another format slabfs reads: a Zarr store, an NcML file).
+                None
             }
         };
         partitions.push(PartitionSpec {
@@ -404,7 +406,7 @@ fn master(file: &NcFile, var: &str, name: &str) -> Result<MasterSpec> {
             units: None,
             calendar: None,
             part: None,
-            format: Some(format),
+            format,
             data,
         });
     }

@@ -239,7 +239,22 @@ impl Context {
         let format = match spec.format {
             Some(f) => f,
             None if is_self => own_format,
-            None if own_format == Format::NetCdf => Format::NetCdf,
+            // In a netCDF file (an NCA or CF-1.13 aggregation file) a
+            // fragment is netCDF unless it is recognisably something else
+            // slabfs reads (a Zarr store, an NcML file): told without
+            // opening it when its name says netCDF, as most do.
+            None if own_format == Format::NetCdf => {
+                let netcdf_name = path.extension().and_then(|e| e.to_str()).is_some_and(|e| {
+                    ["nc", "nc3", "nc4", "cdf", "h5", "hdf5"]
+                        .contains(&e.to_ascii_lowercase().as_str())
+                });
+                match netcdf_name {
+                    true => Format::NetCdf,
+                    false => sniff(&path, self.files.as_ref(), &self.formats)
+                        .filter(|f| !matches!(f, Format::Nca | Format::Raw | Format::Constant))
+                        .unwrap_or(Format::NetCdf),
+                }
+            }
             None => sniff(&path, self.files.as_ref(), &self.formats).ok_or_else(|| {
                 NcaError::invalid(
                     format!("{}.format", spec.label),
