@@ -2665,6 +2665,43 @@ fn ncml_files_in_a_bucket_read_as_on_disk() {
         .collect();
     assert!(!scan.is_empty());
     check_all(&one, "", &scan);
+    // A local NcML file whose members are objects: refused unless
+    // --allow-outside admits the bucket's prefix.
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("remote_members.ncml");
+    let members: String = ["2000_01.nc", "2000_02.nc", "2000_03.nc"]
+        .iter()
+        .map(|f| format!("    <netcdf location=\"s3://{BUCKET}/ncml/data/time/{f}\"/>\n"))
+        .collect();
+    std::fs::write(
+        &local,
+        format!(
+            "<netcdf xmlns=\"http://www.unidata.ucar.edu/namespaces/netcdf/ncml-2.2\">\n  <aggregation dimName=\"time\" type=\"joinExisting\">\n{members}  </aggregation>\n</netcdf>\n"
+        ),
+    )
+    .unwrap();
+    let refused = open_roots(&local, Arc::new(ChunkCache::new(1 << 20)), &[]);
+    let e = refused.map(|d| d.skipped.iter().map(|e| e.to_string()).collect::<Vec<_>>());
+    assert!(
+        format!("{e:?}").contains("--allow-outside"),
+        "an object member without --allow-outside: {e:?}"
+    );
+    let allowed = open_roots(
+        &local,
+        Arc::new(ChunkCache::new(1 << 20)),
+        &[PathBuf::from(format!("s3://{BUCKET}/ncml"))],
+    )
+    .unwrap();
+    let joined: Vec<(String, Vec<u8>)> = cases
+        .iter()
+        .filter_map(|(p, e)| {
+            Some((
+                p.strip_prefix("join_existing.ncml/")?.to_string(),
+                e.clone(),
+            ))
+        })
+        .collect();
+    check_all(&allowed, "", &joined);
     let m = common::mount::Mount::start(
         Path::new(&format!("s3://{BUCKET}/ncml")),
         &["--endpoint-url", &s3.endpoint()],
