@@ -567,3 +567,73 @@ with netCDF4.Dataset(sys.argv[1], "a") as ds:
     }
     common::check_ranges(q.as_ref(), &want, 0xcf13, 8).unwrap();
 }
+
+/// Members by absolute path, by `file:` URL (`file:/abs` and
+/// `file:///abs`) and of another format (a Zarr store zarr-python wrote,
+/// in a union with a netCDF file) read as the same members by relative
+/// path do.
+#[test]
+fn members_by_absolute_path_file_url_and_of_other_formats() {
+    let dir = tree(&[]);
+    let zarr = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/zarr");
+    common::mount::copy_tree(&zarr.join("v2/basic.zarr"), &dir.path().join("basic.zarr"));
+    let abs = dir.path().canonicalize().unwrap();
+    let abs = abs.display();
+    let ns = "http://www.unidata.ucar.edu/namespaces/netcdf/ncml-2.2";
+    std::fs::write(
+        dir.path().join("abs.ncml"),
+        format!(
+            r#"<netcdf xmlns="{ns}"><aggregation dimName="time" type="joinExisting">
+    <netcdf location="{abs}/data/time/2000_01.nc"/>
+    <netcdf location="file:{abs}/data/time/2000_02.nc"/>
+    <netcdf location="file://{abs}/data/time/2000_03.nc"/>
+  </aggregation></netcdf>"#
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("zarr.ncml"),
+        format!(
+            r#"<netcdf xmlns="{ns}"><aggregation type="union">
+    <netcdf location="basic.zarr"/>
+    <netcdf location="data/time/2000_02.nc"/>
+  </aggregation></netcdf>"#
+        ),
+    )
+    .unwrap();
+    let m = manifest();
+    let want = |file: &str, var: &str| {
+        std::fs::read(
+            fixtures().join(
+                m["ncml"][file]["variables"][var]["expected"]
+                    .as_str()
+                    .unwrap(),
+            ),
+        )
+        .unwrap()
+    };
+    let ds = open(&dir.path().join("abs.ncml"));
+    assert!(ds.skipped.is_empty(), "{:?}", skipped_of(&ds));
+    for var in ["T", "P", "time"] {
+        let a = ds.get(var).unwrap().array.clone();
+        common::check_ranges(a.as_ref(), &want("join_existing.ncml", var), 0xab5, 6).unwrap();
+    }
+    let ds = open(&dir.path().join("zarr.ncml"));
+    assert!(ds.skipped.is_empty(), "{:?}", skipped_of(&ds));
+    let t = ds.get("T").unwrap().array.clone();
+    common::check_ranges(t.as_ref(), &want("wrapper_file_dims.ncml", "T"), 0x2a, 6).unwrap();
+    let zm: Value =
+        serde_json::from_slice(&std::fs::read(zarr.join("manifest.json")).unwrap()).unwrap();
+    let case = zm
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "v2_i2_plain_attrs")
+        .unwrap();
+    let mut counts = std::fs::read(zarr.join(case["expected"].as_str().unwrap())).unwrap();
+    if cfg!(target_endian = "big") {
+        slabfs::dtype::swap_in_place(&mut counts, 2);
+    }
+    let c = ds.get("g1/counts").unwrap().array.clone();
+    common::check_ranges(c.as_ref(), &counts, 0x2b, 6).unwrap();
+}
