@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use super::error::NcmlError;
-use super::members::Member;
+use super::members::{Member, members_stamp};
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::Region;
 use crate::engine::index::disjoint::DisjointView;
@@ -179,21 +179,7 @@ impl ArraySource for Joined {
     /// compares; the entry's stamp is `Reopen`). Unknown while a member
     /// is not open, or cannot tell. No cache of its own.
     fn change_stamp(&self) -> ChangeStamp {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        let mut known = Some(());
-        for p in &self.parts {
-            let stamp = p
-                .member
-                .opened()
-                .and_then(|v| v.var(&self.var).and_then(|v| v.array.change_stamp().data));
-            known = known.and(stamp.map(|s| s.hash(&mut h)));
-        }
-        ChangeStamp {
-            cache_id: None,
-            data: known.map(|()| h.finish()),
-            elsewhere: true,
-        }
+        members_stamp(self.parts.iter().map(|p| &p.member), &self.var)
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {

@@ -450,6 +450,30 @@ impl Member {
     }
 }
 
+/// A hash of every member's variable `var`'s stamp: a member rewritten
+/// or replaced changes it (the refresh re-opens the NcML file and
+/// compares; the entry's stamp is `Reopen`). Unknown while a member is
+/// not open, or cannot tell. What a joined or tiled variable answers.
+pub fn members_stamp<'a>(
+    members: impl Iterator<Item = &'a Arc<Member>>,
+    var: &str,
+) -> crate::engine::array::ChangeStamp {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut known = Some(());
+    for m in members {
+        let stamp = m
+            .opened()
+            .and_then(|v| v.var(var).and_then(|v| v.array.change_stamp().data));
+        known = known.and(stamp.map(|s| s.hash(&mut h)));
+    }
+    crate::engine::array::ChangeStamp {
+        cache_id: None,
+        data: known.map(|()| h.finish()),
+        elsewhere: true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

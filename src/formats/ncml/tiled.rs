@@ -20,7 +20,7 @@
 use std::sync::Arc;
 
 use super::error::{NcmlError, Pos};
-use super::members::Member;
+use super::members::{Member, members_stamp};
 use crate::engine::array::{ArrayMeta, ArraySource, ChangeStamp};
 use crate::engine::index::Region;
 use crate::engine::index::disjoint::DisjointView;
@@ -288,22 +288,9 @@ impl ArraySource for Mosaic {
         &self.meta
     }
 
-    /// A hash of every open member's variable's stamp (as [`super::join::Joined`]'s).
+    /// The members' variables' stamps together ([`members_stamp`]).
     fn change_stamp(&self) -> ChangeStamp {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        let mut known = Some(());
-        for m in &self.members {
-            let stamp = m
-                .opened()
-                .and_then(|v| v.var(&self.var).and_then(|v| v.array.change_stamp().data));
-            known = known.and(stamp.map(|s| s.hash(&mut h)));
-        }
-        ChangeStamp {
-            cache_id: None,
-            data: known.map(|()| h.finish()),
-            elsewhere: true,
-        }
+        members_stamp(self.members.iter(), &self.var)
     }
 
     fn read_region(&self, region: &Region, out: &mut [u8]) -> Result<()> {
