@@ -60,6 +60,11 @@ const DIRECT: &[(&str, &str, &str)] = &[
         "combines its members' variables",
     ),
     (
+        "src/formats/ncml/tiled.rs",
+        "Mosaic",
+        "combines its members' tiles",
+    ),
+    (
         "src/formats/ncml/values.rs",
         "InMemory",
         "values written in the NcML file",
