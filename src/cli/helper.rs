@@ -306,7 +306,8 @@ mod tests {
             "-o",
             "ro,allow_other,cache_size=64MiB,byte_order=big,views=raw+json+npy,refresh=0,\
              uid=1000,gid=100,threads=3,read_ahead_kb=2048,allow_outside=/srv/a:/srv/b,\
-             metrics=9108,metrics_otlp=http://127.0.0.1:4318/v1/metrics,metrics_otlp_interval=30",
+             metrics=9108,metrics_otlp=http://127.0.0.1:4318/v1/metrics,metrics_otlp_interval=30,\
+             metrics_label=mount=archive,metrics_label=site=a",
         ]);
         assert!(!inv.fake);
         let cfg = inv.args.mount_config();
@@ -336,6 +337,11 @@ mod tests {
         let otlp = cfg.metrics_otlp.unwrap();
         assert_eq!(otlp.endpoint.as_str(), "http://127.0.0.1:4318/v1/metrics");
         assert_eq!(otlp.interval, std::time::Duration::from_secs(30));
+        let label = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(
+            cfg.metrics_labels,
+            [label("mount", "archive"), label("site", "a")]
+        );
         assert_eq!(inv.log_level, None);
     }
 

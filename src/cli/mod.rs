@@ -400,6 +400,12 @@ pub struct MountArgs {
     /// logged, a line every 10 minutes at most (docs/OPERATIONS.md).
     #[arg(long, value_name = "URL", value_parser = parse_otlp_url, help_heading = "Metrics")]
     pub metrics_otlp: Option<String>,
+    /// A label KEY=VALUE on every series of this mount's metrics, so that
+    /// several mounts of one node scrape (or push) apart, e.g.
+    /// `--metrics-label mount=archive`; repeatable (fstab
+    /// `metrics_label=mount=archive`).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = slabfs::metrics::parse_label, help_heading = "Metrics")]
+    pub metrics_label: Vec<(String, String)>,
     /// Seconds between pushes to --metrics-otlp (one more at unmount).
     #[arg(long, value_name = "SECONDS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..), help_heading = "Metrics")]
@@ -482,6 +488,7 @@ impl MountArgs {
             all_refs: self.common.all_refs,
             remote: slabfs::storage::remote::Remote::new(self.common.remote.config()),
             metrics: self.metrics,
+            metrics_labels: self.metrics_label.clone(),
             metrics_otlp: self
                 .metrics_otlp
                 .as_deref()

@@ -2167,7 +2167,7 @@ pub(crate) mod tests {
             .record_op(stats::Op::Read, std::time::Duration::from_micros(70));
         fs.stats()
             .record_op(stats::Op::Getattr, std::time::Duration::from_micros(3));
-        let text = mount::collectors(&fs, &remote).render().unwrap();
+        let text = mount::collectors(&fs, &remote, &[]).render().unwrap();
         let doc = fs.stats_json();
         assert_eq!(doc["reads"]["bytes"], 1200);
         assert_eq!(sample(&text, "slabfs_read_bytes_total"), 1200.0);

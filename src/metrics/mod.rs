@@ -246,10 +246,48 @@ impl Family<'_> {
     }
 }
 
-/// The collectors an endpoint shows, in the order registered.
+/// The label names slabfs's own series use (and Prometheus's own `le`
+/// and `quantile`): a mount's labels ([`Registry::with_labels`]) may not
+/// take one. `tests/it/metrics.rs` checks a real mount's scrape uses no
+/// other.
+pub const LABELS_IN_USE: &[&str] = &["codec", "errno", "kind", "op", "store", "le", "quantile"];
+
+/// `--metrics-label KEY=VALUE`: a label every series of the mount carries
+/// (several mounts of one node then scrape apart). The key is a
+/// Prometheus label name (`[a-zA-Z_][a-zA-Z0-9_]*`, not starting `__`,
+/// which Prometheus reserves) that slabfs's series do not use
+/// ([`LABELS_IN_USE`]); the value any text.
+pub fn parse_label(s: &str) -> Result<(String, String), String> {
+    let Some((k, v)) = s.split_once('=') else {
+        return Err(format!("{s:?}: not KEY=VALUE"));
+    };
+    let name_ok = k
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !name_ok {
+        return Err(format!(
+            "{k:?}: a label name is letters, digits and _, not starting with a digit"
+        ));
+    }
+    if k.starts_with("__") {
+        return Err(format!(
+            "{k:?}: names starting with __ are Prometheus's own"
+        ));
+    }
+    if LABELS_IN_USE.contains(&k) {
+        return Err(format!("{k:?}: slabfs's own series use that label name"));
+    }
+    Ok((k.to_string(), v.to_string()))
+}
+
+/// The collectors an endpoint shows, in the order registered, and the
+/// labels every series carries.
 #[derive(Default)]
 pub struct Registry {
     collectors: RwLock<Vec<Arc<dyn Collect>>>,
+    labels: Vec<(String, String)>,
 }
 
 impl fmt::Debug for Registry {
@@ -263,6 +301,16 @@ impl fmt::Debug for Registry {
 impl Registry {
     pub fn new() -> Registry {
         Registry::default()
+    }
+
+    /// A registry whose every series also carries `labels` (a mount's
+    /// `--metrics-label`s, checked by [`parse_label`]), first, in both the
+    /// text and the OTLP push.
+    pub fn with_labels(labels: Vec<(String, String)>) -> Registry {
+        Registry {
+            collectors: RwLock::default(),
+            labels,
+        }
     }
 
     /// Show `c`'s series from now on.
@@ -280,6 +328,13 @@ impl Registry {
         };
         for c in &collectors {
             c.collect(&mut out)?;
+        }
+        if !self.labels.is_empty() {
+            for s in families.iter_mut().flat_map(|f| f.samples.iter_mut()) {
+                let mut labels = self.labels.clone();
+                labels.append(&mut s.labels);
+                s.labels = labels;
+            }
         }
         Ok(families)
     }
@@ -388,6 +443,42 @@ mod tests {
         // One bucket line per bound, and +Inf.
         let buckets = lines.iter().filter(|l| l.contains("_bucket{")).count();
         assert_eq!(buckets, BOUNDS_NS.len() + 1);
+    }
+
+    #[test]
+    fn a_mounts_labels_go_on_every_series() {
+        let labels = vec![
+            parse_label("mount=archive").unwrap(),
+            parse_label("site=a=b").unwrap(),
+        ];
+        assert_eq!(labels[1], ("site".into(), "a=b".into()));
+        let reg = Registry::with_labels(labels);
+        reg.register(Arc::new(|out: &mut Out<'_>| {
+            out.counter("slabfs_test_bytes", "Bytes.", 42)?;
+            out.family("slabfs_test_requests", "Requests.", Kind::Counter)?
+                .counter(&[("op", "read")], 7)
+        }));
+        let text = reg.render().unwrap();
+        for want in [
+            "slabfs_test_bytes_total{mount=\"archive\",site=\"a=b\"} 42",
+            "slabfs_test_requests_total{mount=\"archive\",site=\"a=b\",op=\"read\"} 7",
+        ] {
+            assert!(
+                text.lines().any(|l| l == want),
+                "no line {want:?} in:\n{text}"
+            );
+        }
+        for bad in [
+            "op=x",
+            "le=1",
+            "__name__=x",
+            "1a=x",
+            "a-b=x",
+            "novalue",
+            "=x",
+        ] {
+            assert!(parse_label(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -496,6 +496,14 @@ fn no_secret_in_any_label() {
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let labels = line.split_once('{').map_or("", |(_, l)| l);
         assert!(!labels.contains('?') && !labels.contains('@'), "{line}");
+        // slabfs::metrics::LABELS_IN_USE names every label name its
+        // series use (a --metrics-label may take none of them).
+        for (k, _) in labels_of(line) {
+            assert!(
+                slabfs::metrics::LABELS_IN_USE.contains(&k.as_str()),
+                "{k} (in {line}) is not in LABELS_IN_USE"
+            );
+        }
     }
     // The pushed series: the same store name, and nothing more, in any
     // attribute of any point or of the resource, or any description.
@@ -511,6 +519,101 @@ fn no_secret_in_any_label() {
         assert!(!json.contains(secret), "{secret:?} in:\n{json}");
     }
     m.stop();
+}
+
+/// The labels of a sample line of the text format (`name{k="v",...} 1`),
+/// values unescaped.
+fn labels_of(line: &str) -> Vec<(String, String)> {
+    let Some((_, rest)) = line.split_once('{') else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut chars = rest.chars();
+    loop {
+        let key: String = chars.by_ref().take_while(|&c| c != '=').collect();
+        let key = key.trim_start_matches(',').to_string();
+        if key.starts_with('}') || key.is_empty() {
+            return out;
+        }
+        assert_eq!(chars.next(), Some('"'), "{line}");
+        let mut value = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => value.push(match chars.next() {
+                    Some('n') => '\n',
+                    Some(c) => c,
+                    None => break,
+                }),
+                '"' => break,
+                c => value.push(c),
+            }
+        }
+        out.push((key, value));
+    }
+}
+
+/// `--metrics-label`s go on every series of the text and of the push,
+/// first; two mounts of one node then scrape apart.
+#[test]
+fn every_series_carries_the_mount_labels() {
+    let _g = common::side_by_side();
+    let receiver = Receiver::start(&[]);
+    let push = receiver.url();
+    let (m, addr) = mount_with_metrics(
+        &demo(),
+        &[
+            "--metrics-label",
+            "mount=demo",
+            "--metrics-label",
+            "site=lab \"north\"",
+            "--metrics-otlp",
+            &push,
+            "--metrics-otlp-interval",
+            "1",
+        ],
+    );
+    read_files(&m, &["climate.zarr/tas"]);
+    // (`settled` looks series up without these labels.)
+    let s = Scrape::of(addr);
+    let mut samples = 0;
+    for line in s
+        .text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+    {
+        let labels = labels_of(line);
+        assert_eq!(
+            labels.get(..2),
+            Some(
+                &[
+                    ("mount".to_string(), "demo".to_string()),
+                    ("site".to_string(), "lab \"north\"".to_string())
+                ][..]
+            ),
+            "{line}"
+        );
+        samples += 1;
+    }
+    assert!(samples > 50, "{}", s.text);
+    let pushed = receiver.wait_for(|p| p.to_string().contains("\"mount\""));
+    let json = pushed.to_string();
+    assert!(
+        json.contains("\"demo\"") && json.contains("lab \\\"north\\\""),
+        "{json}"
+    );
+    m.stop();
+    // A label slabfs's own series use is refused, naming it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_slabfs"))
+        .args(["mount", "--metrics-label", "op=x"])
+        .arg(demo())
+        .arg("/nonexistent-mountpoint")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("slabfs's own series use"),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------

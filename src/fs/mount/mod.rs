@@ -91,6 +91,8 @@ pub struct MountConfig {
     /// Most datasets of a directory SOURCE open at once
     /// (`--max-open-datasets`).
     pub max_open_datasets: usize,
+    /// Labels on every series of the metrics (`--metrics-label`).
+    pub metrics_labels: Vec<(String, String)>,
     /// Set the mount's `/sys/class/bdi/<dev>/read_ahead_kb` to this after
     /// mounting (root only); `None` = leave the kernel's value.
     pub read_ahead_kb: Option<u32>,
@@ -354,7 +356,7 @@ pub fn run(cfg: MountConfig, ready: Arc<Readiness>) -> Result<(), MountError> {
     core.stats().set_not_shown(skipped.len());
     // One registry for the endpoint and the push: the same series.
     let registry = (metrics.is_some() || cfg.metrics_otlp.is_some())
-        .then(|| Arc::new(collectors(&core, &cfg.remote)));
+        .then(|| Arc::new(collectors(&core, &cfg.remote, &cfg.metrics_labels)));
     if let (Some((addr, listener)), Some(registry)) = (metrics, &registry) {
         exporter::serve(listener, registry.clone())
             .map_err(|source| MountError::Metrics { addr, source })?;
@@ -478,12 +480,14 @@ const DISK_CACHE_FLUSH: std::time::Duration = std::time::Duration::from_secs(10)
 /// What the metrics endpoint shows ([`exporter`]): the collector of each
 /// subsystem ([`crate::metrics::Collect`]), each reading the counters its
 /// part of `.slabfs/stats` shows. A subsystem's series are one more line
-/// here (the module docs of [`crate::metrics`]).
+/// here (the module docs of [`crate::metrics`]). Every series carries
+/// `labels` (`--metrics-label`).
 pub fn collectors(
     core: &Arc<SlabFs>,
     remote: &crate::storage::remote::Remote,
+    labels: &[(String, String)],
 ) -> crate::metrics::Registry {
-    let registry = crate::metrics::Registry::new();
+    let registry = crate::metrics::Registry::with_labels(labels.to_vec());
     // fs: FUSE requests by operation, bytes served, errors, refresh
     // passes, datasets open, failing or not shown.
     registry.register(core.clone());
