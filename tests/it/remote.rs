@@ -3890,6 +3890,55 @@ fn a_store_get_that_makes_no_progress_is_hedged() {
     assert!(after < Duration::from_secs(3), "closed after {after:?}");
 }
 
+/// And an object read by ranges (a netCDF-3 file: `RemoteFile`): its data
+/// GET, stalled before its first byte, is hedged too, where it used to
+/// wait out the stall.
+#[test]
+fn an_object_read_that_makes_no_progress_is_hedged() {
+    let s3 = fixture_server();
+    let (path, expected) = netcdf3_cases()
+        .into_iter()
+        .max_by_key(|(_, e)| e.len())
+        .unwrap();
+    let (file, var) = path.split_once(".nc/").unwrap();
+    let _g = alone();
+    let proxy = StallProxy::start(s3.port, 0, 0, Duration::from_secs(8));
+    set_remote(remote::Config {
+        endpoint_url: Some(proxy.endpoint()),
+        ..remote::Config::default()
+    });
+    let ds = open(&format!("s3://{BUCKET}/nc3/{file}.nc"));
+    let entry = ds
+        .get(var)
+        .unwrap_or_else(|| panic!("{var} not in {file}.nc"));
+    let (sent, _) = net().hedges();
+    proxy.arm(1);
+    let started = Instant::now();
+    let mut got = vec![0u8; expected.len()];
+    let n = slabfs::engine::read::read_at(
+        entry.array.as_ref(),
+        0,
+        &mut got,
+        slabfs::dtype::Endian::Little,
+    )
+    .unwrap();
+    let took = started.elapsed();
+    assert_eq!(n, expected.len());
+    assert!(got == expected, "wrong bytes");
+    let log = proxy.log_after(1);
+    assert_eq!(
+        log.stalled.len(),
+        1,
+        "the read sent no request to stall: {:?}",
+        log.stalled
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "{took:?}: the stall was waited out"
+    );
+    assert!(net().hedges().0 > sent, "no hedge counted");
+}
+
 /// The storage contract (`slabfs::storage::testing::conformance`), kept
 /// by every remote implementation as by the local ones: the S3 store and
 /// files (against moto and s3s-fs), the HTTP ones (range_http.py; it cannot list), and

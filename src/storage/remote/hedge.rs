@@ -32,10 +32,11 @@
 //! Counted in `.slabfs/stats` (`remote_throttle.hedges`, and
 //! `hedges_won` where the twin answered first).
 //!
-//! Only whole and ranged GETs of [`super::RemoteStore`] are hedged (the
+//! Whole and ranged GETs are hedged: those of [`super::RemoteStore`] (the
 //! chunks of Zarr arrays, shards, kerchunk and NCA fragments read through
-//! a store); the pinned reads of a [`super::RemoteFile`] (netCDF, HDF5)
-//! and listings are not.
+//! a store) and the pinned ranged reads of a [`super::RemoteFile`]
+//! (netCDF-3, netCDF-4/HDF5 objects, with or without the disk cache).
+//! Listings and HEADs are not.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

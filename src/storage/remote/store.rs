@@ -1596,34 +1596,46 @@ fn ranged_get(
     let store = remote.store.clone();
     let path = remote.location.prefix().clone();
     let state = remote.state().clone();
+    // Hedged ([`super::hedge`]) as a store's GETs are: an attempt whose
+    // answer makes no progress for a while gets a twin, the first answer
+    // wins (a stalled netCDF or HDF5 read no longer waits out the stall
+    // timeout).
     async move {
-        let opts = GetOptions {
-            range: Some(GetRange::Bounded(range.clone())),
-            if_match,
-            ..Default::default()
-        };
-        let started = std::time::Instant::now();
-        let r = store.get_opts(&path, opts).await.map_err(io_error)?;
-        state.note_latency(started.elapsed());
-        if r.range != range {
-            return Err(io::Error::other(format!(
-                "asked for bytes {range:?}, the server answered {:?}",
-                r.range
-            )));
-        }
-        let meta = r.meta.clone();
-        let bytes = r.bytes().await.map_err(io_error)?;
-        if bytes.len() as u64 != range.end - range.start {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                format!(
-                    "{} bytes received of {}",
-                    bytes.len(),
-                    range.end - range.start
-                ),
-            ));
-        }
-        Ok((meta, bytes))
+        super::hedge::hedged(&state, |progress| {
+            let (store, path, range, if_match) =
+                (store.clone(), path.clone(), range.clone(), if_match.clone());
+            let state = &state;
+            async move {
+                let opts = GetOptions {
+                    range: Some(GetRange::Bounded(range.clone())),
+                    if_match,
+                    ..Default::default()
+                };
+                let Some(r) = answered(state, &store, &path, opts, &progress).await? else {
+                    return Err(io::Error::new(io::ErrorKind::NotFound, "no such object"));
+                };
+                if r.range != range {
+                    return Err(io::Error::other(format!(
+                        "asked for bytes {range:?}, the server answered {:?}",
+                        r.range
+                    )));
+                }
+                let meta = r.meta.clone();
+                let len = range.end - range.start;
+                let body = match collect(r.payload, len as usize, u64::MAX, &progress).await? {
+                    Ok(b) => b,
+                    Err(n) => return Err(io::Error::other(format!("{n} bytes, more than asked"))),
+                };
+                if body.len() as u64 != len {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("{} bytes received of {len}", body.len()),
+                    ));
+                }
+                Ok((meta, bytes::Bytes::from(body)))
+            }
+        })
+        .await
     }
 }
 
