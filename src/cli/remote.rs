@@ -41,6 +41,11 @@ pub struct RemoteArgs {
     #[arg(long, value_name = "SECONDS",
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub stall_timeout: Option<u64>,
+    /// Never send a GET that has made no progress for a while a second
+    /// time (hedging, docs/REMOTE.md "Hedged GETs"): a stalled request then
+    /// waits for --stall-timeout. For servers that bill every request.
+    #[arg(long)]
+    pub no_hedge: bool,
     /// Retries of one failed request (with exponential backoff and jitter).
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub retries: usize,
@@ -80,6 +85,7 @@ impl RemoteArgs {
                     .unwrap_or(DEFAULT_STALL_TIMEOUT.min(self.request_timeout / 3))
                     .clamp(1, self.request_timeout.max(1)),
             ),
+            hedge: !self.no_hedge,
             disk_cache: self.disk_cache.clone().map(|dir| DiskCacheConfig {
                 dir,
                 size: self.disk_cache_size,

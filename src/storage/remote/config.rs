@@ -33,6 +33,11 @@ pub struct Config {
     /// head, or the next bytes of its body) before it is abandoned and
     /// retried on a new connection, resuming after the bytes received.
     pub stall_timeout: Duration,
+    /// Send a GET that makes no progress for a while a second time, the
+    /// first answer winning ([`super::hedge`]); off, a stalled attempt
+    /// waits for `stall_timeout` (for servers billed per request, and the
+    /// tests of stalls).
+    pub hedge: bool,
     /// Remote bytes kept on local disk across restarts (`--disk-cache`).
     pub disk_cache: Option<crate::storage::disk_cache::DiskCacheConfig>,
 }
@@ -57,6 +62,7 @@ impl Default for Config {
             // both, and fits twice into the 30 s request timeout, so a
             // read survives two stalls in a row.
             stall_timeout: Duration::from_secs(10),
+            hedge: true,
             disk_cache: None,
         }
     }

@@ -36,7 +36,8 @@
 //! chunks of Zarr arrays, shards, kerchunk and NCA fragments read through
 //! a store) and the pinned ranged reads of a [`super::RemoteFile`]
 //! (netCDF-3, netCDF-4/HDF5 objects, with or without the disk cache).
-//! Listings and HEADs are not.
+//! Listings and HEADs are not. `--no-hedge` (`Config::hedge`) turns it
+//! off.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -153,6 +154,9 @@ where
     Fut: Future<Output = std::io::Result<T>>,
 {
     let progress = Progress::new();
+    if !state.config().hedge {
+        return attempt(progress).await;
+    }
     let mut first = Box::pin(attempt(progress.clone()));
     let slot = loop {
         let wait = delay(state).saturating_sub(progress.idle());
