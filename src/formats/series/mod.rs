@@ -271,7 +271,7 @@ pub fn plan(opener: &Opener, files: &[PathBuf], opts: &Options) -> Result<Series
             let k = |m: &Member| m.coords.as_ref().and_then(|c| c.first().copied());
             k(a).partial_cmp(&k(b)).unwrap_or(std::cmp::Ordering::Equal)
         });
-        check_monotonic(&mut members, dim, opts.allow_gaps, &mut problems);
+        check_monotonic(&members, dim, opts.allow_gaps, &mut problems);
         if !problems.is_empty() {
             return Err(unfit(dim, problems));
         }
@@ -360,12 +360,7 @@ fn to_series_units(
 
 /// Check the members' coordinates (sorted by first value) form one
 /// strictly monotonic series without overlaps or gaps.
-fn check_monotonic(
-    members: &mut [Member],
-    dim: &str,
-    allow_gaps: bool,
-    problems: &mut Vec<String>,
-) {
+fn check_monotonic(members: &[Member], dim: &str, allow_gaps: bool, problems: &mut Vec<String>) {
     let mut steps: Vec<f64> = Vec::new();
     let all: Vec<f64> = members
         .iter()
@@ -716,9 +711,8 @@ mod tests {
     }
 
     fn problems(members: &[Member], allow_gaps: bool) -> Vec<String> {
-        let mut m = members.to_vec();
         let mut p = Vec::new();
-        check_monotonic(&mut m, "time", allow_gaps, &mut p);
+        check_monotonic(members, "time", allow_gaps, &mut p);
         p
     }
 
