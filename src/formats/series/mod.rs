@@ -266,6 +266,14 @@ pub fn plan(opener: &Opener, files: &[PathBuf], opts: &Options) -> Result<Series
     if !problems.is_empty() {
         return Err(unfit(dim, problems));
     }
+    if members.iter().all(|m| m.len == 0) {
+        return Err(unfit(
+            dim,
+            vec![format!(
+                "every file is 0 long along {dim}: there is nothing to join"
+            )],
+        ));
+    }
     if first.join.is_some() {
         members.sort_by(|a, b| {
             let k = |m: &Member| m.coords.as_ref().and_then(|c| c.first().copied());
