@@ -893,8 +893,11 @@ fn aggregate(args: &AggregateArgs) -> anyhow_free::Result<()> {
             .into());
         }
     };
+    // One opener (one cache, one remote state) for the listing and every
+    // member.
+    let opener = opener(common);
     let files = match inputs {
-        [dir] if dir.is_dir() && !opener(common).is_dataset_dir(dir) => {
+        [dir] if dir.is_dir() && !opener.is_dataset_dir(dir) => {
             // Not the descriptor itself, written there before.
             let same = |a: &std::path::Path| {
                 let c = |p: &std::path::Path| std::fs::canonicalize(p).ok();
@@ -913,7 +916,7 @@ fn aggregate(args: &AggregateArgs) -> anyhow_free::Result<()> {
         dim: dim.to_string(),
         allow_gaps,
     };
-    let plan = series::plan(&opener(common), &files, &opts)?;
+    let plan = series::plan(&opener, &files, &opts)?;
     let scan = match (scan, inputs) {
         (false, _) => None,
         (true, _) if format != DescriptorFormat::Ncml => {

@@ -637,3 +637,52 @@ fn members_by_absolute_path_file_url_and_of_other_formats() {
     let c = ds.get("g1/counts").unwrap().array.clone();
     common::check_ranges(c.as_ref(), &counts, 0x2b, 6).unwrap();
 }
+
+/// A tiled mosaic with a tile missing: its cells read as the fill value,
+/// while a coordinate along one tiled dimension (`lat`) is still read
+/// from the other tiles of its row (it used to be the fill value too when
+/// the row's first tile was the one missing).
+#[test]
+fn a_missing_tile_is_fill_and_its_row_keeps_its_coordinates() {
+    let dir = tree(&[(
+        "gap.ncml",
+        r#">
+  <aggregation dimName="lat lon" type="tiled">
+    <netcdf location="data/tiles/t_01.nc" section="0:1,3:5"/>
+    <netcdf location="data/tiles/t_10.nc" section="2:3,0:2"/>
+    <netcdf location="data/tiles/t_11.nc" section="2:3,3:5"/>
+  </aggregation>
+"#,
+    )]);
+    let ds = open(&dir.path().join("gap.ncml"));
+    assert!(ds.skipped.is_empty(), "{:?}", skipped_of(&ds));
+    let m = manifest();
+    let want = |var: &str| {
+        std::fs::read(
+            fixtures().join(
+                m["ncml"]["tiled.ncml"]["variables"][var]["expected"]
+                    .as_str()
+                    .unwrap(),
+            ),
+        )
+        .unwrap()
+    };
+    let read = |var: &str| {
+        let a = ds.get(var).unwrap().array.clone();
+        let mut out = vec![0u8; a.meta().nbytes() as usize];
+        slabfs::engine::read::read_at(a.as_ref(), 0, &mut out, Endian::Little).unwrap();
+        out
+    };
+    assert_eq!(read("lat"), want("lat"));
+    assert_eq!(read("lon"), want("lon"));
+    // tas(lat=4, lon=6) f4: rows 0-1, columns 0-2 are the missing tile,
+    // netCDF's default float fill (no _FillValue in the tiles).
+    let mut tas = want("tas");
+    for r in 0..2 {
+        for c in 0..3 {
+            let at = (r * 6 + c) * 4;
+            tas[at..at + 4].copy_from_slice(&9.969_21e36_f32.to_le_bytes());
+        }
+    }
+    assert_eq!(read("tas"), tas);
+}

@@ -79,9 +79,14 @@ pub struct Mosaic {
     bounds: Vec<Vec<u64>>,
     members: Vec<Arc<Member>>,
     sections: Vec<Section>,
-    /// The member covering each cell of the tiled dimensions' grid (C
-    /// order over the cells), `None` for a gap.
+    /// The member that serves each cell of this variable's own tiled
+    /// dimensions (C order over its cells; `None` for a gap): of the
+    /// members covering it along those dimensions, the last listed (a
+    /// coordinate `lat(lat)` of a row of tiles is any of them).
     cover: Vec<Option<usize>>,
+    /// A piece's tile coordinates to its index in `cover`: one stride per
+    /// dimension of the variable, 0 where the dimension is not tiled.
+    strides: Vec<usize>,
 }
 
 impl std::fmt::Debug for Mosaic {
@@ -161,7 +166,7 @@ impl Mosaic {
         axes: Vec<Option<usize>>,
         members: Vec<Arc<Member>>,
         sections: Vec<Section>,
-        (bounds, cover): (Vec<Vec<u64>>, Vec<Option<usize>>),
+        (bounds, grid_cover): (Vec<Vec<u64>>, Vec<Option<usize>>),
     ) -> Result<Mosaic> {
         let tiling = axes
             .iter()
@@ -175,6 +180,35 @@ impl Mosaic {
                 None => Ok(DimTiling::Regular(n.max(1))),
             })
             .collect::<Result<Vec<_>>>()?;
+        // The grid's cells projected onto this variable's tiled dimensions
+        // (in its own order), each keeping the last member over it.
+        let cells: Vec<usize> = bounds.iter().map(|b| b.len() - 1).collect();
+        let mut strides = vec![0usize; axes.len()];
+        let mut n = 1usize;
+        for (d, a) in axes.iter().enumerate().rev() {
+            if let Some(t) = a {
+                strides[d] = n;
+                n *= cells[*t];
+            }
+        }
+        let mut own = vec![None; n];
+        let mut idx = vec![0usize; cells.len()];
+        for k in &grid_cover {
+            // `idx` is the grid cell of `k`, in C order.
+            let at: usize = axes
+                .iter()
+                .zip(&strides)
+                .map(|(a, &st)| a.map_or(0, |t| idx[t] * st))
+                .sum();
+            own[at] = own[at].max(*k);
+            for d in (0..cells.len()).rev() {
+                idx[d] += 1;
+                if idx[d] < cells[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
         Ok(Mosaic {
             meta,
             var,
@@ -183,7 +217,8 @@ impl Mosaic {
             bounds,
             members,
             sections,
-            cover,
+            cover: own,
+            strides,
         })
     }
 
@@ -245,18 +280,13 @@ impl PieceSource for Mosaic {
         _many: bool,
         _fetched: Option<()>,
     ) -> Result<()> {
-        // The cell of the tiled dimensions' grid this piece is in.
-        let cells: Vec<usize> = self.bounds.iter().map(|b| b.len() - 1).collect();
-        let mut at = vec![0usize; self.bounds.len()];
-        for (d, a) in self.axes.iter().enumerate() {
-            if let Some(t) = a {
-                at[*t] = piece.tile[d] as usize;
-            }
-        }
-        let flat = at
+        // The cell this piece is in (its tile along each tiled dimension).
+        let flat: usize = piece
+            .tile
             .iter()
-            .zip(&cells)
-            .fold(0usize, |acc, (&i, &n)| acc * n + i);
+            .zip(&self.strides)
+            .map(|(&i, &st)| i as usize * st)
+            .sum();
         let Some(k) = self.cover[flat] else {
             view.fill(&self.meta.fill_value);
             return Ok(());
@@ -268,7 +298,10 @@ impl PieceSource for Mosaic {
             .enumerate()
             .map(|(d, a)| match a {
                 // Absolute position minus the member's origin.
-                Some(t) => self.bounds[*t][at[*t]] + piece.tile_start[d] - self.sections[k][*t].0,
+                Some(t) => {
+                    self.bounds[*t][piece.tile[d] as usize] + piece.tile_start[d]
+                        - self.sections[k][*t].0
+                }
                 None => piece.tile_start[d],
             })
             .collect();

@@ -796,20 +796,29 @@ fn copy_from_blocks(
     Ok(())
 }
 
-/// A run of whole blocks of an object ([`get_block_run`]): its bytes (the
-/// last block cut at the object's end), and the version they are of.
+/// The bytes of a ranged GET ([`get_block_run`]) and the object's
+/// metadata as that answer gave it (the version they are of).
 struct BlockRun {
     bytes: bytes::Bytes,
-    e_tag: Option<String>,
-    size: u64,
+    meta: object_store::ObjectMeta,
 }
 
-/// The blocks `range` (block-aligned; its end may lie past the object's:
-/// the answer stops there) of `path`, of which the reads want the bytes
-/// up to `need`, pinned to `if_match` when given; `None` when the object
-/// does not exist. A failed `If-Match` is `InvalidData`; an object that
-/// ends before `need` is `UnexpectedEof`, said before its body is read (a
-/// wrong length does not fetch the rest of the object).
+impl BlockRun {
+    /// The object's ETag, normalised.
+    fn e_tag(&self) -> Option<String> {
+        self.meta.e_tag.as_deref().map(normal_e_tag)
+    }
+}
+
+/// The bytes `range` of `path` (its end may lie past the object's: the
+/// answer stops there; a run of whole blocks for the disk cache, exactly
+/// the bytes a read wants for [`ranged_get`]), of which the reads want
+/// the bytes up to `need`, pinned to `if_match` when given; `None` when
+/// the object does not exist. A failed `If-Match` is `InvalidData`; an
+/// object that ends before `need` is `UnexpectedEof`, said before its body
+/// is read (a wrong length does not fetch the rest of the object).
+/// Hedged ([`super::hedge`]): an attempt whose answer makes no progress
+/// for a while gets a twin, and the first answer wins.
 async fn get_block_run(
     state: Arc<State>,
     store: Arc<dyn ObjectStore>,
@@ -831,7 +840,7 @@ async fn get_block_run(
             let Some(r) = answered(state, &store, &path, opts, &progress).await? else {
                 return Ok(None);
             };
-            let (e_tag, size) = (r.meta.e_tag.as_deref().map(normal_e_tag), r.meta.size);
+            let size = r.meta.size;
             if need > size {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
@@ -858,8 +867,7 @@ async fn get_block_run(
             }
             Ok(Some(BlockRun {
                 bytes: body.into(),
-                e_tag,
-                size,
+                meta: r.meta,
             }))
         }
     })
@@ -1380,9 +1388,9 @@ impl RemoteStore {
             let mut missing = false;
             for a in &answers {
                 match a {
-                    Ok(Some(run)) => match (&version, &run.e_tag) {
-                        (None, Some(tag)) => version = Some((tag.clone(), run.size)),
-                        (Some((tag, size)), Some(t)) if t == tag && *size == run.size => {}
+                    Ok(Some(run)) => match (&version, run.e_tag()) {
+                        (None, Some(tag)) => version = Some((tag, run.meta.size)),
+                        (Some((tag, size)), Some(t)) if t == *tag && *size == run.meta.size => {}
                         _ => {
                             // Another version than the one listed (a
                             // server that ignores If-Match answers what it
@@ -1596,46 +1604,13 @@ fn ranged_get(
     let store = remote.store.clone();
     let path = remote.location.prefix().clone();
     let state = remote.state().clone();
-    // Hedged ([`super::hedge`]) as a store's GETs are: an attempt whose
-    // answer makes no progress for a while gets a twin, the first answer
-    // wins (a stalled netCDF or HDF5 read no longer waits out the stall
-    // timeout).
+    // Hedged, as a store's GETs are (a stalled netCDF or HDF5 read does
+    // not wait out the stall timeout).
     async move {
-        super::hedge::hedged(&state, |progress| {
-            let (store, path, range, if_match) =
-                (store.clone(), path.clone(), range.clone(), if_match.clone());
-            let state = &state;
-            async move {
-                let opts = GetOptions {
-                    range: Some(GetRange::Bounded(range.clone())),
-                    if_match,
-                    ..Default::default()
-                };
-                let Some(r) = answered(state, &store, &path, opts, &progress).await? else {
-                    return Err(io::Error::new(io::ErrorKind::NotFound, "no such object"));
-                };
-                if r.range != range {
-                    return Err(io::Error::other(format!(
-                        "asked for bytes {range:?}, the server answered {:?}",
-                        r.range
-                    )));
-                }
-                let meta = r.meta.clone();
-                let len = range.end - range.start;
-                let body = match collect(r.payload, len as usize, u64::MAX, &progress).await? {
-                    Ok(b) => b,
-                    Err(n) => return Err(io::Error::other(format!("{n} bytes, more than asked"))),
-                };
-                if body.len() as u64 != len {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        format!("{} bytes received of {len}", body.len()),
-                    ));
-                }
-                Ok((meta, bytes::Bytes::from(body)))
-            }
-        })
-        .await
+        match get_block_run(state, store, path, range.clone(), range.end, if_match).await? {
+            Some(run) => Ok((run.meta, run.bytes)),
+            None => Err(io::Error::new(io::ErrorKind::NotFound, "no such object")),
+        }
     }
 }
 
